@@ -1,0 +1,2 @@
+// nodeletctl (placeholder until the control socket lands).
+int main() { return 0; }

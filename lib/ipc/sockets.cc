@@ -1,0 +1,215 @@
+#include "lib/ipc/sockets.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace nodelet::ipc {
+namespace {
+
+Status ZmqError(const std::string& what, const zmq::error_t& e) {
+  if (e.num() == EAGAIN) return Unavailable(what + ": " + e.what());
+  return Internal(what + ": " + e.what());
+}
+
+constexpr std::string_view kIpcScheme = "ipc://";
+
+}  // namespace
+
+SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
+    : socket_(ctx.raw(), type), max_bytes_(max_bytes) {
+  socket_.set(zmq::sockopt::linger, 0);
+  // ZeroMQ drops (and disconnects) a peer that sends a frame over the limit before we see it.
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes));
+}
+
+SocketBase::~SocketBase() {
+  socket_.close();
+  if (!bound_path_.empty()) unlink(bound_path_.c_str());
+}
+
+zmq::pollitem_t SocketBase::PollItem(short events) {
+  return zmq::pollitem_t{socket_.handle(), 0, events, 0};
+}
+
+bool SocketBase::Readable() {
+  return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+}
+
+Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
+  std::string path;
+  if (uri.rfind(kIpcScheme, 0) == 0) {
+    path = uri.substr(kIpcScheme.size());
+    // A socket file left by a crashed predecessor would make bind fail; nobody else may own it
+    // because the run directory is ours.
+    unlink(path.c_str());
+  }
+  try {
+    socket_.bind(uri);
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to bind '" + uri + "'", e);
+  }
+  if (!path.empty()) {
+    bound_path_ = path;
+    if (chmod(path.c_str(), mode) != 0) return ErrnoStatus("Failed to chmod '" + path + "'", errno);
+  }
+  return Status::Ok();
+}
+
+Status SocketBase::ConnectTo(const std::string& uri) {
+  try {
+    socket_.connect(uri);
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to connect to '" + uri + "'", e);
+  }
+  return Status::Ok();
+}
+
+RouterServer::RouterServer(Context& ctx, size_t max_bytes)
+    : SocketBase(ctx, zmq::socket_type::router, max_bytes) {
+  // Replies to a vanished peer fail instead of being silently dropped.
+  socket_.set(zmq::sockopt::router_mandatory, 1);
+}
+
+Status RouterServer::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
+
+Result<Incoming> RouterServer::Receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item = PollItem();
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) return DeadlineExceeded("no message");
+    Incoming in;
+    zmq::message_t id;
+    if (!socket_.recv(id, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
+    in.peer.assign(static_cast<const char*>(id.data()), id.size());
+    if (!id.more()) return InvalidArgument("message without a body");
+    if (!socket_.recv(in.payload, zmq::recv_flags::dontwait)) {
+      return InvalidArgument("message without a body");
+    }
+    if (in.payload.more()) {
+      // Clients send exactly one body frame; drain the rest and refuse the message.
+      zmq::message_t rest;
+      while (socket_.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+      }
+      return InvalidArgument("message with more than one body frame");
+    }
+    return in;
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to receive", e);
+  }
+}
+
+Status RouterServer::Send(const std::string& peer, const void* data, size_t size) {
+  try {
+    if (!socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      return Unavailable("peer queue full");
+    }
+    if (!socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait)) {
+      return Unavailable("peer queue full");
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Unavailable("peer is gone");
+    return ZmqError("Failed to send", e);
+  }
+  return Status::Ok();
+}
+
+DealerClient::DealerClient(Context& ctx, size_t max_bytes)
+    : SocketBase(ctx, zmq::socket_type::dealer, max_bytes), ctx_(ctx) {
+  // Messages are only queued for peers that are connected, so a reply is never sent into the
+  // void of a half-made connection.
+  socket_.set(zmq::sockopt::immediate, 1);
+  socket_.set(zmq::sockopt::reconnect_ivl, 20);
+  socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
+}
+
+Status DealerClient::Connect(const std::string& uri) {
+  uri_ = uri;
+  return ConnectTo(uri);
+}
+
+Status DealerClient::Send(const void* data, size_t size) {
+  try {
+    if (!socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait)) {
+      return Unavailable("not connected to '" + uri_ + "' (or its queue is full)");
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to send to '" + uri_ + "'", e);
+  }
+  return Status::Ok();
+}
+
+Result<Frame> DealerClient::Receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item = PollItem();
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) return DeadlineExceeded("no message");
+    Frame f;
+    if (!socket_.recv(f, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
+    if (f.more()) {
+      // Servers send one frame; drain the rest and refuse it.
+      Frame rest;
+      while (socket_.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+      }
+      return InvalidArgument("message with more than one frame");
+    }
+    return f;
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to receive from '" + uri_ + "'", e);
+  }
+}
+
+Status DealerClient::Reconnect() {
+  socket_.close();
+  socket_ = zmq::socket_t(ctx_.raw(), zmq::socket_type::dealer);
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes_));
+  socket_.set(zmq::sockopt::immediate, 1);
+  socket_.set(zmq::sockopt::reconnect_ivl, 20);
+  socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
+  return ConnectTo(uri_);
+}
+
+RequestClient::RequestClient(Context& ctx, std::string uri, size_t max_bytes)
+    : uri_(std::move(uri)), dealer_(ctx, max_bytes) {}
+
+Status RequestClient::Connect() { return dealer_.Connect(uri_); }
+
+Publisher::Publisher(Context& ctx, size_t max_bytes)
+    : SocketBase(ctx, zmq::socket_type::pub, max_bytes) {
+  socket_.set(zmq::sockopt::sndhwm, 100000);
+}
+
+Status Publisher::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
+
+Status Publisher::Publish(const void* data, size_t size) {
+  try {
+    socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to publish", e);
+  }
+  return Status::Ok();
+}
+
+Subscriber::Subscriber(Context& ctx, size_t max_bytes)
+    : SocketBase(ctx, zmq::socket_type::sub, max_bytes) {
+  socket_.set(zmq::sockopt::subscribe, "");
+  socket_.set(zmq::sockopt::rcvhwm, 100000);
+  socket_.set(zmq::sockopt::reconnect_ivl, 20);
+  socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
+}
+
+Status Subscriber::Connect(const std::string& uri) { return ConnectTo(uri); }
+
+Result<Frame> Subscriber::Receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item = PollItem();
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) return DeadlineExceeded("no message");
+    Frame f;
+    if (!socket_.recv(f, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
+    return f;
+  } catch (const zmq::error_t& e) {
+    return ZmqError("Failed to receive", e);
+  }
+}
+
+}  // namespace nodelet::ipc

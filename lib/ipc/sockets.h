@@ -1,0 +1,162 @@
+// RAII wrappers over cppzmq for the patterns of DESIGN.md: control and work (ROUTER servers,
+// DEALER clients with deadlines), events (PUB/SUB). Each socket belongs to one thread. Every
+// socket has linger 0 and a ZeroMQ-level size limit; every receive has a deadline and returns a
+// Status instead of throwing.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/common/status.h"
+#include "lib/ipc/codec.h"
+
+namespace nodelet::ipc {
+
+// One per process. ZeroMQ contexts are thread-safe; sockets are not.
+class Context {
+ public:
+  Context() : ctx_(1) {}
+  zmq::context_t& raw() { return ctx_; }
+
+ private:
+  zmq::context_t ctx_;
+};
+
+// A message body (one frame).
+using Frame = zmq::message_t;
+
+// A frame from a ROUTER socket with the routing id of the peer that sent it.
+struct Incoming {
+  std::string peer;  // opaque routing id; pass back to Send()
+  Frame payload;
+};
+
+// Common base: owns the zmq socket, applies the shared options.
+class SocketBase {
+ public:
+  SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes);
+  SocketBase(const SocketBase&) = delete;
+  SocketBase& operator=(const SocketBase&) = delete;
+  virtual ~SocketBase();
+
+  // For zmq::poll: the socket as a poll item.
+  zmq::pollitem_t PollItem(short events = ZMQ_POLLIN);
+  // True when a message can be received now without blocking.
+  bool Readable();
+  zmq::socket_t& raw() { return socket_; }
+  size_t max_bytes() const { return max_bytes_; }
+
+ protected:
+  // Binds to `uri`; for ipc:// endpoints removes a stale socket file first and sets `mode` on
+  // the new one.
+  Status BindIpc(const std::string& uri, unsigned mode);
+  Status ConnectTo(const std::string& uri);
+
+  zmq::socket_t socket_;
+  size_t max_bytes_;
+  std::string bound_path_;
+};
+
+// The server side of control and work: many DEALER clients, replies routed by peer id.
+class RouterServer : public SocketBase {
+ public:
+  explicit RouterServer(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  // mode: permissions of the socket file (0600 by default; 0660 to let a group in).
+  Status Bind(const std::string& uri, unsigned mode = 0600);
+  // Waits up to `timeout` for one message. DeadlineExceeded when none came; InvalidArgument for
+  // a malformed multipart message (which is dropped).
+  Result<Incoming> Receive(std::chrono::milliseconds timeout);
+  // Sends without blocking; Unavailable when the peer is gone or its queue is full.
+  Status Send(const std::string& peer, const void* data, size_t size);
+};
+
+// A client of a RouterServer: connects (reconnects automatically), sends, receives.
+class DealerClient : public SocketBase {
+ public:
+  explicit DealerClient(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  Status Connect(const std::string& uri);
+  // Sends without blocking; Unavailable when the queue to the peer is full.
+  Status Send(const void* data, size_t size);
+  Result<Frame> Receive(std::chrono::milliseconds timeout);
+  // Drops the socket and connects a fresh one (the "Lazy Pirate" reset after a lost reply).
+  Status Reconnect();
+
+ private:
+  std::string uri_;
+  Context& ctx_;
+};
+
+// Request/reply with a deadline and retries over a DEALER: sends, waits for a reply whose
+// request id matches (`match` decides), and on timeout reconnects and resends until the overall
+// deadline. Never blocks past the deadline.
+class RequestClient {
+ public:
+  RequestClient(Context& ctx, std::string uri, size_t max_bytes = kDefaultMaxMessageBytes);
+  Status Connect();
+  // `match` returns true for the reply that answers this request (stale replies from an earlier
+  // attempt are skipped). `attempt_timeout` bounds each try; `deadline` bounds the whole call.
+  template <typename Match>
+  Result<Frame> Call(const void* data, size_t size, std::chrono::milliseconds attempt_timeout,
+                     std::chrono::milliseconds deadline, Match match);
+
+ private:
+  std::string uri_;
+  DealerClient dealer_;
+};
+
+// PUB side of the events pattern. Slow subscribers drop messages (high-water mark); sequence
+// numbers in the envelope let them notice and resynchronise.
+class Publisher : public SocketBase {
+ public:
+  explicit Publisher(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  Status Bind(const std::string& uri, unsigned mode = 0600);
+  Status Publish(const void* data, size_t size);
+};
+
+// SUB side: subscribes to everything.
+class Subscriber : public SocketBase {
+ public:
+  explicit Subscriber(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  Status Connect(const std::string& uri);
+  Result<Frame> Receive(std::chrono::milliseconds timeout);
+};
+
+template <typename Match>
+Result<Frame> RequestClient::Call(const void* data, size_t size,
+                                  std::chrono::milliseconds attempt_timeout,
+                                  std::chrono::milliseconds deadline, Match match) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  Status last = DeadlineExceeded("no reply from " + uri_);
+  while (std::chrono::steady_clock::now() < end) {
+    if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
+    const auto attempt_end = std::min(end, std::chrono::steady_clock::now() + attempt_timeout);
+    for (;;) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= attempt_end) break;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_end - now);
+      auto frame = dealer_.Receive(std::max(left, std::chrono::milliseconds(1)));
+      if (!frame.ok()) {
+        if (frame.status().code() == StatusCode::kDeadlineExceeded) break;
+        last = frame.status();
+        continue;
+      }
+      if (match(*frame)) return std::move(frame).value();
+    }
+    if (std::chrono::steady_clock::now() >= end) break;
+    // Lazy Pirate: the reply may be lost for good; start over on a fresh socket.
+    if (Status s = dealer_.Reconnect(); !s.ok()) return s;
+  }
+  if (last.code() == StatusCode::kDeadlineExceeded) {
+    return DeadlineExceeded("no reply from " + uri_ + " within " +
+                            std::to_string(deadline.count()) + " ms");
+  }
+  return last;
+}
+
+}  // namespace nodelet::ipc

@@ -1,0 +1,51 @@
+// The flags and YAML configuration file every nodelet binary shares.
+//
+// One file serves all binaries: top-level keys are the shared settings (the flags' long names
+// without dashes: `root-dir: /var/lib/nodelet`), and a section named after a binary
+// (`plegd:`, `supervisor:`...) holds that binary's own keys, which override the top level.
+// Flags given on the command line override the file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "lib/common/status.h"
+
+namespace nodelet {
+
+struct CommonOptions {
+  std::string config_file;  // --config; empty: none
+  std::string root_dir = "/var/lib/nodelet";
+  std::string run_dir = "/run/nodelet";
+  std::string log_dir = "/var/log/nodelet";
+  std::string log_level = "info";
+  // How often a service sends a heartbeat to the supervisor.
+  int heartbeat_interval_ms = 1000;
+};
+
+// A CLI11 config reader for YAML: top-level scalars and lists, plus the keys of the section
+// named `section`, become flag values.
+class YamlConfigReader : public CLI::Config {
+ public:
+  explicit YamlConfigReader(std::string section) : section_(std::move(section)) {}
+  std::string to_config(const CLI::App*, bool, bool, std::string) const override;
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
+
+ private:
+  std::string section_;
+};
+
+// Adds --config, --root-dir, --run-dir, --log-dir, --log-level, --heartbeat-interval to `app`
+// and sets the YAML reader for `section`.
+void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& section);
+
+// Loads the YAML file (for the sections that CLI11 does not map, such as the supervisor's
+// per-service table). An empty path gives an empty node.
+Result<YAML::Node> LoadYamlFile(const std::string& path);
+
+// Parses a duration such as "500ms", "2s", "1m", "1h" or a bare number of milliseconds.
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
+
+}  // namespace nodelet
