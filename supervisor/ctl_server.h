@@ -1,0 +1,45 @@
+// CtlServer: the supervisor's end of the operator API (ipc-schemas/ctl.fbs). It binds the ctl
+// endpoint in the run directory, verifies every request, answers status, pid, version and log
+// path at once, and answers start/stop/restart when ServiceControl reports them done. Garbage
+// gets an error reply (or is dropped when it cannot be answered) and never stops the server.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "lib/common/clock.h"
+#include "lib/common/status.h"
+#include "lib/ipc/sockets.h"
+#include "supervisor/service_control.h"
+
+namespace nodelet::supervisor {
+
+struct CtlServerOptions {
+  std::string run_dir;
+  // When set, the socket file is 0660 and owned by this group; otherwise 0600 (root only).
+  std::optional<gid_t> group;
+  pid_t supervisor_pid = 0;
+  std::string version;
+};
+
+class CtlServer {
+ public:
+  CtlServer(ipc::Context& ctx, ServiceControl& services, const Clock& clock,
+            CtlServerOptions options);
+  ~CtlServer();
+  Status Bind();
+  // For the supervisor's poll loop.
+  zmq::pollitem_t PollItem();
+  // Handles every queued request (call when PollItem is readable).
+  void OnReadable();
+  uint64_t bad_requests() const;
+  uint64_t requests() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace nodelet::supervisor

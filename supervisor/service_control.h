@@ -1,0 +1,53 @@
+// ServiceControl: what the operator API (CtlServer, nodeletctl) may see and ask of the
+// supervisor's process manager. Implemented by the process manager (standalone mode) and later
+// by the systemd-mode monitor; faked in tests. All calls run on the supervisor's loop thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ctl_generated.h"
+
+namespace nodelet::supervisor {
+
+using ProcessState = ipc::ctl::ProcessState;
+
+// One service as the operator sees it.
+struct ServiceInfo {
+  std::string name;          // "plegd"
+  ProcessState state = ProcessState::Stopped;
+  pid_t pid = 0;             // 0 unless STARTING, RUNNING or STOPPING
+  uint64_t uptime_ms = 0;    // time RUNNING, 0 otherwise
+  // supervisorctl-style: "pid 1234, uptime 0:01:02", "exit 1, restart in 0.4s", ...
+  std::string description;
+  uint32_t restarts = 0;     // automatic restarts since the supervisor started
+  std::string health;        // "ok", "degraded: why", "failing: why", "" when unknown
+  std::string log_path;
+  int64_t state_since_epoch_s = 0;
+};
+
+// Called exactly once when a requested change has completed (ok, "started"/"stopped") or failed
+// (false, why).
+using DoneCallback = std::function<void(bool ok, const std::string& message)>;
+
+class ServiceControl {
+ public:
+  virtual ~ServiceControl() = default;
+  // Every service, in a stable order (plegd, statusd, volumed, podworkerd).
+  virtual std::vector<ServiceInfo> List() const = 0;
+  virtual bool Has(const std::string& name) const = 0;
+  // Start: done(true, "started") once RUNNING; done(false, ...) when it cannot start (ends in
+  // BACKOFF/FATAL) or is already running ("already started"). Clears FATAL at once.
+  virtual void Start(const std::string& name, DoneCallback done) = 0;
+  // Stop: done(true, "stopped") once STOPPED; "not running" when it already was.
+  virtual void Stop(const std::string& name, DoneCallback done) = 0;
+  // Restart: stop (if running) then start; done once RUNNING or failed. Only this service is
+  // touched, and the restart does not count toward the restart-intensity limit.
+  virtual void Restart(const std::string& name, DoneCallback done) = 0;
+};
+
+}  // namespace nodelet::supervisor
