@@ -1,0 +1,78 @@
+// Writes the seed corpora for the fuzz targets (valid messages of each kind), so a fresh clone
+// start from valid messages (`./dev fuzz` runs it into each target's fresh corpus).
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "control_generated.h"
+#include "ctl_generated.h"
+#include "lib/ipc/codec.h"
+
+namespace {
+
+void Write(const std::string& path, flatbuffers::FlatBufferBuilder& fbb) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace nodelet::ipc;
+  std::string dir = argc > 1 ? argv[1] : "fuzz/corpus";
+  std::filesystem::create_directories(dir + "/control");
+  std::filesystem::create_directories(dir + "/ctl");
+  EnvelopeWriter w(ServiceId::Plegd, 7);
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto h = w.Write(fbb);
+    auto body = control::CreateHelloDirect(fbb, "plegd", 1234, "0.1.0", 1000);
+    fbb.Finish(control::CreateControlMessage(fbb, h, control::Body::Hello, body.Union()),
+               control::ControlMessageIdentifier());
+    Write(dir + "/control/hello", fbb);
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto h = w.Write(fbb);
+    std::vector<flatbuffers::Offset<control::Counter>> cs = {
+        control::CreateCounterDirect(fbb, "relists", 10),
+        control::CreateCounterDirect(fbb, "events", 3)};
+    auto body = control::CreateHeartbeat(fbb, control::Health::Failing,
+                                         fbb.CreateString("runtime down"), 5000,
+                                         fbb.CreateVector(cs));
+    fbb.Finish(control::CreateControlMessage(fbb, h, control::Body::Heartbeat, body.Union()),
+               control::ControlMessageIdentifier());
+    Write(dir + "/control/heartbeat", fbb);
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto h = w.Write(fbb);
+    auto body = control::CreateReplyDirect(fbb, 3, false, "reload failed");
+    fbb.Finish(control::CreateControlMessage(fbb, h, control::Body::Reply, body.Union()),
+               control::ControlMessageIdentifier());
+    Write(dir + "/control/reply", fbb);
+  }
+  EnvelopeWriter c(ServiceId::Ctl, 9);
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto h = c.Write(fbb);
+    std::vector<std::string> names = {"plegd", "statusd"};
+    auto body = ctl::CreateCtlRequest(fbb, ctl::RequestKind::Restart,
+                                      fbb.CreateVectorOfStrings(names));
+    fbb.Finish(ctl::CreateCtlMessage(fbb, h, ctl::Body::CtlRequest, body.Union()),
+               ctl::CtlMessageIdentifier());
+    Write(dir + "/ctl/request", fbb);
+  }
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto h = c.Write(fbb);
+    std::vector<flatbuffers::Offset<ctl::ServiceStatus>> ss = {ctl::CreateServiceStatusDirect(
+        fbb, "plegd", ctl::ProcessState::Running, 1234, 62000, "pid 1234, uptime 0:01:02", 1,
+        "ok", "/var/log/nodelet/plegd.log", 1700000000)};
+    auto body = ctl::CreateCtlReply(fbb, true, 0, fbb.CreateVector(ss));
+    fbb.Finish(ctl::CreateCtlMessage(fbb, h, ctl::Body::CtlReply, body.Union()),
+               ctl::CtlMessageIdentifier());
+    Write(dir + "/ctl/reply", fbb);
+  }
+  return 0;
+}
