@@ -80,6 +80,15 @@ Result<YAML::Node> LoadYamlFile(const std::string& path) {
   }
 }
 
+CLI::Validator DurationValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto d = ParseDuration(text);
+        return d.ok() ? std::string() : d.status().message();
+      },
+      "DURATION");
+}
+
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
   double value = 0;
   const char* begin = text.data();

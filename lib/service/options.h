@@ -45,6 +45,9 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
 // per-service table). An empty path gives an empty node.
 Result<YAML::Node> LoadYamlFile(const std::string& path);
 
+// A CLI11 check that accepts what ParseDuration accepts, with its error message.
+CLI::Validator DurationValidator();
+
 // Parses a duration such as "500ms", "2s", "1m", "1h" or a bare number of milliseconds.
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 

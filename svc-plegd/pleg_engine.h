@@ -1,0 +1,137 @@
+// PlegEngine: plegd's relist loop, off the main thread.
+//
+// A relist thread lists the runtime every relist period, diffs with RelistDiff, and hands each
+// changed pod to a pool of inspector threads (PodSandboxStatus + ContainerStatus under each
+// call's own deadline). Each pod's result is queued for the main loop the moment it is ready,
+// so one pod whose inspection hangs delays no other pod: its worker is simply busy, the pod is
+// not queued again while in flight, and it is inspected again once it returns. After a relist's
+// inspections are done (or its inspection wait has passed) a RelistDone is queued. The main loop
+// is woken through an eventfd and calls Drain().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "svc-plegd/pleg_runtime.h"
+#include "svc-plegd/relist_diff.h"
+
+namespace nodelet::plegd {
+
+struct PlegOptions {
+  std::chrono::milliseconds relist_period{1000};
+  // How long a relist waits for its inspections before reporting RelistDone anyway.
+  std::chrono::milliseconds inspect_wait{1000};
+  // Health turns failing when no relist succeeded for this long (the kubelet's 3 min).
+  std::chrono::milliseconds relist_threshold{180000};
+  int inspect_workers = 8;
+};
+
+// One pod's new record and the events that explain it.
+struct PodResult {
+  ipc::pleg::PodRecordT record;
+  std::vector<PlegEvent> events;
+  bool inspect_failed = false;
+};
+
+struct RelistResult {
+  uint64_t relist = 0;
+  std::chrono::microseconds duration{0};
+  int64_t started_at_ns = 0;
+  uint32_t pods = 0;
+  uint32_t containers = 0;
+  std::string error;
+};
+
+struct PlegOutput {
+  std::vector<PodResult> pods;
+  std::vector<RelistResult> relists;
+};
+
+struct PlegHealth {
+  bool ok = true;
+  std::string reason;
+};
+
+class PlegEngine {
+ public:
+  PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options);
+  ~PlegEngine();
+  PlegEngine(const PlegEngine&) = delete;
+  PlegEngine& operator=(const PlegEngine&) = delete;
+
+  // Starts the relist thread and the inspector pool.
+  void Start();
+  // Starts only the inspector pool; the caller drives relists with RelistOnce() (tests).
+  void StartInspectors();
+  // Stops and joins them (inspections in flight finish at their call's deadline).
+  void Stop();
+  // Runs one relist on the calling thread. Waits for this relist's inspections up to
+  // inspect_wait. Not to be mixed with Start()'s relist thread.
+  void RelistOnce();
+
+  // Readable when Drain() has something.
+  int notify_fd() const { return event_fd_; }
+  PlegOutput Drain();
+
+  PlegHealth Health() const;
+  uint64_t relists() const { return relists_.load(); }
+  uint64_t relist_errors() const { return relist_errors_.load(); }
+  uint64_t inspections() const { return inspections_.load(); }
+  uint64_t inspection_errors() const { return inspection_errors_.load(); }
+  int64_t last_relist_duration_us() const { return last_duration_us_.load(); }
+
+ private:
+  struct Job {
+    PodView view;
+    std::vector<PlegEvent> events;
+    uint64_t relist = 0;
+  };
+
+  void RelistLoop();
+  void InspectorLoop();
+  PodResult Inspect(const Job& job);
+  void Emit(PodResult result);
+  void EmitRelist(RelistResult result);
+  void Wake();
+
+  PlegRuntime& runtime_;
+  const Clock& clock_;
+  PlegOptions options_;
+  int event_fd_ = -1;
+
+  // Relist state: only the relist thread (or RelistOnce's caller) touches these.
+  RelistDiff diff_;
+  uint64_t relist_seq_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // inspectors wait for jobs
+  std::condition_variable done_cv_;  // a relist waits for its jobs
+  std::condition_variable stop_cv_;  // the relist thread waits for its next period
+  std::deque<Job> jobs_;
+  std::set<std::string> in_flight_;
+  // Pods to inspect again at the next relist (failed, or changed while in flight), with the
+  // events not yet delivered.
+  std::map<std::string, std::vector<PlegEvent>> reinspect_;
+  std::map<uint64_t, int> outstanding_;  // relist -> jobs not finished
+  PlegOutput output_;
+  bool stopping_ = false;
+  MonoTime last_success_{};
+  std::string last_error_;
+  bool runtime_unreachable_ = false;
+
+  std::atomic<uint64_t> relists_{0}, relist_errors_{0}, inspections_{0}, inspection_errors_{0};
+  std::atomic<int64_t> last_duration_us_{0};
+  std::thread relist_thread_;
+  std::vector<std::thread> inspectors_;
+};
+
+}  // namespace nodelet::plegd

@@ -1,0 +1,63 @@
+// PlegRuntime: the narrow view of the container runtime that plegd needs (list everything,
+// inspect one sandbox or container), so the relist logic is tested against a fake and runs
+// against CRI through an adapter (cri_pleg_runtime.h). Calls may block up to their own
+// deadline; plegd never calls them from its main loop.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "pleg_generated.h"
+
+namespace nodelet::plegd {
+
+using ipc::pleg::ContainerState;
+using ipc::pleg::SandboxState;
+
+// Label that nodelet puts on every sandbox and container it creates; a pod without it is
+// foreign: reported, never killed.
+inline constexpr const char* kManagedLabel = "nodelet.io/managed";
+// Kubernetes' own pod labels (CRI metadata carries name, namespace, uid too).
+inline constexpr const char* kPodUidLabel = "io.kubernetes.pod.uid";
+
+struct SandboxListing {
+  std::string id;
+  std::string pod_uid;
+  std::string pod_name;
+  std::string pod_namespace;
+  uint32_t attempt = 0;
+  SandboxState state = SandboxState::NotReady;
+  int64_t created_at_ns = 0;
+  std::map<std::string, std::string> labels;
+};
+
+struct ContainerListing {
+  std::string id;
+  std::string sandbox_id;
+  std::string name;
+  uint32_t attempt = 0;
+  ContainerState state = ContainerState::Unknown;
+  int64_t created_at_ns = 0;
+};
+
+// One relist's raw answer: ListPodSandbox + ListContainers.
+struct RuntimeListing {
+  std::vector<SandboxListing> sandboxes;
+  std::vector<ContainerListing> containers;
+};
+
+class PlegRuntime {
+ public:
+  virtual ~PlegRuntime() = default;
+  virtual Result<RuntimeListing> List() = 0;
+  // PodSandboxStatus.
+  virtual Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) = 0;
+  // ContainerStatus.
+  virtual Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) = 0;
+};
+
+}  // namespace nodelet::plegd

@@ -1,0 +1,112 @@
+// FakePlegRuntime: an in-memory runtime for plegd's unit tests, with knobs to fail the listing
+// and to make one sandbox's inspection hang until released.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "svc-plegd/pleg_runtime.h"
+
+namespace nodelet::testing {
+
+class FakePlegRuntime : public plegd::PlegRuntime {
+ public:
+  // Adds a managed pod with one sandbox "<uid>-sb" and the given containers (name → state).
+  void AddPod(const std::string& uid, const std::map<std::string, plegd::ContainerState>& containers,
+              bool managed = true) {
+    std::lock_guard<std::mutex> lock(mu_);
+    plegd::SandboxListing s;
+    s.id = uid + "-sb";
+    s.pod_uid = uid;
+    s.pod_name = "pod-" + uid;
+    s.pod_namespace = "default";
+    s.state = plegd::SandboxState::Ready;
+    s.created_at_ns = ++created_;
+    if (managed) s.labels[plegd::kManagedLabel] = "true";
+    listing_.sandboxes.push_back(s);
+    for (const auto& [name, state] : containers) {
+      plegd::ContainerListing c;
+      c.id = uid + "-" + name;
+      c.sandbox_id = s.id;
+      c.name = name;
+      c.state = state;
+      c.created_at_ns = ++created_;
+      listing_.containers.push_back(c);
+      exit_codes_[c.id] = 0;
+    }
+  }
+  void SetContainerState(const std::string& id, plegd::ContainerState state, int exit_code = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : listing_.containers) {
+      if (c.id == id) c.state = state;
+    }
+    exit_codes_[id] = exit_code;
+  }
+  void RemoveContainer(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(listing_.containers, [&](const auto& c) { return c.id == id; });
+  }
+  void FailList(std::optional<Status> status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list_error_ = std::move(status);
+  }
+  // InspectSandbox(id) blocks until ReleaseHangs() (or the fake is destroyed).
+  void HangSandbox(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hanging_.insert(id);
+  }
+  void ReleaseHangs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hanging_.clear();
+    cv_.notify_all();
+  }
+  ~FakePlegRuntime() override { ReleaseHangs(); }
+
+  Result<plegd::RuntimeListing> List() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (list_error_) return *list_error_;
+    return listing_;
+  }
+  Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return hanging_.count(id) == 0; });
+    for (const auto& s : listing_.sandboxes) {
+      if (s.id != id) continue;
+      ipc::pleg::SandboxRecordT r;
+      r.id = s.id;
+      r.state = s.state;
+      r.host_network = true;
+      r.created_at_ns = s.created_at_ns;
+      return r;
+    }
+    return NotFound("sandbox " + id);
+  }
+  Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& c : listing_.containers) {
+      if (c.id != id) continue;
+      ipc::pleg::ContainerRecordT r;
+      r.id = c.id;
+      r.name = c.name;
+      r.state = c.state;
+      r.sandbox_id = c.sandbox_id;
+      r.exit_code = exit_codes_[c.id];
+      return r;
+    }
+    return NotFound("container " + id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  plegd::RuntimeListing listing_;
+  std::map<std::string, int> exit_codes_;
+  std::optional<Status> list_error_;
+  std::set<std::string> hanging_;
+  int64_t created_ = 0;
+};
+
+}  // namespace nodelet::testing

@@ -1,0 +1,152 @@
+#include "svc-plegd/pleg_engine.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <set>
+
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_pleg_runtime.h"
+
+namespace nodelet::plegd {
+namespace {
+
+using ipc::pleg::EventType;
+using testing::FakeClock;
+using testing::FakePlegRuntime;
+
+// Waits for the engine's eventfd and drains; empty output at the deadline.
+PlegOutput WaitOutput(PlegEngine& engine, std::chrono::milliseconds timeout) {
+  pollfd p{engine.notify_fd(), POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return {};
+  return engine.Drain();
+}
+
+TEST(PlegEngineTest, DiedEventCarriesExitCodeInRecord) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  FakeClock clock;
+  PlegEngine engine(rt, clock, {});
+  engine.StartInspectors();
+  engine.RelistOnce();
+  auto first = engine.Drain();
+  ASSERT_EQ(first.pods.size(), 1u);
+  ASSERT_EQ(first.relists.size(), 1u);
+  rt.SetContainerState("a-app", ContainerState::Exited, 7);
+  engine.RelistOnce();
+  auto out = engine.Drain();
+  ASSERT_EQ(out.pods.size(), 1u);
+  const auto& r = out.pods[0];
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, EventType::ContainerDied);
+  ASSERT_EQ(r.record.containers.size(), 1u);
+  EXPECT_EQ(r.record.containers[0]->exit_code, 7);
+  EXPECT_EQ(r.record.relist, 2u);
+}
+
+TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
+  FakePlegRuntime rt;
+  for (int i = 0; i < 51; ++i) rt.AddPod("p" + std::to_string(i), {{"app", ContainerState::Running}});
+  rt.HangSandbox("p0-sb");
+  FakeClock clock;
+  PlegOptions opts;
+  opts.relist_period = std::chrono::milliseconds(100);
+  opts.inspect_wait = std::chrono::milliseconds(200);
+  opts.inspect_workers = 4;
+  PlegEngine engine(rt, clock, opts);
+  engine.Start();
+
+  std::set<std::string> seen;
+  bool relist_done = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((seen.size() < 50 || !relist_done) && std::chrono::steady_clock::now() < deadline) {
+    auto out = WaitOutput(engine, std::chrono::milliseconds(1000));
+    for (const auto& p : out.pods) seen.insert(p.record.uid);
+    if (!out.relists.empty()) relist_done = true;
+  }
+  EXPECT_EQ(seen.size(), 50u) << "the 50 healthy pods were not all reported";
+  EXPECT_EQ(seen.count("p0"), 0u) << "the hung pod cannot have been reported yet";
+  EXPECT_TRUE(relist_done) << "RelistDone was held back by the hung pod";
+
+  // Events of healthy pods keep flowing while p0 still hangs.
+  rt.SetContainerState("p7-app", ContainerState::Exited, 1);
+  bool died = false;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!died && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& p : WaitOutput(engine, std::chrono::milliseconds(1000)).pods) {
+      for (const auto& e : p.events) died |= e.id == "p7-app" && e.type == EventType::ContainerDied;
+    }
+  }
+  EXPECT_TRUE(died);
+
+  rt.ReleaseHangs();
+  bool p0 = false;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!p0 && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& p : WaitOutput(engine, std::chrono::milliseconds(1000)).pods) {
+      if (p.record.uid == "p0") {
+        p0 = true;
+        EXPECT_FALSE(p.events.empty());
+      }
+    }
+  }
+  EXPECT_TRUE(p0) << "the hung pod was not reported after it recovered";
+  engine.Stop();
+}
+
+TEST(PlegEngineTest, FailingListMakesHealthFailingAndRecoveryClearsIt) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  FakeClock clock;
+  PlegOptions opts;
+  opts.relist_threshold = std::chrono::seconds(180);
+  PlegEngine engine(rt, clock, opts);
+  engine.StartInspectors();
+  engine.RelistOnce();
+  EXPECT_TRUE(engine.Health().ok);
+
+  rt.FailList(Internal("ListContainers: injected failure"));
+  engine.RelistOnce();
+  auto out = engine.Drain();
+  ASSERT_FALSE(out.relists.empty());
+  EXPECT_NE(out.relists.back().error.find("injected failure"), std::string::npos);
+  EXPECT_TRUE(engine.Health().ok) << "one failed relist is within the threshold";
+  clock.Advance(std::chrono::seconds(181));
+  engine.RelistOnce();
+  auto h = engine.Health();
+  EXPECT_FALSE(h.ok);
+  EXPECT_NE(h.reason.find("no successful relist"), std::string::npos) << h.reason;
+  EXPECT_NE(h.reason.find("injected failure"), std::string::npos) << h.reason;
+
+  rt.FailList(std::nullopt);
+  engine.RelistOnce();
+  EXPECT_TRUE(engine.Health().ok);
+
+  rt.FailList(Unavailable("connection refused"));
+  engine.RelistOnce();
+  h = engine.Health();
+  EXPECT_FALSE(h.ok);
+  EXPECT_NE(h.reason.find("runtime unreachable"), std::string::npos) << h.reason;
+}
+
+TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  FakeClock clock;
+  PlegOptions opts;
+  opts.inspect_wait = std::chrono::milliseconds(100);
+  PlegEngine engine(rt, clock, opts);
+  engine.StartInspectors();
+  rt.HangSandbox("a-sb");
+  engine.RelistOnce();  // the inspection hangs past inspect_wait
+  auto out = engine.Drain();
+  EXPECT_TRUE(out.pods.empty());
+  EXPECT_EQ(out.relists.size(), 1u);
+  rt.ReleaseHangs();
+  auto late = WaitOutput(engine, std::chrono::milliseconds(5000));
+  ASSERT_EQ(late.pods.size(), 1u);
+  EXPECT_EQ(late.pods[0].record.uid, "a");
+}
+
+}  // namespace
+}  // namespace nodelet::plegd
