@@ -1,0 +1,68 @@
+// PlegMirror: a subscriber's replica of plegd's pod cache (the ZeroMQ guide's Clone pattern).
+// It subscribes first, then asks for a snapshot, applies only updates newer than the snapshot,
+// and asks again whenever it sees a gap in the sequence numbers or a new plegd incarnation, so
+// a restart of plegd or of the subscriber, or a dropped message, never loses anything.
+// Used by the supervisor, podworkerd, nodeletctl and the tests. One thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "lib/common/status.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/sockets.h"
+#include "pleg_generated.h"
+
+namespace nodelet::pleg {
+
+class PlegMirror {
+ public:
+  PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self);
+  // Subscribes to plegd's events; the snapshot is asked for by the first Sync().
+  Status Connect();
+  // For the owner's poll loop: readable when updates are queued.
+  zmq::pollitem_t PollItem();
+  // Applies every queued update, and fetches a snapshot first when the replica is not in sync
+  // (start, gap, new incarnation). The snapshot request waits at most `snapshot_deadline`; on
+  // failure the replica stays out of sync and the next Sync() tries again.
+  Status Sync(std::chrono::milliseconds snapshot_deadline);
+
+  bool in_sync() const { return in_sync_; }
+  const std::map<std::string, ipc::pleg::PodRecordT>& pods() const { return pods_; }
+  // The last relist plegd completed, as far as this replica knows.
+  uint64_t relist() const { return relist_; }
+  uint64_t gaps() const { return gaps_; }
+  uint64_t snapshots() const { return snapshots_; }
+  uint64_t bad_messages() const { return bad_messages_; }
+  // The last relist error plegd reported, empty when the last relist succeeded.
+  const std::string& relist_error() const { return relist_error_; }
+
+  // Called for every lifecycle event applied from an update (not for snapshots).
+  std::function<void(const ipc::pleg::Event&, const ipc::pleg::PodRecordT&)> on_event;
+  // Called after a snapshot replaced the replica.
+  std::function<void()> on_resync;
+
+ private:
+  Status FetchSnapshot(std::chrono::milliseconds deadline);
+  void Apply(const ipc::pleg::PlegMessage& msg);
+
+  ipc::Context& ctx_;
+  std::string run_dir_;
+  ipc::EnvelopeWriter envelope_;
+  std::unique_ptr<ipc::Subscriber> sub_;
+  std::unique_ptr<ipc::RequestClient> snapshot_client_;
+  std::map<std::string, ipc::pleg::PodRecordT> pods_;
+  bool in_sync_ = false;
+  uint64_t incarnation_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t relist_ = 0;
+  uint64_t next_request_id_ = 1;
+  uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
+  std::string relist_error_;
+};
+
+}  // namespace nodelet::pleg
