@@ -1,0 +1,75 @@
+// ManifestUrlSource: the `--manifest-url` source. A background thread fetches the URL every
+// poll period (20 s, the kubelet's default), with If-None-Match so an unchanged document costs
+// a 304, a connect and read deadline so a hanging server only delays this source, and a size
+// limit so a server that returns gigabytes is cut off with a clear error. Snapshots are handed
+// to the supervisor's loop through an eventfd.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "lib/common/status.h"
+#include "supervisor/sources/manifest_source.h"
+
+namespace nodelet::supervisor {
+
+struct UrlParts {
+  std::string scheme_host_port;  // "http://127.0.0.1:8080"
+  std::string path;              // "/pods.yaml"
+};
+
+// Splits an http:// URL; only plain http is supported (the kubelet's manifest URL is usually on
+// the node's loopback or a metadata server).
+Result<UrlParts> ParseHttpUrl(const std::string& url);
+
+struct UrlSourceOptions {
+  std::chrono::milliseconds period{20000};
+  std::chrono::milliseconds timeout{10000};  // connect, and each read
+  size_t max_bytes = 4 * 1024 * 1024;
+};
+
+class ManifestUrlSource {
+ public:
+  ManifestUrlSource(std::string url, UrlSourceOptions options);
+  ~ManifestUrlSource();
+  ManifestUrlSource(const ManifestUrlSource&) = delete;
+  ManifestUrlSource& operator=(const ManifestUrlSource&) = delete;
+
+  Status Start();
+  void Stop();
+  // Readable when a new snapshot is waiting.
+  int fd() const { return event_fd_; }
+  // The newest snapshot not yet taken, if any.
+  std::optional<SourceSnapshot> Poll();
+  uint64_t fetches() const { return fetches_.load(); }
+  uint64_t not_modified() const { return not_modified_.load(); }
+
+  // One fetch, on the calling thread: the snapshot, or an error when the URL could not be read
+  // (in which case the previous snapshot stays in force). Exposed for tests.
+  Result<SourceSnapshot> FetchOnce();
+
+ private:
+  void Loop();
+
+  std::string url_;
+  UrlParts parts_;
+  UrlSourceOptions options_;
+  int event_fd_ = -1;
+  std::string etag_;
+  SourceSnapshot last_;
+  bool have_last_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<SourceSnapshot> ready_;
+  std::thread thread_;
+  std::atomic<uint64_t> fetches_{0}, not_modified_{0};
+};
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,209 @@
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <poll.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "supervisor/sources/manifest_dir_source.h"
+#include "supervisor/sources/manifest_url_source.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+using nodelet::testing::FakeClock;
+using nodelet::testing::TempDir;
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path) << content;
+}
+
+bool WaitReadable(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms) > 0;
+}
+
+TEST(ManifestDirSourceTest, FirstPollReadsEverythingAndSkipsDotFiles) {
+  TempDir dir;
+  WriteFile(dir.Sub("a.yaml"), "kind: Pod");
+  WriteFile(dir.Sub(".a.yaml.swp"), "junk");
+  mkdir(dir.Sub("sub").c_str(), 0755);
+  FakeClock clock;
+  ManifestDirSource src(dir.path(), clock);
+  ASSERT_TRUE(src.Start().ok());
+  auto snap = src.Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->source, "file");
+  ASSERT_EQ(snap->manifests.size(), 1u);
+  EXPECT_EQ(snap->manifests[0].origin, dir.Sub("a.yaml"));
+  EXPECT_EQ(snap->manifests[0].content, "kind: Pod");
+  // Nothing changed, resync not due: no snapshot.
+  EXPECT_FALSE(src.Poll());
+}
+
+TEST(ManifestDirSourceTest, InotifyWakesOnNewFileAndRemoval) {
+  TempDir dir;
+  FakeClock clock;
+  ManifestDirSource src(dir.path(), clock);
+  ASSERT_TRUE(src.Start().ok());
+  ASSERT_TRUE(src.Poll());
+  WriteFile(dir.Sub("b.yaml"), "kind: Pod");
+  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  auto snap = src.Poll();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->manifests.size(), 1u);
+  unlink(dir.Sub("b.yaml").c_str());
+  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  snap = src.Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_TRUE(snap->manifests.empty());
+}
+
+TEST(ManifestDirSourceTest, PeriodicResyncAndOversizedFileError) {
+  TempDir dir;
+  WriteFile(dir.Sub("big.yaml"), std::string(2000, 'x'));
+  FakeClock clock;
+  ManifestDirSource src(dir.path(), clock, std::chrono::seconds(20), /*max_file_bytes=*/1000);
+  ASSERT_TRUE(src.Start().ok());
+  auto snap = src.Poll();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->manifests.size(), 1u);
+  EXPECT_FALSE(snap->manifests[0].error.ok());
+  EXPECT_NE(snap->manifests[0].error.message().find("big.yaml"), std::string::npos);
+  EXPECT_FALSE(src.Poll());
+  clock.Advance(std::chrono::seconds(21));
+  EXPECT_TRUE(src.Poll());
+}
+
+TEST(ManifestDirSourceTest, MissingDirectoryIsEmptyThenPickedUp) {
+  TempDir dir;
+  FakeClock clock;
+  ManifestDirSource src(dir.Sub("later"), clock);
+  ASSERT_TRUE(src.Start().ok());
+  auto snap = src.Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_TRUE(snap->manifests.empty());
+  mkdir(dir.Sub("later").c_str(), 0755);
+  WriteFile(dir.Sub("later/p.yaml"), "kind: Pod");
+  clock.Advance(std::chrono::seconds(21));
+  snap = src.Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->manifests.size(), 1u);
+}
+
+class UrlServer {
+ public:
+  UrlServer() {
+    server_.Get("/pods", [this](const httplib::Request& req, httplib::Response& res) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++hits_;
+      if (hang_) cv_.wait(lock, [this] { return !hang_; });
+      if (req.get_header_value("If-None-Match") == etag_) {
+        res.status = 304;
+        return;
+      }
+      res.set_header("ETag", etag_);
+      res.set_content(body_, "application/yaml");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~UrlServer() {
+    Release();
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/pods"; }
+  void Set(std::string body, std::string etag) {
+    std::lock_guard<std::mutex> lock(mu_);
+    body_ = std::move(body);
+    etag_ = std::move(etag);
+  }
+  void Hang() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_ = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string body_ = "kind: Pod";
+  std::string etag_ = "\"v1\"";
+  bool hang_ = false;
+  int hits_ = 0;
+};
+
+TEST(ManifestUrlSourceTest, FetchesAndHonoursETag) {
+  UrlServer server;
+  ManifestUrlSource src(server.url(), {});
+  auto first = src.FetchOnce();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->manifests.size(), 1u);
+  EXPECT_EQ(first->manifests[0].content, "kind: Pod");
+  auto second = src.FetchOnce();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(src.not_modified(), 1u);
+  EXPECT_EQ(second->manifests[0].content, "kind: Pod");
+  server.Set("kind: Pod\nmetadata: {name: b}", "\"v2\"");
+  auto third = src.FetchOnce();
+  ASSERT_TRUE(third.ok());
+  EXPECT_NE(third->manifests[0].content.find("name: b"), std::string::npos);
+}
+
+TEST(ManifestUrlSourceTest, OversizedBodyIsCutOff) {
+  UrlServer server;
+  server.Set(std::string(100000, 'x'), "\"big\"");
+  UrlSourceOptions opts;
+  opts.max_bytes = 1000;
+  ManifestUrlSource src(server.url(), opts);
+  auto r = src.FetchOnce();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("more than 1000 bytes"), std::string::npos);
+}
+
+TEST(ManifestUrlSourceTest, HangingServerHitsTheDeadline) {
+  UrlServer server;
+  server.Hang();
+  UrlSourceOptions opts;
+  opts.timeout = std::chrono::milliseconds(300);
+  ManifestUrlSource src(server.url(), opts);
+  auto r = src.FetchOnce();
+  server.Release();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(ManifestUrlSourceTest, BackgroundThreadDeliversSnapshots) {
+  UrlServer server;
+  ManifestUrlSource src(server.url(), {});
+  ASSERT_TRUE(src.Start().ok());
+  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  auto snap = src.Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->source, "http");
+  src.Stop();
+}
+
+TEST(ManifestUrlSourceTest, RefusesNonHttpUrls) {
+  EXPECT_FALSE(ParseHttpUrl("https://example.com/x").ok());
+  EXPECT_FALSE(ParseHttpUrl("http:///x").ok());
+  auto p = ParseHttpUrl("http://127.0.0.1:1234");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->path, "/");
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
