@@ -1,0 +1,114 @@
+// PodConfig: merges the full snapshots of each pod source into the kubelet's pod updates
+// (pkg/kubelet/config): ADD (new uid), UPDATE (its spec hash changed), DELETE (a deletion
+// timestamp appeared: graceful delete), REMOVE (gone from its source), RECONCILE (same spec,
+// other metadata changed, e.g. labels or annotations). A source is ready once it has delivered
+// its first snapshot; housekeeping waits until every configured source is.
+//
+// Pod is the pod type carried along (lib/pod's Pod in the supervisor; anything in tests).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace nodelet::supervisor {
+
+enum class PodOp { kAdd, kUpdate, kDelete, kRemove, kReconcile };
+
+inline const char* PodOpName(PodOp op) {
+  switch (op) {
+    case PodOp::kAdd: return "ADD";
+    case PodOp::kUpdate: return "UPDATE";
+    case PodOp::kDelete: return "DELETE";
+    case PodOp::kRemove: return "REMOVE";
+    case PodOp::kReconcile: return "RECONCILE";
+  }
+  return "?";
+}
+
+template <typename Pod>
+struct SourcePod {
+  std::string uid;
+  std::string spec_hash;      // what the pod worker acts on
+  std::string metadata_hash;  // labels, annotations: RECONCILE when only this changes
+  bool deleting = false;      // deletionTimestamp set
+  std::shared_ptr<const Pod> pod;
+};
+
+template <typename Pod>
+struct PodChange {
+  PodOp op;
+  std::string source;
+  std::string uid;
+  std::shared_ptr<const Pod> pod;
+};
+
+template <typename Pod>
+class PodConfig {
+ public:
+  explicit PodConfig(std::set<std::string> sources) : expected_(std::move(sources)) {}
+
+  // Replaces `source`'s pods with `pods` and returns what changed, in a stable order (by uid).
+  // A uid claimed by another source is ignored (first source wins), as the kubelet does.
+  std::vector<PodChange<Pod>> Merge(const std::string& source, std::vector<SourcePod<Pod>> pods) {
+    seen_.insert(source);
+    auto& current = by_source_[source];
+    std::map<std::string, SourcePod<Pod>> next;
+    for (auto& p : pods) {
+      auto owner = owner_.find(p.uid);
+      if (owner != owner_.end() && owner->second != source) continue;
+      next[p.uid] = std::move(p);
+    }
+    std::vector<PodChange<Pod>> changes;
+    for (auto& [uid, p] : next) {
+      auto it = current.find(uid);
+      if (it == current.end()) {
+        owner_[uid] = source;
+        changes.push_back({p.deleting ? PodOp::kDelete : PodOp::kAdd, source, uid, p.pod});
+        continue;
+      }
+      const auto& old = it->second;
+      if (p.deleting && !old.deleting) {
+        changes.push_back({PodOp::kDelete, source, uid, p.pod});
+      } else if (p.spec_hash != old.spec_hash) {
+        changes.push_back({PodOp::kUpdate, source, uid, p.pod});
+      } else if (p.metadata_hash != old.metadata_hash) {
+        changes.push_back({PodOp::kReconcile, source, uid, p.pod});
+      }
+    }
+    for (auto& [uid, old] : current) {
+      if (next.count(uid) == 0) {
+        owner_.erase(uid);
+        changes.push_back({PodOp::kRemove, source, uid, old.pod});
+      }
+    }
+    current = std::move(next);
+    return changes;
+  }
+
+  // True once every configured source delivered a snapshot.
+  bool AllSourcesReady() const {
+    for (const auto& s : expected_) {
+      if (seen_.count(s) == 0) return false;
+    }
+    return true;
+  }
+  // Every desired pod, by uid.
+  std::map<std::string, std::shared_ptr<const Pod>> Pods() const {
+    std::map<std::string, std::shared_ptr<const Pod>> out;
+    for (const auto& [_, pods] : by_source_) {
+      for (const auto& [uid, p] : pods) out[uid] = p.pod;
+    }
+    return out;
+  }
+
+ private:
+  std::set<std::string> expected_;
+  std::set<std::string> seen_;
+  std::map<std::string, std::map<std::string, SourcePod<Pod>>> by_source_;
+  std::map<std::string, std::string> owner_;  // uid -> source
+};
+
+}  // namespace nodelet::supervisor

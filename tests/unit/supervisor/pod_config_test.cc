@@ -1,0 +1,59 @@
+#include "supervisor/pod_config.h"
+
+#include <gtest/gtest.h>
+
+namespace nodelet::supervisor {
+namespace {
+
+struct P {
+  std::string name;
+};
+
+SourcePod<P> Pod(const std::string& uid, const std::string& spec, const std::string& meta = "m",
+                 bool deleting = false) {
+  return {uid, spec, meta, deleting, std::make_shared<P>(P{uid})};
+}
+
+std::vector<std::pair<PodOp, std::string>> Ops(const std::vector<PodChange<P>>& cs) {
+  std::vector<std::pair<PodOp, std::string>> out;
+  for (const auto& c : cs) out.emplace_back(c.op, c.uid);
+  return out;
+}
+
+using V = std::vector<std::pair<PodOp, std::string>>;
+
+TEST(PodConfigTest, AddUpdateReconcileRemove) {
+  PodConfig<P> cfg({"file"});
+  EXPECT_EQ(Ops(cfg.Merge("file", {Pod("a", "1"), Pod("b", "1")})),
+            (V{{PodOp::kAdd, "a"}, {PodOp::kAdd, "b"}}));
+  EXPECT_TRUE(cfg.Merge("file", {Pod("a", "1"), Pod("b", "1")}).empty());
+  EXPECT_EQ(Ops(cfg.Merge("file", {Pod("a", "2"), Pod("b", "1", "labels changed")})),
+            (V{{PodOp::kUpdate, "a"}, {PodOp::kReconcile, "b"}}));
+  EXPECT_EQ(Ops(cfg.Merge("file", {Pod("a", "2")})), (V{{PodOp::kRemove, "b"}}));
+  EXPECT_EQ(cfg.Pods().size(), 1u);
+}
+
+TEST(PodConfigTest, DeletionTimestampIsDelete) {
+  PodConfig<P> cfg({"file"});
+  cfg.Merge("file", {Pod("a", "1")});
+  EXPECT_EQ(Ops(cfg.Merge("file", {Pod("a", "1", "m", true)})), (V{{PodOp::kDelete, "a"}}));
+  // Still deleting: nothing new.
+  EXPECT_TRUE(cfg.Merge("file", {Pod("a", "1", "m", true)}).empty());
+}
+
+TEST(PodConfigTest, SourcesAreIndependentAndReadyAfterFirstSnapshot) {
+  PodConfig<P> cfg({"file", "http"});
+  EXPECT_FALSE(cfg.AllSourcesReady());
+  cfg.Merge("file", {Pod("a", "1")});
+  EXPECT_FALSE(cfg.AllSourcesReady());
+  // An empty first snapshot still makes the source ready, and removes nothing of "file".
+  EXPECT_TRUE(cfg.Merge("http", {}).empty());
+  EXPECT_TRUE(cfg.AllSourcesReady());
+  // The same uid from a second source is ignored: first source wins.
+  EXPECT_TRUE(cfg.Merge("http", {Pod("a", "9")}).empty());
+  EXPECT_EQ(Ops(cfg.Merge("http", {Pod("h", "1")})), (V{{PodOp::kAdd, "h"}}));
+  EXPECT_EQ(cfg.Pods().size(), 2u);
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
