@@ -1,18 +1,178 @@
 #include "svc-statusd/statusd_service.h"
 
+#include <atomic>
+
+#include "lib/common/logging.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/status/status_client.h"
+
 namespace nodelet::statusd {
+namespace {
+
+// Bounds the memory spent remembering which refusals were logged.
+constexpr size_t kMaxLoggedRefusals = 10000;
+
+}  // namespace
+
+std::string DatabasePath(const std::string& root_dir) { return root_dir + "/statusd/status.db"; }
+
+StatusdService::StatusdService(const CommonOptions& options)
+    : options_(options), log_(GetLogger("statusd")) {}
+
+StatusdService::~StatusdService() { Stop(); }
+
+void StatusdService::AddSink(std::unique_ptr<StatusSink> sink) {
+  pending_sinks_.push_back(std::move(sink));
+}
 
 Status StatusdService::Start(ServiceContext& ctx) {
-  (void)ctx;
+  clock_ = &ctx.clock;
+  const std::string path = DatabasePath(options_.root_dir);
+  SqliteStatusStore::OpenReport report;
+  auto store = SqliteStatusStore::Open(path, &report);
+  if (!store.ok()) return store.status();
+  store_ = std::move(store).value();
+  if (!report.moved_aside_to.empty()) {
+    corruption_notice_ = "the status database was unreadable (" + report.corruption +
+                         ") and was moved to '" + report.moved_aside_to + "'; statuses start empty";
+    log_->error("Failed to open the status database: {}", corruption_notice_);
+  }
+  auto contents = store_->LoadAll();
+  if (!contents.ok()) return contents.status();
+  manager_ = std::make_unique<StatusManager>(ctx.clock);
+  for (const auto& bad : contents->unreadable) {
+    ++unreadable_rows_;
+    log_->error("Failed to read the stored status of pod uid '{}' (version {}): {}; its next "
+                "version continues above it",
+                bad.uid, bad.version, bad.error);
+    manager_->SetVersionFloor(bad.uid, bad.version);
+  }
+  size_t loaded = contents->records.size();
+  manager_->Load(std::move(contents->records));
+  log_->info("loaded {} pod statuses from '{}'", loaded, path);
+
+  server_ = std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation,
+                                           status::kMaxRequestBytes);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
+  if (Status s = router_->Bind(ipc::kStatusEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
+  watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, kTransportMaxBytes);
+  if (Status s = watch_->Bind(ipc::kStatusWatchEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
+
+  if (!pending_sinks_.empty()) {
+    auto on_error = [this](const std::string& sink, const Status& error) {
+      // From the sink thread: spdlog loggers are thread-safe.
+      log_->warn("Failed to sync to sink '{}': {}", sink, error.message());
+    };
+    sinks_ = std::make_unique<SinkWorker>(std::move(pending_sinks_), ctx.clock, on_error);
+    pending_sinks_.clear();
+    std::vector<StatusChange> all;
+    for (const auto* rec : manager_->List()) all.push_back({StatusChange::Kind::kUpdated, *rec});
+    sinks_->Push(all);
+  }
   return Status::Ok();
+}
+
+std::vector<zmq::pollitem_t> StatusdService::PollItems() {
+  if (!router_) return {};
+  return {router_->PollItem()};
+}
+
+void StatusdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
+  if (!items.empty() && (items[0].revents & ZMQ_POLLIN)) HandleRequests();
+}
+
+void StatusdService::HandleRequests() {
+  std::vector<ipc::Incoming> batch;
+  while (batch.size() < kMaxBatch && router_->Readable()) {
+    auto in = router_->Receive(std::chrono::milliseconds(0));
+    if (!in.ok()) {
+      if (in.status().code() == StatusCode::kDeadlineExceeded) break;
+      // A multipart message we cannot answer (no body or extra frames); it was dropped.
+      LogRefused(Status(in.status().code(), "bad request frame: " + in.status().message()));
+      continue;
+    }
+    batch.push_back(std::move(in).value());
+  }
+  if (batch.empty()) return;
+  BatchResult result = server_->HandleBatch(batch);
+  for (const auto& s : result.refused) LogRefused(s);
+  NoteCommit(result);
+  for (const auto& msg : result.watch_messages) {
+    if (Status s = watch_->Publish(msg.data(), msg.size()); !s.ok()) ++send_failures_;
+  }
+  if (sinks_ && !result.committed.empty()) sinks_->Push(result.committed);
+  for (const auto& [peer, bytes] : result.replies) {
+    // A peer that left (or whose queue is full) loses its reply; it resends.
+    if (Status s = router_->Send(peer, bytes.data(), bytes.size()); !s.ok()) ++send_failures_;
+  }
+}
+
+void StatusdService::LogRefused(const Status& s) {
+  if (logged_.size() >= kMaxLoggedRefusals) logged_.clear();
+  if (logged_.insert(s.ToString()).second) log_->warn("Refused a request: {}", s.ToString());
+}
+
+void StatusdService::NoteCommit(const BatchResult& result) {
+  if (!result.commit_attempted) return;
+  if (!result.commit_status.ok()) {
+    if (store_error_ != result.commit_status.message()) {
+      log_->error("{}", result.commit_status.message());
+    }
+    store_error_ = result.commit_status.message();
+    return;
+  }
+  if (!store_error_.empty()) {
+    log_->info("status store writes work again (after: {})", store_error_);
+    store_error_.clear();
+  }
+}
+
+HealthReport StatusdService::Health() const {
+  HealthReport h;
+  if (!store_error_.empty()) {
+    h.health = ipc::control::Health::Degraded;
+    h.reason = "store writes failing: " + store_error_;
+  } else if (!corruption_notice_.empty()) {
+    h.health = ipc::control::Health::Degraded;
+    h.reason = corruption_notice_;
+  }
+  return h;
+}
+
+CounterList StatusdService::Counters() const {
+  CounterList out;
+  if (server_) {
+    const auto& c = server_->counters();
+    out = {{"status_requests", c.requests},
+           {"status_bad_messages", c.bad_messages},
+           {"status_invalid_requests", c.invalid_requests},
+           {"status_illegal_transitions", c.illegal_transitions},
+           {"status_not_found", c.not_found},
+           {"status_changes_committed", c.changes_committed},
+           {"status_unchanged", c.unchanged},
+           {"status_commits", c.commits},
+           {"status_commit_failures", c.commit_failures},
+           {"status_batches", c.batches},
+           {"status_largest_batch", c.largest_batch},
+           {"status_watch_sequence", server_->watch_sequence()}};
+  }
+  if (manager_) out.emplace_back("status_pods", manager_->size());
+  out.emplace_back("status_send_failures", send_failures_);
+  out.emplace_back("status_unreadable_rows", unreadable_rows_);
+  return out;
+}
+
+void StatusdService::Stop() {
+  if (sinks_) sinks_->Stop();
+  sinks_.reset();
 }
 
 ServiceSpec MakeSpec() {
   ServiceSpec spec;
   spec.name = "statusd";
   spec.id = ipc::ServiceId::Statusd;
-  spec.description = "nodelet-statusd: part of the nodelet node agent";
-  spec.make_hooks = [](const CommonOptions&) { return std::make_unique<StatusdService>(); };
+  spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
+  spec.make_hooks = [](const CommonOptions& opts) { return std::make_unique<StatusdService>(opts); };
   return spec;
 }
 

@@ -1,17 +1,76 @@
 // nodelet-statusd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Its domain work arrives with its own issue; today it runs the runtime alone:
-// hello, heartbeats, commands, sd_notify.
+// (lib/service). Start() opens the store (ROOT/statusd/status.db) and loads it, binds the
+// status API (ROUTER, kStatusEndpoint) and the watch stream (PUB, kStatusWatchEndpoint). Each
+// poll iteration hands every request that arrived to the StatusServer as one batch (group
+// commit), then publishes the committed changes and sends the replies. Health turns Degraded
+// while store writes fail (disk full...) and back to Ok with the next successful commit.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
+#include "svc-statusd/status_manager.h"
+#include "svc-statusd/status_server.h"
+#include "svc-statusd/status_sink.h"
+#include "svc-statusd/status_store.h"
 
 namespace nodelet::statusd {
 
+// The most requests handled in one batch (one transaction); the rest wait for the next poll
+// iteration, so heartbeats are never delayed by more than one commit.
+inline constexpr size_t kMaxBatch = 2048;
+// Frames above this are dropped by ZeroMQ itself (the peer is disconnected); frames between
+// the request limit and this get an ErrorReply.
+inline constexpr size_t kTransportMaxBytes = 16 * 1024 * 1024;
+
+// The database under the root directory.
+std::string DatabasePath(const std::string& root_dir);
+
 class StatusdService : public ServiceHooks {
  public:
+  explicit StatusdService(const CommonOptions& options);
+  ~StatusdService() override;
+
+  // Adds a sink before Start() (none are built in yet; an API-server sink plugs in here).
+  void AddSink(std::unique_ptr<StatusSink> sink);
+
   Status Start(ServiceContext& ctx) override;
+  std::vector<zmq::pollitem_t> PollItems() override;
+  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
+  HealthReport Health() const override;
+  CounterList Counters() const override;
+  void Stop() override;
+
+ private:
+  void HandleRequests();
+  void LogRefused(const Status& s);
+  void NoteCommit(const BatchResult& result);
+
+  const CommonOptions& options_;
+  std::shared_ptr<spdlog::logger> log_;
+  const Clock* clock_ = nullptr;
+  std::unique_ptr<SqliteStatusStore> store_;
+  std::unique_ptr<StatusManager> manager_;
+  std::unique_ptr<StatusServer> server_;
+  std::unique_ptr<ipc::RouterServer> router_;
+  std::unique_ptr<ipc::Publisher> watch_;
+  std::vector<std::unique_ptr<StatusSink>> pending_sinks_;
+  std::unique_ptr<SinkWorker> sinks_;
+
+  // Health.
+  std::string store_error_;          // the last commit error; empty when the last commit worked
+  std::string corruption_notice_;    // set when the database was moved aside at start
+  // Refusals already logged (each distinct message once).
+  std::unordered_set<std::string> logged_;
+  uint64_t send_failures_ = 0;
+  uint64_t unreadable_rows_ = 0;
+  uint64_t sink_errors_ = 0;
 };
 
 // The ServiceSpec that main.cc runs.

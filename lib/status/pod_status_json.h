@@ -1,0 +1,29 @@
+// Kubernetes v1 JSON for nodelet's pod statuses: a Pod (metadata + status) and a PodList, as
+// `kubectl get pods -o json` prints them. Used by `nodeletctl pods -o json`, and the shape an
+// API-server sink would send.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/status/pod_status.h"
+
+namespace nodelet::status {
+
+// "2024-05-01T12:00:00Z" (UTC, seconds), as metav1.Time serializes.
+std::string FormatRfc3339(int64_t unix_s);
+
+// v1 PodStatus.
+nlohmann::json PodStatusToJson(const PodStatus& status);
+
+// A v1 Pod with metadata (name, namespace, uid, creationTimestamp, resourceVersion = the
+// status version) and status.
+nlohmann::json PodToJson(const PodStatusRecord& record);
+
+// A v1 PodList of PodToJson items.
+nlohmann::json PodListToJson(const std::vector<PodStatusRecord>& records);
+
+}  // namespace nodelet::status

@@ -1,0 +1,241 @@
+#include "lib/status/status_client.h"
+
+#include "lib/ipc/endpoints.h"
+#include "lib/status/status_codec.h"
+
+namespace nodelet::status {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+// Request ids start at a random point so replies meant for an earlier process (same routing
+// after a reconnect) never match.
+uint64_t FirstRequestId() { return (ipc::NewIncarnation() >> 16) << 8; }
+
+// An ErrorReply as a Status; OK for anything else.
+Status ErrorOf(const fb::StatusMessage& m) {
+  if (m.body_type() != fb::Body::ErrorReply) return Status::Ok();
+  const auto* e = m.body_as_ErrorReply();
+  StatusCode code = FromErrorCode(e->code());
+  if (code == StatusCode::kOk) code = StatusCode::kInternal;
+  return Status(code, e->message() ? e->message()->str() : "statusd refused the request");
+}
+
+Status BadReply(const std::string& uri, const std::string& why) {
+  return Internal("bad reply from statusd at '" + uri + "': " + why);
+}
+
+Result<SetResult> ReadSetReply(const fb::StatusMessage& m, const std::string& uri) {
+  if (Status s = ErrorOf(m); !s.ok()) return s;
+  if (m.body_type() != fb::Body::SetPodStatusReply) return BadReply(uri, "not a SetPodStatusReply");
+  const auto* r = m.body_as_SetPodStatusReply();
+  return SetResult{r->version(), r->changed()};
+}
+
+}  // namespace
+
+StatusClient::StatusClient(ipc::Context& ctx, const std::string& run_dir,
+                           StatusClientOptions options)
+    : uri_(ipc::kStatusEndpoint.Uri(run_dir)),
+      options_(options),
+      envelope_(options.sender, ipc::NewIncarnation()),
+      client_(ctx, uri_, kMaxReplyBytes),
+      next_id_(FirstRequestId()) {}
+
+Status StatusClient::Connect() { return client_.Connect(); }
+
+Result<ipc::Frame> StatusClient::Call(FlatBufferBuilder& fbb, uint64_t id) {
+  auto frame = client_.Call(fbb.GetBufferPointer(), fbb.GetSize(), options_.attempt_timeout,
+                            options_.deadline, [id](const ipc::Frame& f) {
+                              auto m = DecodeStatusMessage(f.data(), f.size(), kMaxReplyBytes);
+                              return m.ok() && RequestIdOf(**m) == id;
+                            });
+  if (!frame.ok()) return frame.status();
+  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (!m.ok()) return BadReply(uri_, m.status().message());
+  if (Status s = ErrorOf(**m); !s.ok()) return s;
+  return frame;
+}
+
+Result<SetResult> StatusClient::SetPodStatus(const PodIdentity& pod, const PodStatus& status) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(1024);
+  auto p = WritePodIdentity(fbb, pod);
+  auto s = WritePodStatus(fbb, status);
+  FinishStatusMessage(fbb, envelope_, fb::Body::SetPodStatusRequest,
+                      fb::CreateSetPodStatusRequest(fbb, id, p, s).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  return ReadSetReply(**DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes), uri_);
+}
+
+Result<PodStatusRecord> StatusClient::GetPodStatus(const std::string& uid) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(256);
+  auto u = fbb.CreateString(uid);
+  FinishStatusMessage(fbb, envelope_, fb::Body::GetPodStatusRequest,
+                      fb::CreateGetPodStatusRequest(fbb, id, u).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::GetPodStatusReply || !m->body_as_GetPodStatusReply()->record()) {
+    return BadReply(uri_, "not a GetPodStatusReply with a record");
+  }
+  return ReadPodStatusRecord(m->body_as_GetPodStatusReply()->record());
+}
+
+Result<PodStatusList> StatusClient::ListPodStatuses(const std::string& namespace_filter) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(256);
+  auto ns = namespace_filter.empty() ? 0 : fbb.CreateString(namespace_filter);
+  FinishStatusMessage(fbb, envelope_, fb::Body::ListPodStatusesRequest,
+                      fb::CreateListPodStatusesRequest(fbb, id, ns).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::ListPodStatusesReply) {
+    return BadReply(uri_, "not a ListPodStatusesReply");
+  }
+  const auto* r = m->body_as_ListPodStatusesReply();
+  PodStatusList out;
+  out.watch_sequence = r->watch_sequence();
+  out.watch_incarnation = r->watch_incarnation();
+  if (r->records()) {
+    out.records.reserve(r->records()->size());
+    for (const auto* rec : *r->records()) out.records.push_back(ReadPodStatusRecord(rec));
+  }
+  return out;
+}
+
+Result<SetResult> StatusClient::TerminatePod(const std::string& uid) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(256);
+  auto u = fbb.CreateString(uid);
+  FinishStatusMessage(fbb, envelope_, fb::Body::TerminatePodRequest,
+                      fb::CreateTerminatePodRequest(fbb, id, u).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  return ReadSetReply(**DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes), uri_);
+}
+
+Result<std::vector<std::string>> StatusClient::RemoveOrphanedStatuses(
+    const std::vector<std::string>& keep_uids) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(256 + keep_uids.size() * 48);
+  auto keep = fbb.CreateVectorOfStrings(keep_uids);
+  FinishStatusMessage(fbb, envelope_, fb::Body::RemoveOrphanedStatusesRequest,
+                      fb::CreateRemoveOrphanedStatusesRequest(fbb, id, keep).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::RemoveOrphanedStatusesReply) {
+    return BadReply(uri_, "not a RemoveOrphanedStatusesReply");
+  }
+  std::vector<std::string> removed;
+  if (const auto* v = m->body_as_RemoveOrphanedStatusesReply()->removed_uids()) {
+    for (const auto* s : *v) removed.push_back(s->str());
+  }
+  return removed;
+}
+
+PipelinedStatusClient::PipelinedStatusClient(ipc::Context& ctx, const std::string& run_dir,
+                                             ipc::ServiceId sender)
+    : uri_(ipc::kStatusEndpoint.Uri(run_dir)),
+      envelope_(sender, ipc::NewIncarnation()),
+      dealer_(ctx, kMaxReplyBytes),
+      next_id_(FirstRequestId()) {}
+
+Status PipelinedStatusClient::Connect() { return dealer_.Connect(uri_); }
+
+Result<uint64_t> PipelinedStatusClient::SendFinished(FlatBufferBuilder& fbb, uint64_t id,
+                                                     std::chrono::milliseconds timeout) {
+  // The DEALER queues only for a connected peer: wait until it can take the message.
+  zmq::pollitem_t item = dealer_.PollItem(ZMQ_POLLOUT);
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) {
+      return Unavailable("statusd at '" + uri_ + "' is not accepting requests within " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+  } catch (const zmq::error_t& e) {
+    return Internal("Failed to poll '" + uri_ + "': " + e.what());
+  }
+  if (Status s = dealer_.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
+  return id;
+}
+
+Result<uint64_t> PipelinedStatusClient::SendSetPodStatus(const PodIdentity& pod,
+                                                         const PodStatus& status,
+                                                         std::chrono::milliseconds timeout) {
+  uint64_t id = ++next_id_;
+  FlatBufferBuilder fbb(1024);
+  auto p = WritePodIdentity(fbb, pod);
+  auto s = WritePodStatus(fbb, status);
+  FinishStatusMessage(fbb, envelope_, fb::Body::SetPodStatusRequest,
+                      fb::CreateSetPodStatusRequest(fbb, id, p, s).Union());
+  return SendFinished(fbb, id, timeout);
+}
+
+Result<uint64_t> PipelinedStatusClient::SendTerminatePod(const std::string& uid,
+                                                         std::chrono::milliseconds timeout) {
+  uint64_t id = ++next_id_;
+  FlatBufferBuilder fbb(256);
+  auto u = fbb.CreateString(uid);
+  FinishStatusMessage(fbb, envelope_, fb::Body::TerminatePodRequest,
+                      fb::CreateTerminatePodRequest(fbb, id, u).Union());
+  return SendFinished(fbb, id, timeout);
+}
+
+Result<PipelinedStatusClient::Reply> PipelinedStatusClient::Receive(
+    std::chrono::milliseconds timeout) {
+  auto frame = dealer_.Receive(timeout);
+  if (!frame.ok()) return frame.status();
+  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (!m.ok()) return BadReply(uri_, m.status().message());
+  Reply reply;
+  reply.request_id = RequestIdOf(**m);
+  auto r = ReadSetReply(**m, uri_);
+  if (r.ok()) {
+    reply.result = *r;
+  } else {
+    reply.status = r.status();
+  }
+  return reply;
+}
+
+StatusWatcher::StatusWatcher(ipc::Context& ctx, const std::string& run_dir)
+    : uri_(ipc::kStatusWatchEndpoint.Uri(run_dir)), subscriber_(ctx, kMaxReplyBytes) {}
+
+Status StatusWatcher::Connect() { return subscriber_.Connect(uri_); }
+
+Result<WatchEvent> StatusWatcher::Next(std::chrono::milliseconds timeout) {
+  auto frame = subscriber_.Receive(timeout);
+  if (!frame.ok()) return frame.status();
+  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (!m.ok()) return InvalidArgument("bad watch message: " + m.status().message());
+  const auto* msg = *m;
+  WatchEvent ev;
+  ev.sequence = msg->header()->sequence();
+  ev.incarnation = msg->header()->incarnation();
+  ev.gap = (incarnation_ != 0 && ev.incarnation != incarnation_) ||
+           (incarnation_ == ev.incarnation && last_sequence_ != 0 &&
+            ev.sequence != last_sequence_ + 1) ||
+           (incarnation_ == 0 && ev.sequence != 1);
+  incarnation_ = ev.incarnation;
+  last_sequence_ = ev.sequence;
+  if (msg->body_type() == fb::Body::StatusChanged && msg->body_as_StatusChanged()->record()) {
+    ev.kind = WatchEvent::Kind::kChanged;
+    ev.record = ReadPodStatusRecord(msg->body_as_StatusChanged()->record());
+  } else if (msg->body_type() == fb::Body::StatusRemoved) {
+    const auto* r = msg->body_as_StatusRemoved();
+    ev.kind = WatchEvent::Kind::kRemoved;
+    ev.record.pod.uid = r->uid() ? r->uid()->str() : "";
+    ev.record.pod.namespace_ = r->namespace_() ? r->namespace_()->str() : "";
+    ev.record.pod.name = r->name() ? r->name()->str() : "";
+    ev.record.version = r->version();
+  } else {
+    return InvalidArgument("unexpected watch message body");
+  }
+  return ev;
+}
+
+}  // namespace nodelet::status

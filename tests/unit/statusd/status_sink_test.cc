@@ -1,0 +1,144 @@
+#include "svc-statusd/status_sink.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tests/fakes/fake_clock.h"
+#include "tests/unit/statusd/status_samples.h"
+
+namespace nodelet::statusd {
+namespace {
+
+using namespace nodelet::statusd::testing;  // NOLINT
+using nodelet::testing::FakeClock;
+
+// A sink that records what it was sent, can fail for chosen pods, and can report drift.
+class FakeSink : public StatusSink {
+ public:
+  std::string Name() const override { return "fake"; }
+  Status Sync(const PodStatusRecord& record) override {
+    ++sync_calls[record.pod.uid];
+    if (failing.count(record.pod.uid)) return Unavailable("sink down for " + record.pod.uid);
+    stored[record.pod.uid] = record.version;
+    return Status::Ok();
+  }
+  Status Remove(const PodIdentity& pod) override {
+    ++remove_calls[pod.uid];
+    if (failing.count(pod.uid)) return Unavailable("sink down for " + pod.uid);
+    stored.erase(pod.uid);
+    return Status::Ok();
+  }
+  bool NeedsReconcile(const PodStatusRecord& record) override {
+    return drifted.count(record.pod.uid) != 0;
+  }
+
+  std::map<std::string, uint64_t> stored;
+  std::map<std::string, int> sync_calls;
+  std::map<std::string, int> remove_calls;
+  std::set<std::string> failing;
+  std::set<std::string> drifted;
+};
+
+StatusChange Updated(const std::string& uid, uint64_t version) {
+  PodStatusRecord r;
+  r.pod = SamplePod(uid);
+  r.status = RunningStatus("v" + std::to_string(version));
+  r.version = version;
+  return {StatusChange::Kind::kUpdated, r};
+}
+
+StatusChange Removed(const std::string& uid, uint64_t version) {
+  StatusChange c = Updated(uid, version);
+  c.kind = StatusChange::Kind::kRemoved;
+  return c;
+}
+
+class SinkSyncerTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  FakeSink sink_;
+  SinkSyncer syncer_{sink_, clock_};
+};
+
+TEST_F(SinkSyncerTest, SyncsOnlyWhatIsNewerThanTheSinksVersion) {
+  syncer_.Apply(Updated("a", 1));
+  syncer_.Apply(Updated("b", 1));
+  EXPECT_TRUE(syncer_.SyncChanged().empty());
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  EXPECT_EQ(sink_.sync_calls["b"], 1);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 1u);
+
+  // Nothing newer: nothing sent.
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+
+  // Several versions between two syncs: only the latest is sent.
+  syncer_.Apply(Updated("a", 2));
+  syncer_.Apply(Updated("a", 3));
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.stored["a"], 3u);
+  EXPECT_EQ(sink_.sync_calls["b"], 1);
+}
+
+TEST_F(SinkSyncerTest, FailedSyncIsRetriedAndFullPassRunsEveryTenSeconds) {
+  sink_.failing.insert("a");
+  syncer_.Apply(Updated("a", 1));
+  auto errors = syncer_.SyncChanged();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message().find("sink down for a"), std::string::npos);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 0u);
+
+  sink_.failing.clear();
+  // Not due yet.
+  clock_.Advance(std::chrono::seconds(9));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  // Due: the pass retries what failed.
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 1u);
+  // The next pass is 10 s later, and sends nothing that is current.
+  EXPECT_EQ(syncer_.NextFullPass(), clock_.Now() + std::chrono::seconds(10));
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+}
+
+TEST_F(SinkSyncerTest, FullPassReconcilesDrift) {
+  syncer_.Apply(Updated("a", 4));
+  syncer_.SyncChanged();
+  sink_.drifted.insert("a");
+  // Only full passes ask about drift.
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.stored["a"], 4u);
+}
+
+TEST_F(SinkSyncerTest, RemovalsReachTheSinkAndAreRetried) {
+  syncer_.Apply(Updated("a", 2));
+  syncer_.SyncChanged();
+  sink_.failing.insert("a");
+  syncer_.Apply(Removed("a", 2));
+  EXPECT_EQ(syncer_.SyncChanged().size(), 1u);
+  EXPECT_EQ(sink_.stored.count("a"), 1u);
+  sink_.failing.clear();
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  EXPECT_EQ(sink_.stored.count("a"), 0u);
+  EXPECT_EQ(sink_.remove_calls["a"], 2);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 0u);
+  // A reused uid starts again at version 1 and is synced.
+  syncer_.Apply(Updated("a", 1));
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.stored["a"], 1u);
+}
+
+}  // namespace
+}  // namespace nodelet::statusd
