@@ -1,2 +1,66 @@
-// nodeletctl (placeholder until the control socket lands).
-int main() { return 0; }
+// nodeletctl: the operator's CLI (flags and subcommands; the logic is in ctl/*_command*.cc).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "ctl/service_commands.h"
+#include "nodelet_version.h"
+
+int main(int argc, char** argv) {
+  using nodelet::ctl::CtlOptions;
+  using nodelet::ipc::ctl::RequestKind;
+  CLI::App app{"nodeletctl: control a running nodelet (in the style of supervisorctl)",
+               "nodeletctl"};
+  app.require_subcommand(1);
+  CtlOptions o;
+  app.add_option("--run-dir", o.run_dir, "Run directory of the nodelet to talk to")
+      ->capture_default_str();
+  int rc = 0;
+  std::vector<std::string> names;
+  bool json = false;
+
+  auto* status = app.add_subcommand("status", "Show the services' states (exit 0 all running, 3 some not, 4 unknown)");
+  status->add_option("services", names, "Service names (default: all)");
+  status->add_flag("--json", json, "Print JSON for scripts");
+  status->callback([&] { rc = nodelet::ctl::RunStatus(o, names, json, std::cout, std::cerr); });
+
+  for (auto [cmd, kind, help] :
+       {std::tuple{"start", RequestKind::Start, "Start services (names or 'all'); clears FATAL"},
+        std::tuple{"stop", RequestKind::Stop, "Stop services (names or 'all')"},
+        std::tuple{"restart", RequestKind::Restart, "Restart services; the others are not touched"}}) {
+    auto* sub = app.add_subcommand(cmd, help);
+    sub->add_option("services", names, "Service names or 'all'")->required();
+    sub->callback([&, kind = kind] {
+      rc = nodelet::ctl::RunAction(o, kind, names, std::cout, std::cerr);
+    });
+  }
+
+  auto* pid = app.add_subcommand("pid", "Pid of the supervisor, or of the named services ('all')");
+  pid->add_option("services", names, "Service names or 'all'");
+  pid->callback([&] { rc = nodelet::ctl::RunPid(o, names, std::cout, std::cerr); });
+
+  auto* version = app.add_subcommand("version", "The running nodelet's version");
+  version->callback([&] {
+    rc = nodelet::ctl::RunVersion(o, std::cout, std::cerr);
+    if (rc == 0) std::cout << "nodeletctl " << NODELET_VERSION << "\n";
+  });
+
+  std::string tail_name;
+  int tail_lines = 10;
+  bool follow = false;
+  auto* tail = app.add_subcommand("tail", "Show a service's log (stdout and stderr)");
+  tail->add_flag("-f,--follow", follow, "Keep printing what is appended");
+  tail->add_option("-n,--lines", tail_lines, "Number of lines")->capture_default_str();
+  tail->add_option("service", tail_name, "Service name")->required();
+  tail->callback([&] {
+    rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr);
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  return rc;
+}

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,7 +40,7 @@ class CtlServer {
 
  private:
   struct Impl;
-  Impl* impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the done-callbacks of pending requests
 };
 
 }  // namespace nodelet::supervisor

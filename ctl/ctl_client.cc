@@ -1,0 +1,74 @@
+#include "ctl/ctl_client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lib/ipc/codec.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/ipc/sockets.h"
+
+namespace nodelet::ctl {
+
+Status ProbeCtlSocket(const std::string& run_dir) {
+  const std::string path = ipc::kCtlEndpoint.Path(run_dir);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("socket path too long: " + path);
+  std::strcpy(addr.sun_path, path.c_str());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("socket", errno);
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = errno;
+  close(fd);
+  if (rc != 0) return Unavailable(path + ": " + std::strerror(err));
+  return Status::Ok();
+}
+
+Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::RequestKind kind,
+                                       const std::vector<std::string>& services,
+                                       std::chrono::milliseconds deadline) {
+  if (Status s = ProbeCtlSocket(run_dir); !s.ok()) return s;
+  ipc::Context ctx;
+  ipc::DealerClient dealer(ctx);
+  if (Status s = dealer.Connect(ipc::kCtlEndpoint.Uri(run_dir)); !s.ok()) return s;
+  ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
+  flatbuffers::FlatBufferBuilder fbb(512);
+  auto req = ipc::ctl::CreateCtlRequest(fbb, kind, fbb.CreateVectorOfStrings(services));
+  auto header = envelope.Write(fbb);
+  fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, ipc::ctl::Body::CtlRequest, req.Union()),
+             ipc::ctl::CtlMessageIdentifier());
+  // One request per connection: no retries (start/stop/restart are not idempotent in effect),
+  // so wait for the connection before sending (ZMQ_IMMEDIATE refuses to queue until then).
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  zmq::pollitem_t out{dealer.raw().handle(), 0, ZMQ_POLLOUT, 0};
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return DeadlineExceeded("could not connect within the deadline");
+    zmq::poll(&out, 1, left);
+    if (out.revents & ZMQ_POLLOUT) break;
+  }
+  if (Status s = dealer.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+  auto frame = dealer.Receive(std::max(left, std::chrono::milliseconds(1)));
+  if (!frame.ok()) {
+    if (frame.status().code() == StatusCode::kDeadlineExceeded) {
+      return DeadlineExceeded("no answer within " + std::to_string(deadline.count()) + " ms");
+    }
+    return frame.status();
+  }
+  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(frame->data(), frame->size(),
+                                                      ipc::ctl::CtlMessageIdentifier());
+  if (!msg.ok()) return InvalidArgument("bad reply: " + msg.status().message());
+  const auto* reply = (*msg)->body_as_CtlReply();
+  if (reply == nullptr) return InvalidArgument("bad reply: not a CtlReply");
+  ipc::ctl::CtlReplyT out_reply;
+  reply->UnPackTo(&out_reply);
+  if (!out_reply.ok) return InvalidArgument("nodelet refused the request: " + out_reply.error);
+  return out_reply;
+}
+
+}  // namespace nodelet::ctl

@@ -1,0 +1,26 @@
+// CtlClient: nodeletctl's end of the operator API (ipc-schemas/ctl.fbs). One request, one
+// verified reply, within a deadline. An absent or dead supervisor is told apart from a slow one
+// by connecting to the socket file first.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ctl_generated.h"
+#include "lib/common/status.h"
+
+namespace nodelet::ctl {
+
+// Checks that something accepts connections on the ctl socket of `run_dir`; Unavailable with
+// the path and errno text otherwise ("No such file or directory", "Connection refused").
+Status ProbeCtlSocket(const std::string& run_dir);
+
+// Sends one request and returns the unpacked reply. Unavailable when the supervisor cannot be
+// reached, DeadlineExceeded when it does not answer within `deadline`, InvalidArgument for a
+// reply that fails verification.
+Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::RequestKind kind,
+                                       const std::vector<std::string>& services,
+                                       std::chrono::milliseconds deadline);
+
+}  // namespace nodelet::ctl

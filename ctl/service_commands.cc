@@ -1,0 +1,247 @@
+#include "ctl/service_commands.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ctl/ctl_client.h"
+#include "nodelet_version.h"
+
+namespace nodelet::ctl {
+namespace {
+
+using ipc::ctl::ProcessState;
+using ipc::ctl::RequestKind;
+
+int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
+  err << "nodeletctl: cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message()
+      << "\n";
+  return kExitUnknown;
+}
+
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+}  // namespace
+
+std::string StateName(ProcessState state) {
+  switch (state) {
+    case ProcessState::Stopped: return "STOPPED";
+    case ProcessState::Starting: return "STARTING";
+    case ProcessState::Running: return "RUNNING";
+    case ProcessState::Backoff: return "BACKOFF";
+    case ProcessState::Stopping: return "STOPPING";
+    case ProcessState::Exited: return "EXITED";
+    case ProcessState::Fatal: return "FATAL";
+  }
+  return "UNKNOWN";
+}
+
+std::string FormatUptime(uint64_t uptime_ms) {
+  uint64_t s = uptime_ms / 1000;
+  uint64_t days = s / 86400;
+  s %= 86400;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                static_cast<unsigned long long>((s % 3600) / 60),
+                static_cast<unsigned long long>(s % 60));
+  if (days == 0) return buf;
+  return std::to_string(days) + (days == 1 ? " day, " : " days, ") + buf;
+}
+
+std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+  size_t maxlen = 30;
+  for (const auto& s : services) maxlen = std::max(maxlen, s->name.size());
+  std::ostringstream out;
+  for (const auto& s : services) {
+    std::string desc = s->description;
+    if (s->state == ProcessState::Running) {
+      desc = "pid " + std::to_string(s->pid) + ", uptime " + FormatUptime(s->uptime_ms);
+    }
+    out << Pad(s->name, maxlen + 3) << Pad(StateName(s->state), 10) << desc << "\n";
+  }
+  return out.str();
+}
+
+std::string FormatStatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& s : services) {
+    arr.push_back({{"name", s->name},
+                   {"state", StateName(s->state)},
+                   {"pid", s->pid},
+                   {"uptime_ms", s->uptime_ms},
+                   {"description", s->description},
+                   {"restarts", s->restarts},
+                   {"health", s->health},
+                   {"log_path", s->log_path},
+                   {"state_since", s->state_since_epoch_s}});
+  }
+  return arr.dump(2) + "\n";
+}
+
+int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool json,
+              std::ostream& out, std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::Status, names, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  if (json) {
+    out << FormatStatusJson(reply->services);
+  } else {
+    out << FormatStatus(reply->services);
+  }
+  int rc = kExitOk;
+  for (const auto& s : reply->services) {
+    if (s->state != ProcessState::Running) rc = kExitNotRunning;
+  }
+  for (const auto& r : reply->results) {
+    if (!json) out << r->name << ": ERROR (" << r->message << ")\n";
+    rc = kExitUnknown;
+  }
+  return rc;
+}
+
+int RunAction(const CtlOptions& o, RequestKind kind, const std::vector<std::string>& names,
+              std::ostream& out, std::ostream& err) {
+  if (names.empty()) {
+    err << "nodeletctl: name one or more services, or 'all'\n";
+    return kExitFailed;
+  }
+  auto reply = CtlRequest(o.run_dir, kind, names, o.action_timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  int rc = kExitOk;
+  for (const auto& r : reply->results) {
+    if (r->ok) {
+      out << r->name << ": " << r->message << "\n";
+    } else {
+      out << r->name << ": ERROR (" << r->message << ")\n";
+      rc = r->message == "no such process" ? kExitUnknown : std::max(rc, kExitFailed);
+    }
+  }
+  return rc;
+}
+
+int RunPid(const CtlOptions& o, const std::vector<std::string>& names, std::ostream& out,
+           std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::Pid, names, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  if (names.empty()) {
+    out << reply->supervisor_pid << "\n";
+    return kExitOk;
+  }
+  for (const auto& s : reply->services) out << s->pid << "\n";
+  for (const auto& r : reply->results) {
+    err << r->name << ": ERROR (" << r->message << ")\n";
+    return kExitUnknown;
+  }
+  return kExitOk;
+}
+
+int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::Version, {}, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  out << reply->version << "\n";
+  return kExitOk;
+}
+
+std::string LastLines(const std::string& path, int lines) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  // Read back in blocks until enough newlines are seen (bounded to 4 MiB).
+  std::string data;
+  std::streamoff pos = size;
+  const std::streamoff kBlock = 8192, kMax = 4 * 1024 * 1024;
+  while (pos > 0 && size - pos < kMax) {
+    std::streamoff n = std::min(kBlock, pos);
+    pos -= n;
+    std::string block(static_cast<size_t>(n), '\0');
+    in.seekg(pos);
+    in.read(block.data(), n);
+    data = block + data;
+    if (std::count(data.begin(), data.end(), '\n') > lines) break;
+  }
+  // Keep the last `lines` lines (a final newline does not start a new line).
+  size_t end = data.size();
+  if (end > 0 && data[end - 1] == '\n') --end;
+  size_t start = end;
+  int seen = 0;
+  while (start > 0) {
+    if (data[start - 1] == '\n' && ++seen == lines) break;
+    --start;
+  }
+  return lines <= 0 ? "" : data.substr(start);
+}
+
+int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow,
+            std::ostream& out, std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::LogPath, {name}, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  if (!reply->results.empty() || reply->services.empty()) {
+    err << name << ": ERROR (no such process)\n";
+    return kExitUnknown;
+  }
+  const std::string path = reply->services[0]->log_path;
+  out << LastLines(path, lines);
+  out.flush();
+  if (!follow) return kExitOk;
+
+  // Follow: inotify on the directory catches both appends and rotation (the file renamed away
+  // and a new one created), so this waits on events, never on a timer.
+  int ino = inotify_init1(IN_CLOEXEC);
+  if (ino < 0) {
+    err << "nodeletctl: inotify: " << std::strerror(errno) << "\n";
+    return kExitFailed;
+  }
+  std::string dir = path.substr(0, path.rfind('/'));
+  std::string base = path.substr(path.rfind('/') + 1);
+  inotify_add_watch(ino, dir.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE);
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  char buf[65536];
+  for (;;) {
+    pollfd p{ino, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) break;
+    alignas(inotify_event) char evbuf[4096];
+    ssize_t n = read(ino, evbuf, sizeof evbuf);
+    bool rotated = false;
+    for (char* q = evbuf; n > 0 && q < evbuf + n;) {
+      auto* ev = reinterpret_cast<inotify_event*>(q);
+      if (ev->len > 0 && base == ev->name && (ev->mask & (IN_CREATE | IN_MOVED_TO))) rotated = true;
+      q += sizeof(inotify_event) + ev->len;
+    }
+    // Print what is left of the old file, then switch to the new one from its start.
+    for (;;) {
+      in.read(buf, sizeof buf);
+      if (in.gcount() <= 0) break;
+      out.write(buf, in.gcount());
+    }
+    in.clear();
+    if (rotated) {
+      in.close();
+      in.open(path, std::ios::binary);
+      for (;;) {
+        in.read(buf, sizeof buf);
+        if (in.gcount() <= 0) break;
+        out.write(buf, in.gcount());
+      }
+      in.clear();
+    }
+    out.flush();
+    if (!out) break;  // the reader went away
+  }
+  close(ino);
+  return kExitOk;
+}
+
+}  // namespace nodelet::ctl

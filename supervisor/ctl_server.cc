@@ -1,0 +1,249 @@
+#include "supervisor/ctl_server.h"
+
+#include <unistd.h>
+
+#include <map>
+#include <vector>
+
+#include "lib/common/logging.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/endpoints.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+using ipc::ctl::Body;
+using ipc::ctl::CtlMessage;
+using ipc::ctl::RequestKind;
+
+constexpr size_t kMaxCtlBytes = 64 * 1024;
+
+struct Result {
+  std::string name;
+  bool ok = false;
+  std::string message;
+};
+
+}  // namespace
+
+struct CtlServer::Impl {
+  Impl(ipc::Context& ctx, ServiceControl& s, const Clock& c, CtlServerOptions o)
+      : services(s), clock(c), options(std::move(o)), router(ctx, kMaxCtlBytes),
+        envelope(ipc::ServiceId::Supervisor, ipc::NewIncarnation()),
+        log(GetLogger("ctl")) {}
+
+  struct Pending {
+    std::string peer;
+    std::vector<Result> results;
+    size_t remaining = 0;
+  };
+
+  ServiceControl& services;
+  const Clock& clock;
+  CtlServerOptions options;
+  ipc::RouterServer router;
+  ipc::EnvelopeWriter envelope;
+  std::shared_ptr<spdlog::logger> log;
+  std::map<uint64_t, Pending> pending;
+  uint64_t next_pending = 1;
+  uint64_t requests = 0;
+  uint64_t bad_requests = 0;
+  bool bad_logged = false;
+
+  void SendReply(const std::string& peer, bool ok, const std::string& error,
+                 const std::vector<ServiceInfo>* infos, const std::vector<Result>* results,
+                 bool with_pid, bool with_version) {
+    flatbuffers::FlatBufferBuilder fbb(1024);
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<ipc::ctl::ServiceStatus>>> svcs;
+    if (infos != nullptr) {
+      std::vector<flatbuffers::Offset<ipc::ctl::ServiceStatus>> v;
+      for (const auto& i : *infos) {
+        v.push_back(ipc::ctl::CreateServiceStatusDirect(
+            fbb, i.name.c_str(), i.state, i.pid, i.uptime_ms, i.description.c_str(), i.restarts,
+            i.health.c_str(), i.log_path.c_str(), i.state_since_epoch_s));
+      }
+      svcs = fbb.CreateVector(v);
+    }
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<ipc::ctl::ActionResult>>> res;
+    if (results != nullptr) {
+      std::vector<flatbuffers::Offset<ipc::ctl::ActionResult>> v;
+      for (const auto& r : *results) {
+        v.push_back(ipc::ctl::CreateActionResultDirect(fbb, r.name.c_str(), r.ok, r.message.c_str()));
+      }
+      res = fbb.CreateVector(v);
+    }
+    auto err = fbb.CreateString(error);
+    auto version = with_version ? fbb.CreateString(options.version) : 0;
+    auto reply = ipc::ctl::CreateCtlReply(fbb, ok, err, svcs, res,
+                                          with_pid ? options.supervisor_pid : 0, version);
+    auto header = envelope.Write(fbb);
+    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
+               ipc::ctl::CtlMessageIdentifier());
+    // A client that went away is not an error worth more than a debug line.
+    if (Status s = router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+      log->debug("Failed to answer a ctl client: {}", s.message());
+    }
+  }
+
+  void Refuse(const std::string& peer, const std::string& why) {
+    ++bad_requests;
+    if (!bad_logged) {
+      log->warn("Refusing a bad ctl request: {}", why);
+      bad_logged = true;
+    }
+    SendReply(peer, false, why, nullptr, nullptr, false, false);
+  }
+
+  // Names from the request: empty or "all" means every service. Unknown names go to `unknown`.
+  std::vector<std::string> Expand(const ipc::ctl::CtlRequest& req, std::vector<Result>& unknown) {
+    std::vector<std::string> names;
+    bool all = req.services() == nullptr || req.services()->size() == 0;
+    if (!all) {
+      for (const auto* n : *req.services()) {
+        if (n != nullptr && n->str() == "all") all = true;
+      }
+    }
+    if (all) {
+      for (const auto& i : services.List()) names.push_back(i.name);
+      return names;
+    }
+    for (const auto* n : *req.services()) {
+      std::string name = n == nullptr ? "" : n->str();
+      if (services.Has(name)) {
+        names.push_back(name);
+      } else {
+        unknown.push_back({name, false, "no such process"});
+      }
+    }
+    return names;
+  }
+
+  std::vector<ServiceInfo> Select(const std::vector<std::string>& names) {
+    std::vector<ServiceInfo> out;
+    for (const auto& info : services.List()) {
+      for (const auto& n : names) {
+        if (n == info.name) out.push_back(info);
+      }
+    }
+    return out;
+  }
+
+  void Handle(std::shared_ptr<Impl> self, const std::string& peer, const ipc::ctl::CtlRequest& req) {
+    std::vector<Result> unknown;
+    std::vector<std::string> names = Expand(req, unknown);
+    switch (req.kind()) {
+      case RequestKind::Status:
+      case RequestKind::LogPath: {
+        auto infos = Select(names);
+        SendReply(peer, true, "", &infos, &unknown, false, false);
+        return;
+      }
+      case RequestKind::Pid: {
+        bool none = req.services() == nullptr || req.services()->size() == 0;
+        auto infos = none ? std::vector<ServiceInfo>{} : Select(names);
+        SendReply(peer, true, "", &infos, &unknown, true, false);
+        return;
+      }
+      case RequestKind::Version:
+        SendReply(peer, true, "", nullptr, nullptr, true, true);
+        return;
+      case RequestKind::Start:
+      case RequestKind::Stop:
+      case RequestKind::Restart:
+        break;
+      default:
+        Refuse(peer, "unknown request kind " + std::to_string(static_cast<int>(req.kind())));
+        return;
+    }
+    if (req.services() == nullptr || req.services()->size() == 0) {
+      Refuse(peer, "name the services to act on, or 'all'");
+      return;
+    }
+    const uint64_t id = next_pending++;
+    Pending& p = pending[id];
+    p.peer = peer;
+    p.results = unknown;
+    p.remaining = names.size();
+    if (p.remaining == 0) {
+      Finish(id);
+      return;
+    }
+    const RequestKind kind = req.kind();
+    for (const auto& name : names) {
+      std::weak_ptr<Impl> weak = self;
+      DoneCallback done = [weak, id, name](bool ok, const std::string& message) {
+        auto impl = weak.lock();
+        if (!impl) return;
+        auto it = impl->pending.find(id);
+        if (it == impl->pending.end()) return;
+        it->second.results.push_back({name, ok, message});
+        if (--it->second.remaining == 0) impl->Finish(id);
+      };
+      if (kind == RequestKind::Start) {
+        services.Start(name, done);
+      } else if (kind == RequestKind::Stop) {
+        services.Stop(name, done);
+      } else {
+        services.Restart(name, done);
+      }
+    }
+  }
+
+  void Finish(uint64_t id) {
+    auto it = pending.find(id);
+    if (it == pending.end()) return;
+    Pending p = std::move(it->second);
+    pending.erase(it);
+    SendReply(p.peer, true, "", nullptr, &p.results, false, false);
+  }
+};
+
+CtlServer::CtlServer(ipc::Context& ctx, ServiceControl& services, const Clock& clock,
+                     CtlServerOptions options)
+    : impl_(std::make_shared<Impl>(ctx, services, clock, std::move(options))) {}
+
+CtlServer::~CtlServer() = default;
+
+Status CtlServer::Bind() {
+  const auto& o = impl_->options;
+  const std::string path = ipc::kCtlEndpoint.Path(o.run_dir);
+  if (Status s = impl_->router.Bind(ipc::kCtlEndpoint.Uri(o.run_dir), o.group ? 0660 : 0600);
+      !s.ok()) {
+    return s;
+  }
+  if (o.group && chown(path.c_str(), static_cast<uid_t>(-1), *o.group) != 0) {
+    return ErrnoStatus("Failed to give '" + path + "' to group " + std::to_string(*o.group), errno);
+  }
+  return Status::Ok();
+}
+
+zmq::pollitem_t CtlServer::PollItem() { return impl_->router.PollItem(); }
+
+void CtlServer::OnReadable() {
+  for (int i = 0; i < 64 && impl_->router.Readable(); ++i) {
+    auto in = impl_->router.Receive(std::chrono::milliseconds(0));
+    if (!in.ok()) {
+      // A malformed multipart message has no peer we can answer: dropped and counted.
+      if (in.status().code() != StatusCode::kDeadlineExceeded) ++impl_->bad_requests;
+      continue;
+    }
+    ++impl_->requests;
+    auto msg = ipc::DecodeMessage<CtlMessage>(in->payload.data(), in->payload.size(),
+                                              ipc::ctl::CtlMessageIdentifier(), kMaxCtlBytes);
+    if (!msg.ok()) {
+      impl_->Refuse(in->peer, msg.status().message());
+      continue;
+    }
+    const auto* req = (*msg)->body_as_CtlRequest();
+    if (req == nullptr) {
+      impl_->Refuse(in->peer, "expected a CtlRequest");
+      continue;
+    }
+    impl_->Handle(impl_, in->peer, *req);
+  }
+}
+
+uint64_t CtlServer::bad_requests() const { return impl_->bad_requests; }
+uint64_t CtlServer::requests() const { return impl_->requests; }
+
+}  // namespace nodelet::supervisor

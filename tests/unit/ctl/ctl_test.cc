@@ -1,0 +1,230 @@
+// CtlServer (supervisor side) and nodeletctl's client and formatting, over a real ipc socket in
+// a temporary run directory, with a fake ServiceControl.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "ctl/ctl_client.h"
+#include "ctl/service_commands.h"
+#include "lib/ipc/endpoints.h"
+#include "supervisor/ctl_server.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet {
+namespace {
+
+using ipc::ctl::ProcessState;
+using ipc::ctl::RequestKind;
+using supervisor::ServiceInfo;
+
+class FakeServices : public supervisor::ServiceControl {
+ public:
+  std::vector<ServiceInfo> List() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return infos_;
+  }
+  bool Has(const std::string& name) const override {
+    for (const auto& i : List()) {
+      if (i.name == name) return true;
+    }
+    return false;
+  }
+  void Start(const std::string& name, supervisor::DoneCallback done) override {
+    if (name == "slow") {
+      std::lock_guard<std::mutex> lock(mu_);
+      parked_.push_back(std::move(done));
+      parked_cv_.notify_all();
+      return;
+    }
+    Set(name, ProcessState::Running, 4242);
+    done(true, "started");
+  }
+  void Stop(const std::string& name, supervisor::DoneCallback done) override {
+    Set(name, ProcessState::Stopped, 0);
+    done(true, "stopped");
+  }
+  void Restart(const std::string& name, supervisor::DoneCallback done) override {
+    Set(name, ProcessState::Running, 5000);
+    done(true, "started");
+  }
+  void Set(const std::string& name, ProcessState state, int pid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& i : infos_) {
+      if (i.name == name) {
+        i.state = state;
+        i.pid = pid;
+      }
+    }
+  }
+  // Runs on the server's thread: completes parked starts once released.
+  void Pump() {
+    std::vector<supervisor::DoneCallback> run;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!release_) return;
+      run.swap(parked_);
+    }
+    for (auto& d : run) d(false, "spawn error");
+  }
+  // Waits until a start has been parked (the server has the request).
+  bool WaitParked(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return parked_cv_.wait_for(lock, timeout, [this] { return !parked_.empty(); });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_ = true;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable parked_cv_;
+  std::vector<ServiceInfo> infos_ = {
+      {"plegd", ProcessState::Running, 1234, 62000, "", 0, "ok", "/tmp/plegd.log", 0},
+      {"slow", ProcessState::Backoff, 0, 0, "exit 1, restart in 0.4s", 3, "", "", 0},
+  };
+  std::vector<supervisor::DoneCallback> parked_;
+  bool release_ = false;
+};
+
+class CtlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<supervisor::CtlServer>(
+        ctx_, services_, RealClock::Get(),
+        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9"});
+    ASSERT_TRUE(server_->Bind().ok());
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        zmq::pollitem_t item = server_->PollItem();
+        zmq::poll(&item, 1, std::chrono::milliseconds(20));
+        if (item.revents & ZMQ_POLLIN) server_->OnReadable();
+        services_.Pump();
+      }
+    });
+    opts_.run_dir = dir_.path();
+  }
+  void TearDown() override {
+    stop_ = true;
+    thread_.join();
+  }
+
+  testing::TempDir dir_;
+  ipc::Context ctx_;
+  FakeServices services_;
+  std::unique_ptr<supervisor::CtlServer> server_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  ctl::CtlOptions opts_;
+};
+
+TEST_F(CtlTest, StatusFormatAndExitCodes) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, out, err), ctl::kExitOk);
+  EXPECT_EQ(out.str(), "plegd" + std::string(28, ' ') + "RUNNING   pid 1234, uptime 0:01:02\n");
+  std::ostringstream out2;
+  EXPECT_EQ(ctl::RunStatus(opts_, {}, false, out2, err), ctl::kExitNotRunning);
+  EXPECT_NE(out2.str().find("slow" + std::string(29, ' ') + "BACKOFF   exit 1, restart in 0.4s"),
+            std::string::npos);
+  std::ostringstream out3;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd", "nope"}, false, out3, err), ctl::kExitUnknown);
+  EXPECT_NE(out3.str().find("nope: ERROR (no such process)"), std::string::npos);
+  std::ostringstream json;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, true, json, err), ctl::kExitOk);
+  EXPECT_NE(json.str().find("\"state\": \"RUNNING\""), std::string::npos);
+}
+
+TEST_F(CtlTest, ActionsPidVersion) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunAction(opts_, RequestKind::Stop, {"plegd"}, out, err), ctl::kExitOk);
+  EXPECT_EQ(out.str(), "plegd: stopped\n");
+  std::ostringstream pid;
+  EXPECT_EQ(ctl::RunPid(opts_, {"plegd"}, pid, err), ctl::kExitOk);
+  EXPECT_EQ(pid.str(), "0\n");
+  std::ostringstream sup;
+  EXPECT_EQ(ctl::RunPid(opts_, {}, sup, err), ctl::kExitOk);
+  EXPECT_EQ(sup.str(), "777\n");
+  std::ostringstream v;
+  EXPECT_EQ(ctl::RunVersion(opts_, v, err), ctl::kExitOk);
+  EXPECT_EQ(v.str(), "9.9.9\n");
+  std::ostringstream unknown;
+  EXPECT_EQ(ctl::RunAction(opts_, RequestKind::Restart, {"bogus"}, unknown, err), ctl::kExitUnknown);
+  EXPECT_EQ(unknown.str(), "bogus: ERROR (no such process)\n");
+}
+
+TEST_F(CtlTest, ActionIsAnsweredOnlyWhenDone) {
+  std::ostringstream out, err;
+  std::atomic<bool> answered{false};
+  std::thread client([&] {
+    ctl::RunAction(opts_, RequestKind::Start, {"slow"}, out, err);
+    answered = true;
+  });
+  // The reply waits for the fake's done-callback; a status request in between is served.
+  ASSERT_TRUE(services_.WaitParked(std::chrono::milliseconds(5000)));
+  std::ostringstream s;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, s, err), ctl::kExitOk);
+  EXPECT_FALSE(answered.load());
+  services_.Release();
+  client.join();
+  EXPECT_EQ(out.str(), "slow: ERROR (spawn error)\n");
+}
+
+TEST_F(CtlTest, GarbageGetsAnErrorReplyAndTheServerKeepsServing) {
+  ipc::Context ctx;
+  ipc::DealerClient dealer(ctx);
+  ASSERT_TRUE(dealer.Connect(ipc::kCtlEndpoint.Uri(dir_.path())).ok());
+  std::mt19937 rng(7);
+  int replies = 0;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<uint8_t> junk(static_cast<size_t>(1 + rng() % 300));
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    if (i % 3 == 0 && junk.size() > 8) std::memcpy(junk.data() + 4, "NLCL", 4);
+    while (!dealer.Send(junk.data(), junk.size()).ok()) {
+      zmq::pollitem_t out{dealer.raw().handle(), 0, ZMQ_POLLOUT, 0};
+      zmq::poll(&out, 1, std::chrono::milliseconds(1000));
+    }
+    auto reply = dealer.Receive(std::chrono::milliseconds(5000));
+    ASSERT_TRUE(reply.ok());
+    auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(reply->data(), reply->size(),
+                                                        ipc::ctl::CtlMessageIdentifier());
+    ASSERT_TRUE(msg.ok());
+    ASSERT_NE((*msg)->body_as_CtlReply(), nullptr);
+    EXPECT_FALSE((*msg)->body_as_CtlReply()->ok());
+    ++replies;
+  }
+  EXPECT_EQ(replies, 20);
+  EXPECT_GE(server_->bad_requests(), 20u);
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, out, err), ctl::kExitOk);
+}
+
+TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
+  testing::TempDir dir;
+  ctl::CtlOptions o;
+  o.run_dir = dir.path();
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunStatus(o, {}, false, out, err), ctl::kExitUnknown);
+  EXPECT_NE(err.str().find("cannot reach nodelet at " + dir.path() + "/ctl.sock"), std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("No such file or directory"), std::string::npos) << err.str();
+}
+
+TEST(CtlFormatTest, UptimeAndLastLines) {
+  EXPECT_EQ(ctl::FormatUptime(62000), "0:01:02");
+  EXPECT_EQ(ctl::FormatUptime((86400 + 3723) * 1000ull), "1 day, 1:02:03");
+  testing::TempDir dir;
+  std::ofstream(dir.Sub("log")) << "a\nb\nc\nd\n";
+  EXPECT_EQ(ctl::LastLines(dir.Sub("log"), 2), "c\nd\n");
+  EXPECT_EQ(ctl::LastLines(dir.Sub("log"), 10), "a\nb\nc\nd\n");
+  EXPECT_EQ(ctl::LastLines(dir.Sub("missing"), 3), "");
+}
+
+}  // namespace
+}  // namespace nodelet
