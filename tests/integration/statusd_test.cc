@@ -17,9 +17,13 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "control_generated.h"
+#include "ctl/pods_command.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
 #include "lib/status/status_codec.h"
@@ -572,6 +576,61 @@ TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->status.message.size(), size_t{200 << 10});
   statusd.reset();
+}
+
+TEST_F(StatusdTest, NodeletctlPodsListsWhatWasStored) {
+  ctl::PodsOptions o;
+  o.run_dir = run();
+  o.timeout = 1500ms;
+  {
+    // statusd not running: a clear error, within the timeout.
+    std::ostringstream out, err;
+    EXPECT_EQ(ctl::RunPods(o, out, err), 1);
+    EXPECT_NE(err.str().find("failed to list pods"), std::string::npos) << err.str();
+    EXPECT_NE(err.str().find("is it running?"), std::string::npos) << err.str();
+  }
+  auto statusd = Start();
+  auto client = Client();
+  PodIdentity web = Pod("uid-web");
+  web.name = "web";
+  PodIdentity job = Pod("uid-job", status::RestartPolicy::kNever);
+  job.name = "job";
+  job.namespace_ = "batch";
+  ASSERT_TRUE(client->SetPodStatus(web, Running("serving")).ok());
+  PodStatus done = Running("done");
+  done.phase = status::PodPhase::kSucceeded;
+  done.container_statuses[0].state = status::ContainerState{};
+  done.container_statuses[0].state.terminated = status::ContainerStateTerminated{0, 0, "Completed", "", 1, 2, ""};
+  done.container_statuses[0].ready = false;
+  ASSERT_TRUE(client->SetPodStatus(job, done).ok());
+
+  std::ostringstream out, err;
+  ASSERT_EQ(ctl::RunPods(o, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("NAME   READY   STATUS      RESTARTS   AGE"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("job    0/1     Completed   0"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("web    1/1     Running     0"), std::string::npos) << out.str();
+
+  o.output = "json";
+  std::ostringstream json_out, json_err;
+  ASSERT_EQ(ctl::RunPods(o, json_out, json_err), 0) << json_err.str();
+  auto list = nlohmann::json::parse(json_out.str());
+  EXPECT_EQ(list["kind"], "PodList");
+  ASSERT_EQ(list["items"].size(), 2u);
+  EXPECT_EQ(list["items"][0]["metadata"]["namespace"], "batch");
+  EXPECT_EQ(list["items"][0]["status"]["phase"], "Succeeded");
+  EXPECT_EQ(list["items"][1]["metadata"]["uid"], "uid-web");
+  EXPECT_EQ(list["items"][1]["status"]["message"], "serving");
+
+  o.output.clear();
+  std::ostringstream pod_out, pod_err;
+  ASSERT_EQ(ctl::RunPod(o, "batch/job", pod_out, pod_err), 0) << pod_err.str();
+  EXPECT_NE(pod_out.str().find("Namespace:        batch"), std::string::npos) << pod_out.str();
+  EXPECT_NE(pod_out.str().find("Restart Policy:   Never"), std::string::npos) << pod_out.str();
+  EXPECT_NE(pod_out.str().find("Conditions:"), std::string::npos) << pod_out.str();
+  std::ostringstream none_out, none_err;
+  EXPECT_EQ(ctl::RunPod(o, "nothing", none_out, none_err), 1);
+  EXPECT_NE(none_err.str().find("no pod 'nothing' (statusd has 2 pods)"), std::string::npos)
+      << none_err.str();
 }
 
 }  // namespace
