@@ -54,6 +54,10 @@ Status StatusdService::Start(ServiceContext& ctx) {
   server_ = std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation,
                                            status::kMaxRequestBytes);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
+  // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
+  // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
+  router_->raw().set(zmq::sockopt::sndhwm, kReplyQueueLimit);
+  router_->raw().set(zmq::sockopt::rcvhwm, kReplyQueueLimit);
   if (Status s = router_->Bind(ipc::kStatusEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
   watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, kTransportMaxBytes);
   if (Status s = watch_->Bind(ipc::kStatusWatchEndpoint.Uri(options_.run_dir)); !s.ok()) return s;

@@ -25,6 +25,8 @@ namespace nodelet::statusd {
 // The most requests handled in one batch (one transaction); the rest wait for the next poll
 // iteration, so heartbeats are never delayed by more than one commit.
 inline constexpr size_t kMaxBatch = 2048;
+// Per-peer queue limit (messages) of the status socket, both ways; well above kMaxBatch.
+inline constexpr int kReplyQueueLimit = 100000;
 // Frames above this are dropped by ZeroMQ itself (the peer is disconnected); frames between
 // the request limit and this get an ErrorReply.
 inline constexpr size_t kTransportMaxBytes = 16 * 1024 * 1024;
