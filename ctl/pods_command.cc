@@ -46,7 +46,8 @@ std::string Time(int64_t unix_s) { return unix_s == 0 ? "<none>" : status::Forma
 // The latest end of a previous run, over all containers (kubectl's lastRestartDate).
 int64_t LastRestart(const std::vector<ContainerStatus>& containers, int64_t current) {
   for (const auto& c : containers) {
-    if (c.last_state.terminated) current = std::max(current, c.last_state.terminated->finished_at_unix_s);
+    if (c.last_state.terminated)
+      current = std::max(current, c.last_state.terminated->finished_at_unix_s);
   }
   return current;
 }
@@ -63,8 +64,8 @@ void PrintFailure(std::ostream& err, const std::string& what, const Status& s,
                   const PodsOptions& o) {
   err << "Error: failed to " << what << ": " << s.message() << "\n";
   if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kUnavailable) {
-    err << "(nodeletctl asks nodelet-statusd directly at '"
-        << ipc::kStatusEndpoint.Path(o.run_dir) << "': is it running?)\n";
+    err << "(nodeletctl asks nodelet-statusd directly at '" << ipc::kStatusEndpoint.Path(o.run_dir)
+        << "': is it running?)\n";
   }
 }
 
@@ -72,7 +73,8 @@ void DescribeState(std::ostringstream& out, const char* label, const ContainerSt
                    const std::string& indent) {
   out << indent << label;
   if (s.running) {
-    out << "Running\n" << indent << "  Started:      " << Time(s.running->started_at_unix_s) << "\n";
+    out << "Running\n"
+        << indent << "  Started:      " << Time(s.running->started_at_unix_s) << "\n";
   } else if (s.terminated) {
     const auto& t = *s.terminated;
     out << "Terminated\n";
@@ -84,8 +86,10 @@ void DescribeState(std::ostringstream& out, const char* label, const ContainerSt
     out << indent << "  Finished:     " << Time(t.finished_at_unix_s) << "\n";
   } else if (s.waiting) {
     out << "Waiting\n";
-    if (!s.waiting->reason.empty()) out << indent << "  Reason:       " << s.waiting->reason << "\n";
-    if (!s.waiting->message.empty()) out << indent << "  Message:      " << s.waiting->message << "\n";
+    if (!s.waiting->reason.empty())
+      out << indent << "  Reason:       " << s.waiting->reason << "\n";
+    if (!s.waiting->message.empty())
+      out << indent << "  Message:      " << s.waiting->message << "\n";
   } else {
     out << "<none>\n";
   }

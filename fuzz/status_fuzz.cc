@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto result = server.HandleBatch(batch);
   // Every reply must itself be a valid message.
   for (const auto& [peer, bytes] : result.replies) {
-    if (!nodelet::status::DecodeStatusMessage(bytes.data(), bytes.size(), 64 << 20).ok()) __builtin_trap();
+    if (!nodelet::status::DecodeStatusMessage(bytes.data(), bytes.size(), 64 << 20).ok())
+      __builtin_trap();
   }
   if (manager.size() > 10000) manager.RemoveOrphans({}, nullptr);
   (void)nodelet::status::DecodeRecordBlob(data, size);

@@ -6,12 +6,12 @@
 // while store writes fail (disk full...) and back to Ok with the next successful commit.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
@@ -66,8 +66,8 @@ class StatusdService : public ServiceHooks {
   std::unique_ptr<SinkWorker> sinks_;
 
   // Health.
-  std::string store_error_;          // the last commit error; empty when the last commit worked
-  std::string corruption_notice_;    // set when the database was moved aside at start
+  std::string store_error_;        // the last commit error; empty when the last commit worked
+  std::string corruption_notice_;  // set when the database was moved aside at start
   // Refusals already logged (each distinct message once).
   std::unordered_set<std::string> logged_;
   uint64_t send_failures_ = 0;

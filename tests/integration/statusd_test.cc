@@ -15,12 +15,11 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "control_generated.h"
 #include "ctl/pods_command.h"
@@ -42,7 +41,8 @@ using status::PodStatus;
 using status::PodStatusRecord;
 namespace fb = ::nodelet::ipc::status;
 
-PodIdentity Pod(const std::string& uid, status::RestartPolicy policy = status::RestartPolicy::kAlways) {
+PodIdentity Pod(const std::string& uid,
+                status::RestartPolicy policy = status::RestartPolicy::kAlways) {
   PodIdentity p;
   p.namespace_ = "default";
   p.name = "pod-" + uid;
@@ -75,9 +75,8 @@ class StatusdProcess {
   StatusdProcess(const std::string& root_dir, const std::string& run_dir, const std::string& dir)
       : notify_(dir + "/notify-" + std::to_string(++count_) + ".sock") {
     process_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinDir() + "/nodelet-statusd", "--root-dir", root_dir,
-                                 "--run-dir", run_dir, "--log-dir", dir + "/log",
-                                 "--heartbeat-interval", "100"},
+        std::vector<std::string>{BinDir() + "/nodelet-statusd", "--root-dir", root_dir, "--run-dir",
+                                 run_dir, "--log-dir", dir + "/log", "--heartbeat-interval", "100"},
         std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_.path()}},
         dir + "/statusd.log");
     ready_ = notify_.WaitFor("READY=1", 10s).has_value();
@@ -102,8 +101,8 @@ class StatusdTest : public ::testing::Test {
   std::string run() const { return dir_.Sub("run"); }
   std::string db() const { return root() + "/statusd/status.db"; }
   std::unique_ptr<StatusdProcess> Start(const std::string& root_dir = "") {
-    auto p = std::make_unique<StatusdProcess>(root_dir.empty() ? root() : root_dir, run(),
-                                              dir_.path());
+    auto p =
+        std::make_unique<StatusdProcess>(root_dir.empty() ? root() : root_dir, run(), dir_.path());
     EXPECT_TRUE(p->ready()) << "statusd did not send READY=1; log:\n" << Log();
     return p;
   }
@@ -291,7 +290,8 @@ class Database {
     if (sqlite3_prepare_v2(db_, "PRAGMA integrity_check", -1, &st, nullptr) != SQLITE_OK) {
       return sqlite3_errmsg(db_);
     }
-    while (sqlite3_step(st) == SQLITE_ROW) out += reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    while (sqlite3_step(st) == SQLITE_ROW)
+      out += reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     return out;
   }
@@ -364,8 +364,8 @@ TEST_F(StatusdTest, KillNineDuringWriteBurstsLosesNothingAcknowledged) {
     auto rows = db.Rows();
     for (const auto& [uid, want] : acked) {
       if (want.version == 0) continue;
-      ASSERT_TRUE(rows.count(uid)) << uid << " acknowledged at version " << want.version
-                                   << " is missing";
+      ASSERT_TRUE(rows.count(uid))
+          << uid << " acknowledged at version " << want.version << " is missing";
       const StoredRow& got = rows[uid];
       // A later write may have been committed but not acknowledged before the kill.
       ASSERT_GE(got.version, want.version) << uid;
@@ -425,6 +425,9 @@ TEST_F(StatusdTest, BadInputGetsAClearErrorAndServiceKeepsServing) {
   std::string garbage = "\x01\x02garbage that is not a FlatBuffer at all";
   ExpectError(raw.Call(garbage.data(), garbage.size()), 0, fb::ErrorCode::InvalidArgument,
               "bad request: ");
+  // The same bad request again: answered again, but logged only once.
+  ExpectError(raw.Call(garbage.data(), garbage.size()), 0, fb::ErrorCode::InvalidArgument,
+              "bad request: ");
   ASSERT_TRUE(client->GetPodStatus("known").ok());
 
   {
@@ -435,8 +438,8 @@ TEST_F(StatusdTest, BadInputGetsAClearErrorAndServiceKeepsServing) {
     auto st = status::WritePodStatus(fbb, s);
     status::FinishStatusMessage(fbb, env, fb::Body::SetPodStatusRequest,
                                 fb::CreateSetPodStatusRequest(fbb, 11, p, st).Union());
-    ExpectError(raw.Call(fbb.GetBufferPointer(), fbb.GetSize()), 11,
-                fb::ErrorCode::InvalidArgument, "unknown phase 42");
+    ExpectError(raw.Call(fbb.GetBufferPointer(), fbb.GetSize()), 11, fb::ErrorCode::InvalidArgument,
+                "unknown phase 42");
   }
   {
     flatbuffers::FlatBufferBuilder fbb;
@@ -467,6 +470,15 @@ TEST_F(StatusdTest, BadInputGetsAClearErrorAndServiceKeepsServing) {
   EXPECT_EQ(after->version, 2u);
   EXPECT_EQ(client->GetPodStatus("huge").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(statusd->process().running());
+  const std::string log = Log();
+  size_t logged = 0;
+  for (size_t at = log.find("Refused a request: INVALID_ARGUMENT: bad request");
+       at != std::string::npos;
+       at = log.find("Refused a request: INVALID_ARGUMENT: bad request", at + 1)) {
+    ++logged;
+  }
+  EXPECT_EQ(logged, 1u) << log;
+  EXPECT_NE(log.find("unknown phase 42"), std::string::npos) << log;
 }
 
 // A tmpfs mounted for the life of the object; unmounted (lazily, so it never fails because of a
@@ -502,7 +514,8 @@ class FakeSupervisor {
     EXPECT_TRUE(router_.Bind(ipc::kControlEndpoint.Uri(run_dir)).ok());
   }
   // Waits for a heartbeat with this health; returns its reason, or nullopt at the deadline.
-  std::optional<std::string> WaitForHealth(ipc::control::Health health, std::chrono::milliseconds timeout) {
+  std::optional<std::string> WaitForHealth(ipc::control::Health health,
+                                           std::chrono::milliseconds timeout) {
     auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
       auto in = router_.Receive(100ms);
@@ -549,7 +562,8 @@ TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   // A write that needs new space fails with a clear error.
   Status failure;
   for (int i = 0; i < 20 && failure.ok(); ++i) {
-    auto r = client->SetPodStatus(Pod("big" + std::to_string(i)), Running(std::string(200 << 10, 'a' + i % 26)));
+    auto r = client->SetPodStatus(Pod("big" + std::to_string(i)),
+                                  Running(std::string(200 << 10, 'a' + i % 26)));
     if (!r.ok()) failure = r.status();
   }
   ASSERT_FALSE(failure.ok()) << "writes kept succeeding on a full disk";
@@ -557,7 +571,8 @@ TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   EXPECT_NE(failure.message().find("disk is full"), std::string::npos) << failure.ToString();
   EXPECT_NE(failure.message().find("status.db"), std::string::npos) << failure.ToString();
   auto degraded = supervisor.WaitForHealth(ipc::control::Health::Degraded, 5000ms);
-  ASSERT_TRUE(degraded.has_value()) << "health did not degrade; last reason: " << supervisor.last_reason();
+  ASSERT_TRUE(degraded.has_value())
+      << "health did not degrade; last reason: " << supervisor.last_reason();
   EXPECT_NE(degraded->find("store writes failing"), std::string::npos) << *degraded;
   // Reads keep working meanwhile.
   auto before = client->GetPodStatus("before");
@@ -600,13 +615,15 @@ TEST_F(StatusdTest, NodeletctlPodsListsWhatWasStored) {
   PodStatus done = Running("done");
   done.phase = status::PodPhase::kSucceeded;
   done.container_statuses[0].state = status::ContainerState{};
-  done.container_statuses[0].state.terminated = status::ContainerStateTerminated{0, 0, "Completed", "", 1, 2, ""};
+  done.container_statuses[0].state.terminated =
+      status::ContainerStateTerminated{0, 0, "Completed", "", 1, 2, ""};
   done.container_statuses[0].ready = false;
   ASSERT_TRUE(client->SetPodStatus(job, done).ok());
 
   std::ostringstream out, err;
   ASSERT_EQ(ctl::RunPods(o, out, err), 0) << err.str();
-  EXPECT_NE(out.str().find("NAME   READY   STATUS      RESTARTS   AGE"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("NAME   READY   STATUS      RESTARTS   AGE"), std::string::npos)
+      << out.str();
   EXPECT_NE(out.str().find("job    0/1     Completed   0"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("web    1/1     Running     0"), std::string::npos) << out.str();
 

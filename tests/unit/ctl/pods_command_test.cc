@@ -77,7 +77,8 @@ TEST(PodsCommandTest, ReadyAndRestartsColumns) {
   PodStatus s = RunningStatus();
   s.container_statuses.push_back(WaitingContainer("side", "CrashLoopBackOff"));
   s.container_statuses[1].restart_count = 3;
-  s.container_statuses[1].last_state.terminated = ContainerStateTerminated{1, 0, "Error", "", 0, kNow - 120, ""};
+  s.container_statuses[1].last_state.terminated =
+      ContainerStateTerminated{1, 0, "Error", "", 0, kNow - 120, ""};
   auto r = Record("a", s, 2);
   EXPECT_EQ(ReadyColumn(r), "1/2");
   EXPECT_EQ(RestartsColumn(r, kNow), "3 (2m ago)");
@@ -88,7 +89,8 @@ TEST(PodsCommandTest, ReadyAndRestartsColumns) {
 }
 
 TEST(PodsCommandTest, TableHasKubectlColumns) {
-  std::string table = FormatPodTable({Record("web", RunningStatus()), Record("db-long-name", RunningStatus())}, kNow);
+  std::string table = FormatPodTable(
+      {Record("web", RunningStatus()), Record("db-long-name", RunningStatus())}, kNow);
   EXPECT_EQ(table,
             "NAME           READY   STATUS    RESTARTS   AGE\n"
             "web            1/1     Running   0          2m30s\n"
@@ -103,9 +105,10 @@ TEST(PodsCommandTest, DetailsShowConditionsAndContainers) {
   EXPECT_NE(d.find("Name:             web\n"), std::string::npos) << d;
   EXPECT_NE(d.find("Status Version:   3"), std::string::npos) << d;
   EXPECT_NE(d.find("Message:          all good"), std::string::npos) << d;
-  EXPECT_NE(d.find("Conditions:\n  Type              Status   LastTransitionTime     Reason   Message\n"
-                   "  Ready             True     2023-11-14T22:13:20Z   Fine\n"),
-            std::string::npos)
+  EXPECT_NE(
+      d.find("Conditions:\n  Type              Status   LastTransitionTime     Reason   Message\n"
+             "  Ready             True     2023-11-14T22:13:20Z   Fine\n"),
+      std::string::npos)
       << d;
   EXPECT_NE(d.find("  app:\n    Container ID:   containerd://app-1"), std::string::npos) << d;
   EXPECT_NE(d.find("    State:          Running\n"), std::string::npos) << d;
