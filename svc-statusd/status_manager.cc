@@ -29,10 +29,10 @@ Status CheckContainers(const std::string& who, const char* list,
     if (policy == RestartPolicy::kOnFailure && exit_code != 0) continue;
     for (const auto& now : new_list) {
       if (now.name != old.name || now.state.terminated) continue;
-      return FailedPrecondition(
-          who + ": " + list + " '" + now.name + "' terminated with exit code " +
-          std::to_string(exit_code) + " and restartPolicy is " + status::RestartPolicyName(policy) +
-          ": it cannot become " + StateWord(now.state) + " again");
+      return FailedPrecondition(who + ": " + list + " '" + now.name +
+                                "' terminated with exit code " + std::to_string(exit_code) +
+                                " and restartPolicy is " + status::RestartPolicyName(policy) +
+                                ": it cannot become " + StateWord(now.state) + " again");
     }
   }
   return Status::Ok();
@@ -114,8 +114,8 @@ Status StatusManager::CheckTransition(const PodStatusRecord& old, const PodIdent
       !s.ok()) {
     return s;
   }
-  return CheckContainers(who, "container", old.status.container_statuses,
-                         status.container_statuses, pod.restart_policy);
+  return CheckContainers(who, "container", old.status.container_statuses, status.container_statuses,
+                         pod.restart_policy);
 }
 
 Result<SetOutcome> StatusManager::SetPodStatus(const PodIdentity& pod, PodStatus status,

@@ -49,8 +49,8 @@ StatusServer::StatusServer(StatusManager& manager, StatusStore& store, uint64_t 
 void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChange>& changes,
                           BatchResult& out) {
   p.peer = in.peer;
-  auto decoded = status::DecodeStatusMessage(in.payload.data(), in.payload.size(),
-                                             max_request_bytes_);
+  auto decoded =
+      status::DecodeStatusMessage(in.payload.data(), in.payload.size(), max_request_bytes_);
   if (!decoded.ok()) {
     ++counters_.bad_messages;
     const Status& s = decoded.status();
@@ -212,7 +212,8 @@ std::string StatusServer::BuildReply(const Pending& p) {
       const PodStatusRecord* rec = manager_.Get(p.uid);
       if (rec == nullptr) {
         ++counters_.not_found;
-        return error(NotFound("no status for pod uid '" + p.uid + "': it was never set or was removed"));
+        return error(
+            NotFound("no status for pod uid '" + p.uid + "': it was never set or was removed"));
       }
       auto r = status::WritePodStatusRecord(fbb, *rec);
       status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::GetPodStatusReply,

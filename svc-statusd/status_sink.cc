@@ -93,10 +93,10 @@ void SinkWorker::Run() {
       std::unique_lock<std::mutex> lock(mu_);
       MonoTime next = MonoTime::max();
       for (const auto& s : syncers_) next = std::min(next, s->NextFullPass());
-      Duration wait = next == MonoTime::max() ? Duration(std::chrono::seconds(60)) : next - clock_.Now();
+      Duration wait =
+          next == MonoTime::max() ? Duration(std::chrono::seconds(60)) : next - clock_.Now();
       wait = std::clamp<Duration>(wait, Duration::zero(), std::chrono::seconds(60));
-      cv_.wait_for(lock, wait,
-                   [this] { return stop_ || !queue_.empty(); });
+      cv_.wait_for(lock, wait, [this] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       batch.swap(queue_);
     }

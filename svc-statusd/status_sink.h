@@ -38,7 +38,10 @@ class StatusSink {
   virtual Status Remove(const PodIdentity& pod) = 0;
   // Asked in full passes for a pod already synced at its current version: true when the
   // sink's copy differs from what it was sent (the kubelet's needsReconcile).
-  virtual bool NeedsReconcile(const PodStatusRecord& record) { (void)record; return false; }
+  virtual bool NeedsReconcile(const PodStatusRecord& record) {
+    (void)record;
+    return false;
+  }
 };
 
 class SinkSyncer {

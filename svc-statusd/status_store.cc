@@ -157,8 +157,8 @@ Result<std::unique_ptr<SqliteStatusStore>> SqliteStatusStore::Open(const std::st
     o = OpenAndConfigure(path);
   }
   if (o.db == nullptr) {
-    StatusCode code = (o.rc & 0xff) == SQLITE_FULL ? StatusCode::kResourceExhausted
-                                                   : StatusCode::kInternal;
+    StatusCode code =
+        (o.rc & 0xff) == SQLITE_FULL ? StatusCode::kResourceExhausted : StatusCode::kInternal;
     return Status(code, o.error);
   }
   std::unique_ptr<SqliteStatusStore> store(new SqliteStatusStore(path, o.db));
@@ -201,8 +201,8 @@ void SqliteStatusStore::Rollback() {
 
 Result<StatusStore::Contents> SqliteStatusStore::LoadAll() {
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT uid, version, record FROM pod_status", -1, &stmt,
-                              nullptr);
+  int rc =
+      sqlite3_prepare_v2(db_, "SELECT uid, version, record FROM pod_status", -1, &stmt, nullptr);
   if (rc != SQLITE_OK) return Error("Failed to read statuses", rc);
   Contents out;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {

@@ -42,18 +42,23 @@ Status StatusdService::Start(ServiceContext& ctx) {
   manager_ = std::make_unique<StatusManager>(ctx.clock);
   for (const auto& bad : contents->unreadable) {
     ++unreadable_rows_;
-    log_->error("Failed to read the stored status of pod uid '{}' (version {}): {}; its next "
-                "version continues above it",
-                bad.uid, bad.version, bad.error);
+    log_->error(
+        "Failed to read the stored status of pod uid '{}' (version {}): {}; its next "
+        "version continues above it",
+        bad.uid, bad.version, bad.error);
     manager_->SetVersionFloor(bad.uid, bad.version);
   }
   size_t loaded = contents->records.size();
   manager_->Load(std::move(contents->records));
   log_->info("loaded {} pod statuses from '{}'", loaded, path);
 
-  server_ = std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation,
-                                           status::kMaxRequestBytes);
+  server_ =
+      std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation, status::kMaxRequestBytes);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
+  // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
+  // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
+  router_->raw().set(zmq::sockopt::sndhwm, kReplyQueueLimit);
+  router_->raw().set(zmq::sockopt::rcvhwm, kReplyQueueLimit);
   if (Status s = router_->Bind(ipc::kStatusEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
   watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, kTransportMaxBytes);
   if (Status s = watch_->Bind(ipc::kStatusWatchEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
@@ -172,7 +177,9 @@ ServiceSpec MakeSpec() {
   spec.name = "statusd";
   spec.id = ipc::ServiceId::Statusd;
   spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
-  spec.make_hooks = [](const CommonOptions& opts) { return std::make_unique<StatusdService>(opts); };
+  spec.make_hooks = [](const CommonOptions& opts) {
+    return std::make_unique<StatusdService>(opts);
+  };
   return spec;
 }
 

@@ -6,12 +6,12 @@
 // while store writes fail (disk full...) and back to Ok with the next successful commit.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
@@ -25,6 +25,8 @@ namespace nodelet::statusd {
 // The most requests handled in one batch (one transaction); the rest wait for the next poll
 // iteration, so heartbeats are never delayed by more than one commit.
 inline constexpr size_t kMaxBatch = 2048;
+// Per-peer queue limit (messages) of the status socket, both ways; well above kMaxBatch.
+inline constexpr int kReplyQueueLimit = 100000;
 // Frames above this are dropped by ZeroMQ itself (the peer is disconnected); frames between
 // the request limit and this get an ErrorReply.
 inline constexpr size_t kTransportMaxBytes = 16 * 1024 * 1024;
@@ -64,8 +66,8 @@ class StatusdService : public ServiceHooks {
   std::unique_ptr<SinkWorker> sinks_;
 
   // Health.
-  std::string store_error_;          // the last commit error; empty when the last commit worked
-  std::string corruption_notice_;    // set when the database was moved aside at start
+  std::string store_error_;        // the last commit error; empty when the last commit worked
+  std::string corruption_notice_;  // set when the database was moved aside at start
   // Refusals already logged (each distinct message once).
   std::unordered_set<std::string> logged_;
   uint64_t send_failures_ = 0;

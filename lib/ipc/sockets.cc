@@ -139,6 +139,15 @@ Status DealerClient::Send(const void* data, size_t size) {
   return Status::Ok();
 }
 
+bool DealerClient::WaitWritable(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item = PollItem(ZMQ_POLLOUT);
+  try {
+    return zmq::poll(&item, 1, timeout) > 0 && (item.revents & ZMQ_POLLOUT);
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
 Result<Frame> DealerClient::Receive(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item = PollItem();
   try {

@@ -83,6 +83,9 @@ class DealerClient : public SocketBase {
   Status Connect(const std::string& uri);
   // Sends without blocking; Unavailable when the queue to the peer is full.
   Status Send(const void* data, size_t size);
+  // Waits up to `timeout` until a message can be queued (the connection is up: with
+  // ZMQ_IMMEDIATE nothing is queued before); false at the deadline.
+  bool WaitWritable(std::chrono::milliseconds timeout);
   Result<Frame> Receive(std::chrono::milliseconds timeout);
   // Drops the socket and connects a fresh one (the "Lazy Pirate" reset after a lost reply).
   Status Reconnect();
@@ -134,8 +137,13 @@ Result<Frame> RequestClient::Call(const void* data, size_t size,
   const auto end = std::chrono::steady_clock::now() + deadline;
   Status last = DeadlineExceeded("no reply from " + uri_);
   while (std::chrono::steady_clock::now() < end) {
-    if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
     const auto attempt_end = std::min(end, std::chrono::steady_clock::now() + attempt_timeout);
+    // A fresh (or re-made) connection takes a moment: wait for it within this attempt instead
+    // of failing the send and waiting for a reply that cannot come.
+    auto until_attempt_end = std::chrono::duration_cast<std::chrono::milliseconds>(
+        attempt_end - std::chrono::steady_clock::now());
+    (void)dealer_.WaitWritable(std::max(until_attempt_end, std::chrono::milliseconds(0)));
+    if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
     for (;;) {
       auto now = std::chrono::steady_clock::now();
       if (now >= attempt_end) break;

@@ -6,29 +6,40 @@ namespace nodelet::status {
 
 std::string PhaseName(PodPhase phase) {
   switch (phase) {
-    case PodPhase::kPending: return "Pending";
-    case PodPhase::kRunning: return "Running";
-    case PodPhase::kSucceeded: return "Succeeded";
-    case PodPhase::kFailed: return "Failed";
-    case PodPhase::kUnknown: return "Unknown";
+    case PodPhase::kPending:
+      return "Pending";
+    case PodPhase::kRunning:
+      return "Running";
+    case PodPhase::kSucceeded:
+      return "Succeeded";
+    case PodPhase::kFailed:
+      return "Failed";
+    case PodPhase::kUnknown:
+      return "Unknown";
   }
   return "Phase(" + std::to_string(static_cast<int>(phase)) + ")";
 }
 
 std::string ConditionStatusName(ConditionStatus status) {
   switch (status) {
-    case ConditionStatus::kUnknown: return "Unknown";
-    case ConditionStatus::kTrue: return "True";
-    case ConditionStatus::kFalse: return "False";
+    case ConditionStatus::kUnknown:
+      return "Unknown";
+    case ConditionStatus::kTrue:
+      return "True";
+    case ConditionStatus::kFalse:
+      return "False";
   }
   return "ConditionStatus(" + std::to_string(static_cast<int>(status)) + ")";
 }
 
 std::string RestartPolicyName(RestartPolicy policy) {
   switch (policy) {
-    case RestartPolicy::kAlways: return "Always";
-    case RestartPolicy::kOnFailure: return "OnFailure";
-    case RestartPolicy::kNever: return "Never";
+    case RestartPolicy::kAlways:
+      return "Always";
+    case RestartPolicy::kOnFailure:
+      return "OnFailure";
+    case RestartPolicy::kNever:
+      return "Never";
   }
   return "RestartPolicy(" + std::to_string(static_cast<int>(policy)) + ")";
 }
@@ -83,7 +94,8 @@ Status CheckContainers(const std::string& list, const std::vector<ContainerStatu
 
 Status ValidatePodStatus(const PodIdentity& pod, const PodStatus& status) {
   if (pod.uid.empty()) return InvalidArgument("pod identity: uid is empty");
-  if (pod.name.empty()) return InvalidArgument("pod identity: name is empty (uid '" + pod.uid + "')");
+  if (pod.name.empty())
+    return InvalidArgument("pod identity: name is empty (uid '" + pod.uid + "')");
   if (pod.namespace_.empty()) {
     return InvalidArgument("pod identity: namespace is empty (uid '" + pod.uid + "')");
   }
@@ -110,7 +122,8 @@ Status ValidatePodStatus(const PodIdentity& pod, const PodStatus& status) {
                              std::to_string(static_cast<int>(c.status)));
     }
   }
-  if (Status s = CheckContainers("initContainerStatuses", status.init_container_statuses); !s.ok()) {
+  if (Status s = CheckContainers("initContainerStatuses", status.init_container_statuses);
+      !s.ok()) {
     return InvalidArgument(who + s.message());
   }
   if (Status s = CheckContainers("containerStatuses", status.container_statuses); !s.ok()) {

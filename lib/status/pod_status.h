@@ -14,7 +14,13 @@
 namespace nodelet::status {
 
 // v1 PodPhase. Values match status.fbs.
-enum class PodPhase : uint8_t { kPending = 0, kRunning = 1, kSucceeded = 2, kFailed = 3, kUnknown = 4 };
+enum class PodPhase : uint8_t {
+  kPending = 0,
+  kRunning = 1,
+  kSucceeded = 2,
+  kFailed = 3,
+  kUnknown = 4
+};
 // v1 ConditionStatus.
 enum class ConditionStatus : uint8_t { kUnknown = 0, kTrue = 1, kFalse = 2 };
 // v1 RestartPolicy.

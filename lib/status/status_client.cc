@@ -143,7 +143,11 @@ PipelinedStatusClient::PipelinedStatusClient(ipc::Context& ctx, const std::strin
     : uri_(ipc::kStatusEndpoint.Uri(run_dir)),
       envelope_(sender, ipc::NewIncarnation()),
       dealer_(ctx, kMaxReplyBytes),
-      next_id_(FirstRequestId()) {}
+      next_id_(FirstRequestId()) {
+  // Many requests (and their replies) may be in flight at once.
+  dealer_.raw().set(zmq::sockopt::sndhwm, 100000);
+  dealer_.raw().set(zmq::sockopt::rcvhwm, 100000);
+}
 
 Status PipelinedStatusClient::Connect() { return dealer_.Connect(uri_); }
 

@@ -63,7 +63,8 @@ class StatusClient {
   // NotFound for an unknown uid.
   Result<SetResult> TerminatePod(const std::string& uid);
   // Returns the uids removed.
-  Result<std::vector<std::string>> RemoveOrphanedStatuses(const std::vector<std::string>& keep_uids);
+  Result<std::vector<std::string>> RemoveOrphanedStatuses(
+      const std::vector<std::string>& keep_uids);
 
   const std::string& uri() const { return uri_; }
 

@@ -53,12 +53,13 @@ Offset<fb::ContainerState> WriteState(FlatBufferBuilder& fbb, const ContainerSta
 ContainerState ReadState(const fb::ContainerState* s) {
   ContainerState out;
   if (s == nullptr) return out;
-  if (const auto* w = s->waiting()) out.waiting = ContainerStateWaiting{Str(w->reason()), Str(w->message())};
+  if (const auto* w = s->waiting())
+    out.waiting = ContainerStateWaiting{Str(w->reason()), Str(w->message())};
   if (const auto* r = s->running()) out.running = ContainerStateRunning{r->started_at_unix_s()};
   if (const auto* t = s->terminated()) {
-    out.terminated = ContainerStateTerminated{t->exit_code(),           t->signal(),
-                                              Str(t->reason()),         Str(t->message()),
-                                              t->started_at_unix_s(),   t->finished_at_unix_s(),
+    out.terminated = ContainerStateTerminated{t->exit_code(),         t->signal(),
+                                              Str(t->reason()),       Str(t->message()),
+                                              t->started_at_unix_s(), t->finished_at_unix_s(),
                                               Str(t->container_id())};
   }
   return out;
@@ -109,9 +110,9 @@ Offset<fb::PodIdentity> WritePodIdentity(FlatBufferBuilder& fbb, const PodIdenti
   auto ns = WriteStr(fbb, pod.namespace_);
   auto name = WriteStr(fbb, pod.name);
   auto uid = WriteStr(fbb, pod.uid);
-  return fb::CreatePodIdentity(fbb, ns, name, uid, static_cast<fb::RestartPolicy>(pod.restart_policy),
-                               pod.creation_time_unix_s, pod.container_count,
-                               pod.init_container_count);
+  return fb::CreatePodIdentity(
+      fbb, ns, name, uid, static_cast<fb::RestartPolicy>(pod.restart_policy),
+      pod.creation_time_unix_s, pod.container_count, pod.init_container_count);
 }
 
 Offset<fb::PodStatus> WritePodStatus(FlatBufferBuilder& fbb, const PodStatus& status) {
@@ -124,8 +125,8 @@ Offset<fb::PodStatus> WritePodStatus(FlatBufferBuilder& fbb, const PodStatus& st
       auto reason = WriteStr(fbb, c.reason);
       auto message = WriteStr(fbb, c.message);
       offs.push_back(fb::CreatePodCondition(fbb, type, static_cast<fb::ConditionStatus>(c.status),
-                                            c.last_probe_time_unix_s,
-                                            c.last_transition_time_unix_s, reason, message));
+                                            c.last_probe_time_unix_s, c.last_transition_time_unix_s,
+                                            reason, message));
     }
     conditions = fbb.CreateVector(offs);
   }
@@ -170,11 +171,9 @@ PodStatus ReadPodStatus(const fb::PodStatus* s) {
   if (const auto* conds = s->conditions()) {
     out.conditions.reserve(conds->size());
     for (const auto* c : *conds) {
-      out.conditions.push_back(PodCondition{Str(c->type()),
-                                            static_cast<ConditionStatus>(c->status()),
-                                            c->last_probe_time_unix_s(),
-                                            c->last_transition_time_unix_s(), Str(c->reason()),
-                                            Str(c->message())});
+      out.conditions.push_back(PodCondition{
+          Str(c->type()), static_cast<ConditionStatus>(c->status()), c->last_probe_time_unix_s(),
+          c->last_transition_time_unix_s(), Str(c->reason()), Str(c->message())});
     }
   }
   out.message = Str(s->message());
@@ -208,24 +207,34 @@ void FinishStatusMessage(FlatBufferBuilder& fbb, ipc::EnvelopeWriter& envelope, 
 
 Result<const fb::StatusMessage*> DecodeStatusMessage(const void* data, size_t size,
                                                      size_t max_bytes) {
-  return ipc::DecodeMessage<fb::StatusMessage>(data, size, fb::StatusMessageIdentifier(), max_bytes);
+  return ipc::DecodeMessage<fb::StatusMessage>(data, size, fb::StatusMessageIdentifier(),
+                                               max_bytes);
 }
 
 uint64_t RequestIdOf(const fb::StatusMessage& m) {
   switch (m.body_type()) {
-    case fb::Body::SetPodStatusRequest: return m.body_as_SetPodStatusRequest()->request_id();
-    case fb::Body::SetPodStatusReply: return m.body_as_SetPodStatusReply()->request_id();
-    case fb::Body::GetPodStatusRequest: return m.body_as_GetPodStatusRequest()->request_id();
-    case fb::Body::GetPodStatusReply: return m.body_as_GetPodStatusReply()->request_id();
-    case fb::Body::ListPodStatusesRequest: return m.body_as_ListPodStatusesRequest()->request_id();
-    case fb::Body::ListPodStatusesReply: return m.body_as_ListPodStatusesReply()->request_id();
-    case fb::Body::TerminatePodRequest: return m.body_as_TerminatePodRequest()->request_id();
+    case fb::Body::SetPodStatusRequest:
+      return m.body_as_SetPodStatusRequest()->request_id();
+    case fb::Body::SetPodStatusReply:
+      return m.body_as_SetPodStatusReply()->request_id();
+    case fb::Body::GetPodStatusRequest:
+      return m.body_as_GetPodStatusRequest()->request_id();
+    case fb::Body::GetPodStatusReply:
+      return m.body_as_GetPodStatusReply()->request_id();
+    case fb::Body::ListPodStatusesRequest:
+      return m.body_as_ListPodStatusesRequest()->request_id();
+    case fb::Body::ListPodStatusesReply:
+      return m.body_as_ListPodStatusesReply()->request_id();
+    case fb::Body::TerminatePodRequest:
+      return m.body_as_TerminatePodRequest()->request_id();
     case fb::Body::RemoveOrphanedStatusesRequest:
       return m.body_as_RemoveOrphanedStatusesRequest()->request_id();
     case fb::Body::RemoveOrphanedStatusesReply:
       return m.body_as_RemoveOrphanedStatusesReply()->request_id();
-    case fb::Body::ErrorReply: return m.body_as_ErrorReply()->request_id();
-    default: return 0;
+    case fb::Body::ErrorReply:
+      return m.body_as_ErrorReply()->request_id();
+    default:
+      return 0;
   }
 }
 

@@ -137,8 +137,9 @@ TEST_F(StatusManagerTest, TerminalPhaseIsFinal) {
     PodStatus s = RunningStatus();
     s.phase = terminal;
     ASSERT_TRUE(Set(SamplePod(uid), s).ok());
-    for (PodPhase back : {PodPhase::kPending, PodPhase::kRunning, PodPhase::kUnknown,
-                          terminal == PodPhase::kFailed ? PodPhase::kSucceeded : PodPhase::kFailed}) {
+    for (PodPhase back :
+         {PodPhase::kPending, PodPhase::kRunning, PodPhase::kUnknown,
+          terminal == PodPhase::kFailed ? PodPhase::kSucceeded : PodPhase::kFailed}) {
       s.phase = back;
       auto r = Set(SamplePod(uid), s);
       ASSERT_FALSE(r.ok()) << PhaseName(terminal) << " -> " << PhaseName(back);
@@ -328,7 +329,8 @@ TEST_F(StatusManagerTest, AfterTerminatePodTheGuardsHold) {
 }
 
 TEST_F(StatusManagerTest, RemoveOrphansKeepsOnlyTheGivenUids) {
-  for (const char* uid : {"a", "b", "c", "d"}) ASSERT_TRUE(Set(SamplePod(uid), RunningStatus()).ok());
+  for (const char* uid : {"a", "b", "c", "d"})
+    ASSERT_TRUE(Set(SamplePod(uid), RunningStatus()).ok());
   changes_.clear();
   auto removed = manager_.RemoveOrphans({"b", "d", "zzz"}, &changes_);
   EXPECT_EQ(removed, (std::vector<std::string>{"a", "c"}));

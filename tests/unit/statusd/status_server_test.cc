@@ -122,14 +122,15 @@ TEST_F(StatusServerTest, ReadsInABatchSeeItsCommittedWrites) {
 
 TEST_F(StatusServerTest, FailedCommitRollsBackAndAnswersWithTheStoreError) {
   ASSERT_TRUE(Run(Set("w", 1, SamplePod("u1"), RunningStatus("committed"))).commit_status.ok());
-  store_.fail_with = ResourceExhausted("Failed to commit 3 status changes in '/x/status.db': "
-                                       "database or disk is full");
+  store_.fail_with = ResourceExhausted(
+      "Failed to commit 3 status changes in '/x/status.db': "
+      "database or disk is full");
   BatchResult r = Run(Set("w", 2, SamplePod("u1"), RunningStatus("lost")),
-                       Set("w", 3, SamplePod("u2"), RunningStatus("lost")),
-                       // Identical to the pending (lost) change: must not report success.
-                       Set("w", 4, SamplePod("u1"), RunningStatus("lost")),
-                       // Identical to what is committed, untouched by the batch: fine.
-                       Get(5, "u1"), Set("w", 6, SamplePod("u9"), RunningStatus("bad")));
+                      Set("w", 3, SamplePod("u2"), RunningStatus("lost")),
+                      // Identical to the pending (lost) change: must not report success.
+                      Set("w", 4, SamplePod("u1"), RunningStatus("lost")),
+                      // Identical to what is committed, untouched by the batch: fine.
+                      Get(5, "u1"), Set("w", 6, SamplePod("u9"), RunningStatus("bad")));
   EXPECT_TRUE(r.commit_attempted);
   EXPECT_EQ(r.commit_status.code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(r.committed.empty());

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "tests/fakes/fake_clock.h"
@@ -138,6 +140,53 @@ TEST_F(SinkSyncerTest, RemovalsReachTheSinkAndAreRetried) {
   syncer_.Apply(Updated("a", 1));
   syncer_.SyncChanged();
   EXPECT_EQ(sink_.stored["a"], 1u);
+}
+
+// A sink for SinkWorker's thread: records synced versions under a lock and wakes the test.
+class ThreadSafeSink : public StatusSink {
+ public:
+  std::string Name() const override { return "threaded"; }
+  Status Sync(const PodStatusRecord& record) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_[record.pod.uid] = record.version;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  Status Remove(const PodIdentity& pod) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_.erase(pod.uid);
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  // Waits (with a deadline) until `pred(synced)` holds.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return pred(synced_); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, uint64_t> synced_;
+};
+
+TEST(SinkWorkerTest, PushedChangesReachTheSinkFromItsThread) {
+  auto sink = std::make_unique<ThreadSafeSink>();
+  ThreadSafeSink* raw = sink.get();
+  std::vector<std::unique_ptr<StatusSink>> sinks;
+  sinks.push_back(std::move(sink));
+  std::vector<std::string> errors;
+  SinkWorker worker(std::move(sinks), RealClock::Get(),
+                    [&](const std::string&, const Status& s) { errors.push_back(s.message()); });
+  worker.Push({Updated("a", 1), Updated("b", 1), Updated("a", 2)});
+  EXPECT_TRUE(raw->WaitFor([](const auto& m) {
+    return m.count("a") && m.at("a") == 2 && m.count("b") && m.at("b") == 1;
+  }));
+  worker.Push({Removed("b", 1)});
+  EXPECT_TRUE(raw->WaitFor([](const auto& m) { return m.count("b") == 0; }));
+  worker.Stop();
+  EXPECT_TRUE(errors.empty());
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ TEST(StatusStoreTest, ReloadedManagerContinuesVersions) {
     ASSERT_TRUE(store.ok());
     StatusManager m(clock);
     std::vector<StatusChange> changes;
-    for (int i = 0; i < 4; ++i) ASSERT_TRUE(m.SetPodStatus(SamplePod("u"), RunningStatus(std::to_string(i)), &changes).ok());
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(m.SetPodStatus(SamplePod("u"), RunningStatus(std::to_string(i)), &changes).ok());
     ASSERT_TRUE((*store)->Commit(changes).ok());
   }
   auto store = SqliteStatusStore::Open(path);
@@ -116,8 +117,9 @@ TEST(StatusStoreTest, UnreadableRowIsReportedWithItsVersion) {
   {
     auto store = SqliteStatusStore::Open(path);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->Commit({{StatusChange::Kind::kUpdated, FullRecord("good", 2)},
-                                  {StatusChange::Kind::kUpdated, FullRecord("bad", 5)}})
+    ASSERT_TRUE((*store)
+                    ->Commit({{StatusChange::Kind::kUpdated, FullRecord("good", 2)},
+                              {StatusChange::Kind::kUpdated, FullRecord("bad", 5)}})
                     .ok());
   }
   sqlite3* db = nullptr;

@@ -1,0 +1,367 @@
+#include "ctl/pods_command.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "lib/common/clock.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/status/pod_status_json.h"
+#include "lib/status/status_client.h"
+
+namespace nodelet::ctl {
+namespace {
+
+using status::ContainerState;
+using status::ContainerStatus;
+using status::PodStatusRecord;
+
+// Lays out rows in columns separated by three spaces, as kubectl's tabwriter does.
+std::string Columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+std::string Ago(int64_t then, int64_t now) {
+  if (then == 0) return "<unknown>";
+  return HumanDuration(now - then);
+}
+
+std::string Time(int64_t unix_s) { return unix_s == 0 ? "<none>" : status::FormatRfc3339(unix_s); }
+
+// The latest end of a previous run, over all containers (kubectl's lastRestartDate).
+int64_t LastRestart(const std::vector<ContainerStatus>& containers, int64_t current) {
+  for (const auto& c : containers) {
+    if (c.last_state.terminated)
+      current = std::max(current, c.last_state.terminated->finished_at_unix_s);
+  }
+  return current;
+}
+
+status::StatusClientOptions ClientOptions(const PodsOptions& o) {
+  status::StatusClientOptions c;
+  c.sender = ipc::ServiceId::Ctl;
+  c.deadline = o.timeout;
+  c.attempt_timeout = std::min(o.timeout, std::chrono::milliseconds(1000));
+  return c;
+}
+
+void PrintFailure(std::ostream& err, const std::string& what, const Status& s,
+                  const PodsOptions& o) {
+  err << "Error: failed to " << what << ": " << s.message() << "\n";
+  if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kUnavailable) {
+    err << "(nodeletctl asks nodelet-statusd directly at '" << ipc::kStatusEndpoint.Path(o.run_dir)
+        << "': is it running?)\n";
+  }
+}
+
+void DescribeState(std::ostringstream& out, const char* label, const ContainerState& s,
+                   const std::string& indent) {
+  out << indent << label;
+  if (s.running) {
+    out << "Running\n"
+        << indent << "  Started:      " << Time(s.running->started_at_unix_s) << "\n";
+  } else if (s.terminated) {
+    const auto& t = *s.terminated;
+    out << "Terminated\n";
+    if (!t.reason.empty()) out << indent << "  Reason:       " << t.reason << "\n";
+    if (!t.message.empty()) out << indent << "  Message:      " << t.message << "\n";
+    out << indent << "  Exit Code:    " << t.exit_code << "\n";
+    if (t.signal != 0) out << indent << "  Signal:       " << t.signal << "\n";
+    out << indent << "  Started:      " << Time(t.started_at_unix_s) << "\n";
+    out << indent << "  Finished:     " << Time(t.finished_at_unix_s) << "\n";
+  } else if (s.waiting) {
+    out << "Waiting\n";
+    if (!s.waiting->reason.empty())
+      out << indent << "  Reason:       " << s.waiting->reason << "\n";
+    if (!s.waiting->message.empty())
+      out << indent << "  Message:      " << s.waiting->message << "\n";
+  } else {
+    out << "<none>\n";
+  }
+}
+
+void DescribeContainers(std::ostringstream& out, const char* title,
+                        const std::vector<ContainerStatus>& containers) {
+  if (containers.empty()) return;
+  out << title << ":\n";
+  for (const auto& c : containers) {
+    out << "  " << c.name << ":\n";
+    out << "    Container ID:   " << (c.container_id.empty() ? "<none>" : c.container_id) << "\n";
+    out << "    Image:          " << c.image << "\n";
+    out << "    Image ID:       " << c.image_id << "\n";
+    DescribeState(out, "State:          ", c.state, "    ");
+    if (!c.last_state.empty()) DescribeState(out, "Last State:     ", c.last_state, "    ");
+    out << "    Ready:          " << (c.ready ? "True" : "False") << "\n";
+    out << "    Started:        " << (c.started ? "true" : "false") << "\n";
+    out << "    Restart Count:  " << c.restart_count << "\n";
+  }
+}
+
+}  // namespace
+
+std::string HumanDuration(int64_t seconds) {
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  int64_t minutes = seconds / 60;
+  if (minutes < 10) {
+    int64_t s = seconds % 60;
+    return std::to_string(minutes) + "m" + (s == 0 ? "" : std::to_string(s) + "s");
+  }
+  if (minutes < 180) return std::to_string(minutes) + "m";
+  int64_t hours = seconds / 3600;
+  if (hours < 8) {
+    int64_t m = minutes % 60;
+    return std::to_string(hours) + "h" + (m == 0 ? "" : std::to_string(m) + "m");
+  }
+  if (hours < 48) return std::to_string(hours) + "h";
+  if (hours < 24 * 8) {
+    int64_t h = hours % 24;
+    return std::to_string(hours / 24) + "d" + (h == 0 ? "" : std::to_string(h) + "h");
+  }
+  if (hours < 24 * 365 * 2) return std::to_string(hours / 24) + "d";
+  if (hours < 24 * 365 * 8) {
+    int64_t d = (hours / 24) % 365;
+    return std::to_string(hours / 24 / 365) + "y" + (d == 0 ? "" : std::to_string(d) + "d");
+  }
+  return std::to_string(hours / 24 / 365) + "y";
+}
+
+std::string ReadyColumn(const PodStatusRecord& r) {
+  size_t ready = 0;
+  for (const auto& c : r.status.container_statuses) {
+    if (c.ready && c.state.running) ++ready;
+  }
+  size_t total = std::max<size_t>(r.pod.container_count, r.status.container_statuses.size());
+  return std::to_string(ready) + "/" + std::to_string(total);
+}
+
+std::string StatusColumn(const PodStatusRecord& r) {
+  const auto& s = r.status;
+  std::string reason = s.reason.empty() ? status::PhaseName(s.phase) : s.reason;
+  size_t init_total =
+      std::max<size_t>(r.pod.init_container_count, s.init_container_statuses.size());
+  bool initializing = false;
+  for (size_t i = 0; i < s.init_container_statuses.size(); ++i) {
+    const auto& c = s.init_container_statuses[i];
+    if (c.state.terminated && c.state.terminated->exit_code == 0) continue;
+    initializing = true;
+    if (c.state.terminated) {
+      const auto& t = *c.state.terminated;
+      if (!t.reason.empty()) {
+        reason = "Init:" + t.reason;
+      } else if (t.signal != 0) {
+        reason = "Init:Signal:" + std::to_string(t.signal);
+      } else {
+        reason = "Init:ExitCode:" + std::to_string(t.exit_code);
+      }
+    } else if (c.state.waiting && !c.state.waiting->reason.empty() &&
+               c.state.waiting->reason != "PodInitializing") {
+      reason = "Init:" + c.state.waiting->reason;
+    } else {
+      reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_total);
+    }
+    break;
+  }
+  if (initializing) return reason;
+  bool has_running = false;
+  for (auto it = s.container_statuses.rbegin(); it != s.container_statuses.rend(); ++it) {
+    const auto& st = it->state;
+    if (st.waiting && !st.waiting->reason.empty()) {
+      reason = st.waiting->reason;
+    } else if (st.terminated && !st.terminated->reason.empty()) {
+      reason = st.terminated->reason;
+    } else if (st.terminated) {
+      reason = st.terminated->signal != 0 ? "Signal:" + std::to_string(st.terminated->signal)
+                                          : "ExitCode:" + std::to_string(st.terminated->exit_code);
+    } else if (it->ready && st.running) {
+      has_running = true;
+    }
+  }
+  if (reason == "Completed" && has_running) {
+    const auto* ready = s.FindCondition("Ready");
+    reason = ready != nullptr && ready->status == status::ConditionStatus::kTrue ? "Running"
+                                                                                 : "NotReady";
+  }
+  return reason;
+}
+
+std::string RestartsColumn(const PodStatusRecord& r, int64_t now_unix_s) {
+  int64_t restarts = 0;
+  for (const auto& c : r.status.container_statuses) restarts += c.restart_count;
+  int64_t last = LastRestart(r.status.container_statuses, 0);
+  std::string out = std::to_string(restarts);
+  if (restarts > 0 && last != 0) out += " (" + HumanDuration(now_unix_s - last) + " ago)";
+  return out;
+}
+
+std::string FormatPodTable(const std::vector<PodStatusRecord>& records, int64_t now_unix_s) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}};
+  for (const auto& r : records) {
+    rows.push_back({r.pod.name, ReadyColumn(r), StatusColumn(r), RestartsColumn(r, now_unix_s),
+                    Ago(r.pod.creation_time_unix_s, now_unix_s)});
+  }
+  return Columns(rows);
+}
+
+std::string FormatPodDetails(const PodStatusRecord& r, int64_t now_unix_s) {
+  const auto& s = r.status;
+  std::ostringstream out;
+  out << "Name:             " << r.pod.name << "\n";
+  out << "Namespace:        " << r.pod.namespace_ << "\n";
+  out << "UID:              " << r.pod.uid << "\n";
+  out << "Status Version:   " << r.version << " (updated " << Time(r.updated_at_unix_s) << ")\n";
+  out << "Created:          " << Time(r.pod.creation_time_unix_s) << " ("
+      << Ago(r.pod.creation_time_unix_s, now_unix_s) << " ago)\n";
+  out << "Start Time:       " << Time(s.start_time_unix_s) << "\n";
+  out << "Restart Policy:   " << status::RestartPolicyName(r.pod.restart_policy) << "\n";
+  out << "Status:           " << status::PhaseName(s.phase) << "\n";
+  if (!s.reason.empty()) out << "Reason:           " << s.reason << "\n";
+  if (!s.message.empty()) out << "Message:          " << s.message << "\n";
+  out << "Ready:            " << ReadyColumn(r) << " (" << StatusColumn(r) << ")\n";
+  out << "Host IP:          " << (s.host_ip.empty() ? "<none>" : s.host_ip) << "\n";
+  out << "IP:               " << (s.pod_ip.empty() ? "<none>" : s.pod_ip) << "\n";
+  if (!s.pod_ips.empty()) {
+    out << "IPs:\n";
+    for (const auto& ip : s.pod_ips) out << "  IP:  " << ip << "\n";
+  }
+  if (!s.qos_class.empty()) out << "QoS Class:        " << s.qos_class << "\n";
+  DescribeContainers(out, "Init Containers", s.init_container_statuses);
+  DescribeContainers(out, "Containers", s.container_statuses);
+  out << "Conditions:\n";
+  if (s.conditions.empty()) {
+    out << "  <none>\n";
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"Type", "Status", "LastTransitionTime", "Reason", "Message"}};
+    for (const auto& c : s.conditions) {
+      rows.push_back({c.type, status::ConditionStatusName(c.status),
+                      Time(c.last_transition_time_unix_s), c.reason, c.message});
+    }
+    std::istringstream table(Columns(rows));
+    for (std::string line; std::getline(table, line);) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out << "  " << line << "\n";
+    }
+  }
+  return out.str();
+}
+
+int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
+  if (!o.output.empty() && o.output != "json") {
+    err << "Error: unknown output format '" << o.output << "' (known: json)\n";
+    return 2;
+  }
+  ipc::Context ctx;
+  status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
+  if (Status s = client.Connect(); !s.ok()) {
+    PrintFailure(err, "connect to statusd", s, o);
+    return 1;
+  }
+  auto list = client.ListPodStatuses(o.namespace_);
+  if (!list.ok()) {
+    PrintFailure(err, "list pods", list.status(), o);
+    return 1;
+  }
+  if (o.output == "json") {
+    out << status::PodListToJson(list->records).dump(4) << "\n";
+    return 0;
+  }
+  if (list->records.empty()) {
+    err << "No pods found" << (o.namespace_.empty() ? "" : " in namespace " + o.namespace_)
+        << ".\n";
+    return 0;
+  }
+  out << FormatPodTable(list->records, RealClock::Get().WallSeconds());
+  return 0;
+}
+
+int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
+  if (!o.output.empty() && o.output != "json") {
+    err << "Error: unknown output format '" << o.output << "' (known: json)\n";
+    return 2;
+  }
+  ipc::Context ctx;
+  status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
+  if (Status s = client.Connect(); !s.ok()) {
+    PrintFailure(err, "connect to statusd", s, o);
+    return 1;
+  }
+  auto list = client.ListPodStatuses(o.namespace_);
+  if (!list.ok()) {
+    PrintFailure(err, "list pods", list.status(), o);
+    return 1;
+  }
+  std::vector<const PodStatusRecord*> matches;
+  for (const auto& r : list->records) {
+    if (r.pod.uid == name || r.pod.name == name || r.pod.namespace_ + "/" + r.pod.name == name) {
+      matches.push_back(&r);
+    }
+  }
+  if (matches.empty()) {
+    err << "Error: no pod '" << name << "'"
+        << (o.namespace_.empty() ? "" : " in namespace " + o.namespace_) << " (statusd has "
+        << list->records.size() << " pod" << (list->records.size() == 1 ? "" : "s") << ")\n";
+    return 1;
+  }
+  if (matches.size() > 1) {
+    err << "Error: '" << name << "' names " << matches.size()
+        << " pods; give NAMESPACE/NAME, -n NAMESPACE or the uid:\n";
+    for (const auto* r : matches) {
+      err << "  " << r->pod.namespace_ << "/" << r->pod.name << " (uid " << r->pod.uid << ")\n";
+    }
+    return 1;
+  }
+  if (o.output == "json") {
+    out << status::PodToJson(*matches[0]).dump(4) << "\n";
+  } else {
+    out << FormatPodDetails(*matches[0], RealClock::Get().WallSeconds());
+  }
+  return 0;
+}
+
+void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
+  auto opts = std::make_shared<PodsOptions>();
+  auto timeout_ms = std::make_shared<int>(3000);
+
+  CLI::App* pods = app.add_subcommand("pods", "List pod statuses (from nodelet-statusd)");
+  pods->add_option("-n,--namespace", opts->namespace_, "Only pods of this namespace");
+  pods->add_option("-o,--output", opts->output, "Output format: json (a v1 PodList)");
+  pods->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
+      ->capture_default_str();
+  pods->callback([=] {
+    opts->run_dir = *run_dir;
+    opts->timeout = std::chrono::milliseconds(*timeout_ms);
+    *exit_code = RunPods(*opts, std::cout, std::cerr);
+  });
+
+  auto name = std::make_shared<std::string>();
+  CLI::App* pod = app.add_subcommand("pod", "Show one pod's status and conditions");
+  pod->add_option("NAME", *name, "Pod name, NAMESPACE/NAME, or uid")->required();
+  pod->add_option("-n,--namespace", opts->namespace_, "The pod's namespace");
+  pod->add_option("-o,--output", opts->output, "Output format: json (a v1 Pod)");
+  pod->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
+      ->capture_default_str();
+  pod->callback([=] {
+    opts->run_dir = *run_dir;
+    opts->timeout = std::chrono::milliseconds(*timeout_ms);
+    *exit_code = RunPod(*opts, *name, std::cout, std::cerr);
+  });
+}
+
+}  // namespace nodelet::ctl

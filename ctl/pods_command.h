@@ -1,0 +1,53 @@
+// `nodeletctl pods` and `nodeletctl pod NAME`: the pod statuses that nodelet-statusd stores,
+// printed like `kubectl get pods` (NAME, READY, STATUS, RESTARTS, AGE), as a v1 PodList with
+// `-o json`, or in detail with conditions (`pod NAME`, like `kubectl describe pod`).
+//
+// These commands talk to statusd directly over its status socket (kStatusEndpoint in the run
+// directory), not through the supervisor: statusd owns the statuses and serves them even while
+// the supervisor is down or restarting, and large lists do not travel through the supervisor.
+// Access is the same as for the supervisor's ctl socket: the run directory's permissions.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "lib/status/pod_status.h"
+
+namespace nodelet::ctl {
+
+struct PodsOptions {
+  std::string run_dir = "/run/nodelet";
+  // Only pods of this namespace (all when empty).
+  std::string namespace_;
+  // "" (table) or "json".
+  std::string output;
+  // How long to wait for statusd.
+  std::chrono::milliseconds timeout{3000};
+};
+
+// `pods`: the table (or PodList JSON) on `out`, errors on `err`; returns the exit code.
+int RunPods(const PodsOptions& options, std::ostream& out, std::ostream& err);
+// `pod NAME`: NAME is a pod name, "namespace/name" or a uid.
+int RunPod(const PodsOptions& options, const std::string& name, std::ostream& out,
+           std::ostream& err);
+
+// Formatting, exposed for tests. `now_unix_s` is the time AGE and "ago" are measured from.
+std::string FormatPodTable(const std::vector<status::PodStatusRecord>& records, int64_t now_unix_s);
+std::string FormatPodDetails(const status::PodStatusRecord& record, int64_t now_unix_s);
+// kubectl's READY ("1/2"), STATUS ("Running", "CrashLoopBackOff", "Init:0/1", "Completed") and
+// RESTARTS ("3 (2m ago)") columns.
+std::string ReadyColumn(const status::PodStatusRecord& record);
+std::string StatusColumn(const status::PodStatusRecord& record);
+std::string RestartsColumn(const status::PodStatusRecord& record, int64_t now_unix_s);
+// kubectl's human durations: "45s", "2m30s", "15m", "5h", "3d4h", "2y".
+std::string HumanDuration(int64_t seconds);
+
+// Adds the `pods` and `pod` subcommands to nodeletctl. `run_dir` points at nodeletctl's
+// --run-dir value (read when the command runs); the command's exit code goes to `exit_code`.
+void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code);
+
+}  // namespace nodelet::ctl
