@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "nodelet_version.h"
 
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
   tail->callback([&] {
     rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr);
   });
+
+  // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
+  nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);
 
   try {
     app.parse(argc, argv);
