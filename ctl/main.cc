@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
     rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr);
   });
 
+  bool runtime_json = false;
+  auto* runtime = app.add_subcommand("runtime", "plegd's view of the runtime: sandboxes and containers");
+  runtime->add_flag("--json", runtime_json, "Print JSON for scripts");
+  runtime->callback([&] { rc = nodelet::ctl::RunRuntime(o, runtime_json, std::cout, std::cerr); });
+
   // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
   nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);
 

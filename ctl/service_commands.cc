@@ -153,6 +153,79 @@ int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+namespace {
+
+std::string ShortId(const std::string& id) { return id.substr(0, 13); }
+
+const char* ContainerStateName(ipc::pleg::ContainerState s) {
+  switch (s) {
+    case ipc::pleg::ContainerState::Created: return "CREATED";
+    case ipc::pleg::ContainerState::Running: return "RUNNING";
+    case ipc::pleg::ContainerState::Exited: return "EXITED";
+    case ipc::pleg::ContainerState::Unknown: return "UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace
+
+std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply) {
+  std::ostringstream out;
+  out << Pad("POD", 40) << Pad("NAMESPACE", 14) << Pad("SANDBOX", 15) << Pad("STATE", 10)
+      << "NOTE\n";
+  for (const auto& p : reply.runtime_pods) {
+    std::string sandbox = "-", state = "-";
+    if (!p->sandboxes.empty()) {
+      sandbox = ShortId(p->sandboxes[0]->id);
+      state = p->sandboxes[0]->state == ipc::pleg::SandboxState::Ready ? "READY" : "NOTREADY";
+    }
+    std::string note = p->foreign ? "foreign (not nodelet's)" : "";
+    if (!p->inspect_error.empty()) note += (note.empty() ? "" : "; ") + ("stale: " + p->inspect_error);
+    out << Pad(p->name.empty() ? p->uid : p->name, 40) << Pad(p->namespace_, 14) << Pad(sandbox, 15)
+        << Pad(state, 10) << note << "\n";
+    for (const auto& c : p->containers) {
+      std::string detail;
+      if (c->state == ipc::pleg::ContainerState::Exited) {
+        detail = "exit " + std::to_string(c->exit_code) + (c->reason.empty() ? "" : " (" + c->reason + ")");
+      }
+      out << "  " << Pad(c->name, 38) << Pad("", 14) << Pad(ShortId(c->id), 15)
+          << Pad(ContainerStateName(c->state), 10) << detail << "\n";
+    }
+  }
+  if (!reply.runtime_error.empty()) out << "(" << reply.runtime_error << ")\n";
+  return out.str();
+}
+
+int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::Runtime, {}, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  if (!json) {
+    out << FormatRuntime(*reply);
+    return kExitOk;
+  }
+  nlohmann::json pods = nlohmann::json::array();
+  for (const auto& p : reply->runtime_pods) {
+    nlohmann::json containers = nlohmann::json::array();
+    for (const auto& c : p->containers) {
+      containers.push_back({{"id", c->id}, {"name", c->name}, {"state", ContainerStateName(c->state)},
+                            {"exit_code", c->exit_code}, {"attempt", c->attempt},
+                            {"image", c->image}});
+    }
+    nlohmann::json sandboxes = nlohmann::json::array();
+    for (const auto& s : p->sandboxes) {
+      sandboxes.push_back({{"id", s->id},
+                           {"state", s->state == ipc::pleg::SandboxState::Ready ? "READY" : "NOTREADY"}});
+    }
+    pods.push_back({{"uid", p->uid}, {"name", p->name}, {"namespace", p->namespace_},
+                    {"foreign", p->foreign}, {"sandboxes", sandboxes},
+                    {"containers", containers}, {"inspect_error", p->inspect_error}});
+  }
+  out << nlohmann::json{{"relist", reply->runtime_relist}, {"error", reply->runtime_error},
+                        {"pods", pods}}.dump(2)
+      << "\n";
+  return kExitOk;
+}
+
 std::string LastLines(const std::string& path, int lines) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";

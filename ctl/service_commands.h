@@ -48,6 +48,11 @@ int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err);
 int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow,
             std::ostream& out, std::ostream& err);
 
+// `runtime`: plegd's view of the runtime through the supervisor: one line per pod (sandbox
+// state, foreign pods marked), one indented line per container. 0, or 4 when unreachable.
+int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err);
+std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply);
+
 // The last `lines` lines of a file (read from its end, bounded).
 std::string LastLines(const std::string& path, int lines);
 

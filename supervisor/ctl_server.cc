@@ -16,6 +16,7 @@ using ipc::ctl::Body;
 using ipc::ctl::CtlMessage;
 using ipc::ctl::RequestKind;
 
+// Requests are small; replies (a runtime view of hundreds of pods) are not limited by this.
 constexpr size_t kMaxCtlBytes = 64 * 1024;
 
 struct Result {
@@ -85,6 +86,32 @@ struct CtlServer::Impl {
     }
   }
 
+  void SendRuntime(const std::string& peer) {
+    RuntimeSnapshot snap;
+    if (options.runtime == nullptr) {
+      snap.error = "this nodelet has no runtime view";
+    } else {
+      snap = options.runtime->Runtime();
+    }
+    flatbuffers::FlatBufferBuilder fbb(16 * 1024);
+    std::vector<flatbuffers::Offset<ipc::pleg::PodRecord>> pods;
+    for (const auto& p : snap.pods) pods.push_back(ipc::pleg::PodRecord::Pack(fbb, &p));
+    auto pods_vec = fbb.CreateVector(pods);
+    auto err = fbb.CreateString(snap.error);
+    ipc::ctl::CtlReplyBuilder b(fbb);
+    b.add_ok(true);
+    b.add_runtime_pods(pods_vec);
+    b.add_runtime_relist(snap.relist);
+    b.add_runtime_error(err);
+    auto reply = b.Finish();
+    auto header = envelope.Write(fbb);
+    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
+               ipc::ctl::CtlMessageIdentifier());
+    if (Status s = router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+      log->debug("Failed to answer a ctl client: {}", s.message());
+    }
+  }
+
   void Refuse(const std::string& peer, const std::string& why) {
     ++bad_requests;
     if (!bad_logged) {
@@ -146,6 +173,9 @@ struct CtlServer::Impl {
       }
       case RequestKind::Version:
         SendReply(peer, true, "", nullptr, nullptr, true, true);
+        return;
+      case RequestKind::Runtime:
+        SendRuntime(peer);
         return;
       case RequestKind::Start:
       case RequestKind::Stop:

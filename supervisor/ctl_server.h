@@ -23,6 +23,8 @@ struct CtlServerOptions {
   std::optional<gid_t> group;
   pid_t supervisor_pid = 0;
   std::string version;
+  // Serves `runtime` requests when set.
+  const RuntimeView* runtime = nullptr;
 };
 
 class CtlServer {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ctl_generated.h"
+#include "pleg_generated.h"
 
 namespace nodelet::supervisor {
 
@@ -48,6 +49,20 @@ class ServiceControl {
   // Restart: stop (if running) then start; done once RUNNING or failed. Only this service is
   // touched, and the restart does not count toward the restart-intensity limit.
   virtual void Restart(const std::string& name, DoneCallback done) = 0;
+};
+
+// The runtime as plegd last reported it, for `nodeletctl runtime`. Implemented by the
+// supervisor over its PlegMirror.
+struct RuntimeSnapshot {
+  std::vector<ipc::pleg::PodRecordT> pods;
+  uint64_t relist = 0;
+  std::string error;  // why the view is missing or stale; empty when current
+};
+
+class RuntimeView {
+ public:
+  virtual ~RuntimeView() = default;
+  virtual RuntimeSnapshot Runtime() const = 0;
 };
 
 }  // namespace nodelet::supervisor

@@ -94,12 +94,41 @@ class FakeServices : public supervisor::ServiceControl {
   bool release_ = false;
 };
 
+class FakeRuntimeView : public supervisor::RuntimeView {
+ public:
+  supervisor::RuntimeSnapshot Runtime() const override {
+    supervisor::RuntimeSnapshot snap;
+    snap.relist = 12;
+    ipc::pleg::PodRecordT mine;
+    mine.uid = "u1";
+    mine.name = "web-node1";
+    mine.namespace_ = "default";
+    auto sb = std::make_unique<ipc::pleg::SandboxRecordT>();
+    sb->id = "0123456789abcdef0123";
+    sb->state = ipc::pleg::SandboxState::Ready;
+    mine.sandboxes.push_back(std::move(sb));
+    auto c = std::make_unique<ipc::pleg::ContainerRecordT>();
+    c->id = "fedcba9876543210";
+    c->name = "app";
+    c->state = ipc::pleg::ContainerState::Exited;
+    c->exit_code = 3;
+    mine.containers.push_back(std::move(c));
+    ipc::pleg::PodRecordT theirs;
+    theirs.uid = "u2";
+    theirs.name = "handmade";
+    theirs.foreign = true;
+    snap.pods.push_back(std::move(mine));
+    snap.pods.push_back(std::move(theirs));
+    return snap;
+  }
+};
+
 class CtlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<supervisor::CtlServer>(
         ctx_, services_, RealClock::Get(),
-        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9"});
+        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9", &runtime_});
     ASSERT_TRUE(server_->Bind().ok());
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -119,6 +148,7 @@ class CtlTest : public ::testing::Test {
   testing::TempDir dir_;
   ipc::Context ctx_;
   FakeServices services_;
+  FakeRuntimeView runtime_;
   std::unique_ptr<supervisor::CtlServer> server_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -203,6 +233,21 @@ TEST_F(CtlTest, GarbageGetsAnErrorReplyAndTheServerKeepsServing) {
   EXPECT_GE(server_->bad_requests(), 20u);
   std::ostringstream out, err;
   EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, out, err), ctl::kExitOk);
+}
+
+TEST_F(CtlTest, RuntimeViewMarksForeignPodsAndExitCodes) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunRuntime(opts_, false, out, err), ctl::kExitOk);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("web-node1"), std::string::npos) << text;
+  EXPECT_NE(text.find("0123456789abc"), std::string::npos) << text;
+  EXPECT_NE(text.find("READY"), std::string::npos) << text;
+  EXPECT_NE(text.find("EXITED    exit 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("handmade"), std::string::npos) << text;
+  EXPECT_NE(text.find("foreign (not nodelet's)"), std::string::npos) << text;
+  std::ostringstream json;
+  EXPECT_EQ(ctl::RunRuntime(opts_, true, json, err), ctl::kExitOk);
+  EXPECT_NE(json.str().find("\"relist\": 12"), std::string::npos) << json.str();
 }
 
 TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
