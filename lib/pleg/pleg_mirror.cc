@@ -9,69 +9,93 @@ constexpr size_t kMaxBytes = 64 * 1024 * 1024;
 using ipc::pleg::Body;
 using ipc::pleg::PlegMessage;
 
+MonoTime Now() { return RealClock::Get().Now(); }
+
 }  // namespace
 
-PlegMirror::PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self)
-    : ctx_(ctx), run_dir_(std::move(run_dir)), envelope_(self, ipc::NewIncarnation()) {}
+PlegMirror::PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self,
+                       std::chrono::milliseconds snapshot_timeout)
+    : ctx_(ctx),
+      run_dir_(std::move(run_dir)),
+      snapshot_timeout_(snapshot_timeout),
+      envelope_(self, ipc::NewIncarnation()) {}
 
 Status PlegMirror::Connect() {
   sub_ = std::make_unique<ipc::Subscriber>(ctx_, kMaxBytes);
   if (Status s = sub_->Connect(ipc::kPlegEventsEndpoint.Uri(run_dir_)); !s.ok()) return s;
-  snapshot_client_ =
-      std::make_unique<ipc::RequestClient>(ctx_, ipc::kPlegSnapshotEndpoint.Uri(run_dir_), kMaxBytes);
-  return snapshot_client_->Connect();
+  snapshot_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxBytes);
+  if (Status s = snapshot_->Connect(ipc::kPlegSnapshotEndpoint.Uri(run_dir_)); !s.ok()) return s;
+  RequestSnapshot();
+  return Status::Ok();
 }
 
-zmq::pollitem_t PlegMirror::PollItem() { return sub_->PollItem(); }
+std::vector<zmq::pollitem_t> PlegMirror::PollItems() {
+  return {sub_->PollItem(), snapshot_->PollItem()};
+}
 
-Status PlegMirror::FetchSnapshot(std::chrono::milliseconds deadline) {
+void PlegMirror::RequestSnapshot() {
+  in_sync_ = false;
+  if (outstanding_ != 0 && Now() - asked_at_ < snapshot_timeout_) return;  // still waiting
+  if (outstanding_ != 0) {
+    // The answer is overdue: plegd may have died with our request. Start on a fresh socket.
+    (void)snapshot_->Reconnect();
+  }
   const uint64_t id = next_request_id_++;
   flatbuffers::FlatBufferBuilder fbb(128);
   auto req = ipc::pleg::CreateSnapshotRequest(fbb, id);
   auto header = envelope_.Write(fbb);
   fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::SnapshotRequest, req.Union()),
              ipc::pleg::PlegMessageIdentifier());
-  auto attempt = std::min(deadline, std::chrono::milliseconds(1000));
-  auto reply = snapshot_client_->Call(
-      fbb.GetBufferPointer(), fbb.GetSize(), attempt, deadline, [&](const ipc::Frame& f) {
-        auto m = ipc::DecodeMessage<PlegMessage>(f.data(), f.size(),
-                                                 ipc::pleg::PlegMessageIdentifier(), kMaxBytes);
-        if (!m.ok()) return false;
-        if (auto s = (*m)->body_as_Snapshot()) return s->request_id() == id;
-        if (auto e = (*m)->body_as_ErrorReply()) return e->request_id() == id;
-        return false;
-      });
-  if (!reply.ok()) return reply.status();
-  auto m = ipc::DecodeMessage<PlegMessage>(reply->data(), reply->size(),
-                                           ipc::pleg::PlegMessageIdentifier(), kMaxBytes);
-  if (!m.ok()) return m.status();
-  if (auto e = (*m)->body_as_ErrorReply()) {
-    return Unavailable("plegd refused the snapshot: " + e->error()->str());
-  }
-  const ipc::pleg::Snapshot* snap = (*m)->body_as_Snapshot();
-  pods_.clear();
-  if (snap->pods()) {
-    for (const auto* p : *snap->pods()) {
-      ipc::pleg::PodRecordT rec;
-      p->UnPackTo(&rec);
-      pods_[rec.uid] = std::move(rec);
-    }
-  }
-  incarnation_ = snap->incarnation();
-  sequence_ = snap->sequence();
-  relist_ = snap->relist();
-  in_sync_ = true;
-  ++snapshots_;
-  if (on_resync) on_resync();
-  return Status::Ok();
+  // With ZMQ_IMMEDIATE the send fails while plegd is not there; Tick() tries again.
+  outstanding_ = snapshot_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok() ? id : 0;
+  asked_at_ = Now();
 }
 
-Status PlegMirror::Sync(std::chrono::milliseconds snapshot_deadline) {
-  if (!in_sync_) {
-    if (Status s = FetchSnapshot(snapshot_deadline); !s.ok()) return s;
+void PlegMirror::Tick() {
+  if (!in_sync_) RequestSnapshot();
+}
+
+MonoTime PlegMirror::NextTick() const {
+  if (in_sync_) return MonoTime::max();
+  // Retry a failed send soon; an unanswered request after its timeout.
+  return outstanding_ == 0 ? asked_at_ + std::chrono::milliseconds(100)
+                           : asked_at_ + snapshot_timeout_;
+}
+
+void PlegMirror::HandleSnapshotReply() {
+  for (int i = 0; i < 16 && snapshot_->Readable(); ++i) {
+    auto frame = snapshot_->Receive(std::chrono::milliseconds(0));
+    if (!frame.ok()) return;
+    auto m = ipc::DecodeMessage<PlegMessage>(frame->data(), frame->size(),
+                                             ipc::pleg::PlegMessageIdentifier(), kMaxBytes);
+    if (!m.ok()) {
+      ++bad_messages_;
+      continue;
+    }
+    const ipc::pleg::Snapshot* snap = (*m)->body_as_Snapshot();
+    if (snap == nullptr || snap->request_id() != outstanding_) continue;  // stale or refused
+    outstanding_ = 0;
+    pods_.clear();
+    if (snap->pods()) {
+      for (const auto* p : *snap->pods()) {
+        ipc::pleg::PodRecordT rec;
+        p->UnPackTo(&rec);
+        pods_[rec.uid] = std::move(rec);
+      }
+    }
+    incarnation_ = snap->incarnation();
+    sequence_ = snap->sequence();
+    relist_ = snap->relist();
+    in_sync_ = true;
+    last_heard_ = Now();
+    ++snapshots_;
+    if (on_resync) on_resync();
   }
-  // Bounded per call so a flood cannot starve the owner's loop.
-  for (int i = 0; i < 10000 && sub_->Readable(); ++i) {
+}
+
+void PlegMirror::DrainUpdates() {
+  // Updates wait in the SUB queue while a snapshot is outstanding (Clone pattern).
+  for (int i = 0; i < 10000 && in_sync_ && sub_->Readable(); ++i) {
     auto frame = sub_->Receive(std::chrono::milliseconds(0));
     if (!frame.ok()) break;
     auto m = ipc::DecodeMessage<PlegMessage>(frame->data(), frame->size(),
@@ -81,29 +105,40 @@ Status PlegMirror::Sync(std::chrono::milliseconds snapshot_deadline) {
       continue;
     }
     const auto* h = (*m)->header();
+    last_heard_ = Now();
     if (h->incarnation() != incarnation_) {
-      // plegd restarted: everything we hold may be stale.
-      in_sync_ = false;
-    } else if (h->sequence() <= sequence_) {
-      continue;  // already in the snapshot
-    } else if (h->sequence() != sequence_ + 1) {
-      ++gaps_;
-      in_sync_ = false;
+      RequestSnapshot();  // plegd restarted: everything we hold may be stale
+      return;
     }
-    if (!in_sync_) {
-      if (Status s = FetchSnapshot(snapshot_deadline); !s.ok()) return s;
-      // The update that revealed the gap may be newer than the snapshot.
-      if (h->incarnation() != incarnation_ || h->sequence() <= sequence_) continue;
-      if (h->sequence() != sequence_ + 1) {
-        ++gaps_;
-        in_sync_ = false;
-        continue;
-      }
+    if (h->sequence() <= sequence_) continue;  // already in the snapshot
+    if (h->sequence() != sequence_ + 1) {
+      ++gaps_;
+      RequestSnapshot();
+      return;
     }
     sequence_ = h->sequence();
     Apply(**m);
   }
-  return Status::Ok();
+}
+
+void PlegMirror::OnReadable() {
+  HandleSnapshotReply();
+  DrainUpdates();
+}
+
+Status PlegMirror::Sync(std::chrono::milliseconds deadline) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    OnReadable();
+    if (in_sync_ && !sub_->Readable()) return Status::Ok();
+    Tick();
+    auto now = std::chrono::steady_clock::now();
+    if (now >= end) return DeadlineExceeded("plegd did not answer a snapshot request in time");
+    auto items = PollItems();
+    auto wait = std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(100));
+    zmq::poll(items.data(), items.size(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
+  }
 }
 
 void PlegMirror::Apply(const PlegMessage& msg) {
@@ -120,16 +155,20 @@ void PlegMirror::Apply(const PlegMessage& msg) {
   if (update == nullptr || update->pod() == nullptr || update->pod()->uid() == nullptr) return;
   ipc::pleg::PodRecordT rec;
   update->pod()->UnPackTo(&rec);
-  ipc::pleg::PodRecordT* current = nullptr;
-  if (rec.removed) {
+  const bool removed = rec.removed;
+  ipc::pleg::PodRecordT removed_rec;
+  const ipc::pleg::PodRecordT* current = nullptr;
+  if (removed) {
     pods_.erase(rec.uid);
+    removed_rec = std::move(rec);
+    current = &removed_rec;
   } else {
-    current = &(pods_[rec.uid] = std::move(rec));
+    auto& slot = pods_[rec.uid];
+    slot = std::move(rec);
+    current = &slot;
   }
   if (on_event && update->events()) {
-    ipc::pleg::PodRecordT removed_rec;
-    if (current == nullptr) update->pod()->UnPackTo(&removed_rec);
-    for (const auto* e : *update->events()) on_event(*e, current ? *current : removed_rec);
+    for (const auto* e : *update->events()) on_event(*e, *current);
   }
 }
 

@@ -2,6 +2,9 @@
 // It subscribes first, then asks for a snapshot, applies only updates newer than the snapshot,
 // and asks again whenever it sees a gap in the sequence numbers or a new plegd incarnation, so
 // a restart of plegd or of the subscriber, or a dropped message, never loses anything.
+//
+// Non-blocking, for an owner's poll loop: poll PollItems(), call OnReadable() when any is
+// readable and Tick() at NextTick(). Sync(deadline) is the blocking form for tools and tests.
 // Used by the supervisor, podworkerd, nodeletctl and the tests. One thread.
 #pragma once
 
@@ -11,7 +14,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
@@ -21,15 +26,22 @@ namespace nodelet::pleg {
 
 class PlegMirror {
  public:
-  PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self);
-  // Subscribes to plegd's events; the snapshot is asked for by the first Sync().
+  PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self,
+             std::chrono::milliseconds snapshot_timeout = std::chrono::milliseconds(1000));
+  // Subscribes to plegd's events and asks for the first snapshot.
   Status Connect();
-  // For the owner's poll loop: readable when updates are queued.
-  zmq::pollitem_t PollItem();
-  // Applies every queued update, and fetches a snapshot first when the replica is not in sync
-  // (start, gap, new incarnation). The snapshot request waits at most `snapshot_deadline`; on
-  // failure the replica stays out of sync and the next Sync() tries again.
-  Status Sync(std::chrono::milliseconds snapshot_deadline);
+
+  // The SUB socket and the snapshot socket.
+  std::vector<zmq::pollitem_t> PollItems();
+  // Handles snapshot replies and queued updates.
+  void OnReadable();
+  // Re-asks for a snapshot whose answer is overdue (plegd down or restarting).
+  void Tick();
+  MonoTime NextTick() const;
+
+  // Blocking: returns once the replica is in sync and every queued update is applied, or with
+  // DeadlineExceeded.
+  Status Sync(std::chrono::milliseconds deadline);
 
   bool in_sync() const { return in_sync_; }
   const std::map<std::string, ipc::pleg::PodRecordT>& pods() const { return pods_; }
@@ -40,6 +52,8 @@ class PlegMirror {
   uint64_t bad_messages() const { return bad_messages_; }
   // The last relist error plegd reported, empty when the last relist succeeded.
   const std::string& relist_error() const { return relist_error_; }
+  // When the last message (update or snapshot) came from plegd.
+  MonoTime last_heard() const { return last_heard_; }
 
   // Called for every lifecycle event applied from an update (not for snapshots).
   std::function<void(const ipc::pleg::Event&, const ipc::pleg::PodRecordT&)> on_event;
@@ -47,22 +61,28 @@ class PlegMirror {
   std::function<void()> on_resync;
 
  private:
-  Status FetchSnapshot(std::chrono::milliseconds deadline);
+  void RequestSnapshot();
+  void HandleSnapshotReply();
+  void DrainUpdates();
   void Apply(const ipc::pleg::PlegMessage& msg);
 
   ipc::Context& ctx_;
   std::string run_dir_;
+  std::chrono::milliseconds snapshot_timeout_;
   ipc::EnvelopeWriter envelope_;
   std::unique_ptr<ipc::Subscriber> sub_;
-  std::unique_ptr<ipc::RequestClient> snapshot_client_;
+  std::unique_ptr<ipc::DealerClient> snapshot_;
   std::map<std::string, ipc::pleg::PodRecordT> pods_;
   bool in_sync_ = false;
+  uint64_t outstanding_ = 0;  // request id of the snapshot asked for, 0 when none
+  MonoTime asked_at_{};
   uint64_t incarnation_ = 0;
   uint64_t sequence_ = 0;
   uint64_t relist_ = 0;
   uint64_t next_request_id_ = 1;
   uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
   std::string relist_error_;
+  MonoTime last_heard_{};
 };
 
 }  // namespace nodelet::pleg
