@@ -15,6 +15,14 @@ Status ZmqError(const std::string& what, const zmq::error_t& e) {
 
 constexpr std::string_view kIpcScheme = "ipc://";
 
+// ZeroMQ may hand out a frame that points into its receive buffer at any offset, and
+// FlatBuffers reads scalars in place: a misaligned frame is copied once into memory of its own.
+void AlignFrame(zmq::message_t& frame) {
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(uint64_t) == 0) return;
+  zmq::message_t copy(frame.data(), frame.size());
+  frame.move(copy);
+}
+
 }  // namespace
 
 SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
@@ -93,6 +101,7 @@ Result<Incoming> RouterServer::Receive(std::chrono::milliseconds timeout) {
       }
       return InvalidArgument("message with more than one body frame");
     }
+    AlignFrame(in.payload);
     return in;
   } catch (const zmq::error_t& e) {
     return ZmqError("Failed to receive", e);
@@ -161,6 +170,7 @@ Result<Frame> DealerClient::Receive(std::chrono::milliseconds timeout) {
       }
       return InvalidArgument("message with more than one frame");
     }
+    AlignFrame(f);
     return f;
   } catch (const zmq::error_t& e) {
     return ZmqError("Failed to receive from '" + uri_ + "'", e);
@@ -215,6 +225,7 @@ Result<Frame> Subscriber::Receive(std::chrono::milliseconds timeout) {
     if (zmq::poll(&item, 1, timeout) == 0) return DeadlineExceeded("no message");
     Frame f;
     if (!socket_.recv(f, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
+    AlignFrame(f);
     return f;
   } catch (const zmq::error_t& e) {
     return ZmqError("Failed to receive", e);

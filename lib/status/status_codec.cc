@@ -1,5 +1,7 @@
 #include "lib/status/status_codec.h"
 
+#include <cstring>
+
 namespace nodelet::status {
 namespace {
 
@@ -255,6 +257,13 @@ std::string EncodeRecordBlob(const PodStatusRecord& record) {
 Result<PodStatusRecord> DecodeRecordBlob(const void* data, size_t size) {
   if (data == nullptr || size < sizeof(flatbuffers::uoffset_t)) {
     return InvalidArgument("record blob of " + std::to_string(size) + " bytes is too short");
+  }
+  // SQLite hands out blobs at any address; FlatBuffers reads scalars in place.
+  std::vector<uint64_t> aligned;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned.resize((size + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+    std::memcpy(aligned.data(), data, size);
+    data = aligned.data();
   }
   flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, 32, 100000);
   if (!verifier.VerifyBuffer<fb::PodStatusRecord>(nullptr)) {
