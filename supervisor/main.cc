@@ -1,2 +1,11 @@
-// nodelet: the supervisor (placeholder until the process manager lands).
-int main() { return 0; }
+// nodelet: parses flags and runs the supervisor (all logic is in supervisor.cc and the
+// libraries it uses).
+#include "supervisor/supervisor.h"
+
+int main(int argc, char** argv) {
+  nodelet::supervisor::SupervisorOptions options;
+  int rc = nodelet::supervisor::ParseSupervisorOptions(argc, argv, &options);
+  if (rc >= 0) return rc;
+  nodelet::supervisor::Supervisor supervisor(std::move(options));
+  return supervisor.Run();
+}

@@ -38,7 +38,8 @@ class Runtime {
  public:
   Runtime(const ServiceSpec& spec, const CommonOptions& opts, std::unique_ptr<ServiceHooks> hooks,
           int signal_fd)
-      : spec_(spec),
+      : ipc_(),
+        spec_(spec),
         opts_(opts),
         hooks_(std::move(hooks)),
         signal_fd_(signal_fd),
@@ -212,6 +213,9 @@ class Runtime {
     next_heartbeat_ = clock_.Now() + std::chrono::milliseconds(opts_.heartbeat_interval_ms);
   }
 
+  // First member, so it is destroyed last: zmq_ctx_term waits for every socket, including the
+  // hooks' own, to be closed.
+  ipc::Context ipc_;
   const ServiceSpec& spec_;
   const CommonOptions& opts_;
   std::unique_ptr<ServiceHooks> hooks_;
@@ -219,7 +223,6 @@ class Runtime {
   RealClock clock_;
   uint64_t incarnation_;
   ipc::EnvelopeWriter envelope_;
-  ipc::Context ipc_;
   ipc::DealerClient control_;
   std::shared_ptr<spdlog::logger> log_;
   SystemdNotifierImpl notifier_;

@@ -1,0 +1,409 @@
+#include "supervisor/supervisor.h"
+
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "lib/common/fs.h"
+#include "lib/common/logging.h"
+#include "lib/common/systemd_notify.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/pleg/pleg_mirror.h"
+#include "nodelet_version.h"
+#include "supervisor/ctl_server.h"
+#include "supervisor/pleg_runtime_view.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+using ipc::control::Body;
+using ipc::control::ControlMessage;
+
+std::string NameOf(ipc::ServiceId id) {
+  switch (id) {
+    case ipc::ServiceId::Plegd: return "plegd";
+    case ipc::ServiceId::Statusd: return "statusd";
+    case ipc::ServiceId::Volumed: return "volumed";
+    case ipc::ServiceId::Podworkerd: return "podworkerd";
+    default: return "";
+  }
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+}  // namespace
+
+const std::vector<std::string>& DefaultServiceNames() {
+  static const std::vector<std::string> kNames = {"plegd", "statusd", "volumed", "podworkerd"};
+  return kNames;
+}
+
+std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
+  std::vector<ChildSpec> specs;
+  for (const auto& svc : o.services) {
+    ChildSpec spec;
+    spec.name = svc.name;
+    if (!svc.command.empty()) {
+      spec.argv = svc.command;
+    } else {
+      spec.argv = {o.service_dir + "/nodelet-" + svc.name,
+                   "--root-dir", o.common.root_dir,
+                   "--run-dir", o.common.run_dir,
+                   "--log-dir", o.common.log_dir,
+                   "--log-level", o.common.log_level,
+                   "--heartbeat-interval", std::to_string(o.common.heartbeat_interval_ms)};
+      if (!o.common.config_file.empty()) {
+        spec.argv.push_back("--config");
+        spec.argv.push_back(o.common.config_file);
+      }
+      if (svc.name == "plegd") {
+        if (!o.runtime_endpoint.empty()) {
+          spec.argv.push_back("--runtime-endpoint");
+          spec.argv.push_back(o.runtime_endpoint);
+        }
+        if (!o.relist_period.empty()) {
+          spec.argv.push_back("--relist-period");
+          spec.argv.push_back(o.relist_period);
+        }
+      }
+    }
+    spec.argv.insert(spec.argv.end(), svc.args.begin(), svc.args.end());
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+struct Supervisor::Impl {
+  explicit Impl(SupervisorOptions o) : options(std::move(o)) {}
+
+  SupervisorOptions options;
+  int signal_fd = -1;
+  std::shared_ptr<spdlog::logger> log = GetLogger("supervisor");
+  RealClock& clock = RealClock::Get();
+  std::unique_ptr<ipc::Context> ctx;
+  std::unique_ptr<ChildLauncher> launcher;
+  std::unique_ptr<ProcessManager> manager;
+  std::unique_ptr<ipc::RouterServer> control;
+  std::unique_ptr<CtlServer> ctl;
+  std::unique_ptr<pleg::PlegMirror> mirror;
+  std::unique_ptr<PlegRuntimeView> runtime_view;
+  std::unique_ptr<ipc::EnvelopeWriter> envelope;
+  SystemdNotifierImpl notifier;
+  uint64_t incarnation = ipc::NewIncarnation();
+  std::string last_summary;
+  bool ready_sent = false;
+  bool stopping = false;
+  uint64_t bad_control = 0;
+  bool bad_control_logged = false;
+
+  Status Setup() {
+    // Signals first: ZeroMQ's I/O threads inherit the mask.
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd < 0) return ErrnoStatus("signalfd", errno);
+    // Orphaned grandchildren are ours to reap.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    const auto& c = options.common;
+    if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
+    if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
+    if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
+
+    ctx = std::make_unique<ipc::Context>();
+    launcher = std::make_unique<ChildLauncher>(c.run_dir, c.log_dir, options.log_max_bytes,
+                                               options.log_backups);
+    std::vector<std::string> names;
+    for (auto& spec : BuildChildSpecs(options)) {
+      names.push_back(spec.name);
+      if (Status s = launcher->Add(std::move(spec)); !s.ok()) return s;
+    }
+    manager = std::make_unique<ProcessManager>(clock, *launcher, options.policy, names);
+    control = std::make_unique<ipc::RouterServer>(*ctx);
+    if (Status s = control->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
+    envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
+
+    mirror = std::make_unique<pleg::PlegMirror>(*ctx, c.run_dir, ipc::ServiceId::Supervisor);
+    if (Status s = mirror->Connect(); !s.ok()) return s;
+    runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
+
+    CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
+                              runtime_view.get()};
+    ctl = std::make_unique<CtlServer>(*ctx, *manager, clock, ctl_opts);
+    return ctl->Bind();
+  }
+
+  void HandleSignals() {
+    signalfd_siginfo info{};
+    while (read(signal_fd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGCHLD) continue;  // reaped below, every iteration
+      if (info.ssi_signo == SIGHUP) {
+        log->info("SIGHUP: asking services to reload their configuration");
+        SendCommandToAll(ipc::control::CommandKind::ReloadConfig);
+        continue;
+      }
+      if (!stopping) {
+        log->info("received {}, stopping every service", strsignal(static_cast<int>(info.ssi_signo)));
+        stopping = true;
+        notifier.Notify("STOPPING=1\nSTATUS=stopping");
+        manager->StopAll();
+      }
+    }
+  }
+
+  void Reap() {
+    for (;;) {
+      int st = 0;
+      pid_t pid = waitpid(-1, &st, WNOHANG);
+      if (pid <= 0) break;
+      const std::string* name = manager->NameOf(pid);
+      if (name != nullptr) {
+        std::string n = *name;
+        launcher->PumpLog(n);
+        log->log(stopping ? spdlog::level::info : spdlog::level::warn, "{} (pid {}) exited: {}", n,
+                 pid, DescribeWaitStatus(st));
+      }
+      manager->OnExit(pid, st);
+    }
+  }
+
+  std::map<std::string, std::string> peers;  // service name -> control routing id
+
+  void SendCommandToAll(ipc::control::CommandKind kind) {
+    static uint64_t next_id = 1;
+    for (const auto& [name, peer] : peers) {
+      flatbuffers::FlatBufferBuilder fbb(128);
+      auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
+      auto header = envelope->Write(fbb);
+      fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Command, cmd.Union()),
+                 ipc::control::ControlMessageIdentifier());
+      (void)control->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+    }
+  }
+
+  void HandleControl() {
+    for (int i = 0; i < 256 && control->Readable(); ++i) {
+      auto in = control->Receive(std::chrono::milliseconds(0));
+      if (!in.ok()) continue;
+      auto msg = ipc::DecodeMessage<ControlMessage>(in->payload.data(), in->payload.size(),
+                                                    ipc::control::ControlMessageIdentifier());
+      if (!msg.ok()) {
+        ++bad_control;
+        if (!bad_control_logged) {
+          log->warn("Dropping a bad control message: {}", msg.status().message());
+          bad_control_logged = true;
+        }
+        continue;
+      }
+      const ControlMessage* m = *msg;
+      std::string name = NameOf(m->header()->sender());
+      if (name.empty() || !manager->Has(name)) continue;
+      peers[name] = in->peer;
+      if (const auto* hello = m->body_as_Hello()) {
+        manager->OnReady(name, hello->pid());
+        flatbuffers::FlatBufferBuilder fbb(128);
+        auto w = ipc::control::CreateWelcome(fbb, incarnation, 0);
+        auto header = envelope->Write(fbb);
+        fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Welcome, w.Union()),
+                   ipc::control::ControlMessageIdentifier());
+        (void)control->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+      } else if (const auto* hb = m->body_as_Heartbeat()) {
+        manager->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
+      }
+    }
+  }
+
+  void HandleNotify(const std::string& name) {
+    NotifySocket* sock = launcher->Notify(name);
+    std::string text;
+    pid_t sender = 0;
+    for (int i = 0; i < 64 && sock->Receive(&text, &sender); ++i) {
+      std::istringstream lines(text);
+      std::string line;
+      while (std::getline(lines, line)) {
+        if (line == "READY=1") manager->OnReady(name, sender);
+      }
+    }
+  }
+
+  void Report() {
+    std::string summary = stopping ? "stopping" : manager->Summary();
+    if (summary != last_summary) {
+      last_summary = summary;
+      log->info("{}", summary);
+      notifier.Notify("STATUS=" + summary);
+    }
+    if (!ready_sent && !stopping && manager->AllRunning()) {
+      ready_sent = true;
+      notifier.Notify("READY=1\nSTATUS=" + summary);
+    }
+  }
+
+  int Loop() {
+    WatchdogPinger watchdog(notifier, clock, WatchdogInterval());
+    manager->StartAll();
+    log->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
+              options.services.size(), options.common.run_dir);
+    for (;;) {
+      watchdog.Tick();
+      Report();
+      if (stopping && manager->AllStopped()) break;
+
+      std::vector<zmq::pollitem_t> items;
+      std::vector<std::function<void()>> handlers;
+      items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
+      handlers.push_back([this] { HandleSignals(); });
+      items.push_back(control->PollItem());
+      handlers.push_back([this] { HandleControl(); });
+      items.push_back(ctl->PollItem());
+      handlers.push_back([this] { ctl->OnReadable(); });
+      for (auto item : mirror->PollItems()) {
+        items.push_back(item);
+        handlers.push_back([this] { mirror->OnReadable(); });
+      }
+      for (const auto& p : launcher->Pollables()) {
+        items.push_back({nullptr, p.fd, ZMQ_POLLIN, 0});
+        std::string name = p.name;
+        if (p.is_notify) {
+          handlers.push_back([this, name] { HandleNotify(name); });
+        } else {
+          handlers.push_back([this, name] { launcher->PumpLog(name); });
+        }
+      }
+      MonoTime next = std::min({manager->NextDeadline(), watchdog.NextDue(), mirror->NextTick()});
+      long timeout = MillisUntil(clock, next, 1000);
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) {
+          log->critical("poll failed: {}", e.what());
+          return 1;
+        }
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) handlers[i]();
+      }
+      Reap();
+      manager->Tick();
+      mirror->Tick();
+    }
+    // Every service is gone; reap any descendant left over (we are a subreaper).
+    for (;;) {
+      int st = 0;
+      if (waitpid(-1, &st, WNOHANG) <= 0) break;
+    }
+    log->info("every service stopped; exiting");
+    return 0;
+  }
+};
+
+Supervisor::Supervisor(SupervisorOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Supervisor::~Supervisor() = default;
+
+int Supervisor::Run() {
+  if (Status s = impl_->Setup(); !s.ok()) {
+    impl_->log->error("Failed to start nodelet: {}", s.message());
+    return 1;
+  }
+  return impl_->Loop();
+}
+
+int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
+  CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
+  AddCommonOptions(app, o->common, "supervisor");
+  std::string mode = "standalone";
+  std::map<std::string, std::string> durations = {
+      {"backoff-initial", "100ms"}, {"backoff-max", "10s"},     {"backoff-reset-after", "60s"},
+      {"restart-period", "60s"},    {"fatal-cooldown", "5m"},   {"start-timeout", "10s"},
+      {"stop-timeout", "10s"},      {"heartbeat-deadline", "5s"}, {"failing-grace", "30s"}};
+  for (auto& [name, value] : durations) {
+    app.add_option("--" + name, value, "Supervision policy (duration)")
+        ->check(DurationValidator())
+        ->capture_default_str();
+  }
+  app.add_option("--restart-intensity", o->policy.restart_intensity,
+                 "More restarts than this within --restart-period is FATAL")
+      ->capture_default_str();
+  app.add_option("--service-dir", o->service_dir,
+                 "Where the nodelet-<service> binaries are (default: next to nodelet)");
+  app.add_option("--log-max-bytes", o->log_max_bytes, "Rotate a service's log at this size")
+      ->capture_default_str();
+  app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
+      ->capture_default_str();
+  std::string ctl_group;
+  app.add_option("--ctl-group", ctl_group, "Group allowed to use the ctl socket (default: root only)");
+  app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
+  app.add_option("--relist-period", o->relist_period, "plegd's relist period")
+      ->check(DurationValidator());
+  app.add_option("--mode", mode, "standalone (spawn the services)")
+      ->check(CLI::IsMember({"standalone"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  o->common.config_file = app.get_config_ptr()->as<std::string>();
+  auto& p = o->policy;
+  p.backoff_initial = *ParseDuration(durations["backoff-initial"]);
+  p.backoff_max = *ParseDuration(durations["backoff-max"]);
+  p.backoff_reset_after = *ParseDuration(durations["backoff-reset-after"]);
+  p.restart_period = *ParseDuration(durations["restart-period"]);
+  p.fatal_cooldown = *ParseDuration(durations["fatal-cooldown"]);
+  p.start_timeout = *ParseDuration(durations["start-timeout"]);
+  p.stop_timeout = *ParseDuration(durations["stop-timeout"]);
+  p.heartbeat_deadline = *ParseDuration(durations["heartbeat-deadline"]);
+  p.failing_grace = *ParseDuration(durations["failing-grace"]);
+  if (o->service_dir.empty()) o->service_dir = SelfDir();
+  if (!ctl_group.empty()) {
+    if (group* g = getgrnam(ctl_group.c_str())) {
+      o->ctl_group = g->gr_gid;
+    } else {
+      std::fprintf(stderr, "nodelet: --ctl-group: no group named '%s'\n", ctl_group.c_str());
+      return 2;
+    }
+  }
+  // Per-service settings: supervisor.services.NAME.{command,args}.
+  auto yaml = LoadYamlFile(o->common.config_file);
+  if (!yaml.ok()) {
+    std::fprintf(stderr, "nodelet: %s\n", yaml.status().message().c_str());
+    return 2;
+  }
+  for (const auto& name : DefaultServiceNames()) {
+    ServiceConfig svc;
+    svc.name = name;
+    try {
+      YAML::Node node = (*yaml)["supervisor"]["services"][name];
+      if (node && node["command"]) svc.command = node["command"].as<std::vector<std::string>>();
+      if (node && node["args"]) svc.args = node["args"].as<std::vector<std::string>>();
+    } catch (const YAML::Exception& e) {
+      std::fprintf(stderr, "nodelet: %s: supervisor.services.%s: %s\n",
+                   o->common.config_file.c_str(), name.c_str(), e.what());
+      return 2;
+    }
+    o->services.push_back(std::move(svc));
+  }
+  InitLogging("nodelet", o->common.log_level);
+  return -1;
+}
+
+}  // namespace nodelet::supervisor

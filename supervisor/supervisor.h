@@ -1,0 +1,63 @@
+// Supervisor: nodelet's main loop in standalone mode. One thread polls the services' control
+// socket (hello, heartbeats), their notify sockets (READY=1), their log pipes, a signalfd
+// (SIGCHLD, SIGTERM, SIGINT, SIGHUP), the operator's ctl socket and plegd's event stream, and
+// drives the ProcessManager's timers. It reports the aggregate to its own NOTIFY_SOCKET:
+// READY=1 once every service ran, STATUS= whenever the summary changes, WATCHDOG=1 while the
+// loop progresses, STOPPING=1 at shutdown.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/ipc/sockets.h"
+#include "lib/service/options.h"
+#include "supervisor/child_launcher.h"
+#include "supervisor/process_manager.h"
+
+namespace nodelet::supervisor {
+
+struct ServiceConfig {
+  std::string name;
+  // Replaces the default command (SERVICE_DIR/nodelet-NAME plus the shared flags) when set.
+  std::vector<std::string> command;
+  // Appended to the default command.
+  std::vector<std::string> args;
+};
+
+struct SupervisorOptions {
+  CommonOptions common;
+  SupervisorPolicy policy;
+  std::string service_dir;  // where nodelet-<service> binaries are
+  std::vector<ServiceConfig> services;
+  size_t log_max_bytes = 10 * 1024 * 1024;
+  int log_backups = 3;
+  std::optional<gid_t> ctl_group;
+  std::string runtime_endpoint;  // passed to plegd when set
+  std::string relist_period;     // passed to plegd when set
+};
+
+// The four services, in the order they are listed.
+const std::vector<std::string>& DefaultServiceNames();
+
+// Builds the argv of each service from the options (default command or the configured one).
+std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& options);
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor();
+  // Runs until SIGTERM/SIGINT, then stops every service; returns the exit code.
+  int Run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses nodelet's flags and config file into options; returns an exit code < 0 to go on.
+int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* options);
+
+}  // namespace nodelet::supervisor
