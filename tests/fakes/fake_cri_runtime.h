@@ -57,9 +57,10 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   FakeCriRuntime& operator=(const FakeCriRuntime&) = delete;
 
   // ---- Knobs ----------------------------------------------------------------------------------
-  // The target of a call, used to match `id` below: the sandbox id (sandbox calls), the container
-  // id or its sandbox's id (container calls), or the image ref (image calls). Empty `id` matches
-  // every call of that kind.
+  // The target of a call, used to match `id` below: the sandbox id (sandbox calls; the pod uid
+  // for RunPodSandbox), the container id or its sandbox's id (container calls), or the image ref
+  // (image calls). Version, Status and the List calls have no target: only rules with an empty
+  // `id` match them. Empty `id` matches every call of that kind.
 
   // The next `times` matching calls (every one while times < 0) fail with `status`, before doing
   // anything. The status is returned as a real client would: its message gets the prefix
