@@ -1,0 +1,390 @@
+// The CRI client against a real, private containerd (tests/testing/containerd.h) with the
+// project's own images: host-network pods, container lifecycle, exec, errors with their gRPC
+// codes, and a harness that leaves no process, mount or cgroup behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lib/cri/grpc_cri_client.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using std::chrono::milliseconds;
+
+constexpr char kManagedLabel[] = "nodelet.io/test";
+
+v1::PodSandboxConfig HostNetworkSandbox(const std::string& name, const std::string& log_dir) {
+  v1::PodSandboxConfig config;
+  config.mutable_metadata()->set_name(name);
+  config.mutable_metadata()->set_uid("uid-" + name);
+  config.mutable_metadata()->set_namespace_("default");
+  config.set_log_directory(log_dir);
+  (*config.mutable_labels())[kManagedLabel] = name;
+  auto* ns = config.mutable_linux()->mutable_security_context()->mutable_namespace_options();
+  ns->set_network(v1::NODE);
+  ns->set_pid(v1::CONTAINER);
+  ns->set_ipc(v1::POD);
+  return config;
+}
+
+v1::ContainerConfig BusyboxContainer(const std::string& name, std::vector<std::string> command) {
+  v1::ContainerConfig config;
+  config.mutable_metadata()->set_name(name);
+  config.mutable_image()->set_image(kBusyboxImage);
+  for (auto& arg : command) config.add_command(arg);
+  config.set_log_path(name + ".log");
+  (*config.mutable_labels())[kManagedLabel] = name;
+  auto* ns = config.mutable_linux()->mutable_security_context()->mutable_namespace_options();
+  ns->set_network(v1::NODE);
+  ns->set_pid(v1::CONTAINER);
+  return config;
+}
+
+// Processes whose command line mentions `needle`.
+std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(needle) != std::string::npos) found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+// cgroup directories named `id`, in any hierarchy, at most three levels down.
+std::vector<std::string> CgroupsNamed(const std::string& id) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& hierarchy : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::error_code ec2;
+    for (auto it = std::filesystem::recursive_directory_iterator(hierarchy.path(), ec2);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec2)) {
+      if (ec2) break;
+      if (it.depth() >= 2) it.disable_recursion_pending();
+      if (it->path().filename() == id) found.push_back(it->path());
+    }
+  }
+  return found;
+}
+
+int MountsUnder(const std::string& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(" " + dir + "/") != std::string::npos || line.find(" " + dir + " ") != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// One containerd for the suite's ordinary tests (starting one takes about a second).
+class CriContainerdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ContainerdOptions options;
+    options.dir = dir_->Sub("ctd");
+    options.image_tarballs = DefaultImageTarballs(ImagesDir());
+    auto started = ContainerdInstance::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    containerd_ = std::move(started).value().release();
+  }
+  static void TearDownTestSuite() {
+    if (containerd_ != nullptr) {
+      Status stopped = containerd_->Stop();
+      EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+      delete containerd_;
+      containerd_ = nullptr;
+    }
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(containerd_, nullptr) << "containerd did not start";
+    log_dir_ = dir_->Sub("logs-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::create_directories(log_dir_);
+  }
+  cri::GrpcCriClient& cri() { return containerd_->cri(); }
+
+  static TempDir* dir_;
+  static ContainerdInstance* containerd_;
+  std::string log_dir_;
+};
+
+TempDir* CriContainerdTest::dir_ = nullptr;
+ContainerdInstance* CriContainerdTest::containerd_ = nullptr;
+
+TEST_F(CriContainerdTest, VersionAndStatusAnswer) {
+  auto version = cri().Version();
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(version->runtime_name(), "containerd");
+  EXPECT_EQ(version->runtime_api_version(), "v1");
+  auto status = cri().RuntimeStatus(false);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  bool runtime_ready = false;
+  for (const auto& condition : status->status().conditions()) {
+    if (condition.type() == "RuntimeReady") runtime_ready = condition.status();
+  }
+  EXPECT_TRUE(runtime_ready);
+}
+
+TEST_F(CriContainerdTest, TheProjectsImagesAreImported) {
+  for (const char* ref : {kPauseImage, kBusyboxImage}) {
+    v1::ImageSpec spec;
+    spec.set_image(ref);
+    auto status = cri().ImageStatus(spec, false);
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_TRUE(status->has_image()) << ref;
+    EXPECT_THAT(status->image().repo_tags(), ::testing::Contains(ref));
+    EXPECT_GT(status->image().size(), 0u);
+  }
+  v1::ImageSpec absent;
+  absent.set_image("nodelet.local/absent:1.0");
+  auto status = cri().ImageStatus(absent, false);
+  ASSERT_TRUE(status.ok());
+  EXPECT_FALSE(status->has_image());
+  auto images = cri().ListImages({});
+  ASSERT_TRUE(images.ok());
+  EXPECT_GE(images->size(), 2u);
+}
+
+TEST_F(CriContainerdTest, HostNetworkPodWithABusyboxContainer) {
+  auto sandbox_config = HostNetworkSandbox("sleeper", log_dir_);
+  auto sandbox = cri().RunPodSandbox(sandbox_config, "");
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+
+  auto sandbox_status = cri().PodSandboxStatus(*sandbox, false);
+  ASSERT_TRUE(sandbox_status.ok()) << sandbox_status.status().ToString();
+  EXPECT_EQ(sandbox_status->status().state(), v1::SANDBOX_READY);
+  EXPECT_EQ(sandbox_status->status().metadata().name(), "sleeper");
+  EXPECT_EQ(sandbox_status->status().linux().namespaces().options().network(), v1::NODE);
+
+  auto container = cri().CreateContainer(*sandbox, BusyboxContainer("sleep", {"sleep", "3600"}), sandbox_config);
+  ASSERT_TRUE(container.ok()) << container.status().ToString();
+  ASSERT_TRUE(cri().StartContainer(*container).ok());
+
+  v1::ContainerFilter in_sandbox;
+  in_sandbox.set_pod_sandbox_id(*sandbox);
+  auto listed = cri().ListContainers(in_sandbox);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).id(), *container);
+  EXPECT_EQ(listed->at(0).state(), v1::CONTAINER_RUNNING);
+  EXPECT_EQ(listed->at(0).labels().at(kManagedLabel), "sleep");
+
+  v1::ContainerFilter running;
+  running.mutable_state()->set_state(v1::CONTAINER_RUNNING);
+  (*running.mutable_label_selector())[kManagedLabel] = "sleep";
+  EXPECT_EQ(cri().ListContainers(running)->size(), 1u);
+
+  auto status = cri().ContainerStatus(*container, false);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(status->status().state(), v1::CONTAINER_RUNNING);
+  EXPECT_GT(status->status().started_at(), 0);
+  EXPECT_EQ(status->status().log_path(), log_dir_ + "/sleep.log");
+
+  auto hi = cri().ExecSync(*container, {"echo", "hi"}, 10);
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  EXPECT_EQ(hi->stdout(), "hi\n");
+  EXPECT_EQ(hi->exit_code(), 0);
+  auto failing = cri().ExecSync(*container, {"sh", "-c", "echo oops >&2; exit 3"}, 10);
+  ASSERT_TRUE(failing.ok()) << failing.status().ToString();
+  EXPECT_EQ(failing->exit_code(), 3);
+  EXPECT_EQ(failing->stderr(), "oops\n");
+
+  // sleep as PID 1 ignores SIGTERM: a zero grace period kills it.
+  ASSERT_TRUE(cri().StopContainer(*container, 0).ok());
+  status = cri().ContainerStatus(*container, false);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->status().state(), v1::CONTAINER_EXITED);
+  EXPECT_EQ(status->status().exit_code(), 137);
+  EXPECT_GE(status->status().finished_at(), status->status().started_at());
+  EXPECT_TRUE(cri().StopContainer(*container, 0).ok());  // idempotent
+
+  ASSERT_TRUE(cri().StopPodSandbox(*sandbox).ok());
+  EXPECT_EQ(cri().PodSandboxStatus(*sandbox, false)->status().state(), v1::SANDBOX_NOTREADY);
+  ASSERT_TRUE(cri().RemovePodSandbox(*sandbox).ok());
+  EXPECT_EQ(cri().ContainerStatus(*container, false).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(cri().RemovePodSandbox(*sandbox).ok());  // idempotent
+}
+
+TEST_F(CriContainerdTest, AGracefulStopKeepsTheProcessExitCode) {
+  auto sandbox_config = HostNetworkSandbox("graceful", log_dir_);
+  auto sandbox = cri().RunPodSandbox(sandbox_config, "");
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+  // The shell exits 7 on SIGTERM.
+  auto container = cri().CreateContainer(
+      *sandbox,
+      BusyboxContainer("trapper", {"sh", "-c", "trap 'exit 7' TERM; while true; do sleep 1 & wait $!; done"}),
+      sandbox_config);
+  ASSERT_TRUE(container.ok()) << container.status().ToString();
+  ASSERT_TRUE(cri().StartContainer(*container).ok());
+  // The trap is set once the shell runs; exec through it so the stop cannot race its start.
+  auto ready = cri().ExecSync(*container, {"true"}, 10);
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+
+  ASSERT_TRUE(cri().StopContainer(*container, 20).ok());
+  auto status = cri().ContainerStatus(*container, false);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->status().state(), v1::CONTAINER_EXITED);
+  EXPECT_EQ(status->status().exit_code(), 7);
+  EXPECT_EQ(status->status().reason(), "Error");
+
+  v1::ContainerFilter exited;
+  exited.mutable_state()->set_state(v1::CONTAINER_EXITED);
+  exited.set_pod_sandbox_id(*sandbox);
+  EXPECT_EQ(cri().ListContainers(exited)->size(), 1u);
+
+  ASSERT_TRUE(cri().RemoveContainer(*container).ok());
+  EXPECT_TRUE(cri().RemoveContainer(*container).ok());  // idempotent
+  ASSERT_TRUE(cri().StopPodSandbox(*sandbox).ok());
+  ASSERT_TRUE(cri().RemovePodSandbox(*sandbox).ok());
+}
+
+TEST_F(CriContainerdTest, ErrorsCarryTheGrpcCode) {
+  auto unknown = cri().ContainerStatus("0123456789abcdef", false);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), StartsWith("CRI ContainerStatus failed: NOT_FOUND: "));
+
+  auto unknown_sandbox = cri().PodSandboxStatus("0123456789abcdef", false);
+  ASSERT_FALSE(unknown_sandbox.ok());
+  EXPECT_EQ(unknown_sandbox.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(unknown_sandbox.status().message(), StartsWith("CRI PodSandboxStatus failed: NOT_FOUND: "));
+
+  auto sandbox_config = HostNetworkSandbox("badimage", log_dir_);
+  auto sandbox = cri().RunPodSandbox(sandbox_config, "");
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+  auto config = BusyboxContainer("x", {"true"});
+  config.mutable_image()->set_image("nodelet.local/absent:1.0");
+  auto bad = cri().CreateContainer(*sandbox, config, sandbox_config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), StartsWith("CRI CreateContainer failed: NOT_FOUND: "));
+  EXPECT_THAT(bad.status().message(), HasSubstr("nodelet.local/absent:1.0"));
+
+  // The same sandbox name again is refused while the first one exists.
+  auto again = cri().RunPodSandbox(sandbox_config, "");
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), StartsWith("CRI RunPodSandbox failed: "));
+  EXPECT_THAT(again.status().message(), HasSubstr("reserved"));
+  ASSERT_TRUE(cri().RemovePodSandbox(*sandbox).ok());
+}
+
+// Its own containerd: Stop() must remove what it made and leave nothing of ours behind, both
+// when containerd cooperates and when it was killed with its containers still running.
+class ContainerdHarnessTest : public ::testing::Test {
+ protected:
+  // Runs a pod with one `sleep 3600` container; adds the sandbox and container ids to ids_.
+  void RunSleeper(ContainerdInstance& containerd, const std::string& name) {
+    auto sandbox_config = HostNetworkSandbox(name, dir_.Sub("logs"));
+    auto sandbox = containerd.cri().RunPodSandbox(sandbox_config, "");
+    ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+    auto container = containerd.cri().CreateContainer(*sandbox, BusyboxContainer(name, {"sleep", "3600"}),
+                                                      sandbox_config);
+    ASSERT_TRUE(container.ok()) << container.status().ToString();
+    ASSERT_TRUE(containerd.cri().StartContainer(*container).ok());
+    ids_.push_back(*sandbox);
+    ids_.push_back(*container);
+    // The check for leftover cgroups below is not vacuous: the container has some now.
+    EXPECT_THAT(CgroupsNamed(*container), ::testing::Not(::testing::IsEmpty()));
+  }
+  void ExpectNothingLeft(const std::string& dir, pid_t containerd_pid, const std::vector<pid_t>& shims) {
+    for (const auto& id : ids_) EXPECT_THAT(CgroupsNamed(id), ::testing::IsEmpty()) << id;
+    EXPECT_FALSE(ProcessAlive(containerd_pid));
+    for (pid_t shim : shims) EXPECT_FALSE(ProcessAlive(shim)) << "shim " << shim;
+    EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty());
+    EXPECT_EQ(MountsUnder(dir), 0);
+  }
+  ContainerdOptions Options() {
+    ContainerdOptions options;
+    options.dir = dir_.Sub("ctd");
+    options.image_tarballs = DefaultImageTarballs(ImagesDir());
+    return options;
+  }
+  TempDir dir_;
+  std::vector<std::string> ids_;
+};
+
+TEST_F(ContainerdHarnessTest, StopRemovesEverythingItMade) {
+  auto started = ContainerdInstance::Start(Options());
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& containerd = **started;
+  RunSleeper(containerd, "one");
+  RunSleeper(containerd, "two");
+  pid_t pid = containerd.pid();
+  auto shims = containerd.ShimPids();
+  EXPECT_GE(shims.size(), 2u);  // one per sandbox
+  EXPECT_GT(MountsUnder(containerd.dir()), 0);
+
+  Status stopped = containerd.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  ExpectNothingLeft(containerd.dir(), pid, shims);
+  EXPECT_FALSE(std::filesystem::exists(containerd.dir() + "/containerd.pid"));
+  EXPECT_TRUE(containerd.Stop().ok());  // idempotent
+}
+
+TEST_F(ContainerdHarnessTest, StopCleansUpAfterAKilledContainerd) {
+  auto started = ContainerdInstance::Start(Options());
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& containerd = **started;
+  RunSleeper(containerd, "orphan");
+  pid_t pid = containerd.pid();
+  auto shims = containerd.ShimPids();
+  ASSERT_FALSE(shims.empty());
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitProcessGone(pid, milliseconds(10000)));
+  // The shims and the container outlive containerd; Stop() must find and end them.
+  for (pid_t shim : shims) EXPECT_TRUE(ProcessAlive(shim));
+
+  containerd.Stop();
+  ExpectNothingLeft(containerd.dir(), pid, shims);
+}
+
+TEST_F(ContainerdHarnessTest, ReleaseAndAttachHandOverTheInstance) {
+  std::string dir;
+  pid_t pid = -1;
+  {
+    auto started = ContainerdInstance::Start(Options());
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    dir = (*started)->dir();
+    pid = (*started)->pid();
+    (*started)->Release();
+  }
+  EXPECT_TRUE(ProcessAlive(pid));
+  // A second Start in the same directory is refused while it runs.
+  auto twice = ContainerdInstance::Start(Options());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().code(), StatusCode::kAlreadyExists);
+
+  auto attached = ContainerdInstance::Attach(dir);
+  ASSERT_TRUE(attached.ok()) << attached.status().ToString();
+  EXPECT_EQ((*attached)->pid(), pid);
+  EXPECT_TRUE((*attached)->cri().Version().ok());
+  EXPECT_TRUE((*attached)->Stop().ok());
+  EXPECT_TRUE(WaitProcessGone(pid, milliseconds(10000)));
+  EXPECT_EQ(ContainerdInstance::Attach(dir).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ContainerdHarnessTest, MissingImagesAreNamed) {
+  auto options = Options();
+  options.image_tarballs = {dir_.Sub("nope.tar")};
+  auto started = ContainerdInstance::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(started.status().message(), HasSubstr("nope.tar"));
+}
+
+}  // namespace
+}  // namespace nodelet::testing

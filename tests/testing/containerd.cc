@@ -1,0 +1,544 @@
+#include "tests/testing/containerd.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "lib/common/fs.h"
+#include "tests/testing/harness.h"
+
+extern char** environ;
+
+namespace nodelet::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr char kNamespace[] = "k8s.io";
+constexpr char kCriPluginSection[] = "[plugins.\"io.containerd.grpc.v1.cri\"]";
+constexpr char kRuncOptionsSection[] =
+    "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]";
+constexpr char kTaskStateDir[] = "io.containerd.runtime.v2.task";
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+bool PollReadable(int fd, milliseconds timeout) {
+  auto end = steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(end - steady_clock::now());
+    if (left.count() < 0) left = milliseconds(0);
+    pollfd p{fd, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r > 0) return true;
+    if (r == 0 || errno != EINTR) return false;
+  }
+}
+
+milliseconds Remaining(steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  return left.count() > 0 ? left : milliseconds(0);
+}
+
+std::string Trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// NUL-separated argv of a process, or empty when it is gone.
+std::vector<std::string> Cmdline(pid_t pid) {
+  std::string raw = ReadSmallFile("/proc/" + std::to_string(pid) + "/cmdline");
+  std::vector<std::string> argv;
+  std::string cur;
+  for (char c : raw) {
+    if (c == '\0') {
+      argv.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) argv.push_back(cur);
+  return argv;
+}
+
+std::vector<pid_t> AllPids() {
+  std::vector<pid_t> pids;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return pids;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(d);
+  return pids;
+}
+
+// The children of `pid` (every thread's), from /proc/PID/task/*/children.
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::istringstream in(ReadSmallFile(task.path().string() + "/children"));
+    pid_t child;
+    while (in >> child) children.push_back(child);
+  }
+  return children;
+}
+
+// The last `max_lines` lines of a log, for error messages.
+std::string LogTail(const std::string& path, size_t max_lines = 15) {
+  std::string text = ReadSmallFile(path);
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i) {
+    out += "\n  " + lines[i];
+  }
+  return out;
+}
+
+std::string FindOnPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream in(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+  for (std::string dir; std::getline(in, dir, ':');) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  // Debian puts runc in /usr/sbin, which a non-login PATH may lack.
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/local/sbin"}) {
+    std::string candidate = std::string(dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Mount points at or under `dir` in this mount namespace, deepest first.
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> mounts;
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, mount_point;
+    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
+    // Unescape \040 (space), \011, \012, \134.
+    std::string path;
+    for (size_t i = 0; i < mount_point.size(); ++i) {
+      if (mount_point[i] == '\\' && i + 3 < mount_point.size()) {
+        path += static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8));
+        i += 3;
+      } else {
+        path += mount_point[i];
+      }
+    }
+    if (path == dir || path.rfind(dir + "/", 0) == 0) mounts.push_back(path);
+  }
+  // Later mounts stack on earlier ones: unmount in reverse order of appearance.
+  std::reverse(mounts.begin(), mounts.end());
+  return mounts;
+}
+
+// Kills `pid` with SIGKILL and waits (pidfd) until it is gone.
+bool KillAndWait(pid_t pid, milliseconds timeout) {
+  if (!ProcessAlive(pid)) return true;
+  kill(pid, SIGKILL);
+  return WaitProcessGone(pid, timeout);
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultImageTarballs(const std::string& images_dir) {
+  return {images_dir + "/pause.tar", images_dir + "/busybox.tar"};
+}
+
+std::string ImagesDir() {
+  const char* dir = std::getenv("NODELET_IMAGES_DIR");
+  if (dir == nullptr) throw std::runtime_error("NODELET_IMAGES_DIR is not set (run through meson test)");
+  return dir;
+}
+
+Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
+                                         const std::string& sandbox_image) {
+  struct Setting {
+    std::string section;  // "" for the top level
+    std::string key;
+    std::string value;    // TOML value
+    bool found = false;
+  };
+  std::vector<Setting> settings = {
+      {"", "root", Quote(dir + "/root")},
+      {"", "state", Quote(dir + "/state")},
+      {"[grpc]", "address", Quote(dir + "/containerd.sock")},
+      {kCriPluginSection, "sandbox_image", Quote(sandbox_image)},
+      {kCriPluginSection, "restrict_oom_score_adj", "true"},
+      {kCriPluginSection, "netns_mounts_under_state_dir", "true"},
+      // runc's state (default /run/containerd/runc, shared by every instance) under ours too.
+      {kRuncOptionsSection, "Root", Quote(dir + "/state/runc")},
+  };
+  std::string out;
+  std::string section;
+  std::istringstream in(default_config);
+  for (std::string line; std::getline(in, line);) {
+    std::string trimmed = Trim(line);
+    if (!trimmed.empty() && trimmed[0] == '[') section = trimmed;
+    auto eq = trimmed.find('=');
+    if (eq != std::string::npos && trimmed[0] != '#' && trimmed[0] != '[') {
+      std::string key = Trim(trimmed.substr(0, eq));
+      for (auto& s : settings) {
+        if (s.section == section && s.key == key) {
+          line = line.substr(0, line.find_first_not_of(" \t")) + key + " = " + s.value;
+          s.found = true;
+        }
+      }
+    }
+    out += line + "\n";
+  }
+  for (const auto& s : settings) {
+    if (!s.found) {
+      return InvalidArgument("containerd's default config has no '" + s.key + "' in section '" +
+                             (s.section.empty() ? "(top level)" : s.section) + "'");
+    }
+  }
+  return out;
+}
+
+ContainerdInstance::ContainerdInstance(std::string dir, pid_t pid, bool is_child,
+                                       milliseconds stop_timeout)
+    : dir_(std::move(dir)), pid_(pid), is_child_(is_child), stop_timeout_(stop_timeout) {
+  pidfd_ = PidfdOpen(pid_);
+  auto client = cri::GrpcCriClient::Create(endpoint());
+  if (client.ok()) cri_ = std::move(client).value();
+}
+
+ContainerdInstance::~ContainerdInstance() {
+  if (!released_) Stop();
+  if (pidfd_ >= 0) close(pidfd_);
+}
+
+bool ContainerdInstance::running() const {
+  if (stopped_ || pid_ <= 0) return false;
+  if (pidfd_ >= 0) return !PollReadable(pidfd_, milliseconds(0));
+  return ProcessAlive(pid_);
+}
+
+Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(const ContainerdOptions& options) {
+  auto deadline = steady_clock::now() + options.start_timeout;
+  if (options.dir.empty() || options.dir[0] != '/') {
+    return InvalidArgument("containerd dir '" + options.dir + "' must be an absolute path");
+  }
+  const std::string& dir = options.dir;
+  if ((dir + "/containerd.sock.ttrpc").size() > 107) {
+    return InvalidArgument("containerd dir '" + dir + "' is too long for a unix socket path");
+  }
+  for (const char* sub : {"", "/root", "/state"}) {
+    if (Status s = EnsureDirectory(dir + sub, 0700); !s.ok()) return s;
+  }
+  std::string pid_file = dir + "/containerd.pid";
+  if (std::string old = ReadSmallFile(pid_file); !old.empty()) {
+    pid_t old_pid = static_cast<pid_t>(std::atoi(old.c_str()));
+    if (old_pid > 0 && ProcessAlive(old_pid)) {
+      return Status(StatusCode::kAlreadyExists, "containerd already runs in '" + dir + "' (pid " +
+                                                    std::to_string(old_pid) + ")");
+    }
+  }
+  for (const auto& tarball : options.image_tarballs) {
+    if (access(tarball.c_str(), R_OK) != 0) {
+      return NotFound("image tarball '" + tarball + "' is missing (run images/build-images)");
+    }
+  }
+  std::string containerd = FindOnPath(options.containerd_bin);
+  std::string ctr = FindOnPath(options.ctr_bin);
+  if (containerd.empty()) return NotFound("'" + options.containerd_bin + "' is not installed (package containerd)");
+  if (ctr.empty()) return NotFound("'" + options.ctr_bin + "' is not installed (package containerd)");
+  if (FindOnPath("runc").empty()) return NotFound("'runc' is not installed (package runc)");
+
+  auto defaults = RunCommand({containerd, "config", "default"}, Remaining(deadline));
+  if (defaults.exit_code != 0) {
+    return Internal("'containerd config default' failed: " + defaults.output);
+  }
+  auto config = MakeContainerdConfig(defaults.output, dir, options.sandbox_image);
+  if (!config.ok()) return config.status();
+  std::string config_path = dir + "/config.toml";
+  {
+    std::ofstream out(config_path, std::ios::trunc);
+    out << *config;
+    if (!out.flush()) return ErrnoStatus("write '" + config_path + "'", errno);
+  }
+
+  // containerd in its own session, so a terminal's ^C or the test's process group does not
+  // reach it; stdout and stderr to the log.
+  std::string log_path = dir + "/containerd.log";
+  std::vector<std::string> argv = {containerd, "--config", config_path};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return ErrnoStatus("start '" + containerd + "'", rc);
+  {
+    std::ofstream out(pid_file, std::ios::trunc);
+    out << pid << "\n";
+  }
+  std::unique_ptr<ContainerdInstance> instance(
+      new ContainerdInstance(dir, pid, /*is_child=*/true, options.stop_timeout));
+  if (instance->cri_ == nullptr) return Internal("cannot create a CRI client for '" + dir + "'");
+
+  // Wait for CRI Version. The wait itself is gRPC's wait-for-ready (it connects as soon as the
+  // socket answers); slicing it lets us notice a containerd that exits at startup.
+  for (;;) {
+    auto left = Remaining(deadline);
+    if (left.count() == 0) {
+      return DeadlineExceeded("containerd in '" + dir + "' did not answer CRI Version within " +
+                              std::to_string(options.start_timeout.count()) + " ms; log:" + LogTail(log_path));
+    }
+    auto version = instance->cri_->WaitForReady(std::min(left, milliseconds(500)));
+    if (version.ok()) break;
+    if (!instance->running()) {
+      return Unavailable("containerd in '" + dir + "' exited at startup; log:" + LogTail(log_path));
+    }
+  }
+
+  for (const auto& tarball : options.image_tarballs) {
+    auto imported = RunCommand({ctr, "-a", instance->socket_path(), "-n", kNamespace, "images", "import",
+                                tarball},
+                               Remaining(deadline));
+    if (imported.exit_code != 0) {
+      return Internal("ctr images import '" + tarball + "' failed" +
+                      (imported.timed_out ? std::string(" (timed out)") : std::string()) + ": " +
+                      imported.output);
+    }
+  }
+
+  // CRI learns of imported images from containerd's event stream, a moment after `ctr` returns.
+  // There is no event a client can wait on, so check with a short backoff, bounded.
+  if (!options.image_tarballs.empty()) {
+    cri::v1::ImageSpec sandbox_image;
+    sandbox_image.set_image(options.sandbox_image);
+    milliseconds backoff(2);
+    for (;;) {
+      auto status = instance->cri_->ImageStatus(sandbox_image, false);
+      if (status.ok() && status->has_image()) break;
+      if (Remaining(deadline).count() == 0) {
+        return DeadlineExceeded("CRI does not see the sandbox image '" + options.sandbox_image +
+                                "' after the import" +
+                                (status.ok() ? std::string() : ": " + status.status().message()));
+      }
+      std::this_thread::sleep_for(std::min(backoff, Remaining(deadline)));
+      backoff = std::min(backoff * 2, milliseconds(100));
+    }
+  }
+  return instance;
+}
+
+Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Attach(const std::string& dir,
+                                                                       milliseconds stop_timeout) {
+  std::string pid_file = dir + "/containerd.pid";
+  std::string text = ReadSmallFile(pid_file);
+  if (text.empty()) return NotFound("no containerd pid file in '" + dir + "'");
+  pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
+  if (pid <= 0) return InvalidArgument("bad containerd pid file '" + pid_file + "'");
+  // Only adopt the process if it really is our containerd (pids are reused).
+  bool ours = false;
+  if (ProcessAlive(pid)) {
+    auto argv = Cmdline(pid);
+    ours = argv.size() >= 3 && fs::path(argv[0]).filename() == "containerd" &&
+           std::find(argv.begin(), argv.end(), dir + "/config.toml") != argv.end();
+  }
+  std::unique_ptr<ContainerdInstance> instance(
+      new ContainerdInstance(dir, ours ? pid : -1, /*is_child=*/false, stop_timeout));
+  return instance;
+}
+
+std::vector<pid_t> ContainerdInstance::ShimPids() const {
+  std::vector<pid_t> shims;
+  std::string socket = socket_path();
+  for (pid_t pid : AllPids()) {
+    auto argv = Cmdline(pid);
+    if (argv.empty() || fs::path(argv[0]).filename().string().rfind("containerd-shim", 0) != 0) continue;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-address" && argv[i + 1] == socket) {
+        shims.push_back(pid);
+        break;
+      }
+    }
+  }
+  return shims;
+}
+
+Status ContainerdInstance::Stop() {
+  if (stopped_) return Status::Ok();
+  Status first;
+  auto keep = [&](Status s) {
+    if (first.ok() && !s.ok()) first = std::move(s);
+  };
+  if (running()) keep(RemoveEverythingThroughCri());
+  keep(StopContainerd());
+  keep(CleanLeftovers());
+  unlink((dir_ + "/containerd.pid").c_str());
+  stopped_ = true;
+  return first;
+}
+
+Status ContainerdInstance::RemoveEverythingThroughCri() {
+  cri::CriTimeouts timeouts;
+  timeouts.call = std::chrono::seconds(20);
+  timeouts.query = std::chrono::seconds(5);
+  auto client = cri::GrpcCriClient::Create(endpoint(), timeouts);
+  if (!client.ok()) return client.status();
+  Status first;
+  auto keep = [&](Status s) {
+    if (first.ok() && !s.ok()) first = std::move(s);
+  };
+  auto sandboxes = (*client)->ListPodSandbox({});
+  if (!sandboxes.ok()) return sandboxes.status();
+  for (const auto& sandbox : *sandboxes) {
+    keep((*client)->StopPodSandbox(sandbox.id()));
+    keep((*client)->RemovePodSandbox(sandbox.id()));
+  }
+  auto containers = (*client)->ListContainers({});
+  if (!containers.ok()) return containers.status();
+  for (const auto& container : *containers) keep((*client)->RemoveContainer(container.id()));
+  return first;
+}
+
+Status ContainerdInstance::StopContainerd() {
+  if (pid_ <= 0) return Status::Ok();
+  Status result;
+  if (running()) {
+    kill(pid_, SIGTERM);
+    bool gone = pidfd_ >= 0 ? PollReadable(pidfd_, stop_timeout_) : WaitProcessGone(pid_, stop_timeout_);
+    if (!gone) {
+      kill(pid_, SIGKILL);
+      gone = pidfd_ >= 0 ? PollReadable(pidfd_, milliseconds(10000)) : WaitProcessGone(pid_, milliseconds(10000));
+      result = Status(StatusCode::kDeadlineExceeded,
+                      "containerd (pid " + std::to_string(pid_) + ") ignored SIGTERM for " +
+                          std::to_string(stop_timeout_.count()) + " ms; killed");
+      if (!gone) result = Internal("containerd (pid " + std::to_string(pid_) + ") survived SIGKILL");
+    }
+  }
+  if (is_child_) {
+    int status = 0;
+    waitpid(pid_, &status, WNOHANG);
+  }
+  return result;
+}
+
+Status ContainerdInstance::CleanLeftovers() {
+  Status first;
+  auto keep = [&](Status s) {
+    if (first.ok() && !s.ok()) first = std::move(s);
+  };
+  // Container ids that still have a task bundle (normally none after the CRI removal).
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (const auto& ns : fs::directory_iterator(dir_ + "/state/" + kTaskStateDir, ec)) {
+    std::error_code ec2;
+    for (const auto& bundle : fs::directory_iterator(ns.path(), ec2)) ids.insert(bundle.path().filename());
+  }
+  // Shims and whatever they still run, by pid.
+  for (pid_t shim : ShimPids()) {
+    for (pid_t child : ChildrenOf(shim)) KillAndWait(child, milliseconds(5000));
+    if (!KillAndWait(shim, milliseconds(5000))) {
+      keep(Internal("containerd shim pid " + std::to_string(shim) + " survived SIGKILL"));
+    }
+  }
+  // Processes left in the cgroups of our containers; then the cgroups themselves.
+  if (!ids.empty()) {
+    std::vector<fs::path> cgroups;
+    for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+      std::error_code ec2;
+      for (auto it = fs::recursive_directory_iterator(hierarchy.path(), ec2);
+           it != fs::recursive_directory_iterator(); it.increment(ec2)) {
+        if (ec2) break;
+        if (it.depth() > 3) {
+          it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_directory() && ids.count(it->path().filename().string()) > 0) {
+          cgroups.push_back(it->path());
+          it.disable_recursion_pending();
+        }
+      }
+    }
+    for (const auto& cgroup : cgroups) {
+      std::istringstream procs(ReadSmallFile((cgroup / "cgroup.procs").string()));
+      pid_t pid;
+      while (procs >> pid) KillAndWait(pid, milliseconds(5000));
+    }
+    for (const auto& cgroup : cgroups) {
+      if (rmdir(cgroup.c_str()) != 0 && errno != ENOENT) {
+        keep(ErrnoStatus("remove cgroup '" + cgroup.string() + "'", errno));
+      }
+    }
+    // Shim sockets live under /run/containerd/s/, shared by every containerd; each bundle
+    // records its own.
+    for (const auto& ns : fs::directory_iterator(dir_ + "/state/" + kTaskStateDir, ec)) {
+      for (const auto& id : ids) {
+        std::string address = Trim(ReadSmallFile((ns.path() / id / "address").string()));
+        if (address.rfind("unix://", 0) == 0) unlink(address.substr(7).c_str());
+      }
+    }
+  }
+  // Mounts under our directory (rootfs overlays, sandbox /dev/shm, netns).
+  for (int round = 0; round < 8; ++round) {
+    auto mounts = MountsUnder(dir_);
+    if (mounts.empty()) break;
+    for (const auto& m : mounts) umount2(m.c_str(), MNT_DETACH);
+  }
+  if (auto left = MountsUnder(dir_); !left.empty()) {
+    keep(Internal("cannot unmount '" + left.front() + "'"));
+  }
+  return first;
+}
+
+}  // namespace nodelet::testing

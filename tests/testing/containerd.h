@@ -1,0 +1,106 @@
+// ContainerdInstance: a private containerd for integration tests and `./dev run` (through the
+// nodelet-containerd tool, images/containerd-up and -down). Its root, state, socket, config and
+// log live under one directory; it serves CRI with the project's own pause image as the sandbox
+// image. Stop() (and the destructor) removes every sandbox and container through CRI, stops
+// containerd by pid, then cleans whatever is left: shims and their containers by pid, mounts under
+// the directory, the cgroups, runc state and shim sockets of its containers. The one
+// implementation of this config and cleanup logic; see docs/runtime.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "lib/cri/grpc_cri_client.h"
+
+namespace nodelet::testing {
+
+inline constexpr char kPauseImage[] = "nodelet.local/pause:1.0";
+inline constexpr char kBusyboxImage[] = "nodelet.local/busybox:1.0";
+
+struct ContainerdOptions {
+  // Everything goes here: config.toml, root/, state/, containerd.sock, containerd.log,
+  // containerd.pid. Created when missing. Keep it short: the socket path must fit in 107 bytes.
+  std::string dir;
+  // OCI image tarballs imported (ctr -n k8s.io images import) once containerd answers.
+  std::vector<std::string> image_tarballs;
+  std::string sandbox_image = kPauseImage;
+  // Until CRI Version answers and every image is imported.
+  std::chrono::milliseconds start_timeout{std::chrono::seconds(60)};
+  // Grace between SIGTERM and SIGKILL when stopping containerd.
+  std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
+  std::string containerd_bin = "containerd";  // found on PATH unless absolute
+  std::string ctr_bin = "ctr";
+};
+
+// The image tarballs that images/build-images wrote into `images_dir` (pause.tar, busybox.tar).
+std::vector<std::string> DefaultImageTarballs(const std::string& images_dir);
+
+// The directory with the built image tarballs, from NODELET_IMAGES_DIR (set by meson's test()).
+std::string ImagesDir();
+
+// containerd's config: `containerd config default` with root, state and the gRPC address moved
+// under `dir`, and the CRI plugin's sandbox_image, restrict_oom_score_adj = true (root lacks
+// CAP_SYS_RESOURCE in some VMs) and netns_mounts_under_state_dir = true. Exposed for tests.
+Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
+                                         const std::string& sandbox_image);
+
+class ContainerdInstance {
+ public:
+  // Writes the config, starts containerd in its own session (output to DIR/containerd.log, pid
+  // in DIR/containerd.pid), waits for CRI Version (gRPC wait-for-ready, bounded by
+  // start_timeout), imports the images and checks that CRI sees the sandbox image. On failure
+  // everything started is cleaned up and the error names the step and the log's tail.
+  static Result<std::unique_ptr<ContainerdInstance>> Start(const ContainerdOptions& options);
+  // Adopts an instance that Start() left running in `dir` (after Release()), e.g. for
+  // `nodelet-containerd down`. NOT_FOUND when there is no pid file.
+  static Result<std::unique_ptr<ContainerdInstance>> Attach(const std::string& dir,
+                                                            std::chrono::milliseconds stop_timeout =
+                                                                std::chrono::seconds(10));
+  // Stop(), unless released.
+  ~ContainerdInstance();
+  ContainerdInstance(const ContainerdInstance&) = delete;
+  ContainerdInstance& operator=(const ContainerdInstance&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  std::string socket_path() const { return dir_ + "/containerd.sock"; }
+  std::string endpoint() const { return "unix://" + socket_path(); }
+  pid_t pid() const { return pid_; }
+  bool running() const;
+  // A CRI client for this instance (default deadlines).
+  cri::GrpcCriClient& cri() { return *cri_; }
+
+  // The pids of the containerd shims serving this instance (found by their -address argument).
+  std::vector<pid_t> ShimPids() const;
+
+  // Leaves containerd running when this object is destroyed (the pid file stays).
+  void Release() { released_ = true; }
+
+  // Removes every sandbox and container (CRI), stops containerd (SIGTERM, then SIGKILL after
+  // stop_timeout), kills leftover shims and container processes, unmounts everything under dir,
+  // removes its containers' cgroups, runc state and shim sockets, and the pid file. Every step
+  // runs even when an earlier one fails; returns the first failure. Idempotent.
+  Status Stop();
+
+ private:
+  ContainerdInstance(std::string dir, pid_t pid, bool is_child, std::chrono::milliseconds stop_timeout);
+
+  Status RemoveEverythingThroughCri();
+  Status StopContainerd();
+  Status CleanLeftovers();
+
+  std::string dir_;
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  bool is_child_ = false;  // started by this process: reap it
+  bool stopped_ = false;
+  bool released_ = false;
+  std::chrono::milliseconds stop_timeout_;
+  std::unique_ptr<cri::GrpcCriClient> cri_;
+};
+
+}  // namespace nodelet::testing
