@@ -77,7 +77,8 @@ struct Piece {
 
 bool IsDocumentMarker(std::string_view line) {
   return line.size() >= 3 && line.substr(0, 3) == "---" &&
-         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r' ||
+          line[3] == '\n');
 }
 
 // Splits at lines starting with "---" (YAML document markers, which may not appear at column 0

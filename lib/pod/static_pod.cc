@@ -13,16 +13,19 @@ const char* PodSourceName(PodSourceKind kind) {
   return kind == PodSourceKind::kFile ? "file" : "http";
 }
 
-std::string StaticPodName(std::string_view name, std::string_view node_name) {
-  std::string out(name);
-  out += '-';
+std::string NormalizeNodeName(std::string_view node_name) {
+  std::string out;
   for (char c : node_name) out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   return out;
 }
 
+std::string StaticPodName(std::string_view name, std::string_view node_name) {
+  return std::string(name) + "-" + NormalizeNodeName(node_name);
+}
+
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
   std::string input = "nodelet.static-pod-uid.v1\n";
-  input += "host:" + origin.node_name + "\n";
+  input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
   input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
   input += CanonicalPod(as_written);
   return Hex128(Fnv1a128(input));
@@ -36,7 +39,7 @@ Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
   if (!pod.metadata.name.empty()) {
     pod.metadata.name = StaticPodName(pod.metadata.name, origin.node_name);
   }
-  pod.spec.node_name = origin.node_name;
+  pod.spec.node_name = NormalizeNodeName(origin.node_name);
   auto& annotations = pod.metadata.annotations;
   annotations[kConfigHashAnnotation] = pod.metadata.uid;
   annotations[kConfigMirrorAnnotation] = pod.metadata.uid;

@@ -3,7 +3,7 @@
 // annotations, spec.nodeName set, the API's defaults applied, and then validated.
 //
 // UID: 32 lowercase hex digits of FNV-1a 128 over
-//   "nodelet.static-pod-uid.v1\n" "host:" NODE "\n" ("file:" PATH | "url:" URL) "\n"
+//   "nodelet.static-pod-uid.v1\n" "host:" NODE (lowercased) "\n" ("file:" PATH | "url:" URL) "\n"
 //   CanonicalPod(the pod as written, before defaults and renaming)
 // so formatting, comments and key order never change it; any field change, another node or
 // another source does. A manifest that sets metadata.uid keeps it, as with the kubelet.
@@ -38,13 +38,16 @@ struct StaticPodOrigin {
 // "file" or "http" (config.source).
 const char* PodSourceName(PodSourceKind kind);
 
-// NAME-NODENAME, the node name lowercased.
+// The node name as nodelet uses it: lowercased, like the kubelet's hostname-derived name.
+std::string NormalizeNodeName(std::string_view node_name);
+
+// NAME-NODENAME, the node name normalized.
 std::string StaticPodName(std::string_view name, std::string_view node_name);
 
 // The UID described above.
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin);
 
-// Defaults, name, namespace, UID, nodeName and annotations, then ValidatePod. On failure
+// Defaults, name, namespace, UID, nodeName (normalized) and annotations, then ValidatePod. On failure
 // returns InvalidArgument with the first problem as "FIELD: reason" and, when `errors` is
 // given, fills it with every problem.
 Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
