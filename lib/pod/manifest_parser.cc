@@ -126,26 +126,32 @@ std::vector<Piece> SplitDocuments(std::string_view content) {
 
 // Why `root` exceeds the depth or node limits, or empty.
 std::string CheckNodeLimits(const YAML::Node& root, const ManifestLimits& limits) {
+  // Nodes are counted when they are pushed, so the stack itself stays within the budget even
+  // when an alias fans out to thousands of nodes.
   std::vector<std::pair<YAML::Node, size_t>> stack;
-  stack.emplace_back(root, 1);
-  size_t visited = 0;
+  size_t counted = 0;
+  auto push = [&](const YAML::Node& n, size_t depth) {
+    if (++counted > limits.max_nodes) return false;
+    stack.emplace_back(n, depth);
+    return true;
+  };
+  const std::string too_many = "the document has more than " + std::to_string(limits.max_nodes) +
+                               " nodes (aliases count each time they are used)";
+  push(root, 1);
   while (!stack.empty()) {
     auto [node, depth] = std::move(stack.back());
     stack.pop_back();
-    if (++visited > limits.max_nodes) {
-      return "the document has more than " + std::to_string(limits.max_nodes) +
-             " nodes (aliases count each time they are used)";
-    }
     if (depth > limits.max_depth) {
       return "the document nests deeper than " + std::to_string(limits.max_depth) + " levels";
     }
     if (node.IsMap()) {
       for (auto it = node.begin(); it != node.end(); ++it) {
-        stack.emplace_back(it->first, depth + 1);
-        stack.emplace_back(it->second, depth + 1);
+        if (!push(it->first, depth + 1) || !push(it->second, depth + 1)) return too_many;
       }
     } else if (node.IsSequence()) {
-      for (auto it = node.begin(); it != node.end(); ++it) stack.emplace_back(*it, depth + 1);
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (!push(*it, depth + 1)) return too_many;
+      }
     }
   }
   return {};
@@ -270,12 +276,14 @@ class PodDecoder {
     }
     Fields fields;
     for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node& key = it->first;
+      // Copies: the iterator's pair is a temporary proxy.
+      YAML::Node key = it->first;
+      YAML::Node value = it->second;
       if (!key.IsScalar()) {
         errors_.push_back(FieldError::InvalidRendered(path, Render(key), "keys must be strings"));
         continue;
       }
-      if (!fields.emplace(key.Scalar(), it->second).second) {
+      if (!fields.emplace(key.Scalar(), value).second) {
         errors_.push_back(FieldError::Invalid(path, key.Scalar(), "duplicate key"));
       }
     }
