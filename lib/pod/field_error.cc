@@ -50,7 +50,7 @@ FieldError FieldError::NotSupported(std::string field, std::string_view value,
 }
 
 std::string FieldError::ToString() const {
-  std::string out = field_.empty() ? std::string("<object>") : field_;
+  std::string out = field_.empty() ? std::string("(document root)") : field_;
   out += ": ";
   switch (type_) {
     case Type::kNotFound: out += "Not found"; break;

@@ -6,8 +6,11 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include "lib/common/fs.h"
 #include "lib/pod/rfc3339.h"
@@ -71,54 +74,121 @@ std::string CheckText(std::string_view content) {
 }
 
 struct Piece {
-  std::string_view text;
+  std::string text;
   int first_line = 0;  // 0-based line of the piece's first line in the file
 };
 
-bool IsDocumentMarker(std::string_view line) {
-  return line.size() >= 3 && line.substr(0, 3) == "---" &&
+bool IsMarker(std::string_view line, std::string_view marker) {
+  return line.size() >= 3 && line.substr(0, 3) == marker &&
          (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r' ||
           line[3] == '\n');
 }
 
-// Splits at lines starting with "---" (YAML document markers, which may not appear at column 0
-// inside any scalar), so that a syntax error in one document does not hide the others. A
-// leading piece made only of directives, comments and blank lines joins the next piece.
+enum class LineKind { kContent, kBlankOrComment, kDirective, kDocumentEnd };
+
+LineKind Classify(std::string_view line) {
+  if (IsMarker(line, "...")) return LineKind::kDocumentEnd;
+  if (!line.empty() && line[0] == '%') return LineKind::kDirective;
+  size_t first = line.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || line[first] == '#') return LineKind::kBlankOrComment;
+  return LineKind::kContent;
+}
+
+// Splits at document markers: a piece starts at a "---" line and ends after a "..." line
+// (markers may not appear at column 0 inside any YAML scalar), so each piece holds at most one
+// document and a syntax error in one document does not hide the others. A piece of only
+// blank lines, comments, directives and "..." is dropped, or, when it holds a directive,
+// joined to the next piece (with its "..." lines blanked, keeping line numbers).
 std::vector<Piece> SplitDocuments(std::string_view content) {
-  std::vector<Piece> pieces;
-  size_t start = 0;
-  int start_line = 0;
+  std::vector<Piece> raw;
+  auto open_piece = [&](int line_no) { raw.push_back({std::string(), line_no}); };
+  bool ended = true;  // the current piece is closed (or none is open)
   int line_no = 0;
-  bool leading_has_content = false;
-  bool leading_has_directive = false;
   size_t pos = 0;
   while (pos < content.size()) {
     size_t eol = content.find('\n', pos);
     size_t next = eol == std::string_view::npos ? content.size() : eol + 1;
     std::string_view line = content.substr(pos, next - pos);
-    if (IsDocumentMarker(line) && pos > start) {
-      bool join = pieces.empty() && !leading_has_content && leading_has_directive;
-      if (!join) {
-        pieces.push_back({content.substr(start, pos - start), start_line});
-        start = pos;
-        start_line = line_no;
-      }
-      leading_has_content = true;  // only the first piece can be "leading"
-    } else if (pieces.empty() && start == 0) {
-      size_t first = line.find_first_not_of(" \t\r\n");
-      if (first != std::string_view::npos) {
-        if (line[0] == '%') {
-          leading_has_directive = true;
-        } else if (line[first] != '#') {
-          leading_has_content = true;
-        }
-      }
+    if (IsMarker(line, "---") || ended) {
+      open_piece(line_no);
+      ended = false;
     }
+    raw.back().text.append(line);
+    if (IsMarker(line, "...")) ended = true;
     pos = next;
     ++line_no;
   }
-  if (start < content.size()) pieces.push_back({content.substr(start), start_line});
+  std::vector<Piece> pieces;
+  std::string carried;  // directives waiting for the next piece
+  int carried_line = 0;
+  for (Piece& piece : raw) {
+    bool content_found = false;
+    bool directive_found = false;
+    std::string blanked;
+    size_t p = 0;
+    while (p < piece.text.size()) {
+      size_t eol = piece.text.find('\n', p);
+      size_t next = eol == std::string::npos ? piece.text.size() : eol + 1;
+      std::string_view line = std::string_view(piece.text).substr(p, next - p);
+      LineKind kind = Classify(line);
+      if (kind == LineKind::kContent || IsMarker(line, "---")) content_found = true;
+      if (kind == LineKind::kDirective) directive_found = true;
+      blanked += kind == LineKind::kDocumentEnd ? std::string("\n") : std::string(line);
+      p = next;
+    }
+    if (!content_found) {
+      if (directive_found) {
+        if (carried.empty()) carried_line = piece.first_line;
+        carried += blanked;
+      }
+      continue;
+    }
+    if (!carried.empty()) {
+      piece.text = carried + piece.text;
+      piece.first_line = carried_line;
+      carried.clear();
+    }
+    pieces.push_back(std::move(piece));
+  }
   return pieces;
+}
+
+// Counts a piece's documents without building nodes.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last_start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark last_start;
+};
+
+// Parses a piece (one document at most) into a node; throws yaml-cpp's exceptions, or returns
+// the reason when content follows the document. The document count is bounded by hand:
+// yaml-cpp 0.7's LoadAll loops forever, allocating, on input such as "{}\n,".
+std::string LoadPiece(const Piece& piece, YAML::Node& out) {
+  {
+    std::istringstream stream(piece.text);
+    YAML::Parser parser(stream);
+    DocumentCounter counter;
+    if (!parser.HandleNextDocument(counter)) return {};  // no document
+    if (parser.HandleNextDocument(counter)) {
+      return "line " + std::to_string(piece.first_line + counter.last_start.line + 1) +
+             ", column " + std::to_string(counter.last_start.column + 1) +
+             ": YAML syntax error: unexpected content after the end of the document";
+    }
+  }
+  out = YAML::Load(piece.text);
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +354,7 @@ class PodDecoder {
         continue;
       }
       if (!fields.emplace(key.Scalar(), value).second) {
-        errors_.push_back(FieldError::Invalid(path, key.Scalar(), "duplicate key"));
+        Bad(Child(path, key.Scalar()), value, "duplicate key");
       }
     }
     return fields;
@@ -812,10 +882,14 @@ ManifestParseResult DecodeManifest(std::string_view content, std::string_view so
 
   std::vector<DocumentOutcome> outcomes;
   for (const Piece& piece : SplitDocuments(content)) {
-    std::vector<YAML::Node> nodes;
+    if (outcomes.size() >= options.limits.max_documents) {
+      return file_error("the manifest holds more than " +
+                        std::to_string(options.limits.max_documents) + " documents");
+    }
+    YAML::Node node;
     std::string syntax;
     try {
-      nodes = YAML::LoadAll(std::string(piece.text));
+      syntax = LoadPiece(piece, node);
     } catch (const YAML::DeepRecursion&) {
       syntax = "the document nests deeper than " + std::to_string(options.limits.max_depth) +
                " levels";
@@ -825,30 +899,22 @@ ManifestParseResult DecodeManifest(std::string_view content, std::string_view so
     } catch (const std::exception& e) {
       syntax = std::string("YAML syntax error: ") + e.what();
     }
+    DocumentOutcome o;
+    o.document = static_cast<int>(outcomes.size()) + 1;
     if (!syntax.empty()) {
-      DocumentOutcome o;
-      o.document = static_cast<int>(outcomes.size()) + 1;
       o.detail = std::move(syntax);
       outcomes.push_back(std::move(o));
       continue;
     }
-    for (const YAML::Node& node : nodes) {
-      if (!node.IsDefined() || node.IsNull()) continue;  // an empty document
-      if (outcomes.size() >= options.limits.max_documents) {
-        return file_error("the manifest holds more than " +
-                          std::to_string(options.limits.max_documents) + " documents");
-      }
-      DocumentOutcome o;
-      o.document = static_cast<int>(outcomes.size()) + 1;
-      try {
-        DecodeDocument(node, options, o);
-      } catch (const std::exception& e) {
-        o.pod.reset();
-        o.other.reset();
-        o.detail = std::string("cannot decode the document: ") + e.what();
-      }
-      outcomes.push_back(std::move(o));
+    if (!node.IsDefined() || node.IsNull()) continue;  // an empty document
+    try {
+      DecodeDocument(node, options, o);
+    } catch (const std::exception& e) {
+      o.pod.reset();
+      o.other.reset();
+      o.detail = std::string("cannot decode the document: ") + e.what();
     }
+    outcomes.push_back(std::move(o));
   }
   result.documents = static_cast<int>(outcomes.size());
   const bool multi = outcomes.size() > 1;

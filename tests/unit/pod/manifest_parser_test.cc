@@ -207,6 +207,37 @@ TEST(ManifestParserTest, DirectivesBeforeTheFirstDocument) {
   EXPECT_EQ(r.pods.size(), 1u);
 }
 
+TEST(ManifestParserTest, DocumentEndMarkersAndDirectivesBetweenDocuments) {
+  std::string content = std::string(testing::kMinimalPodYaml) + "...\n%YAML 1.2\n---\n" +
+                        testing::kSmallPodJson + "\n...\n# trailing comment\n...\n";
+  auto r = Decode(content);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  ASSERT_EQ(r.pods.size(), 2u);
+  EXPECT_EQ(r.pods[1].pod.metadata.name, "api");
+  // A document after "..." without "---" is a document of its own.
+  r = Decode(std::string(testing::kMinimalPodYaml) + "...\n" + testing::kSmallPodJson);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  EXPECT_EQ(r.pods.size(), 2u);
+}
+
+TEST(ManifestParserTest, ContentAfterAFlowDocumentIsAnErrorNotAHang) {
+  // yaml-cpp 0.7's LoadAll loops forever, allocating, on these (found by fuzz-manifest).
+  for (const char* content : {"{}\n,\n", "[1],\n x\n", "{\"a\": 1},\n \"b\": [{\"c\": 1\n"}) {
+    std::string msg = OnlyError(Decode(content));
+    EXPECT_THAT(msg, StartsWith(std::string(kSource) + ": line "));
+    EXPECT_THAT(msg, HasSubstr("YAML syntax error")) << content;
+  }
+  EXPECT_EQ(OnlyError(Decode("{}\n,\n")),
+            std::string(kSource) +
+                ": line 2, column 1: YAML syntax error: unexpected content after the end of the "
+                "document");
+}
+
+TEST(ManifestParserTest, DuplicateKeyAtTheRoot) {
+  EXPECT_EQ(OnlyError(Decode(std::string(testing::kMinimalPodYaml) + "kind: Pod\n")),
+            std::string(kSource) + ": kind: Invalid value: \"Pod\": duplicate key");
+}
+
 TEST(ManifestParserTest, UnknownFieldsAreIgnored) {
   auto r = Decode(std::string(testing::kMinimalPodYaml) +
                   "  dnsPolicy: ClusterFirst\n  tolerations: [{operator: Exists}]\n"
@@ -258,7 +289,7 @@ TEST(ManifestParserTest, TypeErrorsNameTheField) {
        "spec.containers[0].volumeMounts[0].subPathExpr: Forbidden: not supported by nodelet"},
       {"    env: [7]\n", "spec.containers[0].env[0]: Invalid value: 7: must be an object"},
       {"    env: [~]\n", "spec.containers[0].env[0]: Invalid value: null: must be an object"},
-      {"    name: a\n", "spec.containers[0]: Invalid value: \"name\": duplicate key"},
+      {"    name: a\n", "spec.containers[0].name: Invalid value: \"a\": duplicate key"},
   };
   for (const Case& c : kCases) {
     std::string yaml = std::string(testing::kMinimalPodYaml) + c.spec_tail;
