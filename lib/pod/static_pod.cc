@@ -1,5 +1,6 @@
 #include "lib/pod/static_pod.h"
 
+#include <algorithm>
 #include <set>
 
 #include "lib/common/fs.h"
@@ -77,6 +78,10 @@ ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrig
     }
     out.pods.push_back({doc.document, std::move(*pod)});
   }
+  std::stable_sort(out.errors.begin(), out.errors.end(),
+                   [](const ManifestError& a, const ManifestError& b) {
+                     return a.document < b.document;
+                   });
   return out;
 }
 

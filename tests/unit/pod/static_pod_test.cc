@@ -129,6 +129,18 @@ TEST(StaticPodTest, InvalidManifestsYieldOneMessageNamingFileFieldAndReason) {
   EXPECT_THAT(r.errors[0].message, HasSubstr("must be no more than 253 characters"));
 }
 
+TEST(StaticPodTest, ErrorsAreInDocumentOrder) {
+  std::string invalid = testing::kMinimalPodYaml;
+  invalid.replace(invalid.find("name: web"), 9, "name: Web");
+  std::string content = invalid + "---\nkind: Pod\n---\n" + testing::kSmallPodJson;
+  auto r = LoadStaticPods(content, Origin());
+  ASSERT_EQ(r.pods.size(), 1u);
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.errors[0].document, 1);  // found by validation, after decoding
+  EXPECT_EQ(r.errors[1].document, 2);  // found by the decoder
+  EXPECT_EQ(r.errors[1].message, std::string(kPath) + " (document 2): apiVersion: Required value");
+}
+
 TEST(StaticPodTest, SameNameTwiceInOneFile) {
   std::string content = std::string(testing::kMinimalPodYaml) + "---\n" + testing::kMinimalPodYaml;
   auto r = LoadStaticPods(content, Origin());
