@@ -7,12 +7,59 @@
 #include "control_generated.h"
 #include "ctl_generated.h"
 #include "lib/ipc/codec.h"
+#include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/static_pod.h"
+#include "tests/unit/pod/test_manifests.h"
 
 namespace {
 
 void Write(const std::string& path, flatbuffers::FlatBufferBuilder& fbb) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+void WriteText(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+// Seeds for lib/pod's targets: manifests (YAML, JSON, several documents, a few broken ones),
+// quantities, and encoded pods.
+void WritePodSeeds(const std::string& dir) {
+  using namespace nodelet::pod;
+  std::filesystem::create_directories(dir + "/manifest");
+  std::filesystem::create_directories(dir + "/quantity");
+  std::filesystem::create_directories(dir + "/pod");
+  const std::pair<const char*, std::string> manifests[] = {
+      {"full.yaml", testing::kFullPodYaml},
+      {"small.json", testing::kSmallPodJson},
+      {"minimal.yaml", testing::kMinimalPodYaml},
+      {"multi.yaml", std::string(testing::kMinimalPodYaml) +
+                         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n"
+                         "---\n" + testing::kSmallPodJson},
+      {"anchors.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: &l {x: y}}\n"
+                       "spec: {containers: [{name: c, image: i, env: [{name: A, value: *l}]}]}\n"},
+      {"badkind.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"},
+      {"badqty.yaml", std::string(testing::kMinimalPodYaml) +
+                          "    resources: {limits: {memory: 12xyz}}\n"},
+  };
+  for (const auto& [name, text] : manifests) WriteText(dir + "/manifest/" + name, text);
+  const char* quantities[] = {"100m", "0.5", "64Mi", "1Gi", "1e3", "500k", "-1.5E-3", ".5",
+                              "12xyz", "1Ei", "0.0000000001"};
+  int i = 0;
+  for (const char* q : quantities) WriteText(dir + "/quantity/q" + std::to_string(i++), q);
+  StaticPodOrigin origin;
+  origin.source = "/etc/nodelet/manifests/full.yaml";
+  origin.node_name = "node1";
+  auto loaded = LoadStaticPods(testing::kFullPodYaml, origin);
+  for (const PodDocument& doc : loaded.pods) {
+    auto buf = EncodePod(doc.pod);
+    WriteText(dir + "/pod/full", std::string_view(reinterpret_cast<const char*>(buf.data()),
+                                                  buf.size()));
+  }
+  auto empty = EncodePod(Pod{});
+  WriteText(dir + "/pod/empty",
+            std::string_view(reinterpret_cast<const char*>(empty.data()), empty.size()));
 }
 
 }  // namespace
@@ -74,5 +121,6 @@ int main(int argc, char** argv) {
                ctl::CtlMessageIdentifier());
     Write(dir + "/ctl/reply", fbb);
   }
+  WritePodSeeds(dir);
   return 0;
 }

@@ -1,0 +1,425 @@
+#include "lib/pod/pod_flatbuffers.h"
+
+#include <optional>
+#include <string>
+
+namespace nodelet::pod {
+namespace fb = ipc::pod;
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+namespace {
+
+// ---- Encoding ----
+
+// Empty strings are left out (absent and empty mean the same).
+Offset<flatbuffers::String> Str(FlatBufferBuilder& b, const std::string& s) {
+  return s.empty() ? 0 : b.CreateString(s);
+}
+
+Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> StrList(
+    FlatBufferBuilder& b, const std::vector<std::string>& list) {
+  return list.empty() ? 0 : b.CreateVectorOfStrings(list);
+}
+
+template <typename FbT, typename T, typename F>
+Offset<flatbuffers::Vector<Offset<FbT>>> List(FlatBufferBuilder& b, const std::vector<T>& list,
+                                              F encode) {
+  if (list.empty()) return 0;
+  std::vector<Offset<FbT>> items;
+  items.reserve(list.size());
+  for (const T& item : list) items.push_back(encode(b, item));
+  return b.CreateVector(items);
+}
+
+Offset<flatbuffers::Vector<Offset<fb::StringEntry>>> StrMap(
+    FlatBufferBuilder& b, const std::map<std::string, std::string>& m) {
+  if (m.empty()) return 0;
+  std::vector<Offset<fb::StringEntry>> items;
+  for (const auto& [k, v] : m) items.push_back(fb::CreateStringEntry(b, Str(b, k), Str(b, v)));
+  return b.CreateVector(items);
+}
+
+Offset<flatbuffers::Vector<Offset<fb::ResourceQuantity>>> Resources(FlatBufferBuilder& b,
+                                                                    const ResourceList& list) {
+  if (list.empty()) return 0;
+  std::vector<Offset<fb::ResourceQuantity>> items;
+  for (const auto& [name, q] : list) {
+    items.push_back(fb::CreateResourceQuantity(b, Str(b, name), Str(b, q.text())));
+  }
+  return b.CreateVector(items);
+}
+
+Offset<fb::IntOrString> EncodePort(FlatBufferBuilder& b, const IntOrString& p) {
+  return fb::CreateIntOrString(b, p.is_string, p.int_value, Str(b, p.str_value));
+}
+
+template <typename T>
+flatbuffers::Optional<T> Opt(const std::optional<T>& v) {
+  return v ? flatbuffers::Optional<T>(*v) : flatbuffers::nullopt;
+}
+
+Offset<fb::Probe> EncodeProbe(FlatBufferBuilder& b, const std::optional<Probe>& probe) {
+  if (!probe) return 0;
+  const Probe& p = *probe;
+  Offset<fb::ExecAction> exec = 0;
+  if (p.exec) exec = fb::CreateExecAction(b, StrList(b, p.exec->command));
+  Offset<fb::HttpGetAction> http = 0;
+  if (p.http_get) {
+    const HttpGetAction& h = *p.http_get;
+    auto headers = List<fb::HttpHeader>(b, h.http_headers, [](FlatBufferBuilder& bb,
+                                                               const HttpHeader& hh) {
+      return fb::CreateHttpHeader(bb, Str(bb, hh.name), Str(bb, hh.value));
+    });
+    http = fb::CreateHttpGetAction(b, Str(b, h.host), EncodePort(b, h.port), Str(b, h.path),
+                                   Str(b, h.scheme), headers);
+  }
+  Offset<fb::TcpSocketAction> tcp = 0;
+  if (p.tcp_socket) {
+    tcp = fb::CreateTcpSocketAction(b, Str(b, p.tcp_socket->host), EncodePort(b, p.tcp_socket->port));
+  }
+  return fb::CreateProbe(b, exec, http, tcp, p.initial_delay_seconds, p.period_seconds,
+                         p.timeout_seconds, p.success_threshold, p.failure_threshold);
+}
+
+Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) {
+  auto env = List<fb::EnvVar>(b, c.env, [](FlatBufferBuilder& bb, const EnvVar& e) {
+    return fb::CreateEnvVar(bb, Str(bb, e.name), Str(bb, e.value));
+  });
+  auto ports = List<fb::ContainerPort>(b, c.ports, [](FlatBufferBuilder& bb,
+                                                      const ContainerPort& p) {
+    return fb::CreateContainerPort(bb, Str(bb, p.name), p.container_port, Str(bb, p.protocol),
+                                   p.host_port);
+  });
+  Offset<fb::ResourceRequirements> resources = 0;
+  if (!c.resources.requests.empty() || !c.resources.limits.empty()) {
+    auto req = Resources(b, c.resources.requests);
+    auto lim = Resources(b, c.resources.limits);
+    resources = fb::CreateResourceRequirements(b, req, lim);
+  }
+  auto mounts = List<fb::VolumeMount>(b, c.volume_mounts, [](FlatBufferBuilder& bb,
+                                                             const VolumeMount& m) {
+    return fb::CreateVolumeMount(bb, Str(bb, m.name), Str(bb, m.mount_path), m.read_only,
+                                 Str(bb, m.sub_path));
+  });
+  auto liveness = EncodeProbe(b, c.liveness_probe);
+  auto readiness = EncodeProbe(b, c.readiness_probe);
+  auto startup = EncodeProbe(b, c.startup_probe);
+  Offset<fb::SecurityContext> sc = 0;
+  if (c.security_context) {
+    const SecurityContext& s = *c.security_context;
+    sc = fb::CreateSecurityContext(b, Opt(s.run_as_user), Opt(s.run_as_group),
+                                   Opt(s.run_as_non_root), Opt(s.privileged),
+                                   Opt(s.read_only_root_filesystem),
+                                   Opt(s.allow_privilege_escalation));
+  }
+  return fb::CreateContainer(b, Str(b, c.name), Str(b, c.image), Str(b, c.image_pull_policy),
+                             StrList(b, c.command), StrList(b, c.args), Str(b, c.working_dir), env,
+                             ports, resources, mounts, liveness, readiness, startup, sc,
+                             Str(b, c.termination_message_path));
+}
+
+Offset<flatbuffers::Vector<Offset<fb::KeyToPath>>> Items(FlatBufferBuilder& b,
+                                                         const std::vector<KeyToPath>& items) {
+  return List<fb::KeyToPath>(b, items, [](FlatBufferBuilder& bb, const KeyToPath& k) {
+    return fb::CreateKeyToPath(bb, Str(bb, k.key), Str(bb, k.path), Opt(k.mode));
+  });
+}
+
+Offset<fb::Volume> EncodeVolume(FlatBufferBuilder& b, const Volume& v) {
+  Offset<fb::EmptyDirVolumeSource> empty_dir = 0;
+  if (v.empty_dir) {
+    empty_dir = fb::CreateEmptyDirVolumeSource(
+        b, Str(b, v.empty_dir->medium),
+        v.empty_dir->size_limit ? b.CreateString(v.empty_dir->size_limit->text()) : 0);
+  }
+  Offset<fb::HostPathVolumeSource> host_path = 0;
+  if (v.host_path) {
+    host_path = fb::CreateHostPathVolumeSource(b, Str(b, v.host_path->path), Str(b, v.host_path->type));
+  }
+  Offset<fb::ConfigMapVolumeSource> config_map = 0;
+  if (v.config_map) {
+    const ConfigMapVolumeSource& c = *v.config_map;
+    config_map = fb::CreateConfigMapVolumeSource(b, Str(b, c.name), Items(b, c.items),
+                                                 Opt(c.default_mode), Opt(c.optional));
+  }
+  Offset<fb::SecretVolumeSource> secret = 0;
+  if (v.secret) {
+    const SecretVolumeSource& s = *v.secret;
+    secret = fb::CreateSecretVolumeSource(b, Str(b, s.secret_name), Items(b, s.items),
+                                          Opt(s.default_mode), Opt(s.optional));
+  }
+  Offset<fb::DownwardApiVolumeSource> downward = 0;
+  if (v.downward_api) {
+    auto files = List<fb::DownwardApiVolumeFile>(
+        b, v.downward_api->items, [](FlatBufferBuilder& bb, const DownwardApiVolumeFile& f) {
+          Offset<fb::ObjectFieldSelector> field_ref = 0;
+          if (f.field_ref) {
+            field_ref = fb::CreateObjectFieldSelector(bb, Str(bb, f.field_ref->api_version),
+                                                      Str(bb, f.field_ref->field_path));
+          }
+          Offset<fb::ResourceFieldSelector> resource_ref = 0;
+          if (f.resource_field_ref) {
+            const ResourceFieldSelector& r = *f.resource_field_ref;
+            resource_ref = fb::CreateResourceFieldSelector(
+                bb, Str(bb, r.container_name), Str(bb, r.resource),
+                r.divisor ? bb.CreateString(r.divisor->text()) : 0);
+          }
+          return fb::CreateDownwardApiVolumeFile(bb, Str(bb, f.path), field_ref, resource_ref,
+                                                 Opt(f.mode));
+        });
+    downward = fb::CreateDownwardApiVolumeSource(b, files, Opt(v.downward_api->default_mode));
+  }
+  return fb::CreateVolume(b, Str(b, v.name), empty_dir, host_path, config_map, secret, downward);
+}
+
+// ---- Decoding ----
+
+std::string S(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::vector<std::string> SList(const flatbuffers::Vector<Offset<flatbuffers::String>>* v) {
+  std::vector<std::string> out;
+  if (!v) return out;
+  out.reserve(v->size());
+  for (const auto* s : *v) out.push_back(S(s));
+  return out;
+}
+
+template <typename T>
+std::optional<T> O(flatbuffers::Optional<T> v) {
+  return v ? std::optional<T>(*v) : std::nullopt;
+}
+
+class Decoder {
+ public:
+  Status status;
+
+  std::optional<Quantity> Qty(const flatbuffers::String* s, const std::string& what) {
+    auto q = Quantity::Parse(S(s));
+    if (!q.ok()) {
+      if (status.ok()) status = InvalidArgument(what + ": " + q.status().message());
+      return std::nullopt;
+    }
+    return *q;
+  }
+
+  std::optional<Quantity> OptQty(const flatbuffers::String* s, const std::string& what) {
+    if (!s || s->size() == 0) return std::nullopt;
+    return Qty(s, what);
+  }
+
+  ResourceList Resources(const flatbuffers::Vector<Offset<fb::ResourceQuantity>>* v,
+                         const std::string& what) {
+    ResourceList out;
+    if (!v) return out;
+    for (const auto* r : *v) {
+      std::string name = S(r->name());
+      if (auto q = Qty(r->quantity(), what + "[" + name + "]")) out[name] = *q;
+    }
+    return out;
+  }
+
+  static IntOrString Port(const fb::IntOrString* p) {
+    if (!p) return {};
+    return p->is_string() ? IntOrString::String(S(p->str_value()))
+                          : IntOrString::Int(p->int_value());
+  }
+
+  static std::optional<Probe> ProbeFrom(const fb::Probe* p) {
+    if (!p) return std::nullopt;
+    Probe out;
+    if (p->exec()) out.exec = ExecAction{SList(p->exec()->command())};
+    if (const auto* h = p->http_get()) {
+      HttpGetAction a;
+      a.host = S(h->host());
+      a.port = Port(h->port());
+      a.path = S(h->path());
+      a.scheme = S(h->scheme());
+      if (h->http_headers()) {
+        for (const auto* hh : *h->http_headers()) a.http_headers.push_back({S(hh->name()), S(hh->value())});
+      }
+      out.http_get = std::move(a);
+    }
+    if (const auto* t = p->tcp_socket()) out.tcp_socket = TcpSocketAction{S(t->host()), Port(t->port())};
+    out.initial_delay_seconds = p->initial_delay_seconds();
+    out.period_seconds = p->period_seconds();
+    out.timeout_seconds = p->timeout_seconds();
+    out.success_threshold = p->success_threshold();
+    out.failure_threshold = p->failure_threshold();
+    return out;
+  }
+
+  Container ContainerFrom(const fb::Container* c) {
+    Container out;
+    out.name = S(c->name());
+    out.image = S(c->image());
+    out.image_pull_policy = S(c->image_pull_policy());
+    out.command = SList(c->command());
+    out.args = SList(c->args());
+    out.working_dir = S(c->working_dir());
+    if (c->env()) {
+      for (const auto* e : *c->env()) out.env.push_back({S(e->name()), S(e->value())});
+    }
+    if (c->ports()) {
+      for (const auto* p : *c->ports()) {
+        out.ports.push_back({S(p->name()), p->container_port(), S(p->protocol()), p->host_port()});
+      }
+    }
+    if (const auto* r = c->resources()) {
+      std::string what = "container " + out.name + " resources";
+      out.resources.requests = Resources(r->requests(), what + ".requests");
+      out.resources.limits = Resources(r->limits(), what + ".limits");
+    }
+    if (c->volume_mounts()) {
+      for (const auto* m : *c->volume_mounts()) {
+        out.volume_mounts.push_back(
+            {S(m->name()), S(m->mount_path()), m->read_only(), S(m->sub_path())});
+      }
+    }
+    out.liveness_probe = ProbeFrom(c->liveness_probe());
+    out.readiness_probe = ProbeFrom(c->readiness_probe());
+    out.startup_probe = ProbeFrom(c->startup_probe());
+    if (const auto* s = c->security_context()) {
+      SecurityContext sc;
+      sc.run_as_user = O(s->run_as_user());
+      sc.run_as_group = O(s->run_as_group());
+      sc.run_as_non_root = O(s->run_as_non_root());
+      sc.privileged = O(s->privileged());
+      sc.read_only_root_filesystem = O(s->read_only_root_filesystem());
+      sc.allow_privilege_escalation = O(s->allow_privilege_escalation());
+      out.security_context = sc;
+    }
+    out.termination_message_path = S(c->termination_message_path());
+    return out;
+  }
+
+  static std::vector<KeyToPath> Items(const flatbuffers::Vector<Offset<fb::KeyToPath>>* v) {
+    std::vector<KeyToPath> out;
+    if (!v) return out;
+    for (const auto* k : *v) out.push_back({S(k->key()), S(k->path()), O(k->mode())});
+    return out;
+  }
+
+  Volume VolumeFrom(const fb::Volume* v) {
+    Volume out;
+    out.name = S(v->name());
+    std::string what = "volume " + out.name;
+    if (const auto* e = v->empty_dir()) {
+      out.empty_dir = EmptyDirVolumeSource{S(e->medium()), OptQty(e->size_limit(), what + " sizeLimit")};
+    }
+    if (const auto* h = v->host_path()) out.host_path = HostPathVolumeSource{S(h->path()), S(h->type())};
+    if (const auto* c = v->config_map()) {
+      out.config_map = ConfigMapVolumeSource{S(c->name()), Items(c->items()), O(c->default_mode()),
+                                             O(c->optional())};
+    }
+    if (const auto* s = v->secret()) {
+      out.secret = SecretVolumeSource{S(s->secret_name()), Items(s->items()), O(s->default_mode()),
+                                      O(s->optional())};
+    }
+    if (const auto* d = v->downward_api()) {
+      DownwardApiVolumeSource src;
+      src.default_mode = O(d->default_mode());
+      if (d->items()) {
+        for (const auto* f : *d->items()) {
+          DownwardApiVolumeFile file;
+          file.path = S(f->path());
+          if (const auto* r = f->field_ref()) {
+            file.field_ref = ObjectFieldSelector{S(r->api_version()), S(r->field_path())};
+          }
+          if (const auto* r = f->resource_field_ref()) {
+            file.resource_field_ref = ResourceFieldSelector{
+                S(r->container_name()), S(r->resource()), OptQty(r->divisor(), what + " divisor")};
+          }
+          file.mode = O(f->mode());
+          src.items.push_back(std::move(file));
+        }
+      }
+      out.downward_api = std::move(src);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
+  const ObjectMeta& m = pod.metadata;
+  auto labels = StrMap(b, m.labels);
+  auto annotations = StrMap(b, m.annotations);
+  auto meta = fb::CreateObjectMeta(b, Str(b, m.name), Str(b, m.namespace_name), Str(b, m.uid),
+                                   labels, annotations, Opt(m.creation_timestamp),
+                                   Opt(m.deletion_timestamp), Opt(m.deletion_grace_period_seconds));
+  const PodSpec& s = pod.spec;
+  auto init = List<fb::Container>(b, s.init_containers, EncodeContainer);
+  auto containers = List<fb::Container>(b, s.containers, EncodeContainer);
+  auto volumes = List<fb::Volume>(b, s.volumes, EncodeVolume);
+  auto spec = fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
+                                Opt(s.termination_grace_period_seconds),
+                                Opt(s.active_deadline_seconds), s.host_network,
+                                Str(b, s.node_name));
+  return fb::CreatePod(b, meta, spec);
+}
+
+Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
+  if (p == nullptr) return InvalidArgument("no pod");
+  const fb::ObjectMeta* m = p->metadata();
+  const fb::PodSpec* s = p->spec();
+  if (m == nullptr) return InvalidArgument("pod has no metadata");
+  if (s == nullptr) return InvalidArgument("pod has no spec");
+  Pod pod;
+  pod.metadata.name = S(m->name());
+  pod.metadata.namespace_name = S(m->namespace_name());
+  pod.metadata.uid = S(m->uid());
+  if (m->labels()) {
+    for (const auto* e : *m->labels()) pod.metadata.labels[S(e->key())] = S(e->value());
+  }
+  if (m->annotations()) {
+    for (const auto* e : *m->annotations()) pod.metadata.annotations[S(e->key())] = S(e->value());
+  }
+  pod.metadata.creation_timestamp = O(m->creation_timestamp());
+  pod.metadata.deletion_timestamp = O(m->deletion_timestamp());
+  pod.metadata.deletion_grace_period_seconds = O(m->deletion_grace_period_seconds());
+  Decoder d;
+  if (s->init_containers()) {
+    for (const auto* c : *s->init_containers()) pod.spec.init_containers.push_back(d.ContainerFrom(c));
+  }
+  if (s->containers()) {
+    for (const auto* c : *s->containers()) pod.spec.containers.push_back(d.ContainerFrom(c));
+  }
+  if (s->volumes()) {
+    for (const auto* v : *s->volumes()) pod.spec.volumes.push_back(d.VolumeFrom(v));
+  }
+  pod.spec.restart_policy = S(s->restart_policy());
+  pod.spec.termination_grace_period_seconds = O(s->termination_grace_period_seconds());
+  pod.spec.active_deadline_seconds = O(s->active_deadline_seconds());
+  pod.spec.host_network = s->host_network();
+  pod.spec.node_name = S(s->node_name());
+  if (!d.status.ok()) return InvalidArgument("pod " + pod.FullName() + ": " + d.status.message());
+  return pod;
+}
+
+std::vector<uint8_t> EncodePod(const Pod& pod) {
+  FlatBufferBuilder b;
+  b.Finish(PodToFlatBuffer(b, pod), fb::PodIdentifier());
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+Result<Pod> DecodePod(const void* data, size_t size, size_t max_bytes) {
+  if (data == nullptr || size == 0) return InvalidArgument("empty pod buffer");
+  if (size > max_bytes) {
+    return ResourceExhausted("pod buffer of " + std::to_string(size) +
+                             " bytes exceeds the limit of " + std::to_string(max_bytes));
+  }
+  if (size < sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength) {
+    return InvalidArgument("pod buffer of " + std::to_string(size) + " bytes is too short");
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (!flatbuffers::BufferHasIdentifier(bytes, fb::PodIdentifier())) {
+    return InvalidArgument("wrong pod buffer identifier (want 'NLPD')");
+  }
+  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/32, /*max_tables=*/100000);
+  if (!fb::VerifyPodBuffer(verifier)) return InvalidArgument("pod buffer failed verification");
+  return PodFromFlatBuffer(fb::GetPod(bytes));
+}
+
+}  // namespace nodelet::pod

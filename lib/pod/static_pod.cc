@@ -1,0 +1,102 @@
+#include "lib/pod/static_pod.h"
+
+#include <algorithm>
+#include <set>
+
+#include "lib/common/fs.h"
+#include "lib/pod/canonical.h"
+#include "lib/pod/defaults.h"
+#include "lib/pod/validation.h"
+
+namespace nodelet::pod {
+
+const char* PodSourceName(PodSourceKind kind) {
+  return kind == PodSourceKind::kFile ? "file" : "http";
+}
+
+std::string NormalizeNodeName(std::string_view node_name) {
+  std::string out;
+  for (char c : node_name) out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
+std::string StaticPodName(std::string_view name, std::string_view node_name) {
+  return std::string(name) + "-" + NormalizeNodeName(node_name);
+}
+
+std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
+  std::string input = "nodelet.static-pod-uid.v1\n";
+  input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
+  input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
+  input += CanonicalPod(as_written);
+  return Hex128(Fnv1a128(input));
+}
+
+Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
+                          FieldErrors* errors) {
+  Pod pod = as_written;
+  if (pod.metadata.uid.empty()) pod.metadata.uid = StaticPodUid(as_written, origin);
+  ApplyPodDefaults(pod);
+  if (!pod.metadata.name.empty()) {
+    pod.metadata.name = StaticPodName(pod.metadata.name, origin.node_name);
+  }
+  pod.spec.node_name = NormalizeNodeName(origin.node_name);
+  auto& annotations = pod.metadata.annotations;
+  annotations[kConfigHashAnnotation] = pod.metadata.uid;
+  annotations[kConfigMirrorAnnotation] = pod.metadata.uid;
+  annotations[kConfigSeenAnnotation] = FormatRfc3339Nano(origin.seen);
+  annotations[kConfigSourceAnnotation] = PodSourceName(origin.kind);
+  FieldErrors found = ValidatePod(pod);
+  if (found.empty()) return pod;
+  Status status = InvalidArgument(found.front().ToString());
+  if (errors) *errors = std::move(found);
+  return status;
+}
+
+ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrigin& origin,
+                                   const ParseOptions& options) {
+  ManifestParseResult decoded = DecodeManifest(content, origin.source, options);
+  ManifestParseResult out;
+  out.documents = decoded.documents;
+  out.others = std::move(decoded.others);
+  out.errors = std::move(decoded.errors);
+  const bool multi = decoded.documents > 1;
+  std::set<std::string> names;
+  for (PodDocument& doc : decoded.pods) {
+    FieldErrors errors;
+    auto pod = MakeStaticPod(doc.pod, origin, &errors);
+    if (pod.ok() && !names.insert(pod->FullName()).second) {
+      errors = {FieldError::Duplicate("metadata.name", pod->metadata.name)};
+      pod = InvalidArgument(errors.front().ToString());
+    }
+    if (!pod.ok()) {
+      out.errors.push_back({doc.document,
+                            ManifestMessage(origin.source, doc.document, multi,
+                                            pod.status().message()),
+                            std::move(errors)});
+      continue;
+    }
+    out.pods.push_back({doc.document, std::move(*pod)});
+  }
+  std::stable_sort(out.errors.begin(), out.errors.end(),
+                   [](const ManifestError& a, const ManifestError& b) {
+                     return a.document < b.document;
+                   });
+  return out;
+}
+
+ManifestParseResult ReadStaticPodFile(const StaticPodOrigin& origin, const ParseOptions& options) {
+  auto content = ReadFileBounded(origin.source, options.limits.max_file_bytes);
+  if (!content.ok()) {
+    ManifestParseResult result;
+    std::string detail = content.status().code() == StatusCode::kResourceExhausted
+                             ? "the manifest is larger than the limit of " +
+                                   std::to_string(options.limits.max_file_bytes) + " bytes"
+                             : content.status().message();
+    result.errors.push_back({0, ManifestMessage(origin.source, 0, false, detail), {}});
+    return result;
+  }
+  return LoadStaticPods(*content, origin, options);
+}
+
+}  // namespace nodelet::pod

@@ -1,0 +1,67 @@
+// Static pods the kubelet's way: a decoded manifest becomes a pod named NAME-NODENAME, with a
+// UID derived from the manifest, its source and the node, the kubernetes.io/config.*
+// annotations, spec.nodeName set, the API's defaults applied, and then validated.
+//
+// UID: 32 lowercase hex digits of FNV-1a 128 over
+//   "nodelet.static-pod-uid.v1\n" "host:" NODE (lowercased) "\n" ("file:" PATH | "url:" URL) "\n"
+//   CanonicalPod(the pod as written, before defaults and renaming)
+// so formatting, comments and key order never change it; any field change, another node or
+// another source does. A manifest that sets metadata.uid keeps it, as with the kubelet.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "lib/pod/manifest_parser.h"
+#include "lib/pod/pod.h"
+#include "lib/pod/rfc3339.h"
+
+namespace nodelet::pod {
+
+inline constexpr char kConfigHashAnnotation[] = "kubernetes.io/config.hash";
+inline constexpr char kConfigMirrorAnnotation[] = "kubernetes.io/config.mirror";
+inline constexpr char kConfigSeenAnnotation[] = "kubernetes.io/config.seen";
+inline constexpr char kConfigSourceAnnotation[] = "kubernetes.io/config.source";
+
+enum class PodSourceKind { kFile, kHttp };
+
+// Where a static pod came from.
+struct StaticPodOrigin {
+  PodSourceKind kind = PodSourceKind::kFile;
+  std::string source;     // the manifest's path, or the manifest URL
+  std::string node_name;  // --node-name
+  // When the source first saw the pod (config.seen). The caller keeps the first value for a pod
+  // it already knows, so re-reading a manifest does not change the pod.
+  UnixTime seen;
+};
+
+// "file" or "http" (config.source).
+const char* PodSourceName(PodSourceKind kind);
+
+// The node name as nodelet uses it: lowercased, like the kubelet's hostname-derived name.
+std::string NormalizeNodeName(std::string_view node_name);
+
+// NAME-NODENAME, the node name normalized.
+std::string StaticPodName(std::string_view name, std::string_view node_name);
+
+// The UID described above.
+std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin);
+
+// Defaults, name, namespace, UID, nodeName (normalized) and annotations, then ValidatePod. On failure
+// returns InvalidArgument with the first problem as "FIELD: reason" and, when `errors` is
+// given, fills it with every problem.
+Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
+                          FieldErrors* errors = nullptr);
+
+// Decodes a manifest (see manifest_parser.h) and turns each Pod document into a static pod;
+// `pods` then holds ready, valid pods. Errors name `origin.source`, e.g.
+// "/etc/nodelet/manifests/web.yaml: spec.containers[1].name: Duplicate value: \"app\"". Two
+// documents giving the same pod name: the second is an error.
+ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrigin& origin,
+                                   const ParseOptions& options = {});
+
+// Reads origin.source (a file, bounded by options.limits.max_file_bytes) and loads it.
+ManifestParseResult ReadStaticPodFile(const StaticPodOrigin& origin,
+                                      const ParseOptions& options = {});
+
+}  // namespace nodelet::pod
