@@ -1,18 +1,206 @@
 #include "svc-plegd/plegd_service.h"
 
+#include "lib/common/logging.h"
+#include "lib/cri/grpc_cri_client.h"
+#include "lib/ipc/endpoints.h"
+#include "svc-plegd/cri_pleg_runtime.h"
+
 namespace nodelet::plegd {
+namespace {
+
+using ipc::pleg::Body;
+using ipc::pleg::PlegMessage;
+
+// Snapshots of hundreds of pods are larger than the default limit.
+constexpr size_t kMaxPlegMessageBytes = 64 * 1024 * 1024;
+
+flatbuffers::Offset<ipc::pleg::Event> PackEvent(flatbuffers::FlatBufferBuilder& fbb,
+                                                const PlegEvent& e, int32_t exit_code) {
+  return ipc::pleg::CreateEventDirect(fbb, e.pod_uid.c_str(), e.type, e.id.c_str(),
+                                      e.container_name.c_str(), exit_code);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PlegRuntime>> MakeCriPlegRuntime(const PlegdConfig& config) {
+  cri::CriTimeouts timeouts;
+  timeouts.query = config.call_timeout;
+  auto client = cri::GrpcCriClient::Create(config.runtime_endpoint, timeouts);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<PlegRuntime>(std::make_unique<CriPlegRuntime>(std::move(*client)));
+}
+
+PlegdService::PlegdService(PlegdConfig config, RuntimeFactory factory)
+    : config_(std::move(config)), factory_(std::move(factory)) {}
+
+PlegdService::~PlegdService() { Stop(); }
 
 Status PlegdService::Start(ServiceContext& ctx) {
-  (void)ctx;
+  auto runtime = factory_(config_);
+  if (!runtime.ok()) return runtime.status();
+  runtime_ = std::move(runtime).value();
+  publisher_ = std::make_unique<ipc::Publisher>(ctx.ipc, kMaxPlegMessageBytes);
+  if (Status s = publisher_->Bind(ipc::kPlegEventsEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
+    return s;
+  }
+  snapshots_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxPlegMessageBytes);
+  if (Status s = snapshots_->Bind(ipc::kPlegSnapshotEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
+    return s;
+  }
+  envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Plegd, ctx.incarnation);
+  PlegOptions opts;
+  opts.relist_period = config_.relist_period;
+  opts.inspect_wait = std::max(config_.relist_period, std::chrono::milliseconds(200));
+  opts.relist_threshold = config_.relist_threshold;
+  opts.inspect_workers = config_.inspect_workers;
+  engine_ = std::make_unique<PlegEngine>(*runtime_, ctx.clock, opts);
+  engine_->Start();
+  GetLogger("plegd")->info("relisting {} every {} ms", config_.runtime_endpoint,
+                           config_.relist_period.count());
   return Status::Ok();
 }
 
+void PlegdService::Stop() {
+  if (engine_) engine_->Stop();
+}
+
+std::vector<zmq::pollitem_t> PlegdService::PollItems() {
+  return {snapshots_->PollItem(), zmq::pollitem_t{nullptr, engine_->notify_fd(), ZMQ_POLLIN, 0}};
+}
+
+void PlegdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
+  if (items[1].revents & ZMQ_POLLIN) HandleEngineOutput();
+  if (items[0].revents & ZMQ_POLLIN) HandleSnapshotRequests();
+}
+
+void PlegdService::Publish(flatbuffers::FlatBufferBuilder& fbb, Body type,
+                           flatbuffers::Offset<void> body) {
+  auto header = envelope_->Write(fbb);
+  fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, type, body),
+             ipc::pleg::PlegMessageIdentifier());
+  (void)publisher_->Publish(fbb.GetBufferPointer(), fbb.GetSize());
+}
+
+void PlegdService::HandleEngineOutput() {
+  PlegOutput out = engine_->Drain();
+  for (auto& result : out.pods) {
+    const ipc::pleg::PodRecordT& rec = cache_.Apply(result);
+    flatbuffers::FlatBufferBuilder fbb(1024);
+    std::vector<flatbuffers::Offset<ipc::pleg::Event>> events;
+    for (const auto& e : result.events) {
+      int32_t exit_code = 0;
+      for (const auto& c : rec.containers) {
+        if (c->id == e.id) exit_code = c->exit_code;
+      }
+      events.push_back(PackEvent(fbb, e, exit_code));
+    }
+    auto pod = ipc::pleg::PodRecord::Pack(fbb, &rec);
+    auto update = ipc::pleg::CreatePodUpdate(fbb, pod, fbb.CreateVector(events));
+    Publish(fbb, Body::PodUpdate, update.Union());
+    events_published_ += result.events.size();
+  }
+  for (const auto& r : out.relists) {
+    if (r.error.empty()) cache_.set_last_relist(r.relist);
+    flatbuffers::FlatBufferBuilder fbb(256);
+    auto done = ipc::pleg::CreateRelistDoneDirect(
+        fbb, r.relist, static_cast<uint64_t>(r.duration.count()), r.pods, r.containers,
+        r.started_at_ns, r.error.c_str());
+    Publish(fbb, Body::RelistDone, done.Union());
+  }
+}
+
+void PlegdService::HandleSnapshotRequests() {
+  for (int i = 0; i < 64 && snapshots_->Readable(); ++i) {
+    auto in = snapshots_->Receive(std::chrono::milliseconds(0));
+    if (!in.ok()) break;
+    auto msg = ipc::DecodeMessage<PlegMessage>(in->payload.data(), in->payload.size(),
+                                               ipc::pleg::PlegMessageIdentifier());
+    flatbuffers::FlatBufferBuilder fbb(64 * 1024);
+    if (!msg.ok() || (*msg)->body_type() != Body::SnapshotRequest) {
+      ++bad_requests_;
+      std::string why = msg.ok() ? "expected a SnapshotRequest" : msg.status().message();
+      if (!bad_logged_) {
+        GetLogger("plegd")->warn("Refusing a bad snapshot request: {}", why);
+        bad_logged_ = true;
+      }
+      auto err = ipc::pleg::CreateErrorReplyDirect(fbb, 0, why.c_str());
+      auto header = envelope_->Write(fbb);
+      fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::ErrorReply, err.Union()),
+                 ipc::pleg::PlegMessageIdentifier());
+      (void)snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+      continue;
+    }
+    std::vector<flatbuffers::Offset<ipc::pleg::PodRecord>> pods;
+    for (const auto& [_, rec] : cache_.pods()) pods.push_back(ipc::pleg::PodRecord::Pack(fbb, &rec));
+    // The snapshot is current at the last message published on the PUB socket; replies use
+    // their own envelope writer so the PUB sequence has no holes.
+    ipc::EnvelopeWriter reply_writer(ipc::ServiceId::Plegd, envelope_->incarnation());
+    auto snap = ipc::pleg::CreateSnapshot(
+        fbb, (*msg)->body_as_SnapshotRequest()->request_id(), envelope_->last_sequence(),
+        envelope_->incarnation(), cache_.last_relist(), fbb.CreateVector(pods));
+    auto header = reply_writer.Write(fbb);
+    fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::Snapshot, snap.Union()),
+               ipc::pleg::PlegMessageIdentifier());
+    (void)snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+    ++snapshots_served_;
+  }
+}
+
+HealthReport PlegdService::Health() const {
+  if (!engine_) return {ipc::control::Health::Failing, "not started"};
+  PlegHealth h = engine_->Health();
+  if (!h.ok) return {ipc::control::Health::Failing, h.reason};
+  return {};
+}
+
+CounterList PlegdService::Counters() const {
+  CounterList c;
+  if (!engine_) return c;
+  c.emplace_back("relists", engine_->relists());
+  c.emplace_back("relist_errors", engine_->relist_errors());
+  c.emplace_back("inspections", engine_->inspections());
+  c.emplace_back("inspection_errors", engine_->inspection_errors());
+  c.emplace_back("relist_duration_us", static_cast<uint64_t>(engine_->last_relist_duration_us()));
+  c.emplace_back("events_published", events_published_);
+  c.emplace_back("snapshots_served", snapshots_served_);
+  c.emplace_back("bad_requests", bad_requests_);
+  c.emplace_back("pods", cache_.pods().size());
+  c.emplace_back("containers", cache_.container_count());
+  return c;
+}
+
 ServiceSpec MakeSpec() {
+  auto config = std::make_shared<PlegdConfig>();
+  auto relist_period = std::make_shared<std::string>("1s");
+  auto threshold = std::make_shared<std::string>("3m");
+  auto timeout = std::make_shared<std::string>("10s");
   ServiceSpec spec;
   spec.name = "plegd";
   spec.id = ipc::ServiceId::Plegd;
-  spec.description = "nodelet-plegd: part of the nodelet node agent";
-  spec.make_hooks = [](const CommonOptions&) { return std::make_unique<PlegdService>(); };
+  spec.description = "nodelet-plegd: relists the container runtime, emits pod lifecycle events";
+  spec.add_flags = [=](CLI::App& app) {
+    app.add_option("--runtime-endpoint", config->runtime_endpoint,
+                   "CRI endpoint of the container runtime")
+        ->capture_default_str();
+    app.add_option("--relist-period", *relist_period, "Relist period (100ms or more)")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--relist-threshold", *threshold,
+                   "Health fails when no relist succeeded for this long")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--runtime-request-timeout", *timeout, "Deadline of each list/status call")
+        ->check(DurationValidator())
+        ->capture_default_str();
+  };
+  spec.make_hooks = [=](const CommonOptions&) -> std::unique_ptr<ServiceHooks> {
+    PlegdConfig c = *config;
+    // The flags were validated by DurationValidator.
+    c.relist_period = std::max(*ParseDuration(*relist_period), std::chrono::milliseconds(100));
+    c.relist_threshold = *ParseDuration(*threshold);
+    c.call_timeout = *ParseDuration(*timeout);
+    return std::make_unique<PlegdService>(c, MakeCriPlegRuntime);
+  };
   return spec;
 }
 

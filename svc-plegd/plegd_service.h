@@ -1,20 +1,67 @@
-// nodelet-plegd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Its domain work arrives with its own issue; today it runs the runtime alone:
-// hello, heartbeats, commands, sd_notify.
+// nodelet-plegd's service hooks: owns the PlegEngine (relist + inspections off the main loop),
+// the pod cache, the event publisher (PUB, sequenced) and the snapshot server (ROUTER), inside
+// the shared service runtime (lib/service).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
+#include "lib/ipc/codec.h"
+#include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
+#include "svc-plegd/pleg_engine.h"
+#include "svc-plegd/pod_cache.h"
 
 namespace nodelet::plegd {
 
-class PlegdService : public ServiceHooks {
- public:
-  Status Start(ServiceContext& ctx) override;
+struct PlegdConfig {
+  std::string runtime_endpoint = "unix:///run/containerd/containerd.sock";
+  std::chrono::milliseconds relist_period{1000};
+  std::chrono::milliseconds relist_threshold{180000};
+  // Deadline of each status/list CRI call.
+  std::chrono::milliseconds call_timeout{10000};
+  int inspect_workers = 8;
 };
 
-// The ServiceSpec that main.cc runs.
+using RuntimeFactory =
+    std::function<Result<std::unique_ptr<PlegRuntime>>(const PlegdConfig& config)>;
+
+// The real runtime: CRI over gRPC at config.runtime_endpoint (does not connect yet).
+Result<std::unique_ptr<PlegRuntime>> MakeCriPlegRuntime(const PlegdConfig& config);
+
+class PlegdService : public ServiceHooks {
+ public:
+  PlegdService(PlegdConfig config, RuntimeFactory factory);
+  ~PlegdService() override;
+  Status Start(ServiceContext& ctx) override;
+  std::vector<zmq::pollitem_t> PollItems() override;
+  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
+  HealthReport Health() const override;
+  CounterList Counters() const override;
+  void Stop() override;
+
+ private:
+  void Publish(flatbuffers::FlatBufferBuilder& fbb, ipc::pleg::Body type,
+               flatbuffers::Offset<void> body);
+  void HandleEngineOutput();
+  void HandleSnapshotRequests();
+
+  PlegdConfig config_;
+  RuntimeFactory factory_;
+  std::unique_ptr<PlegRuntime> runtime_;
+  std::unique_ptr<PlegEngine> engine_;
+  std::unique_ptr<ipc::Publisher> publisher_;
+  std::unique_ptr<ipc::RouterServer> snapshots_;
+  std::unique_ptr<ipc::EnvelopeWriter> envelope_;
+  PodCache cache_;
+  uint64_t events_published_ = 0;
+  uint64_t snapshots_served_ = 0;
+  uint64_t bad_requests_ = 0;
+  bool bad_logged_ = false;
+};
+
+// Flags: --runtime-endpoint, --relist-period, --relist-threshold, --runtime-request-timeout.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::plegd

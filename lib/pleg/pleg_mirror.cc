@@ -80,7 +80,10 @@ void PlegMirror::HandleSnapshotReply() {
       for (const auto* p : *snap->pods()) {
         ipc::pleg::PodRecordT rec;
         p->UnPackTo(&rec);
-        pods_[rec.uid] = std::move(rec);
+        // Not `pods_[rec.uid] = std::move(rec)`: the generated operator= takes its argument by
+        // value, and that argument is built (moving rec.uid away) before the key is read.
+        std::string uid = rec.uid;
+        pods_[uid] = std::move(rec);
       }
     }
     incarnation_ = snap->incarnation();

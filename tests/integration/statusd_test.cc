@@ -26,6 +26,7 @@
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
 #include "lib/status/status_codec.h"
+#include "tests/testing/fake_supervisor.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::statusd {
@@ -36,6 +37,7 @@ using nodelet::testing::BinDir;
 using nodelet::testing::NotifyListener;
 using nodelet::testing::Subprocess;
 using nodelet::testing::TempDir;
+using nodelet::testing::FakeSupervisor;
 using status::PodIdentity;
 using status::PodStatus;
 using status::PodStatusRecord;
@@ -506,35 +508,6 @@ class TmpfsMount {
   std::string error_;
 };
 
-// The supervisor's side of the control socket, to read statusd's heartbeats.
-class FakeSupervisor {
- public:
-  FakeSupervisor(ipc::Context& ctx, const std::string& run_dir) : router_(ctx) {
-    std::filesystem::create_directories(run_dir);
-    EXPECT_TRUE(router_.Bind(ipc::kControlEndpoint.Uri(run_dir)).ok());
-  }
-  // Waits for a heartbeat with this health; returns its reason, or nullopt at the deadline.
-  std::optional<std::string> WaitForHealth(ipc::control::Health health,
-                                           std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      auto in = router_.Receive(100ms);
-      if (!in.ok()) continue;
-      auto m = ipc::DecodeMessage<ipc::control::ControlMessage>(
-          in->payload.data(), in->payload.size(), ipc::control::ControlMessageIdentifier());
-      if (!m.ok() || (*m)->body_type() != ipc::control::Body::Heartbeat) continue;
-      const auto* hb = (*m)->body_as_Heartbeat();
-      last_reason_ = hb->reason() ? hb->reason()->str() : "";
-      if (hb->health() == health) return last_reason_;
-    }
-    return std::nullopt;
-  }
-  const std::string& last_reason() const { return last_reason_; }
-
- private:
-  ipc::RouterServer router_;
-  std::string last_reason_;
-};
 
 TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
