@@ -15,9 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "control_generated.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
+
+using nodelet::bench::Percentile;
 
 namespace {
 
@@ -44,12 +47,6 @@ bool Verify(const zmq::message_t& m) {
   return DecodeMessage<control::ControlMessage>(m.data(), m.size(),
                                                 control::ControlMessageIdentifier())
       .ok();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
 }
 
 }  // namespace

@@ -14,18 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "tests/testing/harness.h"
 
 using namespace nodelet::testing;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+using nodelet::bench::Percentile;
 
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
+namespace {
 
 pid_t ServicePid(const std::string& ctl, const std::string& run_dir, const std::string& name) {
   auto r = RunCommand({ctl, "--run-dir", run_dir, "pid", name}, milliseconds(5000));

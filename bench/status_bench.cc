@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
 #include "tests/testing/harness.h"
@@ -23,13 +24,9 @@ using namespace nodelet;
 using namespace nodelet::testing;
 using SteadyClock = std::chrono::steady_clock;
 
-namespace {
+using nodelet::bench::Percentile;
 
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
+namespace {
 
 status::PodStatus MakeStatus(int n) {
   status::PodStatus s;

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "lib/cri/grpc_cri_client.h"
@@ -337,6 +338,61 @@ TEST_F(PlegdTest, ContainerdStoppedAndStartedMakesHealthFailingThenOk) {
   EXPECT_TRUE(supervisor.WaitForHealth(ipc::control::Health::Ok, 30s).has_value())
       << "last reason: " << supervisor.last_reason();
   EXPECT_TRUE(plegd.process().running()) << "plegd must ride out a runtime restart";
+}
+
+// `nodeletctl runtime` prints plegd's view, served from its snapshot through the supervisor.
+TEST_F(PlegdTest, NodeletctlRuntimeShowsPlegdViewThroughSupervisor) {
+  NotifyListener notify(dir_.Sub("nodelet-notify.sock"));
+  Subprocess nodelet({BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir",
+                      dir_.Sub("run"), "--log-dir", dir_.Sub("log"), "--runtime-endpoint",
+                      containerd_->endpoint(), "--relist-period", "100ms"},
+                     {{"NOTIFY_SOCKET", notify.path()}}, dir_.Sub("nodelet.log"));
+  ASSERT_TRUE(notify.WaitFor("READY=1", 20s).has_value()) << "all four services must start";
+
+  std::string sandbox = RunSandbox("web");
+  RunSandbox("stranger", /*managed=*/false);
+  std::string cid = RunContainer(sandbox, "web", "server", {"sleep", "1000"});
+  ASSERT_FALSE(cid.empty());
+
+  const std::vector<std::string> ctl = {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"),
+                                        "runtime"};
+  CommandResult r;
+  auto shows_all = [&] {
+    r = RunCommand(ctl, 5s);
+    return r.exit_code == 0 && r.output.find("server") != std::string::npos &&
+           r.output.find("RUNNING") != std::string::npos &&
+           r.output.find("stranger") != std::string::npos;
+  };
+  auto end = std::chrono::steady_clock::now() + 15s;
+  bool shown = shows_all();
+  while (!shown && std::chrono::steady_clock::now() < end) {
+    // Each round waits for the next relist report rather than a fixed time.
+    notify.Receive(200ms);
+    shown = shows_all();
+  }
+  ASSERT_TRUE(shown) << r.output;
+  // The foreign pod is marked; nodelet's own is not.
+  std::string stranger_line, web_line;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("stranger", 0) == 0) stranger_line = line;
+    if (line.rfind("web", 0) == 0) web_line = line;
+  }
+  EXPECT_THAT(stranger_line, HasSubstr("foreign"));
+  EXPECT_THAT(web_line, ::testing::Not(HasSubstr("foreign")));
+  EXPECT_THAT(web_line, HasSubstr("READY"));
+
+  auto json = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "runtime",
+                          "--json"}, 5s);
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  auto parsed = nlohmann::json::parse(json.output, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << json.output;
+  EXPECT_GT(parsed["relist"].get<uint64_t>(), 0u);
+
+  nodelet.Signal(SIGTERM);
+  auto status = nodelet.Wait(15s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 }
 
 }  // namespace
