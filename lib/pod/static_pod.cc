@@ -25,7 +25,17 @@ std::string StaticPodName(std::string_view name, std::string_view node_name) {
 }
 
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
-  std::string input = "nodelet.static-pod-uid.v1\n";
+  std::string input = "nodelet.static-pod-uid.v2\n";
+  input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
+  input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
+  const std::string& ns = as_written.metadata.namespace_name;
+  input += "pod:" + (ns.empty() ? std::string(kDefaultNamespace) : ns) + "/" +
+           as_written.metadata.name + "\n";
+  return Hex128(Fnv1a128(input));
+}
+
+std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin) {
+  std::string input = "nodelet.static-pod-hash.v1\n";
   input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
   input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
   input += CanonicalPod(as_written);
@@ -42,7 +52,7 @@ Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
   }
   pod.spec.node_name = NormalizeNodeName(origin.node_name);
   auto& annotations = pod.metadata.annotations;
-  annotations[kConfigHashAnnotation] = pod.metadata.uid;
+  annotations[kConfigHashAnnotation] = StaticPodConfigHash(as_written, origin);
   annotations[kConfigMirrorAnnotation] = pod.metadata.uid;
   annotations[kConfigSeenAnnotation] = FormatRfc3339Nano(origin.seen);
   annotations[kConfigSourceAnnotation] = PodSourceName(origin.kind);

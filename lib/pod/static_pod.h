@@ -3,10 +3,15 @@
 // annotations, spec.nodeName set, the API's defaults applied, and then validated.
 //
 // UID: 32 lowercase hex digits of FNV-1a 128 over
-//   "nodelet.static-pod-uid.v1\n" "host:" NODE (lowercased) "\n" ("file:" PATH | "url:" URL) "\n"
-//   CanonicalPod(the pod as written, before defaults and renaming)
-// so formatting, comments and key order never change it; any field change, another node or
-// another source does. A manifest that sets metadata.uid keeps it, as with the kubelet.
+//   "nodelet.static-pod-uid.v2\n" "host:" NODE (lowercased) "\n" ("file:" PATH | "url:" URL) "\n"
+//   "pod:" NAMESPACE "/" NAME "\n"   (the name as written; namespace "default" when unset)
+// so the same pod from the same manifest on the same node keeps its UID when the manifest is
+// edited: an edit is an UPDATE of the pod (its changed containers restart, restartCount goes on)
+// rather than the kubelet's delete-and-create of a new pod. Another node, another source or
+// another name gives another UID. A manifest that sets metadata.uid keeps it.
+//
+// kubernetes.io/config.hash: 32 hex digits of FNV-1a 128 over "nodelet.static-pod-hash.v1\n",
+// node and source as above, then CanonicalPod(the pod as written): it changes with any field.
 #pragma once
 
 #include <string>
@@ -46,6 +51,8 @@ std::string StaticPodName(std::string_view name, std::string_view node_name);
 
 // The UID described above.
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin);
+// The config.hash described above.
+std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin);
 
 // Defaults, name, namespace, UID, nodeName (normalized) and annotations, then ValidatePod. On failure
 // returns InvalidArgument with the first problem as "FIELD: reason" and, when `errors` is

@@ -39,7 +39,8 @@ TEST(StaticPodTest, NamingAnnotationsAndDefaults) {
   EXPECT_THAT(pod.metadata.uid, MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(pod.spec.node_name, "node1.example.com");
   EXPECT_EQ(pod.metadata.uid, LoadOne(testing::kMinimalPodYaml, Origin("node1.example.com")).metadata.uid);
-  EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.hash"), pod.metadata.uid);
+  EXPECT_THAT(pod.metadata.annotations.at("kubernetes.io/config.hash"), MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_NE(pod.metadata.annotations.at("kubernetes.io/config.hash"), pod.metadata.uid);
   EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.mirror"), pod.metadata.uid);
   EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.seen"), "2024-05-01T12:00:00.123Z");
   EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.source"), "file");
@@ -54,7 +55,7 @@ TEST(StaticPodTest, NamingAnnotationsAndDefaults) {
   EXPECT_NE(from_url.metadata.uid, LoadOne(testing::kMinimalPodYaml).metadata.uid);
 }
 
-TEST(StaticPodTest, UidIsStableAndTracksManifestNodeAndSource) {
+TEST(StaticPodTest, UidIsStableAcrossEditsAndTracksNameNodeAndSource) {
   const std::string uid = LoadOne(testing::kMinimalPodYaml).metadata.uid;
   // Same manifest, same node, same source: same UID (also at another time).
   StaticPodOrigin later = Origin();
@@ -69,10 +70,16 @@ TEST(StaticPodTest, UidIsStableAndTracksManifestNodeAndSource) {
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":)"
       R"([{"name":"app","image":"busybox","command":["sleep","3600"]}]}})";
   EXPECT_EQ(LoadOne(kJson).metadata.uid, uid);
-  // A changed manifest, another node or another file: another UID.
+  // An edited manifest keeps the UID (an UPDATE) but not the config hash.
   std::string changed = testing::kMinimalPodYaml;
   changed.replace(changed.find("3600"), 4, "3601");
-  EXPECT_NE(LoadOne(changed).metadata.uid, uid);
+  EXPECT_EQ(LoadOne(changed).metadata.uid, uid);
+  EXPECT_NE(LoadOne(changed).metadata.annotations.at("kubernetes.io/config.hash"),
+            LoadOne(testing::kMinimalPodYaml).metadata.annotations.at("kubernetes.io/config.hash"));
+  // Another name, another node or another file: another UID.
+  std::string renamed = testing::kMinimalPodYaml;
+  renamed.replace(renamed.find("name: web"), 9, "name: api");
+  EXPECT_NE(LoadOne(renamed).metadata.uid, uid);
   EXPECT_NE(LoadOne(testing::kMinimalPodYaml, Origin("node2")).metadata.uid, uid);
   EXPECT_NE(LoadOne(testing::kMinimalPodYaml, Origin("node1", "/etc/nodelet/manifests/other.yaml"))
                 .metadata.uid,
@@ -85,7 +92,7 @@ TEST(StaticPodTest, UidIsStableAndTracksManifestNodeAndSource) {
 TEST(StaticPodTest, PinnedUid) {
   // Pinned: the UID must not change between nodelet versions, or every static pod would be
   // re-created on upgrade. If this fails, the canonical encoding or the hash changed: revert.
-  EXPECT_EQ(LoadOne(testing::kMinimalPodYaml).metadata.uid, "225564baf779c04ce6f25919b7e5dd4e");
+  EXPECT_EQ(LoadOne(testing::kMinimalPodYaml).metadata.uid, "506c90347194716d72ae14884648e82d");
 }
 
 TEST(StaticPodTest, ExplicitUidIsKept) {
@@ -93,7 +100,7 @@ TEST(StaticPodTest, ExplicitUidIsKept) {
   yaml.replace(yaml.find("  name: web"), 11, "  name: web\n  uid: my-own-uid");
   Pod pod = LoadOne(yaml);
   EXPECT_EQ(pod.metadata.uid, "my-own-uid");
-  EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.hash"), "my-own-uid");
+  EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.mirror"), "my-own-uid");
 }
 
 TEST(StaticPodTest, FullManifestBecomesAValidStaticPod) {
