@@ -72,11 +72,11 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         spec.argv.push_back("--config");
         spec.argv.push_back(o.common.config_file);
       }
+      if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
+        spec.argv.push_back("--runtime-endpoint");
+        spec.argv.push_back(o.runtime_endpoint);
+      }
       if (svc.name == "plegd") {
-        if (!o.runtime_endpoint.empty()) {
-          spec.argv.push_back("--runtime-endpoint");
-          spec.argv.push_back(o.runtime_endpoint);
-        }
         if (!o.relist_period.empty()) {
           spec.argv.push_back("--relist-period");
           spec.argv.push_back(o.relist_period);

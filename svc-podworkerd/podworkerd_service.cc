@@ -1,18 +1,519 @@
 #include "svc-podworkerd/podworkerd_service.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "lib/common/logging.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/pod/canonical.h"
+#include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/static_pod.h"
+#include "lib/status/status_client.h"
+
 namespace nodelet::podworkerd {
+namespace {
+
+using ipc::podwork::Body;
+using ipc::podwork::PodWorkMessage;
+
+constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
+constexpr std::chrono::milliseconds kTick{100};
+
+int64_t NowEpochNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+status::PodIdentity IdentityOf(const pod::Pod& p) {
+  status::PodIdentity id;
+  id.namespace_ = p.metadata.namespace_name;
+  id.name = p.metadata.name;
+  id.uid = p.metadata.uid;
+  id.restart_policy = p.spec.restart_policy == pod::kRestartPolicyNever
+                          ? status::RestartPolicy::kNever
+                      : p.spec.restart_policy == pod::kRestartPolicyOnFailure
+                          ? status::RestartPolicy::kOnFailure
+                          : status::RestartPolicy::kAlways;
+  id.creation_time_unix_s = p.metadata.creation_timestamp.value_or(0);
+  id.container_count = static_cast<uint32_t>(p.spec.containers.size());
+  id.init_container_count = static_cast<uint32_t>(p.spec.init_containers.size());
+  return id;
+}
+
+std::string ConfigHash(const pod::Pod& p) {
+  auto it = p.metadata.annotations.find(pod::kConfigHashAnnotation);
+  if (it != p.metadata.annotations.end()) return it->second;
+  return pod::Hex128(pod::Fnv1a128(pod::CanonicalPod(p)));
+}
+
+int64_t GraceOf(const pod::Pod& p) {
+  return p.spec.termination_grace_period_seconds.value_or(
+      pod::kDefaultTerminationGracePeriodSeconds);
+}
+
+}  // namespace
+
+// ---- StatusSender ----------------------------------------------------------------------------
+
+StatusSender::StatusSender(ipc::Context& ctx, std::string run_dir)
+    : ctx_(ctx), run_dir_(std::move(run_dir)), thread_([this] { Loop(); }) {}
+
+StatusSender::~StatusSender() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StatusSender::Send(const status::PodIdentity& pod, const status::PodStatus& st) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[pod.uid] = {pod, st};
+  }
+  cv_.notify_all();
+}
+
+void StatusSender::Loop() {
+  status::StatusClientOptions options;
+  options.sender = ipc::ServiceId::Podworkerd;
+  options.attempt_timeout = std::chrono::milliseconds(500);
+  options.deadline = std::chrono::milliseconds(2000);
+  status::StatusClient client(ctx_, run_dir_, options);
+  (void)client.Connect();
+  bool logged = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    if (stopping_) break;
+    auto node = pending_.extract(pending_.begin());
+    lock.unlock();
+    auto r = client.SetPodStatus(node.mapped().first, node.mapped().second);
+    lock.lock();
+    if (r.ok()) {
+      ++sent_;
+      logged = false;
+      continue;
+    }
+    ++failed_;
+    if (!logged) {
+      GetLogger("podworkerd")->warn("Failed to send the status of pod {} to statusd: {}",
+                                    node.key(), r.status().ToString());
+      logged = true;
+    }
+    // Keep it unless a newer status arrived meanwhile; statusd may be restarting.
+    pending_.insert(std::move(node));
+    cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
+  }
+}
+
+// ---- PodworkerdService -----------------------------------------------------------------------
+
+PodworkerdService::PodworkerdService(PodworkerdConfig config) : config_(std::move(config)) {}
+
+PodworkerdService::~PodworkerdService() { Stop(); }
 
 Status PodworkerdService::Start(ServiceContext& ctx) {
-  (void)ctx;
+  ctx_ = &ctx;
+  auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
+  if (!client.ok()) return client.status();
+  cri_ = std::move(*client);
+  syncer_ = std::make_unique<PodSyncer>(*cri_, *cri_, ctx.clock, config_.backoff,
+                                        ctx.options.log_dir);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
+  if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
+    return s;
+  }
+  envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
+  mirror_ = std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir,
+                                               ipc::ServiceId::Podworkerd);
+  if (Status s = mirror_->Connect(); !s.ok()) return s;
+  status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
+  done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (done_fd_ < 0) return Internal("eventfd failed");
+  for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  GetLogger("podworkerd")->info("pod workers ready ({} threads, runtime {})", config_.workers,
+                                config_.runtime_endpoint);
   return Status::Ok();
 }
 
+void PodworkerdService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  status_.reset();
+  if (done_fd_ >= 0) close(done_fd_);
+  done_fd_ = -1;
+}
+
+void PodworkerdService::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) return;
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+  }
+}
+
+std::vector<zmq::pollitem_t> PodworkerdService::PollItems() {
+  std::vector<zmq::pollitem_t> items = {router_->PollItem(),
+                                        zmq::pollitem_t{nullptr, done_fd_, ZMQ_POLLIN, 0}};
+  for (auto& item : mirror_->PollItems()) items.push_back(item);
+  return items;
+}
+
+void PodworkerdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
+  std::set<std::string> changed;
+  mirror_->on_event = [&changed](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
+    if (e.pod_uid()) changed.insert(e.pod_uid()->str());
+  };
+  bool resynced = false;
+  mirror_->on_resync = [&resynced] { resynced = true; };
+  if ((items[2].revents | items[3].revents) & ZMQ_POLLIN) mirror_->OnReadable();
+  mirror_->on_event = nullptr;
+  mirror_->on_resync = nullptr;
+  if (resynced) {
+    for (const auto& [uid, _] : pods_) changed.insert(uid);
+  }
+  for (const auto& uid : changed) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end() || it->second.finished) continue;
+    if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing) continue;
+    Update({uid, UpdateType::kSync, nullptr, std::nullopt});
+  }
+  if (items[0].revents & ZMQ_POLLIN) HandleWork();
+  if (items[1].revents & ZMQ_POLLIN) HandleDone();
+  RunParked();
+}
+
+MonoTime PodworkerdService::NextTimer() const { return next_tick_; }
+
+void PodworkerdService::OnTimer(MonoTime now) {
+  next_tick_ = now + kTick;
+  mirror_->Tick();
+  RunParked();
+  for (auto& [uid, e] : pods_) {
+    if (!e.desired || e.finished || !e.pod) continue;
+    if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing || lifecycle_.Busy(uid)) continue;
+    bool due = now >= e.next_resync || (e.retry_at && now >= *e.retry_at);
+    if (!due) continue;
+    e.next_resync = now + config_.resync_period;
+    e.retry_at.reset();
+    Update({uid, UpdateType::kSync, nullptr, std::nullopt});
+  }
+}
+
+void PodworkerdService::Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
+                              Body type, flatbuffers::Offset<void> body) {
+  auto header = envelope_->Write(fbb);
+  fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, type, body),
+             ipc::podwork::PodWorkMessageIdentifier());
+  (void)router_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+}
+
+void PodworkerdService::HandleWork() {
+  for (int i = 0; i < 64 && router_->Readable(); ++i) {
+    auto in = router_->Receive(std::chrono::milliseconds(0));
+    if (!in.ok()) break;
+    auto msg = ipc::DecodeMessage<PodWorkMessage>(in->payload.data(), in->payload.size(),
+                                                  ipc::podwork::PodWorkMessageIdentifier(),
+                                                  kMaxWorkBytes);
+    flatbuffers::FlatBufferBuilder fbb(256);
+    if (!msg.ok() || (*msg)->body_type() != Body::DesiredPods) {
+      ++bad_messages_;
+      std::string why = msg.ok() ? "expected DesiredPods" : msg.status().message();
+      if (!bad_logged_) {
+        GetLogger("podworkerd")->warn("Refusing a bad work message: {}", why);
+        bad_logged_ = true;
+      }
+      auto err = ipc::podwork::CreateErrorReplyDirect(fbb, 0, why.c_str());
+      Reply(in->peer, fbb, Body::ErrorReply, err.Union());
+      continue;
+    }
+    const auto* desired = (*msg)->body_as_DesiredPods();
+    std::string error;
+    ApplyDesired(*desired, error);
+    generation_ = desired->generation();
+    if (!error.empty()) {
+      auto err = ipc::podwork::CreateErrorReplyDirect(fbb, generation_, error.c_str());
+      Reply(in->peer, fbb, Body::ErrorReply, err.Union());
+      continue;
+    }
+    auto ack = ipc::podwork::CreateWorkAck(fbb, generation_,
+                                           static_cast<uint32_t>(lifecycle_.size()), 0);
+    Reply(in->peer, fbb, Body::WorkAck, ack.Union());
+  }
+}
+
+void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
+                                     std::string& error) {
+  sources_ready_ = desired.sources_ready();
+  std::set<std::string> seen;
+  if (desired.pods()) {
+    for (const auto* dp : *desired.pods()) {
+      auto decoded = dp->pod() ? pod::PodFromFlatBuffer(dp->pod())
+                               : Result<pod::Pod>(InvalidArgument("no pod"));
+      if (!decoded.ok() || decoded->metadata.uid.empty()) {
+        ++bad_messages_;
+        error = "undecodable desired pod: " +
+                (decoded.ok() ? std::string("no uid") : decoded.status().message());
+        continue;
+      }
+      auto p = std::make_shared<const pod::Pod>(std::move(*decoded));
+      const std::string uid = p->metadata.uid;
+      seen.insert(uid);
+      const std::string hash = ConfigHash(*p);
+      Entry& e = pods_[uid];
+      const bool known = e.pod != nullptr && e.desired;
+      e.desired = true;
+      if (p->metadata.deletion_timestamp) {
+        e.pod = p;
+        e.config_hash = hash;
+        int64_t grace = p->metadata.deletion_grace_period_seconds.value_or(GraceOf(*p));
+        Update({uid, UpdateType::kKill, p, grace});
+        continue;
+      }
+      if (!known) {
+        e.pod = p;
+        e.config_hash = hash;
+        e.next_resync = ctx_->clock.Now() + config_.resync_period;
+        Update({uid, UpdateType::kCreate, p, std::nullopt});
+      } else if (hash != e.config_hash) {
+        e.pod = p;
+        e.config_hash = hash;
+        e.finished = false;
+        Update({uid, UpdateType::kUpdate, p, std::nullopt});
+      }
+    }
+  }
+  for (auto& [uid, e] : pods_) {
+    if (!e.desired || seen.count(uid)) continue;
+    e.desired = false;
+    ++kills_;
+    Update({uid, UpdateType::kKill, nullptr, e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
+  }
+  if (sources_ready_) KillOrphans();
+}
+
+void PodworkerdService::KillOrphans() {
+  if (!mirror_->in_sync()) return;
+  for (const auto& [uid, rec] : mirror_->pods()) {
+    if (rec.foreign || pods_.count(uid)) continue;
+    bool live = false;
+    for (const auto& s : rec.sandboxes) live = live || s->state == ipc::pleg::SandboxState::Ready;
+    for (const auto& c : rec.containers) live = live || c->state == ipc::pleg::ContainerState::Running;
+    (void)live;  // dead leftovers are removed the same way
+    GetLogger("podworkerd")->info("Killing orphaned pod {}/{} ({}): no desired pod owns it",
+                                  rec.namespace_, rec.name, uid);
+    ++orphans_killed_;
+    Entry& e = pods_[uid];
+    e.desired = false;
+    Update({uid, UpdateType::kKill, nullptr, std::nullopt});
+  }
+}
+
+void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
+  auto work = lifecycle_.Update(std::move(update));
+  if (work) Dispatch(std::move(*work));
+}
+
+void PodworkerdService::Dispatch(Work<pod::Pod> work) {
+  if (work.kind == WorkKind::kSync) {
+    const Entry& e = pods_[work.uid];
+    if (!mirror_->in_sync() || (e.fresh_after_ns != 0 &&
+                                mirror_->relist_started_ns() <= e.fresh_after_ns)) {
+      parked_[work.uid] = std::move(work);
+      return;
+    }
+  }
+  std::optional<ipc::pleg::PodRecordT> record;
+  auto it = mirror_->pods().find(work.uid);
+  if (it != mirror_->pods().end()) record = it->second;
+  Execute(std::move(work), std::move(record));
+}
+
+void PodworkerdService::RunParked() {
+  if (parked_.empty() || !mirror_->in_sync()) return;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    const Entry& e = pods_[it->first];
+    if (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns) {
+      ++it;
+      continue;
+    }
+    Work<pod::Pod> work = std::move(it->second);
+    it = parked_.erase(it);
+    Dispatch(std::move(work));
+  }
+}
+
+void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record) {
+  const bool desired = pods_[work.uid].desired;
+  auto job = [this, work = std::move(work), record = std::move(record), desired]() {
+    Done d;
+    d.uid = work.uid;
+    d.kind = work.kind;
+    switch (work.kind) {
+      case WorkKind::kSync:
+        d.outcome = syncer_->SyncPod(*work.pod, record ? &*record : nullptr);
+        break;
+      case WorkKind::kTerminating:
+        d.error = syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1);
+        if (work.pod) d.outcome.status = syncer_->BuildStatus(*work.pod, nullptr, true);
+        break;
+      case WorkKind::kTerminated:
+        if (!desired) d.error = syncer_->RemovePod(work.uid);
+        break;
+    }
+    d.completed_ns = NowEpochNs();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.push_back(std::move(d));
+    }
+    uint64_t one = 1;
+    (void)!write(done_fd_, &one, sizeof one);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void PodworkerdService::HandleDone() {
+  uint64_t n;
+  (void)!read(done_fd_, &n, sizeof n);
+  std::vector<Done> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done.swap(done_);
+  }
+  auto log = GetLogger("podworkerd");
+  for (auto& d : done) {
+    auto it = pods_.find(d.uid);
+    if (it == pods_.end()) continue;
+    Entry& e = it->second;
+    std::optional<Work<pod::Pod>> next;
+    switch (d.kind) {
+      case WorkKind::kSync: {
+        ++syncs_;
+        const SyncOutcome& o = d.outcome;
+        if (!o.error.empty()) {
+          ++sync_errors_;
+          if (o.error != last_error_) log->warn("Failed to sync pod {}: {}", d.uid, o.error);
+          last_error_ = o.error;
+        }
+        if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
+        e.retry_at = o.retry_at;
+        if (o.pod_finished) e.finished = true;
+        ReportStatus(d.uid, o.status);
+        next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
+        break;
+      }
+      case WorkKind::kTerminating:
+        if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
+        e.fresh_after_ns = d.completed_ns;
+        next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
+        break;
+      case WorkKind::kTerminated:
+        if (!d.error.ok()) log->warn("Failed to remove pod {}: {}", d.uid, d.error.ToString());
+        lifecycle_.Complete(d.uid, WorkKind::kTerminated, false);
+        if (e.desired && !e.finished && e.pod) {
+          // Deleted and re-added while terminating: start over.
+          lifecycle_.Forget(d.uid);
+          auto p = e.pod;
+          Update({d.uid, UpdateType::kCreate, p, std::nullopt});
+        } else if (!e.desired) {
+          lifecycle_.Forget(d.uid);
+          syncer_->ForgetPod(d.uid);
+          parked_.erase(d.uid);
+          pods_.erase(it);
+        }
+        break;
+    }
+    if (next) Dispatch(std::move(*next));
+  }
+}
+
+void PodworkerdService::ReportStatus(const std::string& uid, const status::PodStatus& st) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || !it->second.pod) return;
+  status_->Send(IdentityOf(*it->second.pod), st);
+}
+
+HealthReport PodworkerdService::Health() const {
+  if (mirror_ && !mirror_->in_sync()) {
+    return {ipc::control::Health::Degraded, "waiting for plegd's pod cache"};
+  }
+  return {};
+}
+
+CounterList PodworkerdService::Counters() const {
+  CounterList c;
+  c.emplace_back("pods", pods_.size());
+  c.emplace_back("syncs", syncs_);
+  c.emplace_back("sync_errors", sync_errors_);
+  c.emplace_back("kills", kills_);
+  c.emplace_back("orphans_killed", orphans_killed_);
+  c.emplace_back("bad_messages", bad_messages_);
+  c.emplace_back("parked", parked_.size());
+  if (status_) {
+    c.emplace_back("statuses_sent", status_->sent());
+    c.emplace_back("status_failures", status_->failed());
+  }
+  return c;
+}
+
 ServiceSpec MakeSpec() {
+  auto config = std::make_shared<PodworkerdConfig>();
+  auto timeout = std::make_shared<std::string>("2m");
+  auto initial = std::make_shared<std::string>("10s");
+  auto max = std::make_shared<std::string>("5m");
+  auto resync = std::make_shared<std::string>("10s");
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
-  spec.description = "nodelet-podworkerd: part of the nodelet node agent";
-  spec.make_hooks = [](const CommonOptions&) { return std::make_unique<PodworkerdService>(); };
+  spec.description = "nodelet-podworkerd: one serialized worker per pod, the podKiller";
+  spec.add_flags = [=](CLI::App& app) {
+    app.add_option("--runtime-endpoint", config->runtime_endpoint,
+                   "CRI endpoint of the container runtime")
+        ->capture_default_str();
+    app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--crashloop-initial", *initial, "First crash-loop back-off delay")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--crashloop-max", *max, "Longest crash-loop back-off delay")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--pod-workers", config->workers, "Threads that run pod work")
+        ->capture_default_str();
+    app.add_option("--resync-period", *resync, "Each pod is synced at least this often")
+        ->check(DurationValidator())
+        ->capture_default_str();
+  };
+  spec.make_hooks = [=](const CommonOptions&) -> std::unique_ptr<ServiceHooks> {
+    PodworkerdConfig c = *config;
+    c.cri_timeouts.call = *ParseDuration(*timeout);
+    c.backoff.initial = *ParseDuration(*initial);
+    c.backoff.max = *ParseDuration(*max);
+    c.resync_period = *ParseDuration(*resync);
+    c.workers = std::max(1, c.workers);
+    return std::make_unique<PodworkerdService>(c);
+  };
   return spec;
 }
 

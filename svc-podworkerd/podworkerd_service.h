@@ -1,20 +1,144 @@
-// nodelet-podworkerd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Its domain work arrives with its own issue; today it runs the runtime alone:
-// hello, heartbeats, commands, sd_notify.
+// nodelet-podworkerd's service: takes the desired pods from the supervisor (podwork.fbs, a
+// ROUTER at kPodWorkerEndpoint), keeps a replica of plegd's pod cache (PlegMirror), runs one
+// serialized worker per pod (PodLifecycle: syncing → terminating → terminated) on a thread pool
+// through CRI (PodSyncer), kills orphaned runtime pods (the podKiller, once sources are ready),
+// and sends each pod's status to statusd from its own thread (so a slow statusd never holds a
+// worker back).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "lib/cri/grpc_cri_client.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/sockets.h"
+#include "lib/pleg/pleg_mirror.h"
+#include "lib/pod/pod.h"
 #include "lib/service/service_runtime.h"
+#include "lib/status/pod_status.h"
+#include "podwork_generated.h"
+#include "svc-podworkerd/pod_lifecycle.h"
+#include "svc-podworkerd/pod_sync.h"
 
 namespace nodelet::podworkerd {
 
-class PodworkerdService : public ServiceHooks {
- public:
-  Status Start(ServiceContext& ctx) override;
+struct PodworkerdConfig {
+  std::string runtime_endpoint = "unix:///run/containerd/containerd.sock";
+  cri::CriTimeouts cri_timeouts;
+  CrashLoopPolicy backoff;
+  int workers = 16;
+  // A pod is synced at least this often even without events.
+  std::chrono::milliseconds resync_period{10000};
 };
 
-// The ServiceSpec that main.cc runs.
+// Sends the latest status of each pod to statusd on its own thread, coalescing per pod and
+// retrying while statusd is away.
+class StatusSender {
+ public:
+  StatusSender(ipc::Context& ctx, std::string run_dir);
+  ~StatusSender();
+  void Send(const status::PodIdentity& pod, const status::PodStatus& status);
+  uint64_t sent() const { return sent_.load(); }
+  uint64_t failed() const { return failed_.load(); }
+
+ private:
+  void Loop();
+  ipc::Context& ctx_;
+  std::string run_dir_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> pending_;
+  bool stopping_ = false;
+  std::atomic<uint64_t> sent_{0}, failed_{0};
+  std::thread thread_;
+};
+
+class PodworkerdService : public ServiceHooks {
+ public:
+  explicit PodworkerdService(PodworkerdConfig config);
+  ~PodworkerdService() override;
+  Status Start(ServiceContext& ctx) override;
+  std::vector<zmq::pollitem_t> PollItems() override;
+  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
+  MonoTime NextTimer() const override;
+  void OnTimer(MonoTime now) override;
+  HealthReport Health() const override;
+  CounterList Counters() const override;
+  void Stop() override;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const pod::Pod> pod;  // null for an orphan found in the runtime
+    std::string config_hash;
+    bool desired = false;
+    // The next sync waits for a relist that started after this (epoch ns).
+    int64_t fresh_after_ns = 0;
+    MonoTime next_resync{};
+    std::optional<MonoTime> retry_at;
+    bool finished = false;
+  };
+  struct Done {
+    std::string uid;
+    WorkKind kind;
+    SyncOutcome outcome;
+    int64_t completed_ns = 0;
+    Status error = Status::Ok();
+  };
+
+  void HandleWork();
+  void ApplyDesired(const ipc::podwork::DesiredPods& desired, std::string& error);
+  void KillOrphans();
+  void Update(PodUpdate<pod::Pod> update);
+  void Dispatch(Work<pod::Pod> work);
+  void RunParked();
+  void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
+  void HandleDone();
+  void ReportStatus(const std::string& uid, const status::PodStatus& status);
+  void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
+             ipc::podwork::Body type, flatbuffers::Offset<void> body);
+
+  PodworkerdConfig config_;
+  ServiceContext* ctx_ = nullptr;
+  std::unique_ptr<cri::GrpcCriClient> cri_;
+  std::unique_ptr<PodSyncer> syncer_;
+  std::unique_ptr<ipc::RouterServer> router_;
+  std::unique_ptr<ipc::EnvelopeWriter> envelope_;
+  std::unique_ptr<pleg::PlegMirror> mirror_;
+  std::unique_ptr<StatusSender> status_;
+
+  PodLifecycle<pod::Pod> lifecycle_;
+  std::map<std::string, Entry> pods_;
+  std::map<std::string, Work<pod::Pod>> parked_;  // syncs waiting for a fresh cache
+  bool sources_ready_ = false;
+  MonoTime next_tick_{};
+  uint64_t generation_ = 0;
+
+  // The worker pool.
+  void WorkerLoop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<Done> done_;
+  bool stopping_ = false;
+  int done_fd_ = -1;
+  std::vector<std::thread> threads_;
+
+  uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
+  bool bad_logged_ = false;
+  std::string last_error_;
+};
+
+// Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,
+// --pod-workers, --resync-period.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::podworkerd

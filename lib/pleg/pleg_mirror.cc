@@ -148,6 +148,7 @@ void PlegMirror::Apply(const PlegMessage& msg) {
   if (auto done = msg.body_as_RelistDone()) {
     if (done->error() == nullptr || done->error()->size() == 0) {
       relist_ = done->relist();
+      relist_started_ns_ = done->started_at_ns();
       relist_error_.clear();
     } else {
       relist_error_ = done->error()->str();

@@ -47,6 +47,10 @@ class PlegMirror {
   const std::map<std::string, ipc::pleg::PodRecordT>& pods() const { return pods_; }
   // The last relist plegd completed, as far as this replica knows.
   uint64_t relist() const { return relist_; }
+  // When (epoch ns) the last successful relist this replica heard of started; 0 until a
+  // RelistDone arrived. A consumer that changed the runtime at time T waits for a relist that
+  // started after T before it trusts the replica for that pod again.
+  int64_t relist_started_ns() const { return relist_started_ns_; }
   uint64_t gaps() const { return gaps_; }
   uint64_t snapshots() const { return snapshots_; }
   uint64_t bad_messages() const { return bad_messages_; }
@@ -79,6 +83,7 @@ class PlegMirror {
   uint64_t incarnation_ = 0;
   uint64_t sequence_ = 0;
   uint64_t relist_ = 0;
+  int64_t relist_started_ns_ = 0;
   uint64_t next_request_id_ = 1;
   uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
   std::string relist_error_;

@@ -1,0 +1,475 @@
+#include "svc-podworkerd/pod_sync.h"
+
+#include <algorithm>
+#include <future>
+#include <vector>
+
+#include "lib/pod/canonical.h"
+#include "svc-podworkerd/cri_configs.h"
+#include "svc-podworkerd/pod_phase.h"
+
+namespace nodelet::podworkerd {
+namespace {
+
+namespace v1 = cri::v1;
+using ipc::pleg::ContainerRecordT;
+using ipc::pleg::ContainerState;
+using ipc::pleg::PodRecordT;
+using ipc::pleg::SandboxRecordT;
+
+constexpr std::chrono::milliseconds kPullBackoffInitial{10000};
+constexpr std::chrono::milliseconds kPullBackoffMax{300000};
+
+int64_t NowEpochNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The newest sandbox of the pod (by creation time), or nullptr.
+const SandboxRecordT* NewestSandbox(const PodRecordT* rec) {
+  if (rec == nullptr) return nullptr;
+  const SandboxRecordT* best = nullptr;
+  for (const auto& s : rec->sandboxes) {
+    if (best == nullptr || s->created_at_ns > best->created_at_ns) best = s.get();
+  }
+  return best;
+}
+
+// The last instance of each container name (highest attempt, then newest), optionally only
+// those in `sandbox_id`.
+std::map<std::string, const ContainerRecordT*> Latest(const PodRecordT* rec,
+                                                      const std::string* sandbox_id = nullptr) {
+  std::map<std::string, const ContainerRecordT*> out;
+  if (rec == nullptr) return out;
+  for (const auto& c : rec->containers) {
+    if (sandbox_id != nullptr && c->sandbox_id != *sandbox_id) continue;
+    auto& slot = out[c->name];
+    if (slot == nullptr || c->attempt > slot->attempt ||
+        (c->attempt == slot->attempt && c->created_at_ns > slot->created_at_ns)) {
+      slot = c.get();
+    }
+  }
+  return out;
+}
+
+bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited) {
+  if (pod.spec.restart_policy == pod::kRestartPolicyNever) return false;
+  if (pod.spec.restart_policy == pod::kRestartPolicyOnFailure) return exited.exit_code != 0;
+  return true;
+}
+
+int64_t GraceSeconds(const pod::Pod& pod) {
+  return pod.spec.termination_grace_period_seconds.value_or(
+      pod::kDefaultTerminationGracePeriodSeconds);
+}
+
+status::RestartPolicy ToStatusPolicy(const std::string& p) {
+  if (p == pod::kRestartPolicyNever) return status::RestartPolicy::kNever;
+  if (p == pod::kRestartPolicyOnFailure) return status::RestartPolicy::kOnFailure;
+  return status::RestartPolicy::kAlways;
+}
+
+status::ContainerState FromRecord(const ContainerRecordT& c) {
+  status::ContainerState s;
+  switch (c.state) {
+    case ContainerState::Running:
+      s.running = status::ContainerStateRunning{c.started_at_ns / 1000000000};
+      break;
+    case ContainerState::Exited: {
+      status::ContainerStateTerminated t;
+      t.exit_code = c.exit_code;
+      t.reason = !c.reason.empty() ? c.reason : (c.exit_code == 0 ? "Completed" : "Error");
+      t.message = c.message;
+      t.started_at_unix_s = c.started_at_ns / 1000000000;
+      t.finished_at_unix_s = c.finished_at_ns / 1000000000;
+      t.container_id = "containerd://" + c.id;
+      s.terminated = t;
+      break;
+    }
+    default:
+      s.waiting = status::ContainerStateWaiting{"ContainerCreating", ""};
+  }
+  return s;
+}
+
+}  // namespace
+
+PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
+                     CrashLoopPolicy backoff, std::string log_dir)
+    : runtime_(runtime),
+      images_(images),
+      clock_(clock),
+      log_dir_(std::move(log_dir)),
+      backoff_(clock, backoff) {}
+
+Status PodSyncer::EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out) {
+  v1::ImageSpec spec;
+  spec.set_image(c.image);
+  const std::string& policy = c.image_pull_policy;
+  if (policy != pod::kPullAlways) {
+    auto st = images_.ImageStatus(spec, false);
+    if (!st.ok()) {
+      waiting[c.name] = {"ErrImageInspect", st.status().message()};
+      return st.status();
+    }
+    if (st->has_image()) return Status::Ok();
+    if (policy == pod::kPullNever) {
+      std::string msg = "Container image \"" + c.image +
+                        "\" is not present with pull policy of Never";
+      waiting[c.name] = {"ErrImageNeverPull", msg};
+      return FailedPrecondition(msg);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(backoff_mu_);
+    auto it = pull_backoff_.find(c.image);
+    if (it != pull_backoff_.end() && clock_.Now() < it->second.first) {
+      std::string msg = "Back-off pulling image \"" + c.image + "\"";
+      waiting[c.name] = {"ImagePullBackOff", msg};
+      out.retry_at = out.retry_at ? std::min(*out.retry_at, it->second.first) : it->second.first;
+      return Unavailable(msg);
+    }
+  }
+  auto pulled = images_.PullImage(spec, nullptr, nullptr);
+  std::lock_guard<std::mutex> lock(backoff_mu_);
+  if (!pulled.ok()) {
+    auto& b = pull_backoff_[c.image];
+    b.second = b.second.count() == 0 ? kPullBackoffInitial : std::min(b.second * 2, kPullBackoffMax);
+    b.first = clock_.Now() + b.second;
+    out.retry_at = out.retry_at ? std::min(*out.retry_at, b.first) : b.first;
+    waiting[c.name] = {"ErrImagePull", pulled.status().message()};
+    return pulled.status();
+  }
+  pull_backoff_.erase(c.image);
+  return Status::Ok();
+}
+
+bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
+                          const ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out) {
+  const std::string key = CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
+  // The exit, on the monotonic clock.
+  MonoTime finished = clock_.Now() - std::chrono::nanoseconds(
+                                         std::max<int64_t>(0, NowEpochNs() - exited.finished_at_ns));
+  Duration remaining{};
+  std::lock_guard<std::mutex> lock(backoff_mu_);
+  if (!backoff_.InBackoff(key, finished, &remaining)) return false;
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(remaining).count() + 1;
+  waiting[c.name] = {"CrashLoopBackOff", "back-off " + std::to_string(secs) +
+                                             "s restarting failed container=" + c.name +
+                                             " pod=" + pod.metadata.name + "_" +
+                                             pod.metadata.namespace_name + "(" +
+                                             pod.metadata.uid + ")"};
+  MonoTime at = clock_.Now() + remaining;
+  out.retry_at = out.retry_at ? std::min(*out.retry_at, at) : at;
+  return true;
+}
+
+bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
+                               const std::string& sandbox_id,
+                               const v1::PodSandboxConfig& sandbox_config,
+                               const ContainerRecordT* previous, uint32_t next_attempt,
+                               WaitingMap& waiting, SyncOutcome& out) {
+  if (Status s = EnsureImage(c, waiting, out); !s.ok()) {
+    out.error = "image for container " + c.name + ": " + s.message();
+    return false;
+  }
+  auto id = runtime_.CreateContainer(sandbox_id, MakeContainerConfig(pod, c, next_attempt),
+                                     sandbox_config);
+  out.changed_runtime = true;
+  if (!id.ok()) {
+    waiting[c.name] = {"CreateContainerError", id.status().message()};
+    out.error = "create container " + c.name + ": " + id.status().message();
+    return false;
+  }
+  if (previous != nullptr && previous->state == ContainerState::Exited) {
+    const std::string key =
+        CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
+    auto ran = std::chrono::nanoseconds(
+        std::max<int64_t>(0, previous->finished_at_ns - previous->started_at_ns));
+    std::lock_guard<std::mutex> lock(backoff_mu_);
+    backoff_.RecordRestart(key, std::chrono::duration_cast<Duration>(ran));
+  }
+  if (Status s = runtime_.StartContainer(*id); !s.ok()) {
+    waiting[c.name] = {"RunContainerError", s.message()};
+    out.error = "start container " + c.name + ": " + s.message();
+    return false;
+  }
+  return true;
+}
+
+SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
+  SyncOutcome out;
+  WaitingMap waiting;
+  const int64_t grace = GraceSeconds(pod);
+  const SandboxRecordT* sandbox = NewestSandbox(rec);
+  const auto latest_any = Latest(rec);
+  auto next_attempt = [&](const std::string& name) -> uint32_t {
+    auto it = latest_any.find(name);
+    return it == latest_any.end() ? 0 : it->second->attempt + 1;
+  };
+
+  std::string sandbox_id;
+  std::map<std::string, const ContainerRecordT*> latest;
+  uint32_t sandbox_attempt = 0;
+  if (sandbox != nullptr && sandbox->state == ipc::pleg::SandboxState::Ready) {
+    sandbox_id = sandbox->id;
+    sandbox_attempt = sandbox->attempt;
+    latest = Latest(rec, &sandbox_id);
+  } else {
+    // No ready sandbox. A pod that already ran and has nothing left to restart stays done
+    // (the kubelet does not re-create the sandbox of a finished pod).
+    if (sandbox != nullptr) {
+      bool anything_to_run = false;
+      for (const auto& c : pod.spec.containers) {
+        auto it = latest_any.find(c.name);
+        if (it == latest_any.end() || it->second->state != ContainerState::Exited ||
+            ShouldRestart(pod, *it->second)) {
+          anything_to_run = true;
+        }
+      }
+      if (!anything_to_run) {
+        out.pod_finished = true;
+        out.status = MakeStatus(pod, rec, waiting, true);
+        return out;
+      }
+      // Stop what still runs of the old sandbox, then replace it.
+      for (const auto& c : rec->containers) {
+        if (c->state == ContainerState::Running) (void)runtime_.StopContainer(c->id, grace);
+      }
+      (void)runtime_.StopPodSandbox(sandbox->id);
+      sandbox_attempt = sandbox->attempt + 1;
+    }
+    auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, sandbox_attempt, log_dir_), "");
+    out.changed_runtime = true;
+    if (!created.ok()) {
+      out.error = "create sandbox: " + created.status().message();
+      for (const auto& c : pod.spec.containers) waiting[c.name] = {"ContainerCreating", ""};
+      out.status = MakeStatus(pod, rec, waiting, false);
+      out.status.reason = "";
+      out.status.message = "Failed to create pod sandbox: " + created.status().message();
+      return out;
+    }
+    sandbox_id = *created;
+  }
+  const v1::PodSandboxConfig sandbox_config = MakeSandboxConfig(pod, sandbox_attempt, log_dir_);
+
+  // Init containers, one at a time, in order.
+  bool inits_done = true;
+  for (const auto& ic : pod.spec.init_containers) {
+    auto it = latest.find(ic.name);
+    const ContainerRecordT* s = it == latest.end() ? nullptr : it->second;
+    if (s == nullptr) {
+      StartContainer(pod, ic, sandbox_id, sandbox_config, latest_any.count(ic.name) ? latest_any.at(ic.name) : nullptr,
+                     next_attempt(ic.name), waiting, out);
+      inits_done = false;
+      break;
+    }
+    if (s->state == ContainerState::Exited && s->exit_code == 0) continue;
+    inits_done = false;
+    if (s->state != ContainerState::Exited) break;  // still running: wait for it
+    // Failed init container.
+    if (pod.spec.restart_policy == pod::kRestartPolicyNever) {
+      out.pod_finished = true;
+      break;
+    }
+    if (!InBackoff(pod, ic, *s, waiting, out)) {
+      StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), waiting, out);
+    }
+    break;
+  }
+  if (!inits_done) {
+    for (const auto& c : pod.spec.containers) {
+      if (!waiting.count(c.name)) waiting[c.name] = {"PodInitializing", ""};
+    }
+    out.status = MakeStatus(pod, rec, waiting, out.pod_finished);
+    return out;
+  }
+
+  // App containers.
+  bool any_running = false, any_to_restart = false;
+  for (const auto& c : pod.spec.containers) {
+    auto it = latest.find(c.name);
+    const ContainerRecordT* s = it == latest.end() ? nullptr : it->second;
+    const uint64_t want_hash = pod::ContainerSpecHash(c);
+    if (s == nullptr) {
+      if (StartContainer(pod, c, sandbox_id, sandbox_config,
+                         latest_any.count(c.name) ? latest_any.at(c.name) : nullptr,
+                         next_attempt(c.name), waiting, out)) {
+        any_running = true;
+      } else {
+        any_to_restart = true;
+      }
+      continue;
+    }
+    switch (s->state) {
+      case ContainerState::Running:
+        if (s->spec_hash != 0 && s->spec_hash != want_hash) {
+          // Its spec changed: restart it (not a crash, so no backoff).
+          (void)runtime_.StopContainer(s->id, grace);
+          out.changed_runtime = true;
+          StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
+                         waiting, out);
+        }
+        any_running = true;
+        break;
+      case ContainerState::Created:
+        if (Status st = runtime_.StartContainer(s->id); !st.ok()) {
+          waiting[c.name] = {"RunContainerError", st.message()};
+          out.error = "start container " + c.name + ": " + st.message();
+        }
+        out.changed_runtime = true;
+        any_running = true;
+        break;
+      case ContainerState::Exited: {
+        bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
+        if (!ShouldRestart(pod, *s) && !spec_changed) break;
+        any_to_restart = true;
+        if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
+        if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), waiting,
+                           out)) {
+          any_running = true;
+        }
+        break;
+      }
+      default:
+        any_running = true;  // unknown: wait for the runtime to make up its mind
+    }
+  }
+  out.pod_finished = !any_running && !any_to_restart && !pod.spec.containers.empty();
+  out.status = MakeStatus(pod, rec, waiting, out.pod_finished);
+  return out;
+}
+
+Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds) {
+  v1::ContainerFilter cf;
+  (*cf.mutable_label_selector())[kPodUidLabel] = uid;
+  auto containers = runtime_.ListContainers(cf);
+  if (!containers.ok()) return containers.status();
+  std::vector<std::future<Status>> stops;
+  for (const auto& c : *containers) {
+    if (c.state() != v1::CONTAINER_RUNNING && c.state() != v1::CONTAINER_CREATED) continue;
+    std::string id = c.id();
+    int64_t grace = grace_seconds;
+    if (grace < 0) {
+      // An orphan: the grace period its pod had, as stamped on the container.
+      auto it = c.annotations().find(kGracePeriodAnnotation);
+      grace = pod::kDefaultTerminationGracePeriodSeconds;
+      if (it != c.annotations().end()) grace = std::strtoll(it->second.c_str(), nullptr, 10);
+    }
+    stops.push_back(std::async(std::launch::async, [this, id, grace] {
+      return runtime_.StopContainer(id, grace);
+    }));
+  }
+  Status first = Status::Ok();
+  for (auto& f : stops) {
+    Status s = f.get();
+    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
+  }
+  v1::PodSandboxFilter sf;
+  (*sf.mutable_label_selector())[kPodUidLabel] = uid;
+  auto sandboxes = runtime_.ListPodSandbox(sf);
+  if (!sandboxes.ok()) return sandboxes.status();
+  for (const auto& s : *sandboxes) {
+    if (s.state() != v1::SANDBOX_READY) continue;
+    Status st = runtime_.StopPodSandbox(s.id());
+    if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
+  }
+  return first;
+}
+
+Status PodSyncer::RemovePod(const std::string& uid) {
+  v1::PodSandboxFilter sf;
+  (*sf.mutable_label_selector())[kPodUidLabel] = uid;
+  auto sandboxes = runtime_.ListPodSandbox(sf);
+  if (!sandboxes.ok()) return sandboxes.status();
+  Status first = Status::Ok();
+  for (const auto& s : *sandboxes) {
+    Status st = runtime_.RemovePodSandbox(s.id());
+    if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
+  }
+  return first;
+}
+
+void PodSyncer::ForgetPod(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(backoff_mu_);
+  backoff_.ForgetPod(uid);
+}
+
+status::PodStatus PodSyncer::BuildStatus(const pod::Pod& pod, const PodRecordT* record,
+                                         bool terminal) const {
+  return MakeStatus(pod, record, {}, terminal);
+}
+
+status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* rec,
+                                    const WaitingMap& waiting, bool terminal) const {
+  status::PodStatus st;
+  const auto latest = Latest(rec);
+  // Previous instance of each name (for lastState).
+  auto previous = [&](const std::string& name, const ContainerRecordT* current) {
+    const ContainerRecordT* best = nullptr;
+    if (rec == nullptr || current == nullptr) return best;
+    for (const auto& c : rec->containers) {
+      if (c->name != name || c.get() == current || c->attempt >= current->attempt) continue;
+      if (best == nullptr || c->attempt > best->attempt) best = c.get();
+    }
+    return best;
+  };
+  auto one = [&](const pod::Container& c) {
+    status::ContainerStatus cs;
+    cs.name = c.name;
+    cs.image = c.image;
+    auto it = latest.find(c.name);
+    const ContainerRecordT* cur = it == latest.end() ? nullptr : it->second;
+    if (cur != nullptr) {
+      cs.container_id = "containerd://" + cur->id;
+      cs.image_id = cur->image_ref;
+      cs.restart_count = static_cast<int32_t>(cur->attempt);
+      cs.state = FromRecord(*cur);
+      cs.ready = cur->state == ContainerState::Running;
+      cs.started = cur->state == ContainerState::Running;
+      if (const auto* prev = previous(c.name, cur)) cs.last_state = FromRecord(*prev);
+    }
+    auto w = waiting.find(c.name);
+    if (w != waiting.end()) {
+      // Waiting to (re)start: the exited instance moves to lastState.
+      if (cs.state.terminated) cs.last_state = cs.state;
+      cs.state = status::ContainerState{};
+      cs.state.waiting = status::ContainerStateWaiting{w->second.reason, w->second.message};
+      cs.ready = false;
+      cs.started = false;
+    } else if (cs.state.empty()) {
+      cs.state.waiting = status::ContainerStateWaiting{"ContainerCreating", ""};
+    }
+    return cs;
+  };
+  for (const auto& c : pod.spec.init_containers) st.init_container_statuses.push_back(one(c));
+  for (const auto& c : pod.spec.containers) st.container_statuses.push_back(one(c));
+
+  PhaseInput in;
+  in.restart_policy = ToStatusPolicy(pod.spec.restart_policy);
+  for (const auto& c : pod.spec.init_containers) in.init_containers.push_back(c.name);
+  for (const auto& c : pod.spec.containers) in.containers.push_back(c.name);
+  in.init_statuses = &st.init_container_statuses;
+  in.statuses = &st.container_statuses;
+  in.pod_is_terminal = terminal;
+  st.phase = ComputePhase(in);
+  const int64_t now_s = NowEpochNs() / 1000000000;
+  st.conditions = ComputeConditions(in, st.phase, {}, now_s);
+  const SandboxRecordT* sandbox = NewestSandbox(rec);
+  if (sandbox != nullptr) {
+    st.start_time_unix_s = sandbox->created_at_ns / 1000000000;
+    st.pod_ip = sandbox->ip;
+    if (!st.pod_ip.empty()) st.pod_ips = {st.pod_ip};
+  }
+  if (pod.spec.host_network || st.pod_ip.empty()) {
+    st.pod_ip = "127.0.0.1";
+    st.pod_ips = {st.pod_ip};
+  }
+  st.host_ip = "127.0.0.1";
+  st.host_ips = {st.host_ip};
+  st.qos_class = "BestEffort";
+  return st;
+}
+
+}  // namespace nodelet::podworkerd

@@ -1,0 +1,94 @@
+// PodSyncer: one pod's sync, termination and status, through CRI (the kubelet's
+// kuberuntime_manager SyncPod / KillPod and its computePodActions, in one class).
+//
+// SyncPod compares the pod's spec with plegd's record of it (the pod cache entry, never older
+// than the pod's last sync) and acts: a new sandbox when there is no ready one (stopping what
+// still runs of the old one), init containers one at a time in order, then every app
+// container; a running container whose spec hash changed is restarted; an exited one is
+// restarted per restartPolicy under crash-loop backoff; images per imagePullPolicy. It returns
+// the v1 PodStatus to report and whether the pod is finished for good.
+//
+// Thread-safe: pod workers call it from several threads, one pod per thread at a time.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "lib/common/clock.h"
+#include "lib/cri/runtime_service.h"
+#include "lib/pod/pod.h"
+#include "lib/status/pod_status.h"
+#include "pleg_generated.h"
+#include "svc-podworkerd/crash_loop_backoff.h"
+
+namespace nodelet::podworkerd {
+
+struct SyncOutcome {
+  status::PodStatus status;
+  // Every container exited and none will be restarted: the pod is done (Succeeded/Failed).
+  bool pod_finished = false;
+  // The earliest time a resync can make progress (a crash-loop or image backoff expiring).
+  std::optional<MonoTime> retry_at;
+  // The sync changed the runtime (created, started or stopped something): the next sync must
+  // wait for a pod cache newer than this one.
+  bool changed_runtime = false;
+  // What failed, for the log ("" when nothing did).
+  std::string error;
+};
+
+class PodSyncer {
+ public:
+  PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
+            CrashLoopPolicy backoff, std::string log_dir);
+
+  SyncOutcome SyncPod(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
+
+  // Stops every container of the pod with `grace_seconds` (SIGTERM, SIGKILL after it; the
+  // containers in parallel; negative: each container's own grace period as stamped on it at
+  // creation, for orphans), then its sandboxes. Reads the runtime directly (by the pod UID
+  // label), so it works while plegd is down. Idempotent.
+  Status KillPod(const std::string& uid, int64_t grace_seconds);
+  // Removes the pod's sandboxes and containers (after KillPod). Idempotent.
+  Status RemovePod(const std::string& uid);
+
+  // The status of a pod from the record alone (no action), e.g. after a kill.
+  status::PodStatus BuildStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                                bool terminal) const;
+
+  void ForgetPod(const std::string& uid);
+
+ private:
+  struct Waiting {
+    std::string reason;
+    std::string message;
+  };
+  using WaitingMap = std::map<std::string, Waiting>;
+
+  Status EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out);
+  // Creates and starts `c` in the sandbox; `previous` is its last instance (for the restart
+  // count and the backoff). Fills `waiting` on failure.
+  bool StartContainer(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,
+                      const cri::v1::PodSandboxConfig& sandbox_config,
+                      const ipc::pleg::ContainerRecordT* previous, uint32_t next_attempt,
+                      WaitingMap& waiting, SyncOutcome& out);
+  // True (and `waiting` filled) when an exited container must wait before its restart.
+  bool InBackoff(const pod::Pod& pod, const pod::Container& c,
+                 const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting,
+                 SyncOutcome& out);
+  status::PodStatus MakeStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                           const WaitingMap& waiting, bool terminal) const;
+
+  cri::RuntimeService& runtime_;
+  cri::ImageService& images_;
+  const Clock& clock_;
+  std::string log_dir_;
+  std::mutex backoff_mu_;
+  CrashLoopBackoff backoff_;
+  // Image pull failures, per image: when a retry is allowed.
+  std::map<std::string, std::pair<MonoTime, std::chrono::milliseconds>> pull_backoff_;
+};
+
+}  // namespace nodelet::podworkerd

@@ -1,0 +1,389 @@
+// nodelet-podworkerd against a private containerd, with the real plegd and statusd: the test
+// plays the supervisor's part of the work channel (DesiredPods over podwork.fbs) and reads the
+// results from statusd and from CRI. Pods run busybox with the host network.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "lib/cri/grpc_cri_client.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/ipc/sockets.h"
+#include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/static_pod.h"
+#include "lib/status/status_client.h"
+#include "podwork_generated.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using status::PodPhase;
+using status::PodStatusRecord;
+
+// A static pod from a manifest text, as the supervisor would send it.
+pod::Pod MakePod(const std::string& yaml, const std::string& file = "/manifests/test.yaml") {
+  pod::StaticPodOrigin origin;
+  origin.source = file;
+  origin.node_name = "testnode";
+  origin.seen = pod::UnixTime{1700000000, 0};
+  auto r = pod::LoadStaticPods(yaml, origin);
+  EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors[0].message);
+  EXPECT_EQ(r.pods.size(), 1u);
+  return r.pods.empty() ? pod::Pod{} : r.pods[0].pod;
+}
+
+std::string PodYaml(const std::string& name, const std::string& restart_policy,
+                    const std::string& command, const std::string& init_command = "",
+                    int grace = 5) {
+  std::string y = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                  "\nspec:\n  hostNetwork: true\n  restartPolicy: " + restart_policy +
+                  "\n  terminationGracePeriodSeconds: " + std::to_string(grace) + "\n";
+  if (!init_command.empty()) {
+    y += "  initContainers:\n  - name: init\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + init_command + "\"]\n";
+  }
+  y += "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+       "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + command + "\"]\n";
+  return y;
+}
+
+// A command that runs until SIGTERM and then exits 0 at once (busybox sh as PID 1 would
+// otherwise ignore SIGTERM).
+constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+class Node {
+ public:
+  explicit Node(const TempDir& dir) : dir_(dir) {}
+  bool Start() {
+    ContainerdOptions opts;
+    opts.dir = dir_.Sub("ctrd");
+    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+    auto c = ContainerdInstance::Start(opts);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status().ToString();
+      return false;
+    }
+    containerd_ = std::move(*c);
+    plegd_ = StartService("plegd", {"--runtime-endpoint", containerd_->endpoint(),
+                                    "--relist-period", "100ms"});
+    statusd_ = StartService("statusd", {});
+    podworkerd_ = StartPodworkerd();
+    status_ = std::make_unique<status::StatusClient>(ctx_, dir_.Sub("run"));
+    watcher_ = std::make_unique<status::StatusWatcher>(ctx_, dir_.Sub("run"));
+    work_ = std::make_unique<ipc::DealerClient>(ctx_, 64 * 1024 * 1024);
+    return plegd_ && statusd_ && podworkerd_ && status_->Connect().ok() &&
+           watcher_->Connect().ok() &&
+           work_->Connect(ipc::kPodWorkerEndpoint.Uri(dir_.Sub("run"))).ok();
+  }
+  ~Node() {
+    podworkerd_.reset();
+    plegd_.reset();
+    statusd_.reset();
+    if (containerd_) {
+      EXPECT_TRUE(containerd_->Stop().ok());
+    }
+  }
+
+  std::unique_ptr<Subprocess> StartService(const std::string& name,
+                                           std::vector<std::string> extra) {
+    NotifyListener notify(dir_.Sub(name + "-" + std::to_string(++starts_) + ".notify"));
+    std::vector<std::string> argv = {BinDir() + "/nodelet-" + name, "--root-dir", dir_.Sub("root"),
+                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
+                                     "--heartbeat-interval", "200"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<Subprocess>(argv,
+                                          std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify.path()}},
+                                          dir_.Sub(name + "-" + std::to_string(starts_) + ".log"));
+    if (!notify.WaitFor("READY=1", 15s)) {
+      ADD_FAILURE() << name << " did not become ready";
+      return nullptr;
+    }
+    return p;
+  }
+  std::unique_ptr<Subprocess> StartPodworkerd() {
+    return StartService("podworkerd", {"--runtime-endpoint", containerd_->endpoint(),
+                                       "--crashloop-initial", "1s", "--crashloop-max", "4s",
+                                       "--resync-period", "2s"});
+  }
+  void KillPodworkerd() {
+    podworkerd_->Signal(SIGKILL);
+    podworkerd_->Wait(10s);
+    podworkerd_ = StartPodworkerd();
+    ASSERT_NE(podworkerd_, nullptr);
+  }
+
+  // Sends the desired set and waits for podworkerd's WorkAck of it.
+  void SendDesired(const std::vector<pod::Pod>& pods, bool sources_ready = true) {
+    ++generation_;
+    flatbuffers::FlatBufferBuilder fbb(4096);
+    std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> list;
+    for (const auto& p : pods) {
+      auto fp = pod::PodToFlatBuffer(fbb, p);
+      list.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString("file"), 0));
+    }
+    auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(list),
+                                                   sources_ready);
+    auto header = envelope_.Write(fbb);
+    fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
+                                                  desired.Union()),
+               ipc::podwork::PodWorkMessageIdentifier());
+    ASSERT_TRUE(work_->WaitWritable(10s)) << "podworkerd's work socket is not there";
+    ASSERT_TRUE(work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok());
+    auto end = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < end) {
+      auto frame = work_->Receive(500ms);
+      if (!frame.ok()) continue;
+      auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
+          frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
+      ASSERT_TRUE(m.ok());
+      if (auto ack = (*m)->body_as_WorkAck(); ack && ack->generation() == generation_) return;
+      ASSERT_NE((*m)->body_type(), ipc::podwork::Body::ErrorReply);
+    }
+    FAIL() << "no WorkAck for generation " << generation_;
+  }
+
+  // Waits (on statusd's watch stream) until the pod's status satisfies `pred`.
+  std::optional<PodStatusRecord> WaitStatus(const std::string& uid,
+                                            const std::function<bool(const PodStatusRecord&)>& pred,
+                                            std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto r = status_->GetPodStatus(uid);
+      if (r.ok()) last_ = *r;
+      if (r.ok() && pred(*r)) return *r;
+      auto now = std::chrono::steady_clock::now();
+      if (now >= end) return std::nullopt;
+      (void)watcher_->Next(std::min<std::chrono::milliseconds>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - now), 500ms));
+    }
+  }
+  // The last status read, for failure messages.
+  std::string Last() const {
+    std::string s = "phase=" + std::to_string(static_cast<int>(last_.status.phase));
+    for (const auto& c : last_.status.container_statuses) {
+      s += " " + c.name + "(restarts=" + std::to_string(c.restart_count);
+      if (c.state.waiting) s += " waiting=" + c.state.waiting->reason;
+      if (c.state.running) s += " running";
+      if (c.state.terminated) s += " exited=" + std::to_string(c.state.terminated->exit_code);
+      s += ")";
+    }
+    return s;
+  }
+
+  // Running containers of a pod, by CRI.
+  std::set<std::string> RunningContainers(const std::string& uid) {
+    v1::ContainerFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
+    auto list = containerd_->cri().ListContainers(f);
+    std::set<std::string> ids;
+    if (!list.ok()) return ids;
+    for (const auto& c : *list) {
+      if (c.state() == v1::CONTAINER_RUNNING) ids.insert(c.id());
+    }
+    return ids;
+  }
+  size_t Sandboxes(const std::string& uid) {
+    v1::PodSandboxFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
+    auto list = containerd_->cri().ListPodSandbox(f);
+    return list.ok() ? list->size() : 0;
+  }
+  ContainerdInstance& containerd() { return *containerd_; }
+  // The services' logs, for a failed test's output.
+  std::string Logs() const {
+    std::string out;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      if (entry.path().extension() != ".log") continue;
+      std::ifstream in(entry.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+      out += "---- " + entry.path().filename().string() + "\n" + text;
+    }
+    return out;
+  }
+
+ private:
+  const TempDir& dir_;
+  ipc::Context ctx_;
+  int starts_ = 0;
+  uint64_t generation_ = 0;
+  ipc::EnvelopeWriter envelope_{ipc::ServiceId::Supervisor, ipc::NewIncarnation()};
+  std::unique_ptr<ContainerdInstance> containerd_;
+  std::unique_ptr<Subprocess> plegd_, statusd_, podworkerd_;
+  std::unique_ptr<status::StatusClient> status_;
+  std::unique_ptr<status::StatusWatcher> watcher_;
+  std::unique_ptr<ipc::DealerClient> work_;
+  PodStatusRecord last_;
+};
+
+bool IsRunning(const PodStatusRecord& r) {
+  return r.status.phase == PodPhase::kRunning && !r.status.container_statuses.empty() &&
+         r.status.container_statuses[0].state.running.has_value();
+}
+
+class PodworkerdTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(node_.Start()); }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << node_.Logs();
+  }
+  TempDir dir_;
+  Node node_{dir_};
+};
+
+TEST_F(PodworkerdTest, RunsEditsRestartsAndStopsAPod) {
+  pod::Pod web = MakePod(PodYaml("web", "Always", kServe));
+  node_.SendDesired({web});
+  const std::string uid = web.metadata.uid;
+  ASSERT_TRUE(node_.WaitStatus(uid, IsRunning, 30s)) << node_.Last();
+  auto running = node_.RunningContainers(uid);
+  ASSERT_EQ(running.size(), 1u);
+
+  // Edit the command: the container is restarted, restartCount 1, same pod.
+  pod::Pod edited = MakePod(PodYaml("web", "Always", std::string(kServe) + " # v2"));
+  ASSERT_EQ(edited.metadata.uid, uid);
+  node_.SendDesired({edited});
+  auto restarted = node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return IsRunning(r) && r.status.container_statuses[0].restart_count == 1;
+  }, 30s);
+  ASSERT_TRUE(restarted) << node_.Last();
+  auto now_running = node_.RunningContainers(uid);
+  ASSERT_EQ(now_running.size(), 1u);
+  EXPECT_NE(*now_running.begin(), *running.begin());
+
+  // Removed: SIGTERM (the trap exits 0 at once, well within the 5 s grace), sandbox removed.
+  node_.SendDesired({});
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (node_.Sandboxes(uid) != 0 && std::chrono::steady_clock::now() < end) {
+    node_.WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 200ms);
+  }
+  EXPECT_EQ(node_.Sandboxes(uid), 0u);
+  EXPECT_TRUE(node_.RunningContainers(uid).empty());
+}
+
+TEST_F(PodworkerdTest, RestartPoliciesAndCrashLoopBackOff) {
+  pod::Pod always = MakePod(PodYaml("crasher", "Always", "exit 1"), "/m/a.yaml");
+  pod::Pod onfailure = MakePod(PodYaml("oneshot", "OnFailure", "exit 0"), "/m/b.yaml");
+  pod::Pod never = MakePod(PodYaml("failer", "Never", "exit 1"), "/m/c.yaml");
+  node_.SendDesired({always, onfailure, never});
+
+  auto succeeded = node_.WaitStatus(onfailure.metadata.uid, [](const PodStatusRecord& r) {
+    return r.status.phase == PodPhase::kSucceeded;
+  }, 30s);
+  EXPECT_TRUE(succeeded) << node_.Last();
+  auto failed = node_.WaitStatus(never.metadata.uid, [](const PodStatusRecord& r) {
+    return r.status.phase == PodPhase::kFailed;
+  }, 30s);
+  ASSERT_TRUE(failed) << node_.Last();
+  EXPECT_EQ(failed->status.container_statuses[0].state.terminated->exit_code, 1);
+  EXPECT_EQ(failed->status.container_statuses[0].restart_count, 0);
+
+  auto looping = node_.WaitStatus(always.metadata.uid, [](const PodStatusRecord& r) {
+    if (r.status.container_statuses.empty()) return false;
+    const auto& c = r.status.container_statuses[0];
+    return c.restart_count >= 2 && c.state.waiting && c.state.waiting->reason == "CrashLoopBackOff";
+  }, 40s);
+  ASSERT_TRUE(looping) << node_.Last();
+  EXPECT_EQ(looping->status.phase, PodPhase::kRunning);  // Always: it will be restarted
+  EXPECT_EQ(looping->status.container_statuses[0].last_state.terminated->exit_code, 1);
+}
+
+TEST_F(PodworkerdTest, MissingImageWithPullNeverIsErrImageNeverPull) {
+  std::string yaml = PodYaml("noimage", "Always", kServe);
+  yaml.replace(yaml.rfind("nodelet.local/busybox:1.0"), 25, "nodelet.local/absent:1.0");
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  auto waiting = node_.WaitStatus(p.metadata.uid, [](const PodStatusRecord& r) {
+    return !r.status.container_statuses.empty() && r.status.container_statuses[0].state.waiting &&
+           r.status.container_statuses[0].state.waiting->reason == "ErrImageNeverPull";
+  }, 30s);
+  ASSERT_TRUE(waiting) << node_.Last();
+  EXPECT_EQ(waiting->status.phase, PodPhase::kPending);
+  EXPECT_THAT(waiting->status.container_statuses[0].state.waiting->message,
+              ::testing::HasSubstr("nodelet.local/absent:1.0"));
+}
+
+TEST_F(PodworkerdTest, FailingInitContainerBlocksAppContainers) {
+  pod::Pod p = MakePod(PodYaml("initfail", "Never", kServe, "exit 3"));
+  node_.SendDesired({p});
+  auto failed = node_.WaitStatus(p.metadata.uid, [](const PodStatusRecord& r) {
+    return r.status.phase == PodPhase::kFailed;
+  }, 30s);
+  ASSERT_TRUE(failed) << node_.Last();
+  ASSERT_EQ(failed->status.init_container_statuses.size(), 1u);
+  EXPECT_EQ(failed->status.init_container_statuses[0].state.terminated->exit_code, 3);
+  // The app container never ran.
+  EXPECT_FALSE(failed->status.container_statuses[0].state.running.has_value());
+  EXPECT_FALSE(failed->status.container_statuses[0].state.terminated.has_value());
+  EXPECT_TRUE(node_.RunningContainers(p.metadata.uid).empty());
+}
+
+TEST_F(PodworkerdTest, OrphansWithNodeletLabelsAreKilledOthersLeftAlone) {
+  auto& cri = node_.containerd().cri();
+  auto sandbox = [&](const std::string& name, bool managed) {
+    v1::PodSandboxConfig c;
+    c.mutable_metadata()->set_name(name);
+    c.mutable_metadata()->set_uid("uid-" + name);
+    c.mutable_metadata()->set_namespace_("default");
+    c.set_log_directory(dir_.Sub("podlogs/" + name));
+    if (managed) {
+      (*c.mutable_labels())["nodelet.io/managed"] = "true";
+      (*c.mutable_labels())["io.kubernetes.pod.uid"] = "uid-" + name;
+    }
+    c.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+    auto id = cri.RunPodSandbox(c, "");
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : "";
+  };
+  std::string orphan = sandbox("orphan", true);
+  std::string stranger = sandbox("stranger", false);
+  // Not ready sources: nothing is killed yet.
+  node_.SendDesired({}, /*sources_ready=*/false);
+  // Sources ready (sent until plegd's replica in podworkerd has seen the orphan).
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (node_.Sandboxes("uid-orphan") != 0 && std::chrono::steady_clock::now() < end) {
+    node_.SendDesired({}, true);
+    node_.WaitStatus("none", [](const PodStatusRecord&) { return false; }, 300ms);
+  }
+  EXPECT_EQ(node_.Sandboxes("uid-orphan"), 0u) << "the orphan must be removed";
+  auto st = cri.PodSandboxStatus(stranger, false);
+  ASSERT_TRUE(st.ok()) << "a pod without nodelet's labels must be left alone";
+  EXPECT_EQ(st->status().state(), v1::SANDBOX_READY);
+}
+
+TEST_F(PodworkerdTest, KillNineOfPodworkerdRestartsNothing) {
+  std::vector<pod::Pod> pods;
+  for (int i = 0; i < 5; ++i) {
+    pods.push_back(MakePod(PodYaml("keep" + std::to_string(i), "Always", kServe),
+                           "/m/" + std::to_string(i) + ".yaml"));
+  }
+  node_.SendDesired(pods);
+  std::map<std::string, std::set<std::string>> before;
+  for (const auto& p : pods) {
+    ASSERT_TRUE(node_.WaitStatus(p.metadata.uid, IsRunning, 30s)) << node_.Last();
+    before[p.metadata.uid] = node_.RunningContainers(p.metadata.uid);
+  }
+  node_.KillPodworkerd();
+  node_.SendDesired(pods);
+  // Let the new podworkerd sync every pod at least once (its resync period is 2 s).
+  node_.WaitStatus("none", [](const PodStatusRecord&) { return false; }, 3s);
+  for (const auto& p : pods) {
+    EXPECT_EQ(node_.RunningContainers(p.metadata.uid), before[p.metadata.uid]) << p.metadata.name;
+    auto r = node_.WaitStatus(p.metadata.uid, IsRunning, 5s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status.container_statuses[0].restart_count, 0);
+  }
+}
+
+}  // namespace
+}  // namespace nodelet::testing
