@@ -19,9 +19,11 @@
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pleg/pleg_mirror.h"
+#include "lib/pod/static_pod.h"
 #include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/pleg_runtime_view.h"
+#include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -103,6 +105,7 @@ struct Supervisor::Impl {
   std::unique_ptr<CtlServer> ctl;
   std::unique_ptr<pleg::PlegMirror> mirror;
   std::unique_ptr<PlegRuntimeView> runtime_view;
+  std::unique_ptr<PodManager> pods;
   std::unique_ptr<ipc::EnvelopeWriter> envelope;
   SystemdNotifierImpl notifier;
   uint64_t incarnation = ipc::NewIncarnation();
@@ -145,6 +148,15 @@ struct Supervisor::Impl {
     mirror = std::make_unique<pleg::PlegMirror>(*ctx, c.run_dir, ipc::ServiceId::Supervisor);
     if (Status s = mirror->Connect(); !s.ok()) return s;
     runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
+
+    PodManagerOptions pod_opts;
+    pod_opts.run_dir = c.run_dir;
+    pod_opts.manifest_dir = options.pod_manifest_path;
+    pod_opts.manifest_url = options.manifest_url;
+    pod_opts.node_name = options.node_name;
+    pod_opts.max_pods = options.max_pods;
+    pods = std::make_unique<PodManager>(*ctx, clock, pod_opts);
+    if (Status s = pods->Start(); !s.ok()) return s;
 
     CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
                               runtime_view.get()};
@@ -220,6 +232,7 @@ struct Supervisor::Impl {
       peers[name] = in->peer;
       if (const auto* hello = m->body_as_Hello()) {
         manager->OnReady(name, hello->pid());
+        if (name == "podworkerd") pods->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto w = ipc::control::CreateWelcome(fbb, incarnation, 0);
         auto header = envelope->Write(fbb);
@@ -280,6 +293,10 @@ struct Supervisor::Impl {
         items.push_back(item);
         handlers.push_back([this] { mirror->OnReadable(); });
       }
+      for (auto item : pods->PollItems()) {
+        items.push_back(item);
+        handlers.push_back([this] { pods->OnReadable(); });
+      }
       for (const auto& p : launcher->Pollables()) {
         items.push_back({nullptr, p.fd, ZMQ_POLLIN, 0});
         std::string name = p.name;
@@ -289,7 +306,8 @@ struct Supervisor::Impl {
           handlers.push_back([this, name] { launcher->PumpLog(name); });
         }
       }
-      MonoTime next = std::min({manager->NextDeadline(), watchdog.NextDue(), mirror->NextTick()});
+      MonoTime next = std::min({manager->NextDeadline(), watchdog.NextDue(), mirror->NextTick(),
+                                pods->NextTick()});
       long timeout = MillisUntil(clock, next, 1000);
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -305,6 +323,7 @@ struct Supervisor::Impl {
       Reap();
       manager->Tick();
       mirror->Tick();
+      if (!stopping) pods->Tick();
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
     for (;;) {
@@ -354,6 +373,11 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
   app.add_option("--relist-period", o->relist_period, "plegd's relist period")
       ->check(DurationValidator());
+  app.add_option("--pod-manifest-path", o->pod_manifest_path,
+                 "Directory of static pod manifests (watched; re-read every 20 s)");
+  app.add_option("--manifest-url", o->manifest_url, "URL of static pod manifests (polled every 20 s)");
+  app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
+  app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
   app.add_option("--mode", mode, "standalone (spawn the services)")
       ->check(CLI::IsMember({"standalone"}))
       ->capture_default_str();
@@ -374,6 +398,12 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   p.heartbeat_deadline = *ParseDuration(durations["heartbeat-deadline"]);
   p.failing_grace = *ParseDuration(durations["failing-grace"]);
   if (o->service_dir.empty()) o->service_dir = SelfDir();
+  if (o->node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    o->node_name = host;
+  }
+  o->node_name = pod::NormalizeNodeName(o->node_name);
   if (!ctl_group.empty()) {
     if (group* g = getgrnam(ctl_group.c_str())) {
       o->ctl_group = g->gr_gid;

@@ -37,6 +37,11 @@ struct SupervisorOptions {
   std::optional<gid_t> ctl_group;
   std::string runtime_endpoint;  // passed to plegd when set
   std::string relist_period;     // passed to plegd when set
+  // The sync loop's pod sources and admission (pod_manager.h).
+  std::string pod_manifest_path;
+  std::string manifest_url;
+  std::string node_name;  // default: the hostname, lowercased
+  int max_pods = 110;
 };
 
 // The four services, in the order they are listed.

@@ -1,0 +1,316 @@
+#include "supervisor/pod_manager.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "lib/common/logging.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/static_pod.h"
+#include "lib/status/status_client.h"
+#include "podwork_generated.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+pod::UnixTime NowUnix() {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return pod::UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
+}
+
+// Sum of the containers' requests (the larger of the app containers' sum and any one init
+// container, as the scheduler counts them).
+int64_t Request(const pod::Pod& p, const std::string& resource, bool milli) {
+  auto value = [&](const pod::Container& c) -> int64_t {
+    auto it = c.resources.requests.find(resource);
+    if (it == c.resources.requests.end()) return 0;
+    return milli ? it->second.MilliValue() : it->second.Value();
+  };
+  int64_t sum = 0;
+  for (const auto& c : p.spec.containers) sum += value(c);
+  for (const auto& c : p.spec.init_containers) sum = std::max(sum, value(c));
+  return sum;
+}
+
+}  // namespace
+
+NodeResources ReadNodeCapacity() {
+  NodeResources r;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  r.cpu_milli = std::max(1L, cpus) * 1000;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemTotal:") {
+      r.memory_bytes = kb * 1024;
+      break;
+    }
+  }
+  return r;
+}
+
+AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& admitted,
+                      int max_pods, const NodeResources& allocatable) {
+  AdmissionResult r;
+  if (static_cast<int>(admitted.size()) >= max_pods) {
+    r.admitted = false;
+    r.reason = "OutOfpods";
+    r.message = "Node didn't have enough resource: pods, requested: 1, used: " +
+                std::to_string(admitted.size()) + ", capacity: " + std::to_string(max_pods);
+    return r;
+  }
+  struct Check {
+    const char* name;
+    bool milli;
+    int64_t capacity;
+    const char* reason;
+  };
+  for (const Check& c : {Check{"cpu", true, allocatable.cpu_milli, "OutOfcpu"},
+                         Check{"memory", false, allocatable.memory_bytes, "OutOfmemory"}}) {
+    int64_t want = Request(p, c.name, c.milli);
+    if (want == 0) continue;
+    int64_t used = 0;
+    for (const auto* a : admitted) used += Request(*a, c.name, c.milli);
+    if (used + want > c.capacity) {
+      r.admitted = false;
+      r.reason = c.reason;
+      r.message = std::string("Node didn't have enough resource: ") + c.name +
+                  ", requested: " + std::to_string(want) + ", used: " + std::to_string(used) +
+                  ", capacity: " + std::to_string(c.capacity);
+      return r;
+    }
+  }
+  return r;
+}
+
+PodManager::PodManager(ipc::Context& ctx, const Clock& clock, PodManagerOptions options)
+    : ctx_(ctx),
+      clock_(clock),
+      options_(std::move(options)),
+      envelope_(ipc::ServiceId::Supervisor, ipc::NewIncarnation()) {
+  allocatable_ = options_.allocatable.value_or(ReadNodeCapacity());
+}
+
+PodManager::~PodManager() {
+  if (url_) url_->Stop();
+}
+
+Status PodManager::Start() {
+  std::set<std::string> sources;
+  if (!options_.manifest_dir.empty()) {
+    dir_ = std::make_unique<ManifestDirSource>(options_.manifest_dir, clock_);
+    if (Status s = dir_->Start(); !s.ok()) return s;
+    sources.insert("file");
+  }
+  if (!options_.manifest_url.empty()) {
+    url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, UrlSourceOptions{});
+    if (Status s = url_->Start(); !s.ok()) return s;
+    sources.insert("http");
+  }
+  config_ = std::make_unique<PodConfig<pod::Pod>>(sources);
+  work_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxWorkBytes);
+  if (Status s = work_->Connect(ipc::kPodWorkerEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
+  if (dir_) {
+    if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
+  }
+  return Status::Ok();
+}
+
+std::vector<zmq::pollitem_t> PodManager::PollItems() {
+  std::vector<zmq::pollitem_t> items = {work_->PollItem()};
+  if (dir_ && dir_->fd() >= 0) items.push_back({nullptr, dir_->fd(), ZMQ_POLLIN, 0});
+  if (url_) items.push_back({nullptr, url_->fd(), ZMQ_POLLIN, 0});
+  return items;
+}
+
+void PodManager::OnReadable() {
+  DrainReplies();
+  if (dir_) {
+    if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
+  }
+  if (url_) {
+    if (auto snap = url_->Poll()) TakeSnapshot(*snap);
+  }
+  if (dirty_) Send();
+}
+
+MonoTime PodManager::NextTick() const {
+  MonoTime next = next_send_;
+  if (dir_) next = std::min(next, dir_->NextResync());
+  return next;
+}
+
+void PodManager::Tick() {
+  if (dir_ && clock_.Now() >= dir_->NextResync()) {
+    if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
+  }
+  if (dirty_ || clock_.Now() >= next_send_) Send();
+}
+
+void PodManager::OnPodworkerdReady() { Send(); }
+
+void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
+  auto log = GetLogger("supervisor");
+  std::vector<SourcePod<pod::Pod>> pods;
+  std::set<std::string> errors_now;
+  for (const auto& m : snapshot.manifests) {
+    if (!m.error.ok()) {
+      std::string msg = m.origin + ": " + m.error.message();
+      errors_now.insert(msg);
+      if (logged_errors_.insert(msg).second) log->error("Rejected manifest {}", msg);
+      continue;
+    }
+    pod::StaticPodOrigin origin;
+    origin.kind = snapshot.source == "http" ? pod::PodSourceKind::kHttp : pod::PodSourceKind::kFile;
+    origin.source = m.origin;
+    origin.node_name = options_.node_name;
+    auto seen = file_seen_.find(m.origin);
+    if (seen == file_seen_.end()) seen = file_seen_.emplace(m.origin, NowUnix()).first;
+    origin.seen = seen->second;
+    auto loaded = pod::LoadStaticPods(m.content, origin);
+    for (const auto& e : loaded.errors) {
+      errors_now.insert(e.message);
+      if (logged_errors_.insert(e.message).second) log->error("Rejected manifest {}", e.message);
+    }
+    for (auto& doc : loaded.pods) {
+      SourcePod<pod::Pod> sp;
+      sp.uid = doc.pod.metadata.uid;
+      auto h = doc.pod.metadata.annotations.find(pod::kConfigHashAnnotation);
+      sp.spec_hash = h != doc.pod.metadata.annotations.end() ? h->second : "";
+      sp.deleting = doc.pod.metadata.deletion_timestamp.has_value();
+      sp.pod = std::make_shared<const pod::Pod>(std::move(doc.pod));
+      pods.push_back(std::move(sp));
+    }
+  }
+  // Forget errors that were fixed, so they are logged again if they come back.
+  for (auto it = logged_errors_.begin(); it != logged_errors_.end();) {
+    it = errors_now.count(*it) ? std::next(it) : logged_errors_.erase(it);
+  }
+  for (auto it = file_seen_.begin(); it != file_seen_.end();) {
+    bool present = false;
+    for (const auto& m : snapshot.manifests) present = present || m.origin == it->first;
+    it = present ? std::next(it) : file_seen_.erase(it);
+  }
+  Apply(config_->Merge(snapshot.source, std::move(pods)));
+}
+
+void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& changes) {
+  auto log = GetLogger("supervisor");
+  for (const auto& c : changes) {
+    const std::string& name = c.pod ? c.pod->metadata.name : c.uid;
+    switch (c.op) {
+      case PodOp::kAdd: {
+        std::vector<const pod::Pod*> admitted;
+        for (const auto& [_, p] : admitted_) admitted.push_back(p.get());
+        AdmissionResult r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
+        if (!r.admitted) {
+          log->warn("Pod {} not admitted: {}: {}", name, r.reason, r.message);
+          rejected_[c.uid] = r.reason;
+          ReportRejected(*c.pod, r);
+          continue;
+        }
+        log->info("ADD pod {} ({}) from {}", name, c.uid, c.source);
+        admitted_[c.uid] = c.pod;
+        source_of_[c.uid] = c.source;
+        first_seen_ms_[c.uid] = NowMs();
+        break;
+      }
+      case PodOp::kUpdate:
+      case PodOp::kReconcile:
+      case PodOp::kDelete:
+        if (admitted_.count(c.uid)) {
+          log->info("{} pod {} ({})", PodOpName(c.op), name, c.uid);
+          admitted_[c.uid] = c.pod;
+        }
+        break;
+      case PodOp::kRemove:
+        log->info("REMOVE pod {} ({})", name, c.uid);
+        admitted_.erase(c.uid);
+        source_of_.erase(c.uid);
+        first_seen_ms_.erase(c.uid);
+        rejected_.erase(c.uid);
+        break;
+    }
+    dirty_ = true;
+    ++generation_;
+  }
+}
+
+void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
+  status::StatusClientOptions opts;
+  opts.sender = ipc::ServiceId::Supervisor;
+  opts.attempt_timeout = std::chrono::milliseconds(300);
+  opts.deadline = std::chrono::milliseconds(600);
+  status::StatusClient client(ctx_, options_.run_dir, opts);
+  if (!client.Connect().ok()) return;
+  status::PodIdentity id;
+  id.namespace_ = p.metadata.namespace_name;
+  id.name = p.metadata.name;
+  id.uid = p.metadata.uid;
+  id.container_count = static_cast<uint32_t>(p.spec.containers.size());
+  id.init_container_count = static_cast<uint32_t>(p.spec.init_containers.size());
+  status::PodStatus st;
+  st.phase = status::PodPhase::kFailed;
+  st.reason = why.reason;
+  st.message = why.message;
+  auto r = client.SetPodStatus(id, st);
+  if (!r.ok()) {
+    GetLogger("supervisor")->warn("Failed to record the rejection of pod {}: {}",
+                                  p.metadata.name, r.status().ToString());
+  }
+}
+
+void PodManager::Send() {
+  next_send_ = clock_.Now() + options_.housekeeping;
+  flatbuffers::FlatBufferBuilder fbb(16 * 1024);
+  std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> pods;
+  for (const auto& [uid, p] : admitted_) {
+    auto fp = pod::PodToFlatBuffer(fbb, *p);
+    pods.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString(source_of_[uid]),
+                                                  first_seen_ms_[uid]));
+  }
+  std::vector<flatbuffers::Offset<ipc::podwork::RejectedPod>> rejected;
+  for (const auto& [uid, reason] : rejected_) {
+    rejected.push_back(ipc::podwork::CreateRejectedPodDirect(fbb, uid.c_str(), reason.c_str()));
+  }
+  auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(pods),
+                                                 config_->AllSourcesReady(),
+                                                 fbb.CreateVector(rejected));
+  auto header = envelope_.Write(fbb);
+  fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
+                                                desired.Union()),
+             ipc::podwork::PodWorkMessageIdentifier());
+  // Fails while podworkerd is not there (ZMQ_IMMEDIATE); the next tick sends again.
+  if (work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok()) dirty_ = false;
+}
+
+void PodManager::DrainReplies() {
+  for (int i = 0; i < 64 && work_->Readable(); ++i) {
+    auto frame = work_->Receive(std::chrono::milliseconds(0));
+    if (!frame.ok()) break;
+    auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
+        frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
+    if (!m.ok()) continue;
+    if (const auto* ack = (*m)->body_as_WorkAck()) acked_ = ack->generation();
+    if (const auto* err = (*m)->body_as_ErrorReply()) {
+      GetLogger("supervisor")->warn("podworkerd refused desired pods (generation {}): {}",
+                                    err->generation(), err->error() ? err->error()->str() : "");
+    }
+  }
+}
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,105 @@
+// PodManager: the supervisor's half of the kubelet's sync loop. It reads the pod sources (the
+// manifest directory and the manifest URL), turns each manifest into static pods (lib/pod),
+// merges the sources' snapshots (PodConfig: ADD, UPDATE, DELETE, REMOVE), admits new pods
+// (maxPods, CPU and memory requests against the node's allocatable; a rejected pod gets phase
+// Failed with reason OutOfpods, OutOfcpu or OutOfmemory in statusd), and sends the whole
+// desired set to podworkerd (podwork.fbs) whenever it changes, on every housekeeping tick (2 s)
+// and when podworkerd (re)starts: level-triggered, so nothing lost in a crash stays lost.
+//
+// Runs in the supervisor's single-threaded loop: poll PollItems(), call OnReadable() and Tick().
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/ipc/codec.h"
+#include "lib/ipc/sockets.h"
+#include "lib/pod/pod.h"
+#include "lib/pod/rfc3339.h"
+#include "supervisor/pod_config.h"
+#include "supervisor/sources/manifest_dir_source.h"
+#include "supervisor/sources/manifest_url_source.h"
+
+namespace nodelet::supervisor {
+
+struct NodeResources {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+};
+
+// The node's capacity: the online CPUs and MemTotal. Allocatable equals capacity (no reserved
+// resources yet).
+NodeResources ReadNodeCapacity();
+
+struct AdmissionResult {
+  bool admitted = true;
+  std::string reason;   // OutOfpods, OutOfcpu, OutOfmemory
+  std::string message;  // the kubelet's wording
+};
+
+// The kubelet's admission for a new pod against those already admitted.
+AdmissionResult Admit(const pod::Pod& pod, const std::vector<const pod::Pod*>& admitted,
+                      int max_pods, const NodeResources& allocatable);
+
+struct PodManagerOptions {
+  std::string run_dir;
+  std::string manifest_dir;  // --pod-manifest-path; empty: none
+  std::string manifest_url;  // --manifest-url; empty: none
+  std::string node_name;
+  int max_pods = 110;
+  std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
+  std::chrono::milliseconds housekeeping{2000};
+};
+
+class PodManager {
+ public:
+  PodManager(ipc::Context& ctx, const Clock& clock, PodManagerOptions options);
+  ~PodManager();
+  Status Start();
+  std::vector<zmq::pollitem_t> PollItems();
+  void OnReadable();
+  void Tick();
+  MonoTime NextTick() const;
+  // podworkerd said hello: send it the desired set at once.
+  void OnPodworkerdReady();
+
+  size_t desired() const { return admitted_.size(); }
+  size_t rejected() const { return rejected_.size(); }
+  uint64_t generation() const { return generation_; }
+  uint64_t acked_generation() const { return acked_; }
+
+ private:
+  void TakeSnapshot(const SourceSnapshot& snapshot);
+  void Apply(const std::vector<PodChange<pod::Pod>>& changes);
+  void Send();
+  void DrainReplies();
+  void ReportRejected(const pod::Pod& pod, const AdmissionResult& why);
+
+  ipc::Context& ctx_;
+  const Clock& clock_;
+  PodManagerOptions options_;
+  NodeResources allocatable_;
+  std::unique_ptr<ManifestDirSource> dir_;
+  std::unique_ptr<ManifestUrlSource> url_;
+  std::unique_ptr<PodConfig<pod::Pod>> config_;
+  std::unique_ptr<ipc::DealerClient> work_;
+  ipc::EnvelopeWriter envelope_;
+
+  std::map<std::string, std::shared_ptr<const pod::Pod>> admitted_;  // uid -> pod
+  std::map<std::string, std::string> source_of_;                     // uid -> "file"/"http"
+  std::map<std::string, int64_t> first_seen_ms_;                     // uid
+  std::map<std::string, std::string> rejected_;                      // uid -> reason
+  std::map<std::string, pod::UnixTime> file_seen_;                   // manifest -> first seen
+  std::set<std::string> logged_errors_;
+  uint64_t generation_ = 0, acked_ = 0;
+  bool dirty_ = true;
+  MonoTime next_send_{};
+};
+
+}  // namespace nodelet::supervisor
