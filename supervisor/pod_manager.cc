@@ -251,12 +251,6 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& changes) {
 }
 
 void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
-  status::StatusClientOptions opts;
-  opts.sender = ipc::ServiceId::Supervisor;
-  opts.attempt_timeout = std::chrono::milliseconds(300);
-  opts.deadline = std::chrono::milliseconds(600);
-  status::StatusClient client(ctx_, options_.run_dir, opts);
-  if (!client.Connect().ok()) return;
   status::PodIdentity id;
   id.namespace_ = p.metadata.namespace_name;
   id.name = p.metadata.name;
@@ -267,15 +261,39 @@ void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
   st.phase = status::PodPhase::kFailed;
   st.reason = why.reason;
   st.message = why.message;
-  auto r = client.SetPodStatus(id, st);
-  if (!r.ok()) {
-    GetLogger("supervisor")->warn("Failed to record the rejection of pod {}: {}",
-                                  p.metadata.name, r.status().ToString());
+  unreported_[id.uid] = {id, st};
+  FlushRejected();
+}
+
+void PodManager::FlushRejected() {
+  if (unreported_.empty()) return;
+  if (!status_client_) {
+    status::StatusClientOptions opts;
+    opts.sender = ipc::ServiceId::Supervisor;
+    opts.attempt_timeout = std::chrono::milliseconds(200);
+    opts.deadline = std::chrono::milliseconds(400);
+    status_client_ = std::make_unique<status::StatusClient>(ctx_, options_.run_dir, opts);
+    if (!status_client_->Connect().ok()) {
+      status_client_.reset();
+      return;
+    }
+  }
+  // statusd may not be up yet (pods are admitted before the services start): what fails is
+  // tried again at the next housekeeping tick.
+  for (auto it = unreported_.begin(); it != unreported_.end();) {
+    if (!rejected_.count(it->first)) {
+      it = unreported_.erase(it);
+      continue;
+    }
+    auto r = status_client_->SetPodStatus(it->second.first, it->second.second);
+    if (!r.ok()) break;
+    it = unreported_.erase(it);
   }
 }
 
 void PodManager::Send() {
   next_send_ = clock_.Now() + options_.housekeeping;
+  FlushRejected();
   flatbuffers::FlatBufferBuilder fbb(16 * 1024);
   std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> pods;
   for (const auto& [uid, p] : admitted_) {

@@ -22,6 +22,7 @@
 #include "lib/ipc/sockets.h"
 #include "lib/pod/pod.h"
 #include "lib/pod/rfc3339.h"
+#include "lib/status/status_client.h"
 #include "supervisor/pod_config.h"
 #include "supervisor/sources/manifest_dir_source.h"
 #include "supervisor/sources/manifest_url_source.h"
@@ -80,6 +81,7 @@ class PodManager {
   void Send();
   void DrainReplies();
   void ReportRejected(const pod::Pod& pod, const AdmissionResult& why);
+  void FlushRejected();
 
   ipc::Context& ctx_;
   const Clock& clock_;
@@ -97,6 +99,9 @@ class PodManager {
   std::map<std::string, std::string> rejected_;                      // uid -> reason
   std::map<std::string, pod::UnixTime> file_seen_;                   // manifest -> first seen
   std::set<std::string> logged_errors_;
+  // Rejections not yet recorded in statusd.
+  std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> unreported_;
+  std::unique_ptr<status::StatusClient> status_client_;
   uint64_t generation_ = 0, acked_ = 0;
   bool dirty_ = true;
   MonoTime next_send_{};

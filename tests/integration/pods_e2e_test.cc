@@ -1,0 +1,221 @@
+// Pods end to end through the real `nodelet` (supervisor, plegd, statusd, volumed, podworkerd)
+// on a private containerd: manifests dropped into the manifest directory run, an edit restarts
+// the changed container, a removed file stops its pod, bad manifests are rejected without
+// stopping the others, admission refuses what does not fit, and kill -9 of every service
+// restarts no container.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+std::string PodYaml(const std::string& name, const std::string& command, const std::string& extra = "") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 5\n"
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + command + "\"]\n" + extra;
+}
+
+constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+class PodsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ContainerdOptions opts;
+    opts.dir = dir_.Sub("ctrd");
+    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+    auto c = ContainerdInstance::Start(opts);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    containerd_ = std::move(*c);
+    std::filesystem::create_directories(manifests());
+  }
+  void TearDown() override {
+    if (nodelet_) {
+      nodelet_->Signal(SIGTERM);
+      nodelet_->Wait(20s);
+    }
+    if (HasFailure()) {
+      std::ifstream in(dir_.Sub("nodelet.log"));
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::cerr << "---- nodelet.log (tail)\n"
+                << (text.size() > 6000 ? text.substr(text.size() - 6000) : text);
+    }
+    if (containerd_) {
+      EXPECT_TRUE(containerd_->Stop().ok());
+    }
+  }
+  std::string manifests() const { return dir_.Sub("manifests"); }
+  void Write(const std::string& file, const std::string& content) {
+    std::string tmp = manifests() + "/." + file + ".tmp";
+    std::ofstream(tmp) << content;
+    std::filesystem::rename(tmp, manifests() + "/" + file);
+  }
+  void StartNodelet(std::vector<std::string> extra = {}) {
+    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
+    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
+                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
+                                     "--runtime-endpoint", containerd_->endpoint(),
+                                     "--relist-period", "100ms", "--pod-manifest-path",
+                                     manifests(), "--node-name", "node1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    nodelet_ = std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
+                                            dir_.Sub("nodelet.log"));
+    ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
+  }
+  // `nodeletctl pods -o json` (a v1 PodList), parsed: name -> pod object.
+  std::map<std::string, nlohmann::json> Pods() {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
+    std::map<std::string, nlohmann::json> out;
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    if (j.is_discarded()) return out;
+    if (!j.contains("items")) return out;
+    for (const auto& p : j["items"]) out[p["metadata"].value("name", "")] = p;
+    last_ = r.output;
+    return out;
+  }
+  // Waits until `pred` holds for the pod list (each round waits for the supervisor's next
+  // status datagram or 200 ms, whichever comes first).
+  bool WaitPods(const std::function<bool(std::map<std::string, nlohmann::json>&)>& pred,
+                std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto pods = Pods();
+      if (pred(pods)) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+      notify_->Receive(200ms);
+    }
+  }
+  static std::string Phase(std::map<std::string, nlohmann::json>& pods, const std::string& name) {
+    auto it = pods.find(name);
+    return it == pods.end() ? "" : it->second["status"].value("phase", "");
+  }
+  std::set<std::string> RunningContainerIds() {
+    auto list = containerd_->cri().ListContainers(v1::ContainerFilter());
+    std::set<std::string> ids;
+    if (!list.ok()) return ids;
+    for (const auto& c : *list) {
+      if (c.state() == v1::CONTAINER_RUNNING) ids.insert(c.id());
+    }
+    return ids;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ContainerdInstance> containerd_;
+  std::unique_ptr<NotifyListener> notify_;
+  std::unique_ptr<Subprocess> nodelet_;
+  std::string last_;
+};
+
+TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
+  Write("good.yaml", PodYaml("good", kServe));
+  Write("broken-yaml.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [oops\n");
+  Write("dup.yaml", PodYaml("dup", kServe) + "  - name: app\n    image: nodelet.local/busybox:1.0\n");
+  Write("badqty.yaml", PodYaml("badqty", kServe, "    resources:\n      requests:\n        cpu: 12xyz\n"));
+  Write("badname.yaml", PodYaml("Bad_Name", kServe));
+  {
+    std::ofstream big(manifests() + "/big.yaml");
+    big << std::string(10 * 1024 * 1024, 'x');
+  }
+  {
+    std::ofstream bin(manifests() + "/binary.yaml", std::ios::binary);
+    for (int i = 0; i < 4096; ++i) bin.put(static_cast<char>(i * 7 % 256));
+  }
+  StartNodelet();
+  ASSERT_TRUE(WaitPods([](auto& p) { return Phase(p, "good-node1") == "Running"; }, 30s)) << last_;
+
+  // Each bad manifest is named in the log with its reason; none of them became a pod.
+  std::ifstream in(dir_.Sub("nodelet.log"));
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* file : {"broken-yaml.yaml", "dup.yaml", "badqty.yaml", "badname.yaml",
+                           "big.yaml", "binary.yaml"}) {
+    EXPECT_THAT(log, HasSubstr(manifests() + "/" + file)) << file << " must be reported";
+  }
+  EXPECT_THAT(log, HasSubstr("12xyz"));
+  EXPECT_EQ(Pods().size(), 1u) << last_;
+
+  // Edit the command: the container restarts in place (restartCount 1).
+  auto before = RunningContainerIds();
+  Write("good.yaml", PodYaml("good", std::string(kServe) + " # edited"));
+  ASSERT_TRUE(WaitPods([](auto& p) {
+    auto it = p.find("good-node1");
+    if (it == p.end() || it->second["status"].value("phase", "") != "Running") return false;
+    for (const auto& c : it->second["status"]["containerStatuses"]) {
+      if (c.value("restartCount", 0) == 1 && c["state"].contains("running")) return true;
+    }
+    return false;
+  }, 30s)) << last_;
+  EXPECT_NE(RunningContainerIds(), before);
+
+  // Remove the file: the pod stops (SIGTERM) and its sandbox goes away.
+  std::filesystem::remove(manifests() + "/good.yaml");
+  auto end = std::chrono::steady_clock::now() + 30s;
+  while (!RunningContainerIds().empty() && std::chrono::steady_clock::now() < end) {
+    notify_->Receive(200ms);
+  }
+  EXPECT_TRUE(RunningContainerIds().empty());
+}
+
+TEST_F(PodsE2eTest, AdmissionRefusesWhatDoesNotFit) {
+  Write("a.yaml", PodYaml("first", kServe));
+  Write("b.yaml", PodYaml("second", kServe));
+  Write("c.yaml", PodYaml("hungry", kServe, "    resources:\n      requests:\n        cpu: \"100000\"\n"));
+  StartNodelet({"--max-pods", "2"});
+  ASSERT_TRUE(WaitPods([](auto& p) {
+    int running = 0, out_of = 0;
+    for (auto& [name, pod] : p) {
+      if (pod["status"].value("phase", "") == "Running") ++running;
+      std::string reason = pod["status"].value("reason", "");
+      if (pod["status"].value("phase", "") == "Failed" && reason.rfind("OutOf", 0) == 0) ++out_of;
+    }
+    return running == 2 && out_of == 1;
+  }, 30s)) << last_;
+}
+
+TEST_F(PodsE2eTest, KillNineOfEveryServiceRestartsNoContainer) {
+  for (int i = 0; i < 20; ++i) Write("p" + std::to_string(i) + ".yaml", PodYaml("p" + std::to_string(i), kServe));
+  StartNodelet({"--restart-intensity", "100"});
+  ASSERT_TRUE(WaitPods([](auto& p) {
+    int running = 0;
+    for (auto& [_, pod] : p) running += pod["status"].value("phase", "") == "Running";
+    return running == 20;
+  }, 60s)) << last_;
+  const auto before = RunningContainerIds();
+  ASSERT_EQ(before.size(), 20u);
+
+  auto pid_of = [&](const std::string& service) {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
+    return static_cast<pid_t>(std::atoi(r.output.c_str()));
+  };
+  for (const char* service : {"plegd", "statusd", "podworkerd", "volumed"}) {
+    pid_t pid = pid_of(service);
+    ASSERT_GT(pid, 0) << service;
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(WaitProcessGone(pid, 10s));
+    ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 20s)) << service;
+  }
+  // Let the restarted services resync (podworkerd resyncs every pod; plegd relists).
+  ASSERT_TRUE(WaitPods([](auto& p) {
+    int running = 0;
+    for (auto& [_, pod] : p) running += pod["status"].value("phase", "") == "Running";
+    return running == 20;
+  }, 30s)) << last_;
+  EXPECT_EQ(RunningContainerIds(), before) << "no container may be restarted or duplicated";
+}
+
+}  // namespace
+}  // namespace nodelet::testing
