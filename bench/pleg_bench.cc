@@ -70,16 +70,6 @@ v1::ContainerConfig Sleeper(const std::string& name) {
   return config;
 }
 
-pid_t ContainerPid(cri::RuntimeService& cri, const std::string& id) {
-  auto st = cri.ContainerStatus(id, true);
-  if (!st.ok()) return -1;
-  auto it = st->info().find("info");
-  if (it == st->info().end()) return -1;
-  auto info = nlohmann::json::parse(it->second, nullptr, false);
-  if (info.is_discarded() || !info.contains("pid")) return -1;
-  return info["pid"].get<pid_t>();
-}
-
 double ThisProcessCpuMs() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -181,17 +181,6 @@ std::map<std::string, ContainerState> CriContainerStates(cri::RuntimeService& cr
   return out;
 }
 
-// The host pid of a running container, from containerd's verbose ContainerStatus.
-pid_t ContainerPid(cri::RuntimeService& cri, const std::string& id) {
-  auto st = cri.ContainerStatus(id, true);
-  if (!st.ok()) return -1;
-  auto it = st->info().find("info");
-  if (it == st->info().end()) return -1;
-  auto info = nlohmann::json::parse(it->second, nullptr, false);
-  if (info.is_discarded() || !info.contains("pid")) return -1;
-  return info["pid"].get<pid_t>();
-}
-
 class PlegdTest : public ::testing::Test {
  protected:
   void SetUp() override {

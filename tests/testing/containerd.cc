@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "lib/common/fs.h"
 #include "tests/testing/harness.h"
 
@@ -539,6 +541,16 @@ Status ContainerdInstance::CleanLeftovers() {
     keep(Internal("cannot unmount '" + left.front() + "'"));
   }
   return first;
+}
+
+pid_t ContainerPid(cri::RuntimeService& cri, const std::string& container_id) {
+  auto st = cri.ContainerStatus(container_id, true);
+  if (!st.ok()) return -1;
+  auto it = st->info().find("info");
+  if (it == st->info().end()) return -1;
+  auto info = nlohmann::json::parse(it->second, nullptr, false);
+  if (info.is_discarded() || !info.contains("pid") || !info["pid"].is_number_integer()) return -1;
+  return info["pid"].get<pid_t>();
 }
 
 }  // namespace nodelet::testing

@@ -49,6 +49,10 @@ std::string ImagesDir();
 Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
                                          const std::string& sandbox_image);
 
+// The host pid of a running container, from containerd's verbose ContainerStatus ("info" JSON,
+// "pid" field); -1 when it cannot be found.
+pid_t ContainerPid(cri::RuntimeService& cri, const std::string& container_id);
+
 class ContainerdInstance {
  public:
   // Writes the config, starts containerd in its own session (output to DIR/containerd.log, pid
