@@ -66,7 +66,8 @@ class PodsE2eTest : public ::testing::Test {
     std::filesystem::rename(tmp, manifests() + "/" + file);
   }
   void StartNodelet(std::vector<std::string> extra = {}) {
-    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
+    notify_.reset();
+    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify-" + std::to_string(++starts_) + ".sock"));
     std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
                                      "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
                                      "--runtime-endpoint", containerd_->endpoint(),
@@ -74,7 +75,7 @@ class PodsE2eTest : public ::testing::Test {
                                      manifests(), "--node-name", "node1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
-                                            dir_.Sub("nodelet.log"));
+                                            dir_.Sub(starts_ == 1 ? "nodelet.log" : "nodelet-" + std::to_string(starts_) + ".log"));
     ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
   }
   // `nodeletctl pods -o json` (a v1 PodList), parsed: name -> pod object.
@@ -119,6 +120,7 @@ class PodsE2eTest : public ::testing::Test {
   std::unique_ptr<NotifyListener> notify_;
   std::unique_ptr<Subprocess> nodelet_;
   std::string last_;
+  int starts_ = 0;
 };
 
 TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
@@ -186,16 +188,22 @@ TEST_F(PodsE2eTest, AdmissionRefusesWhatDoesNotFit) {
   }, 30s)) << last_;
 }
 
-TEST_F(PodsE2eTest, KillNineOfEveryServiceRestartsNoContainer) {
-  for (int i = 0; i < 20; ++i) Write("p" + std::to_string(i) + ".yaml", PodYaml("p" + std::to_string(i), kServe));
+// 30 pods in one directory all reach Running; then kill -9 of each service in turn, and of the
+// supervisor itself (its services die with it), restarts or duplicates no container.
+TEST_F(PodsE2eTest, ThirtyPodsRunAndKillNineOfAnyProcessRestartsNoContainer) {
+  constexpr int kPods = 30;
+  for (int i = 0; i < kPods; ++i) {
+    Write("p" + std::to_string(i) + ".yaml", PodYaml("p" + std::to_string(i), kServe));
+  }
   StartNodelet({"--restart-intensity", "100"});
-  ASSERT_TRUE(WaitPods([](auto& p) {
+  auto all_running = [&](auto& p) {
     int running = 0;
     for (auto& [_, pod] : p) running += pod["status"].value("phase", "") == "Running";
-    return running == 20;
-  }, 60s)) << last_;
+    return running == kPods;
+  };
+  ASSERT_TRUE(WaitPods(all_running, 90s)) << last_;
   const auto before = RunningContainerIds();
-  ASSERT_EQ(before.size(), 20u);
+  ASSERT_EQ(before.size(), static_cast<size_t>(kPods));
 
   auto pid_of = [&](const std::string& service) {
     auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
@@ -208,13 +216,26 @@ TEST_F(PodsE2eTest, KillNineOfEveryServiceRestartsNoContainer) {
     ASSERT_TRUE(WaitProcessGone(pid, 10s));
     ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 20s)) << service;
   }
-  // Let the restarted services resync (podworkerd resyncs every pod; plegd relists).
-  ASSERT_TRUE(WaitPods([](auto& p) {
-    int running = 0;
-    for (auto& [_, pod] : p) running += pod["status"].value("phase", "") == "Running";
-    return running == 20;
-  }, 30s)) << last_;
+  ASSERT_TRUE(WaitPods(all_running, 30s)) << last_;
   EXPECT_EQ(RunningContainerIds(), before) << "no container may be restarted or duplicated";
+
+  // The supervisor itself: its services go with it (PR_SET_PDEATHSIG); containers stay.
+  std::vector<pid_t> services;
+  for (const char* service : {"plegd", "statusd", "podworkerd", "volumed"}) {
+    services.push_back(pid_of(service));
+  }
+  nodelet_->Signal(SIGKILL);
+  ASSERT_TRUE(nodelet_->Wait(10s).has_value());
+  for (pid_t pid : services) EXPECT_TRUE(WaitProcessGone(pid, 10s)) << pid;
+  EXPECT_EQ(RunningContainerIds(), before) << "containers outlive every nodelet process";
+  StartNodelet({"--restart-intensity", "100"});
+  ASSERT_TRUE(WaitPods(all_running, 60s)) << last_;
+  EXPECT_EQ(RunningContainerIds(), before) << "a restarted nodelet must adopt, not re-create";
+  for (auto& [name, pod] : Pods()) {
+    for (const auto& cs : pod["status"]["containerStatuses"]) {
+      EXPECT_EQ(cs.value("restartCount", -1), 0) << name;
+    }
+  }
 }
 
 }  // namespace
