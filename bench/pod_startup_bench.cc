@@ -1,0 +1,255 @@
+// Pod startup latency: manifests written into nodelet's manifest directory → each pod's status
+// Running as seen on statusd's watch stream, for 1, 30 and 100 pods written at once; beside it,
+// in the same run, the same pods created directly through the CRI client (RunPodSandbox,
+// CreateContainer, StartContainer) with the same concurrency as podworkerd's pool: the
+// runtime's floor. Runs a real nodelet (all services) on a private containerd.
+//
+//   pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] [--relist-period 100ms]
+//                     [--json FILE]
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_stats.h"
+#include "lib/status/status_client.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+
+using namespace nodelet;
+using namespace nodelet::testing;
+using nodelet::bench::Percentile;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+namespace v1 = ::runtime::v1;
+
+namespace {
+
+constexpr int kConcurrency = 16;  // podworkerd's default --pod-workers
+
+std::string PodYaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n"
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; "
+         "while true; do sleep 1; done\"]\n";
+}
+
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Figures {
+  int pods = 0;
+  double p50 = 0, p99 = 0, all = 0;
+};
+
+Figures Summarize(int pods, const std::vector<double>& ms, double all) {
+  return Figures{pods, Percentile(ms, 50), Percentile(ms, 99), all};
+}
+
+// Through nodelet: write the manifests, wait for every pod Running on the watch stream.
+bool MeasureNodelet(const std::string& manifests, const std::string& run_dir, int n, int round,
+                    Figures& out) {
+  ipc::Context ctx;
+  status::StatusWatcher watcher(ctx, run_dir);
+  if (!watcher.Connect().ok()) return false;
+  // The subscription must be live before the first status can change.
+  (void)watcher.Next(milliseconds(300));
+  std::string staging = manifests + "/.staging";
+  std::filesystem::create_directories(staging);
+  std::set<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "r" + std::to_string(round) + "p" + std::to_string(i);
+    std::ofstream(staging + "/" + name + ".yaml") << PodYaml(name);
+    names.insert(name + "-bench");
+  }
+  auto t0 = SteadyClock::now();
+  for (int i = 0; i < n; ++i) {
+    std::string name = "r" + std::to_string(round) + "p" + std::to_string(i) + ".yaml";
+    std::filesystem::rename(staging + "/" + name, manifests + "/" + name);
+  }
+  std::map<std::string, double> running;
+  auto end = t0 + std::chrono::seconds(120);
+  while (running.size() < names.size() && SteadyClock::now() < end) {
+    auto ev = watcher.Next(milliseconds(500));
+    if (!ev.ok()) continue;
+    const auto& r = ev->record;
+    if (!names.count(r.pod.name) || running.count(r.pod.name)) continue;
+    bool up = r.status.phase == status::PodPhase::kRunning && !r.status.container_statuses.empty() &&
+              r.status.container_statuses[0].state.running.has_value();
+    if (up) running[r.pod.name] = Ms(SteadyClock::now() - t0);
+  }
+  double all = Ms(SteadyClock::now() - t0);
+  if (running.size() < names.size()) {
+    std::fprintf(stderr, "only %zu of %d pods reached Running\n", running.size(), n);
+    return false;
+  }
+  std::vector<double> ms;
+  for (const auto& [_, v] : running) ms.push_back(v);
+  out = Summarize(n, ms, all);
+  // Remove them and wait until the runtime is empty again.
+  for (int i = 0; i < n; ++i) {
+    std::filesystem::remove(manifests + "/r" + std::to_string(round) + "p" + std::to_string(i) + ".yaml");
+  }
+  return true;
+}
+
+bool WaitRuntimeEmpty(cri::RuntimeService& cri, milliseconds timeout) {
+  auto end = SteadyClock::now() + timeout;
+  while (SteadyClock::now() < end) {
+    auto list = cri.ListPodSandbox(v1::PodSandboxFilter());
+    if (list.ok() && list->empty()) return true;
+    std::this_thread::sleep_for(milliseconds(100));  // polling CRI: there is no event to wait on
+  }
+  return false;
+}
+
+// The floor: the same pods through CRI directly, kConcurrency at a time.
+bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, int n, Figures& out) {
+  std::vector<double> ms(n, 0);
+  std::vector<std::string> sandboxes(n);
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false};
+  auto t0 = SteadyClock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::min(n, kConcurrency); ++t) {
+    threads.emplace_back([&] {
+      auto client = cri::GrpcCriClient::Create(containerd.endpoint());
+      if (!client.ok()) {
+        failed = true;
+        return;
+      }
+      for (int i = next++; i < n; i = next++) {
+        v1::PodSandboxConfig sc;
+        sc.mutable_metadata()->set_name("floor" + std::to_string(i));
+        sc.mutable_metadata()->set_uid("floor-uid-" + std::to_string(i));
+        sc.mutable_metadata()->set_namespace_("bench");
+        sc.set_log_directory(log_dir + "/floor" + std::to_string(i));
+        sc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+        auto sb = (*client)->RunPodSandbox(sc, "");
+        if (!sb.ok()) {
+          failed = true;
+          return;
+        }
+        sandboxes[i] = *sb;
+        v1::ContainerConfig cc;
+        cc.mutable_metadata()->set_name("app");
+        cc.mutable_image()->set_image(kBusyboxImage);
+        for (const char* a : {"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}) cc.add_command(a);
+        cc.set_log_path("app.log");
+        cc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+        auto id = (*client)->CreateContainer(*sb, cc, sc);
+        if (!id.ok() || !(*client)->StartContainer(*id).ok()) {
+          failed = true;
+          return;
+        }
+        ms[i] = Ms(SteadyClock::now() - t0);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  double all = Ms(SteadyClock::now() - t0);
+  for (const auto& id : sandboxes) {
+    if (id.empty()) continue;
+    (void)containerd.cri().StopPodSandbox(id);
+    (void)containerd.cri().RemovePodSandbox(id);
+  }
+  if (failed) return false;
+  out = Summarize(n, ms, all);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string bin_dir, images_dir, json_path, sizes_arg = "1,30,100", relist = "100ms";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
+    else if (a == "--images-dir" && i + 1 < argc) images_dir = argv[++i];
+    else if (a == "--sizes" && i + 1 < argc) sizes_arg = argv[++i];
+    else if (a == "--relist-period" && i + 1 < argc) relist = argv[++i];
+    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] "
+                           "[--relist-period 100ms] [--json FILE]\n");
+      return 2;
+    }
+  }
+  if (bin_dir.empty() || images_dir.empty()) return 2;
+  std::vector<int> sizes;
+  {
+    std::stringstream ss(sizes_arg);
+    for (std::string s; std::getline(ss, s, ',');) sizes.push_back(std::stoi(s));
+  }
+  TempDir dir;
+  ContainerdOptions opts;
+  opts.dir = dir.Sub("ctrd");
+  opts.image_tarballs = DefaultImageTarballs(images_dir);
+  auto started = ContainerdInstance::Start(opts);
+  if (!started.ok()) {
+    std::fprintf(stderr, "containerd: %s\n", started.status().ToString().c_str());
+    return 1;
+  }
+  auto containerd = std::move(*started);
+  const std::string manifests = dir.Sub("manifests");
+  std::filesystem::create_directories(manifests);
+  NotifyListener notify(dir.Sub("notify.sock"));
+  Subprocess nodelet({bin_dir + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir",
+                      dir.Sub("run"), "--log-dir", dir.Sub("log"), "--runtime-endpoint",
+                      containerd->endpoint(), "--relist-period", relist, "--pod-manifest-path",
+                      manifests, "--node-name", "bench"},
+                     {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
+  if (!notify.WaitFor("READY=1", milliseconds(30000))) {
+    std::fprintf(stderr, "nodelet did not become ready\n");
+    return 1;
+  }
+  std::vector<std::pair<Figures, Figures>> results;
+  int round = 0;
+  for (int n : sizes) {
+    Figures via_nodelet, floor;
+    if (!MeasureNodelet(manifests, dir.Sub("run"), n, ++round, via_nodelet)) return 1;
+    if (!WaitRuntimeEmpty(containerd->cri(), milliseconds(120000))) {
+      std::fprintf(stderr, "nodelet did not remove the pods\n");
+      return 1;
+    }
+    if (!MeasureFloor(*containerd, dir.Sub("floor-logs"), n, floor)) {
+      std::fprintf(stderr, "the CRI floor run failed\n");
+      return 1;
+    }
+    results.push_back({via_nodelet, floor});
+  }
+  nodelet.Signal(SIGTERM);
+  nodelet.Wait(milliseconds(30000));
+  (void)containerd->Stop();
+
+  std::printf("pod startup (manifest written → Running in statusd), relist %s, vs the CRI floor "
+              "(%d at a time)\n", relist.c_str(), kConcurrency);
+  std::printf("%6s %12s %12s %12s %12s %12s %12s %8s\n", "pods", "nodelet p50", "p99", "all",
+              "floor p50", "p99", "all", "ratio");
+  nlohmann::json j;
+  j["relist_period"] = relist;
+  j["concurrency"] = kConcurrency;
+  for (const auto& [a, f] : results) {
+    double ratio = f.p50 > 0 ? a.p50 / f.p50 : 0;
+    std::printf("%6d %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %7.2fx\n", a.pods, a.p50,
+                a.p99, a.all, f.p50, f.p99, f.all, ratio);
+    j["sizes"].push_back({{"pods", a.pods},
+                          {"nodelet_ms", {{"p50", a.p50}, {"p99", a.p99}, {"all", a.all}}},
+                          {"floor_ms", {{"p50", f.p50}, {"p99", f.p99}, {"all", f.all}}},
+                          {"ratio_p50", ratio}});
+  }
+  j["goals"] = {{"ratio", 1.2}, {"single_pod_ms", 250}};
+  if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+  return 0;
+}
