@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pod/pod_flatbuffers.h"
@@ -42,6 +44,64 @@ int64_t Request(const pod::Pod& p, const std::string& resource, bool milli) {
   for (const auto& c : p.spec.containers) sum += value(c);
   for (const auto& c : p.spec.init_containers) sum = std::max(sum, value(c));
   return sum;
+}
+
+// Standard base64 (RFC 4648), as Secret data holds; nullopt when malformed.
+std::optional<std::string> DecodeBase64(const std::string& in) {
+  auto value = [](char ch) -> int {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+') return 62;
+    if (ch == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  int bits = 0, acc = 0;
+  for (char ch : in) {
+    if (ch == '=' || ch == '\n' || ch == '\r' || ch == ' ') continue;
+    int v = value(ch);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+// A ConfigMap or Secret document's data, or an error naming the field.
+Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
+  ConfigData out;
+  out.kind = doc.kind;
+  out.namespace_name = doc.namespace_name.empty() ? pod::kDefaultNamespace : doc.namespace_name;
+  out.name = doc.name;
+  if (out.name.empty()) return InvalidArgument("metadata.name: Required value");
+  auto read_map = [&](const char* field, bool base64) -> Status {
+    YAML::Node m = doc.object[field];
+    if (!m) return Status::Ok();
+    if (!m.IsMap()) return InvalidArgument(std::string(field) + ": must be a map");
+    for (const auto& kv : m) {
+      std::string key = kv.first.as<std::string>(), value = kv.second.as<std::string>("");
+      if (base64) {
+        auto decoded = DecodeBase64(value);
+        if (!decoded) return InvalidArgument(std::string(field) + "." + key + ": invalid base64");
+        value = *decoded;
+      }
+      out.data[key] = value;
+    }
+    return Status::Ok();
+  };
+  try {
+    const bool secret = doc.kind == "Secret";
+    if (Status s = read_map(secret ? "data" : "binaryData", true); !s.ok()) return s;
+    if (Status s = read_map(secret ? "stringData" : "data", false); !s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string("data: ") + e.what());
+  }
+  return out;
 }
 
 }  // namespace
@@ -124,6 +184,8 @@ Status PodManager::Start() {
   config_ = std::make_unique<PodConfig<pod::Pod>>(sources);
   work_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxWorkBytes);
   if (Status s = work_->Connect(ipc::kPodWorkerEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
+  volumes_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxWorkBytes);
+  if (Status s = volumes_->Connect(ipc::kVolumeEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
   if (dir_) {
     if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
   }
@@ -131,7 +193,7 @@ Status PodManager::Start() {
 }
 
 std::vector<zmq::pollitem_t> PodManager::PollItems() {
-  std::vector<zmq::pollitem_t> items = {work_->PollItem()};
+  std::vector<zmq::pollitem_t> items = {work_->PollItem(), volumes_->PollItem()};
   if (dir_ && dir_->fd() >= 0) items.push_back({nullptr, dir_->fd(), ZMQ_POLLIN, 0});
   if (url_) items.push_back({nullptr, url_->fd(), ZMQ_POLLIN, 0});
   return items;
@@ -166,6 +228,7 @@ void PodManager::OnPodworkerdReady() { Send(); }
 void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   auto log = GetLogger("supervisor");
   std::vector<SourcePod<pod::Pod>> pods;
+  std::vector<ConfigData> configs;
   std::set<std::string> errors_now;
   for (const auto& m : snapshot.manifests) {
     if (!m.error.ok()) {
@@ -181,7 +244,19 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     auto seen = file_seen_.find(m.origin);
     if (seen == file_seen_.end()) seen = file_seen_.emplace(m.origin, NowUnix()).first;
     origin.seen = seen->second;
-    auto loaded = pod::LoadStaticPods(m.content, origin);
+    pod::ParseOptions parse;
+    parse.other_kinds = {"ConfigMap", "Secret"};
+    auto loaded = pod::LoadStaticPods(m.content, origin, parse);
+    for (const auto& other : loaded.others) {
+      auto obj = ParseConfigObject(other);
+      if (!obj.ok()) {
+        std::string msg = m.origin + ": " + other.kind + " " + other.name + ": " + obj.status().message();
+        errors_now.insert(msg);
+        if (logged_errors_.insert(msg).second) log->error("Rejected manifest {}", msg);
+        continue;
+      }
+      configs.push_back(std::move(*obj));
+    }
     for (const auto& e : loaded.errors) {
       errors_now.insert(e.message);
       if (logged_errors_.insert(e.message).second) log->error("Rejected manifest {}", e.message);
@@ -204,6 +279,14 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     bool present = false;
     for (const auto& m : snapshot.manifests) present = present || m.origin == it->first;
     it = present ? std::next(it) : file_seen_.erase(it);
+  }
+  // ConfigMaps and Secrets: the source's full set replaces its previous one.
+  std::map<std::string, ConfigData> mine;
+  for (auto& cd : configs) mine[cd.kind + "/" + cd.namespace_name + "/" + cd.name] = std::move(cd);
+  if (mine != configs_[snapshot.source]) {
+    configs_[snapshot.source] = std::move(mine);
+    dirty_ = true;
+    ++generation_;
   }
   Apply(config_->Merge(snapshot.source, std::move(pods)));
 }
@@ -305,18 +388,40 @@ void PodManager::Send() {
   for (const auto& [uid, reason] : rejected_) {
     rejected.push_back(ipc::podwork::CreateRejectedPodDirect(fbb, uid.c_str(), reason.c_str()));
   }
+  std::vector<flatbuffers::Offset<ipc::podwork::ConfigObject>> config_maps, secrets;
+  for (const auto& [_, by_key] : configs_) {
+    for (const auto& [key, cd] : by_key) {
+      std::vector<flatbuffers::Offset<ipc::podwork::ConfigEntry>> entries;
+      for (const auto& [k, v] : cd.data) {
+        entries.push_back(ipc::podwork::CreateConfigEntry(
+            fbb, fbb.CreateString(k),
+            fbb.CreateVector(reinterpret_cast<const uint8_t*>(v.data()), v.size())));
+      }
+      auto obj = ipc::podwork::CreateConfigObject(fbb, fbb.CreateString(cd.namespace_name),
+                                                  fbb.CreateString(cd.name), fbb.CreateVector(entries));
+      (cd.kind == "Secret" ? secrets : config_maps).push_back(obj);
+    }
+  }
   auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(pods),
                                                  config_->AllSourcesReady(),
-                                                 fbb.CreateVector(rejected));
+                                                 fbb.CreateVector(rejected),
+                                                 fbb.CreateVector(config_maps),
+                                                 fbb.CreateVector(secrets));
   auto header = envelope_.Write(fbb);
   fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
                                                 desired.Union()),
              ipc::podwork::PodWorkMessageIdentifier());
-  // Fails while podworkerd is not there (ZMQ_IMMEDIATE); the next tick sends again.
-  if (work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok()) dirty_ = false;
+  // Fails while a service is not there (ZMQ_IMMEDIATE); the next tick sends again.
+  bool sent = work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok();
+  sent = volumes_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok() && sent;
+  if (sent) dirty_ = false;
 }
 
 void PodManager::DrainReplies() {
+  // volumed's acks carry nothing we act on.
+  for (int i = 0; i < 64 && volumes_->Readable(); ++i) {
+    if (!volumes_->Receive(std::chrono::milliseconds(0)).ok()) break;
+  }
   for (int i = 0; i < 64 && work_->Readable(); ++i) {
     auto frame = work_->Receive(std::chrono::milliseconds(0));
     if (!frame.ok()) break;

@@ -48,6 +48,15 @@ struct AdmissionResult {
 AdmissionResult Admit(const pod::Pod& pod, const std::vector<const pod::Pod*>& admitted,
                       int max_pods, const NodeResources& allocatable);
 
+// A ConfigMap or Secret from a pod source (values decoded), for volumed.
+struct ConfigData {
+  std::string kind;  // ConfigMap or Secret
+  std::string namespace_name;
+  std::string name;
+  std::map<std::string, std::string> data;
+  bool operator==(const ConfigData&) const = default;
+};
+
 struct PodManagerOptions {
   std::string run_dir;
   std::string manifest_dir;  // --pod-manifest-path; empty: none
@@ -67,7 +76,7 @@ class PodManager {
   void OnReadable();
   void Tick();
   MonoTime NextTick() const;
-  // podworkerd said hello: send it the desired set at once.
+  // podworkerd or volumed said hello: send the desired set at once.
   void OnPodworkerdReady();
 
   size_t desired() const { return admitted_.size(); }
@@ -91,6 +100,9 @@ class PodManager {
   std::unique_ptr<ManifestUrlSource> url_;
   std::unique_ptr<PodConfig<pod::Pod>> config_;
   std::unique_ptr<ipc::DealerClient> work_;
+  std::unique_ptr<ipc::DealerClient> volumes_;
+  // ConfigMaps and Secrets by source, then by kind/namespace/name.
+  std::map<std::string, std::map<std::string, ConfigData>> configs_;
   ipc::EnvelopeWriter envelope_;
 
   std::map<std::string, std::shared_ptr<const pod::Pod>> admitted_;  // uid -> pod

@@ -232,7 +232,7 @@ struct Supervisor::Impl {
       peers[name] = in->peer;
       if (const auto* hello = m->body_as_Hello()) {
         manager->OnReady(name, hello->pid());
-        if (name == "podworkerd") pods->OnPodworkerdReady();
+        if (name == "podworkerd" || name == "volumed") pods->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto w = ipc::control::CreateWelcome(fbb, incarnation, 0);
         auto header = envelope->Write(fbb);

@@ -1,5 +1,11 @@
 #include "svc-podworkerd/cri_configs.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <sstream>
+
 #include "lib/pod/canonical.h"
 
 namespace nodelet::podworkerd {
@@ -98,6 +104,56 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
     if (s.allow_privilege_escalation) sc->set_no_new_privs(!*s.allow_privilege_escalation);
   }
   return config;
+}
+
+Result<std::string> ResolveSubPath(const std::string& base, const std::string& sub_path) {
+  if (sub_path.empty()) return base;
+  if (sub_path[0] == '/') return InvalidArgument("subPath " + sub_path + " must be relative");
+  std::stringstream parts(sub_path);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part == "..") return InvalidArgument("subPath " + sub_path + " must not contain '..'");
+  }
+  char real_base[PATH_MAX];
+  if (realpath(base.c_str(), real_base) == nullptr) {
+    return FailedPrecondition("volume path " + base + " does not exist");
+  }
+  const std::string root = real_base;
+  const std::string want = root + "/" + sub_path;
+  auto inside = [&](const std::string& p) { return p == root || p.rfind(root + "/", 0) == 0; };
+  // The deepest existing ancestor must resolve inside the volume before anything is created.
+  std::filesystem::path probe = want;
+  std::error_code ec;
+  while (!std::filesystem::exists(probe, ec) && probe.has_parent_path() && probe != root) {
+    probe = probe.parent_path();
+  }
+  char real[PATH_MAX];
+  if (realpath(probe.c_str(), real) == nullptr || !inside(real)) {
+    return InvalidArgument("subPath " + sub_path + " resolves outside its volume");
+  }
+  if (!std::filesystem::exists(want, ec)) std::filesystem::create_directories(want, ec);
+  if (realpath(want.c_str(), real) == nullptr || !inside(real)) {
+    return InvalidArgument("subPath " + sub_path + " resolves outside its volume");
+  }
+  return std::string(real);
+}
+
+Result<std::vector<v1::Mount>> MakeMounts(const pod::Container& c,
+                                          const std::map<std::string, std::string>& volume_paths) {
+  std::vector<v1::Mount> mounts;
+  for (const auto& vm : c.volume_mounts) {
+    auto it = volume_paths.find(vm.name);
+    if (it == volume_paths.end() || it->second.empty()) {
+      return FailedPrecondition("volume \"" + vm.name + "\" is not set up");
+    }
+    auto host = ResolveSubPath(it->second, vm.sub_path);
+    if (!host.ok()) return host.status();
+    v1::Mount m;
+    m.set_container_path(vm.mount_path);
+    m.set_host_path(*host);
+    m.set_readonly(vm.read_only);
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
 }
 
 }  // namespace nodelet::podworkerd

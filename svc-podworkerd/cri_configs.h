@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
@@ -31,5 +33,14 @@ cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attemp
 // `restart_count` becomes the metadata attempt and the log file: CONTAINER/N.log.
 cri::v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& container,
                                              uint32_t restart_count);
+
+// The host path of `sub_path` inside the volume at `base`, refusing absolute paths, `..` and
+// anything (a symlink) that resolves outside the volume. A missing subPath directory is created
+// inside the volume, as the kubelet does.
+Result<std::string> ResolveSubPath(const std::string& base, const std::string& sub_path);
+
+// The CRI mounts of a container's volumeMounts, given each volume's host path (from volumed).
+Result<std::vector<cri::v1::Mount>> MakeMounts(const pod::Container& container,
+                                               const std::map<std::string, std::string>& volume_paths);
 
 }  // namespace nodelet::podworkerd

@@ -96,11 +96,12 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 }  // namespace
 
 PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
-                     CrashLoopPolicy backoff, std::string log_dir)
+                     CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes)
     : runtime_(runtime),
       images_(images),
       clock_(clock),
       log_dir_(std::move(log_dir)),
+      volumes_(std::move(volumes)),
       backoff_(clock, backoff) {}
 
 Status PodSyncer::EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out) {
@@ -169,13 +170,21 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
                                const std::string& sandbox_id,
                                const v1::PodSandboxConfig& sandbox_config,
                                const ContainerRecordT* previous, uint32_t next_attempt,
+                               const std::map<std::string, std::string>& volume_paths,
                                WaitingMap& waiting, SyncOutcome& out) {
   if (Status s = EnsureImage(c, waiting, out); !s.ok()) {
     out.error = "image for container " + c.name + ": " + s.message();
     return false;
   }
-  auto id = runtime_.CreateContainer(sandbox_id, MakeContainerConfig(pod, c, next_attempt),
-                                     sandbox_config);
+  v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt);
+  auto mounts = MakeMounts(c, volume_paths);
+  if (!mounts.ok()) {
+    waiting[c.name] = {"CreateContainerConfigError", mounts.status().message()};
+    out.error = "container " + c.name + ": " + mounts.status().message();
+    return false;
+  }
+  for (auto& m : *mounts) *config.add_mounts() = std::move(m);
+  auto id = runtime_.CreateContainer(sandbox_id, config, sandbox_config);
   out.changed_runtime = true;
   if (!id.ok()) {
     waiting[c.name] = {"CreateContainerError", id.status().message()};
@@ -202,6 +211,23 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
   SyncOutcome out;
   WaitingMap waiting;
   const int64_t grace = GraceSeconds(pod);
+  // Volumes first (the kubelet's WaitForAttachAndMount, but never blocking: volumed tells us
+  // when they are ready, and the sync returns at once meanwhile).
+  std::map<std::string, std::string> volume_paths;
+  if (!pod.spec.volumes.empty()) {
+    auto v = volumes_ ? volumes_(pod.metadata.uid)
+                      : Result<PodVolumeSet>(Unavailable("no volume manager"));
+    if (!v.ok() || !v->ready) {
+      std::string why = !v.ok() ? "volumed: " + v.status().message() : v->reason;
+      for (const auto& c : pod.spec.init_containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
+      for (const auto& c : pod.spec.containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
+      out.error = "volumes not ready: " + why;
+      out.retry_at = clock_.Now() + std::chrono::seconds(1);
+      out.status = MakeStatus(pod, rec, waiting, false);
+      return out;
+    }
+    volume_paths = std::move(v->paths);
+  }
   const SandboxRecordT* sandbox = NewestSandbox(rec);
   const auto latest_any = Latest(rec);
   auto next_attempt = [&](const std::string& name) -> uint32_t {
@@ -261,7 +287,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     const ContainerRecordT* s = it == latest.end() ? nullptr : it->second;
     if (s == nullptr) {
       StartContainer(pod, ic, sandbox_id, sandbox_config, latest_any.count(ic.name) ? latest_any.at(ic.name) : nullptr,
-                     next_attempt(ic.name), waiting, out);
+                     next_attempt(ic.name), volume_paths, waiting, out);
       inits_done = false;
       break;
     }
@@ -274,7 +300,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
       break;
     }
     if (!InBackoff(pod, ic, *s, waiting, out)) {
-      StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), waiting, out);
+      StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), volume_paths, waiting, out);
     }
     break;
   }
@@ -295,7 +321,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     if (s == nullptr) {
       if (StartContainer(pod, c, sandbox_id, sandbox_config,
                          latest_any.count(c.name) ? latest_any.at(c.name) : nullptr,
-                         next_attempt(c.name), waiting, out)) {
+                         next_attempt(c.name), volume_paths, waiting, out)) {
         any_running = true;
       } else {
         any_to_restart = true;
@@ -309,7 +335,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
           StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
-                         waiting, out);
+                         volume_paths, waiting, out);
         }
         any_running = true;
         break;
@@ -326,7 +352,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         if (!ShouldRestart(pod, *s) && !spec_changed) break;
         any_to_restart = true;
         if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
-        if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), waiting,
+        if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), volume_paths, waiting,
                            out)) {
           any_running = true;
         }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,10 +40,19 @@ struct SyncOutcome {
   std::string error;
 };
 
+// A pod's volumes as volumed reports them.
+struct PodVolumeSet {
+  bool ready = false;
+  std::string reason;                         // why not ready
+  std::map<std::string, std::string> paths;   // volume name -> host path
+};
+// Asks volumed (from a worker thread, with a deadline).
+using VolumeLookup = std::function<Result<PodVolumeSet>(const std::string& pod_uid)>;
+
 class PodSyncer {
  public:
   PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
-            CrashLoopPolicy backoff, std::string log_dir);
+            CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes = nullptr);
 
   SyncOutcome SyncPod(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
 
@@ -73,7 +83,8 @@ class PodSyncer {
   bool StartContainer(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,
                       const cri::v1::PodSandboxConfig& sandbox_config,
                       const ipc::pleg::ContainerRecordT* previous, uint32_t next_attempt,
-                      WaitingMap& waiting, SyncOutcome& out);
+                      const std::map<std::string, std::string>& volume_paths, WaitingMap& waiting,
+                      SyncOutcome& out);
   // True (and `waiting` filled) when an exited container must wait before its restart.
   bool InBackoff(const pod::Pod& pod, const pod::Container& c,
                  const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting,
@@ -85,6 +96,7 @@ class PodSyncer {
   cri::ImageService& images_;
   const Clock& clock_;
   std::string log_dir_;
+  VolumeLookup volumes_;
   std::mutex backoff_mu_;
   CrashLoopBackoff backoff_;
   // Image pull failures, per image: when a retry is allowed.

@@ -11,6 +11,7 @@
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
+#include "volume_generated.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -52,6 +53,44 @@ std::string ConfigHash(const pod::Pod& p) {
 int64_t GraceOf(const pod::Pod& p) {
   return p.spec.termination_grace_period_seconds.value_or(
       pod::kDefaultTerminationGracePeriodSeconds);
+}
+
+// Asks volumed for a pod's volumes (one short-lived DEALER per call: called from worker threads).
+Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir, const std::string& uid) {
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir));
+  if (Status s = client.Connect(); !s.ok()) return s;
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto req = ipc::volume::CreatePodVolumesRequestDirect(fbb, id, uid.c_str());
+  ipc::EnvelopeWriter envelope(ipc::ServiceId::Podworkerd, 0);
+  auto header = envelope.Write(fbb);
+  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::PodVolumesRequest,
+                                              req.Union()),
+             ipc::volume::VolumeMessageIdentifier());
+  const ipc::volume::PodVolumes* reply = nullptr;
+  auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), std::chrono::milliseconds(300),
+                           std::chrono::milliseconds(1000), [&](const ipc::Frame& f) {
+                             auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
+                                 f.data(), f.size(), ipc::volume::VolumeMessageIdentifier());
+                             return m.ok() && (*m)->body_as_PodVolumes() &&
+                                    (*m)->body_as_PodVolumes()->request_id() == id;
+                           });
+  if (!frame.ok()) return frame.status();
+  auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
+                                                          ipc::volume::VolumeMessageIdentifier());
+  if (!m.ok()) return m.status();
+  reply = (*m)->body_as_PodVolumes();
+  PodVolumeSet set;
+  set.ready = reply->known() && reply->ready();
+  set.reason = !reply->known() ? "volumed does not know the pod yet"
+                               : reply->reason() ? reply->reason()->str() : "";
+  if (reply->volumes()) {
+    for (const auto* v : *reply->volumes()) {
+      if (v->name() && v->host_path()) set.paths[v->name()->str()] = v->host_path()->str();
+    }
+  }
+  return set;
 }
 
 }  // namespace
@@ -122,8 +161,11 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
   if (!client.ok()) return client.status();
   cri_ = std::move(*client);
-  syncer_ = std::make_unique<PodSyncer>(*cri_, *cri_, ctx.clock, config_.backoff,
-                                        ctx.options.log_dir);
+  ipc::Context* ipc_ctx = &ctx.ipc;
+  std::string run_dir = ctx.options.run_dir;
+  syncer_ = std::make_unique<PodSyncer>(
+      *cri_, *cri_, ctx.clock, config_.backoff, ctx.options.log_dir,
+      [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); });
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
@@ -133,6 +175,11 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
                                                ipc::ServiceId::Podworkerd);
   if (Status s = mirror_->Connect(); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
+  volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
+  if (Status s = volume_events_->Connect(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir));
+      !s.ok()) {
+    return s;
+  }
   done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (done_fd_ < 0) return Internal("eventfd failed");
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
@@ -172,6 +219,7 @@ std::vector<zmq::pollitem_t> PodworkerdService::PollItems() {
   std::vector<zmq::pollitem_t> items = {router_->PollItem(),
                                         zmq::pollitem_t{nullptr, done_fd_, ZMQ_POLLIN, 0}};
   for (auto& item : mirror_->PollItems()) items.push_back(item);
+  items.push_back(volume_events_->PollItem());
   return items;
 }
 
@@ -187,6 +235,22 @@ void PodworkerdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
   mirror_->on_resync = nullptr;
   if (resynced) {
     for (const auto& [uid, _] : pods_) changed.insert(uid);
+  }
+  // volumed: a pod's volumes became ready (or changed): sync it now.
+  if (items[4].revents & ZMQ_POLLIN) {
+    for (int i = 0; i < 256 && volume_events_->Readable(); ++i) {
+      auto frame = volume_events_->Receive(std::chrono::milliseconds(0));
+      if (!frame.ok()) break;
+      auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
+          frame->data(), frame->size(), ipc::volume::VolumeMessageIdentifier());
+      if (!m.ok()) {
+        ++bad_messages_;
+        continue;
+      }
+      if (const auto* ev = (*m)->body_as_VolumesChanged(); ev && ev->pod_uid()) {
+        changed.insert(ev->pod_uid()->str());
+      }
+    }
   }
   for (const auto& uid : changed) {
     auto it = pods_.find(uid);

@@ -114,6 +114,7 @@ class PodworkerdService : public ServiceHooks {
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;
   std::unique_ptr<pleg::PlegMirror> mirror_;
   std::unique_ptr<StatusSender> status_;
+  std::unique_ptr<ipc::Subscriber> volume_events_;
 
   PodLifecycle<pod::Pod> lifecycle_;
   std::map<std::string, Entry> pods_;

@@ -1,17 +1,181 @@
 #include "svc-volumed/volumed_service.h"
 
+#include "lib/common/logging.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/pod/pod_flatbuffers.h"
+
 namespace nodelet::volumed {
+namespace {
+
+constexpr size_t kMaxBytes = 64 * 1024 * 1024;
+constexpr std::chrono::milliseconds kReconcilePeriod{100};
+
+std::map<std::string, ConfigObject> Objects(
+    const flatbuffers::Vector<flatbuffers::Offset<ipc::podwork::ConfigObject>>* list) {
+  std::map<std::string, ConfigObject> out;
+  if (list == nullptr) return out;
+  for (const auto* o : *list) {
+    ConfigObject obj;
+    obj.namespace_name = o->namespace_name() ? o->namespace_name()->str() : "default";
+    obj.name = o->name() ? o->name()->str() : "";
+    if (o->data()) {
+      for (const auto* e : *o->data()) {
+        if (!e->key()) continue;
+        obj.data[e->key()->str()] =
+            e->value() ? std::string(e->value()->begin(), e->value()->end()) : std::string();
+      }
+    }
+    out[obj.namespace_name + "/" + obj.name] = std::move(obj);
+  }
+  return out;
+}
+
+}  // namespace
+
+DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::string* error) {
+  DesiredState d;
+  d.sources_ready = msg.sources_ready();
+  if (msg.pods()) {
+    for (const auto* dp : *msg.pods()) {
+      if (!dp->pod()) continue;
+      auto p = pod::PodFromFlatBuffer(dp->pod());
+      if (!p.ok() || p->metadata.uid.empty()) {
+        if (error) *error = "undecodable desired pod: " + (p.ok() ? std::string("no uid") : p.status().message());
+        continue;
+      }
+      std::string uid = p->metadata.uid;
+      d.pods[uid] = std::make_shared<const pod::Pod>(std::move(*p));
+    }
+  }
+  d.config_maps = Objects(msg.config_maps());
+  d.secrets = Objects(msg.secrets());
+  return d;
+}
 
 Status VolumedService::Start(ServiceContext& ctx) {
-  (void)ctx;
+  ctx_ = &ctx;
+  manager_ = std::make_unique<VolumeManager>(ctx.options.root_dir, ctx.clock);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxBytes);
+  if (Status s = router_->Bind(ipc::kVolumeEndpoint.Uri(ctx.options.run_dir)); !s.ok()) return s;
+  events_ = std::make_unique<ipc::Publisher>(ctx.ipc);
+  if (Status s = events_->Bind(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
+    return s;
+  }
+  envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Volumed, ctx.incarnation);
+  next_reconcile_ = ctx.clock.Now();
   return Status::Ok();
+}
+
+std::vector<zmq::pollitem_t> VolumedService::PollItems() { return {router_->PollItem()}; }
+
+void VolumedService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
+  if (items[0].revents & ZMQ_POLLIN) HandleRequests();
+}
+
+void VolumedService::OnTimer(MonoTime now) {
+  next_reconcile_ = now + kReconcilePeriod;
+  if (!have_desired_) return;  // nothing is torn down before the supervisor said what it wants
+  for (const auto& uid : manager_->Reconcile()) Publish(uid, manager_->Get(uid).ready);
+}
+
+void VolumedService::Publish(const std::string& uid, bool ready) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto ev = ipc::volume::CreateVolumesChangedDirect(fbb, uid.c_str(), ready);
+  auto header = envelope_->Write(fbb);
+  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesChanged,
+                                              ev.Union()),
+             ipc::volume::VolumeMessageIdentifier());
+  (void)events_->Publish(fbb.GetBufferPointer(), fbb.GetSize());
+}
+
+void VolumedService::SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
+                                     ipc::volume::Body type, flatbuffers::Offset<void> body) {
+  auto header = envelope_->Write(fbb);
+  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, type, body),
+             ipc::volume::VolumeMessageIdentifier());
+  (void)router_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+}
+
+void VolumedService::HandleRequests() {
+  auto log = GetLogger("volumed");
+  for (int i = 0; i < 64 && router_->Readable(); ++i) {
+    auto in = router_->Receive(std::chrono::milliseconds(0));
+    if (!in.ok()) break;
+    const auto* data = in->payload.data();
+    const size_t size = in->payload.size();
+    if (size >= 8 && flatbuffers::BufferHasIdentifier(data, ipc::podwork::PodWorkMessageIdentifier())) {
+      auto msg = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
+          data, size, ipc::podwork::PodWorkMessageIdentifier(), kMaxBytes);
+      if (msg.ok() && (*msg)->body_type() == ipc::podwork::Body::DesiredPods) {
+        std::string error;
+        manager_->SetDesired(DesiredFromMessage(*(*msg)->body_as_DesiredPods(), &error));
+        if (!error.empty()) log->warn("{}", error);
+        have_desired_ = true;
+        flatbuffers::FlatBufferBuilder fbb(128);
+        auto ack = ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
+        auto header = envelope_->Write(fbb);
+        fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::WorkAck, ack.Union()),
+                   ipc::podwork::PodWorkMessageIdentifier());
+        (void)router_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+        continue;
+      }
+    }
+    auto msg = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
+        data, size, ipc::volume::VolumeMessageIdentifier(), kMaxBytes);
+    flatbuffers::FlatBufferBuilder fbb(1024);
+    if (!msg.ok()) {
+      ++bad_messages_;
+      if (!bad_logged_) {
+        log->warn("Refusing a bad message: {}", msg.status().message());
+        bad_logged_ = true;
+      }
+      auto err = ipc::volume::CreateErrorReplyDirect(fbb, 0, msg.status().message().c_str());
+      SendVolumeReply(in->peer, fbb, ipc::volume::Body::ErrorReply, err.Union());
+      continue;
+    }
+    ++requests_;
+    if (const auto* req = (*msg)->body_as_PodVolumesRequest()) {
+      std::string uid = req->pod_uid() ? req->pod_uid()->str() : "";
+      PodVolumesInfo info = manager_->Get(uid);
+      std::vector<flatbuffers::Offset<ipc::volume::VolumePath>> paths;
+      for (const auto& v : info.volumes) {
+        paths.push_back(ipc::volume::CreateVolumePathDirect(fbb, v.name.c_str(), v.host_path.c_str(),
+                                                            v.plugin.c_str()));
+      }
+      auto reply = ipc::volume::CreatePodVolumesDirect(fbb, req->request_id(), uid.c_str(), info.known,
+                                                       info.ready, info.reason.c_str(), &paths);
+      SendVolumeReply(in->peer, fbb, ipc::volume::Body::PodVolumes, reply.Union());
+    } else if (const auto* q = (*msg)->body_as_VolumesQuery()) {
+      std::vector<flatbuffers::Offset<ipc::volume::VolumeState>> states;
+      for (const auto& [uid, v] : manager_->Report(q->pod_uid() ? q->pod_uid()->str() : "")) {
+        states.push_back(ipc::volume::CreateVolumeStateDirect(
+            fbb, uid.c_str(), "", v.name.c_str(), v.plugin.c_str(), v.state.c_str(),
+            v.error.c_str(), v.host_path.c_str()));
+      }
+      auto reply = ipc::volume::CreateVolumesReportDirect(fbb, q->request_id(), &states);
+      SendVolumeReply(in->peer, fbb, ipc::volume::Body::VolumesReport, reply.Union());
+    } else {
+      auto err = ipc::volume::CreateErrorReplyDirect(fbb, 0, "unexpected message");
+      SendVolumeReply(in->peer, fbb, ipc::volume::Body::ErrorReply, err.Union());
+    }
+  }
+}
+
+CounterList VolumedService::Counters() const {
+  CounterList c;
+  if (!manager_) return c;
+  c.emplace_back("operations", manager_->operations());
+  c.emplace_back("failures", manager_->failures());
+  c.emplace_back("requests", requests_);
+  c.emplace_back("bad_messages", bad_messages_);
+  return c;
 }
 
 ServiceSpec MakeSpec() {
   ServiceSpec spec;
   spec.name = "volumed";
   spec.id = ipc::ServiceId::Volumed;
-  spec.description = "nodelet-volumed: part of the nodelet node agent";
+  spec.description = "nodelet-volumed: volume desired/actual state and the reconciler that mounts";
   spec.make_hooks = [](const CommonOptions&) { return std::make_unique<VolumedService>(); };
   return spec;
 }

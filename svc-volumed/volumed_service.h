@@ -1,20 +1,50 @@
-// nodelet-volumed's service hooks: what the process does inside the shared service runtime
-// (lib/service). Its domain work arrives with its own issue; today it runs the runtime alone:
-// hello, heartbeats, commands, sd_notify.
+// nodelet-volumed's service: a ROUTER at volumed.sock takes the supervisor's DesiredPods
+// (podwork.fbs) and answers podworkerd's PodVolumesRequest and the supervisor's VolumesQuery
+// (volume.fbs); a PUB at volumed-events.sock tells podworkerd when a pod's volumes change; the
+// VolumeManager reconciles every 100 ms on the main loop.
 #pragma once
 
 #include <memory>
 
+#include "lib/ipc/codec.h"
+#include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
+#include "podwork_generated.h"
+#include "svc-volumed/volume_manager.h"
+#include "volume_generated.h"
 
 namespace nodelet::volumed {
+
+// DesiredPods (podwork.fbs) as the volume manager's desired state; a pod that does not decode
+// is skipped and named in `error`.
+DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::string* error);
 
 class VolumedService : public ServiceHooks {
  public:
   Status Start(ServiceContext& ctx) override;
+  std::vector<zmq::pollitem_t> PollItems() override;
+  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
+  MonoTime NextTimer() const override { return next_reconcile_; }
+  void OnTimer(MonoTime now) override;
+  CounterList Counters() const override;
+
+ private:
+  void HandleRequests();
+  void Publish(const std::string& uid, bool ready);
+  void SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
+                       ipc::volume::Body type, flatbuffers::Offset<void> body);
+
+  ServiceContext* ctx_ = nullptr;
+  std::unique_ptr<VolumeManager> manager_;
+  std::unique_ptr<ipc::RouterServer> router_;
+  std::unique_ptr<ipc::Publisher> events_;
+  std::unique_ptr<ipc::EnvelopeWriter> envelope_;
+  MonoTime next_reconcile_{};
+  bool have_desired_ = false;
+  uint64_t bad_messages_ = 0, requests_ = 0;
+  bool bad_logged_ = false;
 };
 
-// The ServiceSpec that main.cc runs.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::volumed

@@ -29,6 +29,8 @@ inline constexpr Endpoint kStatusEndpoint{"statusd.sock"};
 inline constexpr Endpoint kStatusWatchEndpoint{"statusd-watch.sock"};
 // volumed ROUTER <- DEALER: desired pods, volume readiness, queries.
 inline constexpr Endpoint kVolumeEndpoint{"volumed.sock"};
+// volumed PUB -> SUB (podworkerd): VolumesChanged events.
+inline constexpr Endpoint kVolumeEventsEndpoint{"volumed-events.sock"};
 // podworkerd ROUTER <- DEALER: pod updates from the supervisor's sync loop.
 inline constexpr Endpoint kPodWorkerEndpoint{"podworkerd.sock"};
 
