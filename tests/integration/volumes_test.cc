@@ -1,0 +1,216 @@
+// Volumes end to end through the real `nodelet` on a private containerd, with real mounts:
+// emptyDir (disk and Memory), hostPath, downwardAPI, configMap and secret volumes seen from
+// inside the container (ExecSync), a read-only mount, a ConfigMap update reaching the running
+// container, a failing hostPath that holds the pod with a clear reason until it is fixed, and a
+// removed pod leaving no mount and no directory behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "svc-volumed/volume_manager.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+std::string ConfigMapYaml(const std::string& greeting) {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: " +
+         greeting + "\n  mode: fast\n";
+}
+
+std::string VolumesPodYaml(const std::string& host_dir) {
+  return std::string(
+             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n"
+             "  password: c2VjcmV0\n---\n"
+             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: vols\n  labels:\n    tier: web\n"
+             "spec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  volumes:\n"
+             "  - name: scratch\n    emptyDir: {}\n"
+             "  - name: mem\n    emptyDir:\n      medium: Memory\n      sizeLimit: 16Mi\n"
+             "  - name: host\n    hostPath:\n      path: ") + host_dir +
+         "\n      type: DirectoryOrCreate\n"
+         "  - name: info\n    downwardAPI:\n      items:\n      - path: name\n        fieldRef:\n"
+         "          fieldPath: metadata.name\n      - path: labels\n        fieldRef:\n"
+         "          fieldPath: metadata.labels\n"
+         "  - name: config\n    configMap:\n      name: settings\n"
+         "  - name: secret\n    secret:\n      secretName: creds\n"
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + kServe + "\"]\n"
+         "    volumeMounts:\n"
+         "    - {name: scratch, mountPath: /scratch}\n"
+         "    - {name: mem, mountPath: /mem}\n"
+         "    - {name: host, mountPath: /host, readOnly: true}\n"
+         "    - {name: info, mountPath: /info}\n"
+         "    - {name: config, mountPath: /config}\n"
+         "    - {name: secret, mountPath: /secret}\n";
+}
+
+class VolumesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ContainerdOptions opts;
+    opts.dir = dir_.Sub("ctrd");
+    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+    auto c = ContainerdInstance::Start(opts);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    containerd_ = std::move(*c);
+    std::filesystem::create_directories(manifests());
+  }
+  void TearDown() override {
+    if (nodelet_) {
+      nodelet_->Signal(SIGTERM);
+      nodelet_->Wait(20s);
+    }
+    if (HasFailure()) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
+        if (e.path().extension() != ".log") continue;
+        std::ifstream in(e.path());
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::cerr << "---- " << e.path().filename() << "\n"
+                  << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
+      }
+    }
+    if (containerd_) {
+      EXPECT_TRUE(containerd_->Stop().ok());
+    }
+    // Nothing of ours may stay mounted.
+    EXPECT_TRUE(volumed::MountsUnder(dir_.path()).empty());
+  }
+  std::string manifests() const { return dir_.Sub("manifests"); }
+  void Write(const std::string& file, const std::string& content) {
+    std::string tmp = manifests() + "/." + file + ".tmp";
+    std::ofstream(tmp) << content;
+    std::filesystem::rename(tmp, manifests() + "/" + file);
+  }
+  void StartNodelet() {
+    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
+    std::filesystem::create_directories(dir_.Sub("log"));
+    nodelet_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
+                                 "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
+                                 "--runtime-endpoint", containerd_->endpoint(),
+                                 "--relist-period", "100ms", "--pod-manifest-path", manifests(),
+                                 "--node-name", "node1"},
+        std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
+        dir_.Sub("log/nodelet-main.log"));
+    ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
+  }
+  // The pod's status as `nodeletctl pod NAME -o json` prints it (empty when unknown).
+  nlohmann::json Pod(const std::string& name) {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name,
+                         "-o", "json"}, 5s);
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    return j.is_discarded() ? nlohmann::json() : j;
+  }
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= end) return false;
+      notify_->Receive(200ms);
+    }
+    return true;
+  }
+  std::string RunningContainer(const std::string& pod_name) {
+    v1::ContainerFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
+    auto list = containerd_->cri().ListContainers(f);
+    if (!list.ok()) return "";
+    for (const auto& c : *list) {
+      if (c.state() == v1::CONTAINER_RUNNING) return c.id();
+    }
+    return "";
+  }
+  // Runs `sh -c script` in the container; returns exit code and stdout.
+  std::pair<int, std::string> Exec(const std::string& id, const std::string& script) {
+    auto r = containerd_->cri().ExecSync(id, {"sh", "-c", script}, 10);
+    if (!r.ok()) return {-1, r.status().ToString()};
+    return {r->exit_code(), r->stdout()};
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ContainerdInstance> containerd_;
+  std::unique_ptr<NotifyListener> notify_;
+  std::unique_ptr<Subprocess> nodelet_;
+};
+
+TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  const std::string host_dir = dir_.Sub("hostdata");
+  Write("settings.yaml", ConfigMapYaml("hello"));
+  Write("vols.yaml", VolumesPodYaml(host_dir));
+  StartNodelet();
+  std::string id;
+  ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("vols-node1")).empty(); }, 40s))
+      << Pod("vols-node1").dump(2);
+
+  EXPECT_EQ(Exec(id, "cat /config/greeting").second, "hello");
+  EXPECT_EQ(Exec(id, "cat /secret/password").second, "secret");
+  EXPECT_EQ(Exec(id, "cat /info/name").second, "vols-node1");
+  EXPECT_THAT(Exec(id, "cat /info/labels").second, HasSubstr("tier=\"web\""));
+  EXPECT_EQ(Exec(id, "echo x > /scratch/f && cat /scratch/f").second, "x\n");
+  EXPECT_THAT(Exec(id, "grep ' /mem ' /proc/mounts").second, HasSubstr("tmpfs"));
+  EXPECT_THAT(Exec(id, "grep ' /secret ' /proc/mounts").second, HasSubstr("tmpfs"));
+  EXPECT_NE(Exec(id, "touch /host/x").first, 0) << "a readOnly mount must be read-only";
+  EXPECT_TRUE(std::filesystem::is_directory(host_dir)) << "DirectoryOrCreate creates it";
+
+  // A changed ConfigMap reaches the running container (atomic ..data swap), no restart.
+  Write("settings.yaml", ConfigMapYaml("bonjour"));
+  EXPECT_TRUE(WaitFor([&] { return Exec(id, "cat /config/greeting").second == "bonjour"; }, 20s));
+  EXPECT_EQ(RunningContainer("vols-node1"), id);
+
+  // Removed: every mount under the pod's directory is gone, and the directory too.
+  auto uid = Pod("vols-node1")["metadata"].value("uid", "");
+  ASSERT_FALSE(uid.empty());
+  const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
+  ASSERT_FALSE(volumed::MountsUnder(pod_dir).empty());
+  std::filesystem::remove(manifests() + "/vols.yaml");
+  EXPECT_TRUE(WaitFor([&] {
+    return volumed::MountsUnder(pod_dir).empty() && !std::filesystem::exists(pod_dir);
+  }, 30s));
+}
+
+TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  const std::string missing = dir_.Sub("not-yet");
+  Write("waiter.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: waiter\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: data\n    hostPath:\n"
+        "      path: " + missing + "\n      type: Directory\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
+        "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
+  StartNodelet();
+  std::string message;
+  ASSERT_TRUE(WaitFor([&] {
+    auto p = Pod("waiter-node1");
+    if (!p.contains("status") || !p["status"].contains("containerStatuses")) return false;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.contains("state") && c["state"].contains("waiting")) {
+        message = c["state"]["waiting"].value("message", "");
+      }
+    }
+    return message.find("not a directory") != std::string::npos;
+  }, 30s)) << Pod("waiter-node1").dump(2);
+  EXPECT_THAT(message, HasSubstr(missing));
+  EXPECT_TRUE(RunningContainer("waiter-node1").empty());
+
+  std::filesystem::create_directories(missing);
+  EXPECT_TRUE(WaitFor([&] { return !RunningContainer("waiter-node1").empty(); }, 30s))
+      << "the pod must start once the directory exists (volumed retries with backoff)";
+}
+
+}  // namespace
+}  // namespace nodelet::testing
