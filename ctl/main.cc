@@ -5,6 +5,7 @@
 
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
+#include "ctl/volumes_command.h"
 #include "nodelet_version.h"
 
 int main(int argc, char** argv) {
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
 
   // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
   nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);
+  // `volumes [POD]`: straight from volumed (ctl/volumes_command.h).
+  nodelet::ctl::AddVolumesCommand(app, &o.run_dir, &rc);
 
   try {
     app.parse(argc, argv);

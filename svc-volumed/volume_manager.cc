@@ -401,6 +401,7 @@ PodVolumesInfo VolumeManager::Get(const std::string& uid) const {
   info.ready = it != pods_.end();
   for (const auto& v : d->second->spec.volumes) {
     VolumeInfo vi;
+    vi.pod_name = d->second->metadata.name;
     vi.name = v.name;
     vi.plugin = PluginOf(v);
     const Vol* st = nullptr;

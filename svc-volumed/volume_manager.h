@@ -42,6 +42,7 @@ struct DesiredState {
 };
 
 struct VolumeInfo {
+  std::string pod_name;
   std::string name;
   std::string plugin;  // empty-dir, host-path, downward-api, configmap, secret
   std::string host_path;

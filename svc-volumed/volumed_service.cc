@@ -149,7 +149,7 @@ void VolumedService::HandleRequests() {
       std::vector<flatbuffers::Offset<ipc::volume::VolumeState>> states;
       for (const auto& [uid, v] : manager_->Report(q->pod_uid() ? q->pod_uid()->str() : "")) {
         states.push_back(ipc::volume::CreateVolumeStateDirect(
-            fbb, uid.c_str(), "", v.name.c_str(), v.plugin.c_str(), v.state.c_str(),
+            fbb, uid.c_str(), v.pod_name.c_str(), v.name.c_str(), v.plugin.c_str(), v.state.c_str(),
             v.error.c_str(), v.host_path.c_str()));
       }
       auto reply = ipc::volume::CreateVolumesReportDirect(fbb, q->request_id(), &states);

@@ -95,15 +95,17 @@ class VolumesTest : public ::testing::Test {
     std::ofstream(tmp) << content;
     std::filesystem::rename(tmp, manifests() + "/" + file);
   }
-  void StartNodelet() {
+  void StartNodelet(std::vector<std::string> extra = {}) {
     notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
     std::filesystem::create_directories(dir_.Sub("log"));
+    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
+                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
+                                     "--runtime-endpoint", containerd_->endpoint(),
+                                     "--relist-period", "100ms", "--pod-manifest-path", manifests(),
+                                     "--node-name", "node1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
-                                 "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                 "--runtime-endpoint", containerd_->endpoint(),
-                                 "--relist-period", "100ms", "--pod-manifest-path", manifests(),
-                                 "--node-name", "node1"},
+        argv,
         std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
         dir_.Sub("log/nodelet-main.log"));
     ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
@@ -165,6 +167,13 @@ TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
   EXPECT_THAT(Exec(id, "grep ' /secret ' /proc/mounts").second, HasSubstr("tmpfs"));
   EXPECT_NE(Exec(id, "touch /host/x").first, 0) << "a readOnly mount must be read-only";
   EXPECT_TRUE(std::filesystem::is_directory(host_dir)) << "DirectoryOrCreate creates it";
+  auto ctl = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes",
+                         "vols-node1", "--json"}, 5s);
+  ASSERT_EQ(ctl.exit_code, 0) << ctl.output;
+  auto vols = nlohmann::json::parse(ctl.output, nullptr, false);
+  ASSERT_TRUE(vols.is_array()) << ctl.output;
+  EXPECT_EQ(vols.size(), 6u);
+  for (const auto& v : vols) EXPECT_EQ(v.value("state", ""), "mounted") << v.dump();
 
   // A changed ConfigMap reaches the running container (atomic ..data swap), no restart.
   Write("settings.yaml", ConfigMapYaml("bonjour"));
@@ -206,10 +215,60 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
   }, 30s)) << Pod("waiter-node1").dump(2);
   EXPECT_THAT(message, HasSubstr(missing));
   EXPECT_TRUE(RunningContainer("waiter-node1").empty());
+  auto ctl = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes",
+                         "waiter-node1"}, 5s);
+  EXPECT_EQ(ctl.exit_code, 0) << ctl.output;
+  EXPECT_THAT(ctl.output, HasSubstr("failing"));
+  EXPECT_THAT(ctl.output, HasSubstr("not a directory"));
 
   std::filesystem::create_directories(missing);
   EXPECT_TRUE(WaitFor([&] { return !RunningContainer("waiter-node1").empty(); }, 30s))
       << "the pod must start once the directory exists (volumed retries with backoff)";
+}
+
+// kill -9 of volumed again and again while pods with tmpfs volumes come up: no volume is
+// mounted twice, none leaks, every pod runs.
+TEST_F(VolumesTest, KillNineOfVolumedWhileMountingNeverDoubleMounts) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  constexpr int kPods = 5;
+  for (int i = 0; i < kPods; ++i) {
+    std::string name = "m" + std::to_string(i);
+    Write(name + ".yaml",
+          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  hostNetwork: true\n"
+          "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: a\n    emptyDir:\n"
+          "      medium: Memory\n  - name: b\n    emptyDir:\n      medium: Memory\n"
+          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+          "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
+          "    volumeMounts:\n    - {name: a, mountPath: /a}\n    - {name: b, mountPath: /b}\n");
+  }
+  // 20 kills in a row: no FATAL, and quick restarts.
+  StartNodelet({"--restart-intensity", "1000", "--backoff-max", "200ms"});
+  auto pid_of_volumed = [&] {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", "volumed"}, 5s);
+    return static_cast<pid_t>(std::atoi(r.output.c_str()));
+  };
+  for (int i = 0; i < 20; ++i) {
+    pid_t pid = pid_of_volumed();
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(WaitProcessGone(pid, 10s));
+    ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 20s)) << "kill " << i;
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    for (int i = 0; i < kPods; ++i) {
+      if (RunningContainer("m" + std::to_string(i) + "-node1").empty()) return false;
+    }
+    return true;
+  }, 60s));
+  // Exactly one mount per tmpfs volume.
+  auto mounts = volumed::MountsUnder(dir_.Sub("root"));
+  std::map<std::string, int> count;
+  for (const auto& m : mounts) ++count[m];
+  EXPECT_EQ(count.size(), static_cast<size_t>(2 * kPods));
+  for (const auto& [m, n] : count) EXPECT_EQ(n, 1) << m << " is mounted " << n << " times";
+  for (int i = 0; i < kPods; ++i) std::filesystem::remove(manifests() + "/m" + std::to_string(i) + ".yaml");
+  EXPECT_TRUE(WaitFor([&] { return volumed::MountsUnder(dir_.Sub("root")).empty(); }, 30s))
+      << "removed pods must leave no mount";
 }
 
 }  // namespace
