@@ -111,6 +111,8 @@ void VolumedService::HandleRequests() {
         manager_->SetDesired(DesiredFromMessage(*(*msg)->body_as_DesiredPods(), &error));
         if (!error.empty()) log->warn("{}", error);
         have_desired_ = true;
+        // Reconcile now rather than at the next tick: a new pod's volumes are ready sooner.
+        next_reconcile_ = ctx_->clock.Now();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto ack = ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
         auto header = envelope_->Write(fbb);
