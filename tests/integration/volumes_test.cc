@@ -224,6 +224,24 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
   std::filesystem::create_directories(missing);
   EXPECT_TRUE(WaitFor([&] { return !RunningContainer("waiter-node1").empty(); }, 30s))
       << "the pod must start once the directory exists (volumed retries with backoff)";
+
+  // A pod stuck on a missing ConfigMap is deleted at once: nothing waits for its mount.
+  Write("stuck.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stuck\nspec:\n  hostNetwork: true\n"
+        "  volumes:\n  - name: cfg\n    configMap:\n      name: nowhere\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
+        "    volumeMounts:\n    - {name: cfg, mountPath: /cfg}\n");
+  auto volumes_of = [&](const std::string& pod) {
+    return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes", pod}, 5s);
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return volumes_of("stuck-node1").output.find("configmap \"nowhere\" not found") != std::string::npos;
+  }, 20s)) << volumes_of("stuck-node1").output;
+  std::filesystem::remove(manifests() + "/stuck.yaml");
+  EXPECT_TRUE(WaitFor([&] { return volumes_of("stuck-node1").exit_code == 4; }, 10s))
+      << "the deleted pod must be gone from volumed";
+  EXPECT_FALSE(RunningContainer("waiter-node1").empty()) << "the other pod is untouched";
 }
 
 // kill -9 of volumed again and again while pods with tmpfs volumes come up: no volume is
