@@ -24,8 +24,8 @@ using ipc::ctl::ProcessState;
 using ipc::ctl::RequestKind;
 
 int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
-  err << "nodeletctl: cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message()
-      << "\n";
+  err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir
+      << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
   return kExitUnknown;
 }
 

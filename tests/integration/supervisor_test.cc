@@ -1,0 +1,172 @@
+// The supervisor with the real binaries: `nodelet` spawning the four services, each test with its
+// own directories and a NOTIFY_SOCKET bound here, so the sd_notify datagrams are the real ones.
+// Service pids come from `nodeletctl pid`. No containerd: plegd points at a socket that does not
+// exist (it reports failing health, which the grace period given here tolerates).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "lib/ipc/endpoints.h"
+#include "lib/ipc/sockets.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kServices = {"plegd", "statusd", "volumed", "podworkerd"};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> extra = {}, std::map<std::string, std::string> env = {}) {
+    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
+    env["NOTIFY_SOCKET"] = notify_->path();
+    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
+                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
+                                     "--runtime-endpoint", "unix://" + dir_.Sub("no-runtime.sock"),
+                                     "--failing-grace", "1h"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    nodelet_ = std::make_unique<Subprocess>(argv, env, dir_.Sub("nodelet.log"));
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::ifstream in(dir_.Sub("nodelet.log"));
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::cerr << "---- nodelet.log\n" << (text.size() > 5000 ? text.substr(text.size() - 5000) : text);
+    }
+  }
+  CommandResult Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, 10s);
+  }
+  pid_t Pid(const std::string& service) {
+    auto r = Ctl({"pid", service});
+    return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
+  }
+  std::map<std::string, pid_t> Pids() {
+    std::map<std::string, pid_t> out;
+    for (const auto& s : kServices) out[s] = Pid(s);
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<NotifyListener> notify_;
+  std::unique_ptr<Subprocess> nodelet_;
+};
+
+TEST_F(SupervisorTest, AllRunningWithDatagramsAndSigtermLeavesNothing) {
+  Start({}, {{"WATCHDOG_USEC", "400000"}});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  bool status_seen = false;
+  for (const auto& d : notify_->history()) status_seen |= d.find("STATUS=4/4 services running") != std::string::npos;
+  EXPECT_TRUE(status_seen) << "READY=1 comes with the summary";
+  EXPECT_TRUE(notify_->WaitFor("WATCHDOG=1", 2s)) << "WATCHDOG=1 while the loop runs";
+
+  auto status = Ctl({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  for (const auto& s : kServices) {
+    EXPECT_THAT(status.output, ::testing::ContainsRegex(s + " +RUNNING +pid [0-9]+, uptime "));
+  }
+  auto json = nlohmann::json::parse(Ctl({"status", "--json"}).output, nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+
+  auto pids = Pids();
+  nodelet_->Signal(SIGTERM);
+  EXPECT_TRUE(notify_->WaitFor("STOPPING=1", 5s));
+  auto st = nodelet_->Wait(15s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  for (const auto& [name, pid] : pids) {
+    ASSERT_GT(pid, 0) << name;
+    EXPECT_TRUE(WaitProcessGone(pid, 1s)) << name << " survived the supervisor";
+  }
+  EXPECT_EQ(Ctl({"status"}).exit_code, 4) << "no supervisor: exit 4";
+  EXPECT_THAT(Ctl({"status"}).output, HasSubstr("not running"));
+}
+
+TEST_F(SupervisorTest, KillNineRestartsOnlyThatServiceAndCtlRestartChangesOnePid) {
+  Start();
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  auto before = Pids();
+  ASSERT_EQ(kill(before["plegd"], SIGKILL), 0);
+  ASSERT_TRUE(notify_->WaitFor("plegd BACKOFF", 5s));
+  ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 10s));
+  auto after = Pids();
+  EXPECT_NE(after["plegd"], before["plegd"]);
+  for (const char* s : {"statusd", "volumed", "podworkerd"}) EXPECT_EQ(after[s], before[s]) << s;
+
+  auto r = Ctl({"restart", "statusd"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto again = Pids();
+  EXPECT_NE(again["statusd"], after["statusd"]);
+  for (const char* s : {"plegd", "volumed", "podworkerd"}) EXPECT_EQ(again[s], after[s]) << s;
+
+  // stop → exit 3 for status; start → 0; an unknown name → 4.
+  EXPECT_EQ(Ctl({"stop", "volumed"}).exit_code, 0);
+  auto st = Ctl({"status"});
+  EXPECT_EQ(st.exit_code, 3) << st.output;
+  EXPECT_THAT(st.output, ::testing::ContainsRegex("volumed +STOPPED"));
+  EXPECT_EQ(Ctl({"start", "volumed"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"status"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"status", "nosuch"}).exit_code, 4);
+  EXPECT_EQ(Ctl({"restart", "nosuch"}).exit_code, 4);
+}
+
+TEST_F(SupervisorTest, FailingCommandGoesBackoffThenFatal) {
+  std::ofstream(dir_.Sub("config.yaml"))
+      << "supervisor:\n  services:\n    volumed:\n      command: [\"/bin/false\"]\n";
+  Start({"--config", dir_.Sub("config.yaml"), "--restart-intensity", "3", "--backoff-initial",
+         "20ms", "--backoff-max", "40ms"});
+  ASSERT_TRUE(notify_->WaitFor("volumed BACKOFF (exit 1)", 10s));
+  ASSERT_TRUE(notify_->WaitFor("volumed FATAL", 10s));
+  auto st = Ctl({"status", "volumed"});
+  EXPECT_EQ(st.exit_code, 3) << st.output;
+  EXPECT_THAT(st.output, ::testing::ContainsRegex("volumed +FATAL"));
+  EXPECT_THAT(st.output, HasSubstr("too many restarts"));
+  EXPECT_EQ(Ctl({"status", "plegd"}).exit_code, 0) << "the others run on";
+}
+
+TEST_F(SupervisorTest, SigstoppedServiceIsKilledAndRestarted) {
+  Start({"--heartbeat-deadline", "1s", "--stop-timeout", "1s"});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  pid_t pid = Pid("statusd");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_TRUE(notify_->WaitFor("statusd STOPPING (hung", 5s));
+  ASSERT_TRUE(WaitProcessGone(pid, 5s)) << "SIGKILL after the stop timeout";
+  ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 10s));
+  EXPECT_NE(Pid("statusd"), pid);
+}
+
+TEST_F(SupervisorTest, GarbageOnControlAndCtlSocketsIsDropped) {
+  Start();
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  ipc::Context ctx;
+  std::mt19937 rng(42);
+  for (const auto& ep : {ipc::kControlEndpoint, ipc::kCtlEndpoint}) {
+    ipc::DealerClient dealer(ctx);
+    ASSERT_TRUE(dealer.Connect(ep.Uri(dir_.Sub("run"))).ok());
+    ASSERT_TRUE(dealer.WaitWritable(5s));
+    for (int i = 0; i < 200; ++i) {
+      std::string junk(static_cast<size_t>(rng() % 512), '\0');
+      for (auto& ch : junk) ch = static_cast<char>(rng());
+      if (i % 3 == 0) junk.replace(0, std::min<size_t>(junk.size(), 8), "\x10\0\0\0NLCT", 8);
+      (void)dealer.Send(junk.data(), junk.size());
+    }
+  }
+  auto st = Ctl({"status"});
+  EXPECT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_TRUE(nodelet_->running());
+}
+
+}  // namespace
+}  // namespace nodelet::testing
