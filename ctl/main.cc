@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "ctl/logs_command.h"
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "ctl/volumes_command.h"
@@ -65,6 +66,16 @@ int main(int argc, char** argv) {
 
   // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
   nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);
+  std::string logs_pod, logs_container;
+  int logs_tail = -1;
+  auto* logs = app.add_subcommand("logs", "A pod's container log (the newest instance)");
+  logs->add_option("pod", logs_pod, "Pod name (NAME or NAMESPACE/NAME)")->required();
+  logs->add_option("-c,--container", logs_container, "Container (required when several)");
+  logs->add_option("--tail", logs_tail, "Only the last N lines");
+  logs->callback([&] {
+    rc = nodelet::ctl::RunLogs(o, logs_pod, logs_container, logs_tail, std::cout, std::cerr);
+  });
+
   // `volumes [POD]`: straight from volumed (ctl/volumes_command.h).
   nodelet::ctl::AddVolumesCommand(app, &o.run_dir, &rc);
 

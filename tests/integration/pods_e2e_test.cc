@@ -124,7 +124,7 @@ class PodsE2eTest : public ::testing::Test {
 };
 
 TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
-  Write("good.yaml", PodYaml("good", kServe));
+  Write("good.yaml", PodYaml("good", std::string("echo hello-from-good; ") + kServe));
   Write("broken-yaml.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [oops\n");
   Write("dup.yaml", PodYaml("dup", kServe) + "  - name: app\n    image: nodelet.local/busybox:1.0\n");
   Write("badqty.yaml", PodYaml("badqty", kServe, "    resources:\n      requests:\n        cpu: 12xyz\n"));
@@ -149,6 +149,16 @@ TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
   }
   EXPECT_THAT(log, HasSubstr("12xyz"));
   EXPECT_EQ(Pods().size(), 1u) << last_;
+
+  // Its container log, through nodeletctl.
+  auto logs = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
+                          "good-node1"}, 5s);
+  EXPECT_EQ(logs.exit_code, 0) << logs.output;
+  EXPECT_EQ(logs.output, "hello-from-good\n");
+  EXPECT_EQ(RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
+                        "good-node1", "-c", "nosuch"}, 5s).exit_code, 4);
+  EXPECT_EQ(RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
+                        "nosuch"}, 5s).exit_code, 4);
 
   // Edit the command: the container restarts in place (restartCount 1).
   auto before = RunningContainerIds();

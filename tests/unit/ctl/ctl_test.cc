@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ctl/ctl_client.h"
+#include "ctl/logs_command.h"
 #include "ctl/service_commands.h"
 #include "lib/ipc/endpoints.h"
 #include "supervisor/ctl_server.h"
@@ -269,6 +270,17 @@ TEST(CtlFormatTest, UptimeAndLastLines) {
   EXPECT_EQ(ctl::LastLines(dir.Sub("log"), 2), "c\nd\n");
   EXPECT_EQ(ctl::LastLines(dir.Sub("log"), 10), "a\nb\nc\nd\n");
   EXPECT_EQ(ctl::LastLines(dir.Sub("missing"), 3), "");
+}
+
+TEST(CriLogTextTest, StripsPrefixesJoinsPartialLinesAndTails) {
+  const std::string log =
+      "2024-05-01T12:00:00.000000001Z stdout F first line\n"
+      "2024-05-01T12:00:00.000000002Z stderr P part one, \n"
+      "2024-05-01T12:00:00.000000003Z stderr F part two\n"
+      "2024-05-01T12:00:00.000000004Z stdout F last\n";
+  EXPECT_EQ(ctl::CriLogText(log, -1), "first line\npart one, part two\nlast\n");
+  EXPECT_EQ(ctl::CriLogText(log, 1), "last\n");
+  EXPECT_EQ(ctl::CriLogText("not cri\n", -1), "not cri\n");
 }
 
 }  // namespace
