@@ -21,6 +21,8 @@ using ipc::podwork::PodWorkMessage;
 
 constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
 constexpr std::chrono::milliseconds kTick{100};
+constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
+constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
 
 int64_t NowEpochNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -481,6 +483,17 @@ void PodworkerdService::HandleDone() {
         }
         if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
         e.retry_at = o.retry_at;
+        // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
+        // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
+        if (!o.error.empty()) {
+          e.error_backoff = e.error_backoff.count() == 0
+                                ? kErrorBackoffInitial
+                                : std::min(e.error_backoff * 2, kErrorBackoffMax);
+          MonoTime at = ctx_->clock.Now() + e.error_backoff;
+          if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
+        } else {
+          e.error_backoff = std::chrono::milliseconds(0);
+        }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);
         next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);

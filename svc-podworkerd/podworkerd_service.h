@@ -84,6 +84,7 @@ class PodworkerdService : public ServiceHooks {
     int64_t fresh_after_ns = 0;
     MonoTime next_resync{};
     std::optional<MonoTime> retry_at;
+    std::chrono::milliseconds error_backoff{0};
     bool finished = false;
   };
   struct Done {

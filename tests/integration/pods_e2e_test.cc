@@ -198,6 +198,30 @@ TEST_F(PodsE2eTest, AdmissionRefusesWhatDoesNotFit) {
   }, 30s)) << last_;
 }
 
+// containerd down while a pod is added: its sync fails and is retried with backoff (100 ms
+// doubling to 5 s), so the pod runs once containerd is back. podworkerd's periodic resync is
+// set to 10 minutes here, so only the backoff can be what retries it.
+TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
+  std::ofstream(dir_.Sub("config.yaml"))
+      << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--resync-period\", \"10m\"]\n";
+  StartNodelet({"--config", dir_.Sub("config.yaml")});
+  ContainerdOptions opts;
+  opts.dir = dir_.Sub("ctrd");
+  opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+  ASSERT_TRUE(containerd_->Stop().ok());
+  containerd_.reset();
+  Write("late.yaml", PodYaml("late", kServe));
+  ASSERT_TRUE(WaitPods([](auto& p) {
+    auto it = p.find("late-node1");
+    return it != p.end() && it->second["status"].value("message", "").find("sandbox") != std::string::npos;
+  }, 20s)) << last_;
+  auto c = ContainerdInstance::Start(opts);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  containerd_ = std::move(*c);
+  EXPECT_TRUE(WaitPods([](auto& p) { return Phase(p, "late-node1") == "Running"; }, 60s))
+      << "the failed sync must be retried by its backoff: " << last_;
+}
+
 // 30 pods in one directory all reach Running; then kill -9 of each service in turn, and of the
 // supervisor itself (its services die with it), restarts or duplicates no container.
 TEST_F(PodsE2eTest, ThirtyPodsRunAndKillNineOfAnyProcessRestartsNoContainer) {
