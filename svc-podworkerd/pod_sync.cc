@@ -96,12 +96,14 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 }  // namespace
 
 PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
-                     CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes)
+                     CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes,
+                     ProbeManager* probes)
     : runtime_(runtime),
       images_(images),
       clock_(clock),
       log_dir_(std::move(log_dir)),
       volumes_(std::move(volumes)),
+      probes_(probes),
       backoff_(clock, backoff) {}
 
 Status PodSyncer::EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out) {
@@ -330,6 +332,15 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     }
     switch (s->state) {
       case ContainerState::Running:
+        if (probes_ != nullptr && probes_->LivenessFailed(s->id)) {
+          // The kubelet's rule: a failed liveness probe kills the container; the exit is then
+          // handled like any other (restartPolicy, crash-loop backoff).
+          (void)runtime_.StopContainer(s->id, grace);
+          out.changed_runtime = true;
+          out.error = "container " + c.name + " failed its liveness probe and was killed";
+          any_running = true;
+          break;
+        }
         if (s->spec_hash != 0 && s->spec_hash != want_hash) {
           // Its spec changed: restart it (not a crash, so no backoff).
           (void)runtime_.StopContainer(s->id, grace);
@@ -452,7 +463,8 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
       cs.image_id = cur->image_ref;
       cs.restart_count = static_cast<int32_t>(cur->attempt);
       cs.state = FromRecord(*cur);
-      cs.ready = cur->state == ContainerState::Running;
+      cs.ready = cur->state == ContainerState::Running &&
+                 (probes_ == nullptr || probes_->Ready(cur->id, c.readiness_probe.has_value()));
       cs.started = cur->state == ContainerState::Running;
       if (const auto* prev = previous(c.name, cur)) cs.last_state = FromRecord(*prev);
     }

@@ -24,6 +24,7 @@
 #include "lib/status/pod_status.h"
 #include "pleg_generated.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
+#include "svc-podworkerd/probe_manager.h"
 
 namespace nodelet::podworkerd {
 
@@ -52,7 +53,8 @@ using VolumeLookup = std::function<Result<PodVolumeSet>(const std::string& pod_u
 class PodSyncer {
  public:
   PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
-            CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes = nullptr);
+            CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes = nullptr,
+            ProbeManager* probes = nullptr);
 
   SyncOutcome SyncPod(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
 
@@ -97,6 +99,7 @@ class PodSyncer {
   const Clock& clock_;
   std::string log_dir_;
   VolumeLookup volumes_;
+  ProbeManager* probes_ = nullptr;
   std::mutex backoff_mu_;
   CrashLoopBackoff backoff_;
   // Image pull failures, per image: when a retry is allowed.

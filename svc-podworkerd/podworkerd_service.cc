@@ -165,9 +165,11 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   cri_ = std::move(*client);
   ipc::Context* ipc_ctx = &ctx.ipc;
   std::string run_dir = ctx.options.run_dir;
+  probes_ = std::make_unique<ProbeManager>(*cri_);
   syncer_ = std::make_unique<PodSyncer>(
       *cri_, *cri_, ctx.clock, config_.backoff, ctx.options.log_dir,
-      [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); });
+      [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
+      probes_.get());
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
@@ -199,6 +201,7 @@ void PodworkerdService::Stop() {
   cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  probes_.reset();
   status_.reset();
   if (done_fd_ >= 0) close(done_fd_);
   done_fd_ = -1;
@@ -222,6 +225,7 @@ std::vector<zmq::pollitem_t> PodworkerdService::PollItems() {
                                         zmq::pollitem_t{nullptr, done_fd_, ZMQ_POLLIN, 0}};
   for (auto& item : mirror_->PollItems()) items.push_back(item);
   items.push_back(volume_events_->PollItem());
+  items.push_back(zmq::pollitem_t{nullptr, probes_->notify_fd(), ZMQ_POLLIN, 0});
   return items;
 }
 
@@ -253,6 +257,10 @@ void PodworkerdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
         changed.insert(ev->pod_uid()->str());
       }
     }
+  }
+  // Probe results changed: sync those pods (liveness restarts, readiness in the status).
+  if (items[5].revents & ZMQ_POLLIN) {
+    for (const auto& uid : probes_->TakeChanged()) changed.insert(uid);
   }
   for (const auto& uid : changed) {
     auto it = pods_.find(uid);
@@ -426,13 +434,18 @@ void PodworkerdService::RunParked() {
 }
 
 void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record) {
-  const bool desired = pods_[work.uid].desired;
-  auto job = [this, work = std::move(work), record = std::move(record), desired]() {
+  Entry& entry = pods_[work.uid];
+  const bool desired = entry.desired;
+  // The first sync of a pod in this incarnation carries readiness over from statusd.
+  const bool seed = work.kind == WorkKind::kSync && !entry.seeded;
+  entry.seeded = entry.seeded || seed;
+  auto job = [this, work = std::move(work), record = std::move(record), desired, seed]() {
     Done d;
     d.uid = work.uid;
     d.kind = work.kind;
     switch (work.kind) {
       case WorkKind::kSync:
+        if (seed) SeedReadiness(work.uid);
         d.outcome = syncer_->SyncPod(*work.pod, record ? &*record : nullptr);
         break;
       case WorkKind::kTerminating:
@@ -496,6 +509,7 @@ void PodworkerdService::HandleDone() {
         }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);
+        EnsureProbes(d.uid);
         next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
         break;
       }
@@ -507,6 +521,7 @@ void PodworkerdService::HandleDone() {
       case WorkKind::kTerminated:
         if (!d.error.ok()) log->warn("Failed to remove pod {}: {}", d.uid, d.error.ToString());
         lifecycle_.Complete(d.uid, WorkKind::kTerminated, false);
+        probes_->RemovePod(d.uid);
         if (e.desired && !e.finished && e.pod) {
           // Deleted and re-added while terminating: start over.
           lifecycle_.Forget(d.uid);
@@ -521,6 +536,50 @@ void PodworkerdService::HandleDone() {
         break;
     }
     if (next) Dispatch(std::move(*next));
+  }
+}
+
+void PodworkerdService::EnsureProbes(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || !it->second.pod) return;
+  const pod::Pod& p = *it->second.pod;
+  auto rec = mirror_->pods().find(uid);
+  if (rec == mirror_->pods().end()) return;
+  std::string host = "127.0.0.1";
+  if (!p.spec.host_network && !rec->second.sandboxes.empty() &&
+      !rec->second.sandboxes[0]->ip.empty()) {
+    host = rec->second.sandboxes[0]->ip;
+  }
+  for (const auto& c : p.spec.containers) {
+    if (!c.liveness_probe && !c.readiness_probe && !c.startup_probe) continue;
+    for (const auto& r : rec->second.containers) {
+      if (r->name == c.name && r->state == ipc::pleg::ContainerState::Running) {
+        probes_->Ensure(uid, p, c, r->id, host);
+      }
+    }
+  }
+}
+
+void PodworkerdService::SeedReadiness(const std::string& uid) {
+  // One client per worker thread (a ZeroMQ socket belongs to one thread).
+  thread_local std::unique_ptr<status::StatusClient> client;
+  if (!client) {
+    status::StatusClientOptions opts;
+    opts.sender = ipc::ServiceId::Podworkerd;
+    opts.attempt_timeout = std::chrono::milliseconds(300);
+    opts.deadline = std::chrono::milliseconds(600);
+    client = std::make_unique<status::StatusClient>(ctx_->ipc, ctx_->options.run_dir, opts);
+    if (!client->Connect().ok()) {
+      client.reset();
+      return;
+    }
+  }
+  auto prior = client->GetPodStatus(uid);
+  if (!prior.ok()) return;
+  for (const auto& cs : prior->status.container_statuses) {
+    const std::string prefix = "containerd://";
+    if (cs.container_id.rfind(prefix, 0) != 0) continue;
+    probes_->SeedReady(cs.container_id.substr(prefix.size()), cs.ready);
   }
 }
 

@@ -28,6 +28,7 @@
 #include "podwork_generated.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
+#include "svc-podworkerd/probe_manager.h"
 
 namespace nodelet::podworkerd {
 
@@ -86,6 +87,7 @@ class PodworkerdService : public ServiceHooks {
     std::optional<MonoTime> retry_at;
     std::chrono::milliseconds error_backoff{0};
     bool finished = false;
+    bool seeded = false;  // readiness carried over from statusd
   };
   struct Done {
     std::string uid;
@@ -104,12 +106,15 @@ class PodworkerdService : public ServiceHooks {
   void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
   void HandleDone();
   void ReportStatus(const std::string& uid, const status::PodStatus& status);
+  void EnsureProbes(const std::string& uid);
+  void SeedReadiness(const std::string& uid);
   void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
              ipc::podwork::Body type, flatbuffers::Offset<void> body);
 
   PodworkerdConfig config_;
   ServiceContext* ctx_ = nullptr;
   std::unique_ptr<cri::GrpcCriClient> cri_;
+  std::unique_ptr<ProbeManager> probes_;
   std::unique_ptr<PodSyncer> syncer_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;

@@ -3,7 +3,11 @@
 // results from statusd and from CRI. Pods run busybox with the host network.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -383,6 +387,132 @@ TEST_F(PodworkerdTest, KillNineOfPodworkerdRestartsNothing) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status.container_statuses[0].restart_count, 0);
   }
+}
+
+// A free TCP port on 127.0.0.1 (bound, read, released).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+const status::ContainerStatus* App(const PodStatusRecord& r) {
+  return r.status.container_statuses.empty() ? nullptr : &r.status.container_statuses[0];
+}
+
+bool ConditionTrue(const PodStatusRecord& r, const std::string& type) {
+  const auto* c = r.status.FindCondition(type);
+  return c != nullptr && c->status == status::ConditionStatus::kTrue;
+}
+
+// Readiness by httpGet against busybox httpd on a loopback port: unready until the page exists,
+// ready once it does, unready again when it goes (thresholds 1).
+TEST_F(PodworkerdTest, HttpGetReadinessFollowsThePage) {
+  const int port = FreePort();
+  std::string yaml = PodYaml("webready", "Always",
+      "mkdir -p /www; exec httpd -f -p 127.0.0.1:" + std::to_string(port) + " -h /www");
+  yaml += "    readinessProbe:\n      httpGet:\n        path: /ok.html\n        port: " +
+          std::to_string(port) + "\n      periodSeconds: 1\n      failureThreshold: 1\n";
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  const std::string uid = p.metadata.uid;
+  auto unready = node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return IsRunning(r) && !App(r)->ready && !ConditionTrue(r, "Ready");
+  }, 30s);
+  ASSERT_TRUE(unready) << node_.Last();
+  // The page appears: ready.
+  std::string id = *node_.RunningContainers(uid).begin();
+  auto exec = node_.containerd().cri().ExecSync(id, {"sh", "-c", "echo ok > /www/ok.html"}, 5);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->ready && ConditionTrue(r, "Ready") && ConditionTrue(r, "ContainersReady");
+  }, 20s)) << node_.Last();
+  // It goes away: unready again, and the container is not restarted (readiness only).
+  ASSERT_TRUE(node_.containerd().cri().ExecSync(id, {"rm", "/www/ok.html"}, 5).ok());
+  ASSERT_TRUE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && !App(r)->ready && !ConditionTrue(r, "Ready");
+  }, 20s)) << node_.Last();
+  EXPECT_EQ(node_.RunningContainers(uid), std::set<std::string>{id});
+}
+
+// Liveness by exec: the probe file disappears → after failureThreshold failures the container
+// is killed and restarted (restartCount 1).
+TEST_F(PodworkerdTest, ExecLivenessFailureRestartsTheContainer) {
+  std::string yaml = PodYaml("alive", "Always",
+      std::string("touch /tmp/healthy; ") + kServe);
+  yaml += "    livenessProbe:\n      exec:\n        command: [\"cat\", \"/tmp/healthy\"]\n"
+          "      periodSeconds: 1\n      failureThreshold: 2\n";
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  const std::string uid = p.metadata.uid;
+  ASSERT_TRUE(node_.WaitStatus(uid, IsRunning, 30s)) << node_.Last();
+  std::string id = *node_.RunningContainers(uid).begin();
+  // Healthy for a while: two probe periods pass with no restart.
+  EXPECT_FALSE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->restart_count > 0;
+  }, 2500ms));
+  ASSERT_TRUE(node_.containerd().cri().ExecSync(id, {"rm", "/tmp/healthy"}, 5).ok());
+  auto restarted = node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return IsRunning(r) && App(r)->restart_count == 1;
+  }, 30s);
+  ASSERT_TRUE(restarted) << node_.Last();
+  EXPECT_NE(*node_.RunningContainers(uid).begin(), id);
+}
+
+// A startup probe (tcpSocket on a port nothing listens on until /tmp/go exists) holds the
+// liveness probe back: the container is not killed while starting, and becomes ready only once
+// started.
+TEST_F(PodworkerdTest, StartupProbeGatesLivenessAndReadiness) {
+  const int port = FreePort();
+  std::string yaml = PodYaml("slow", "Always",
+      "while [ ! -e /tmp/go ]; do sleep 0.2; done; exec httpd -f -p 127.0.0.1:" +
+      std::to_string(port));
+  yaml += "    startupProbe:\n      tcpSocket:\n        port: " + std::to_string(port) +
+          "\n      periodSeconds: 1\n      failureThreshold: 60\n"
+          "    livenessProbe:\n      tcpSocket:\n        port: " + std::to_string(port) +
+          "\n      periodSeconds: 1\n      failureThreshold: 1\n";
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  const std::string uid = p.metadata.uid;
+  ASSERT_TRUE(node_.WaitStatus(uid, IsRunning, 30s)) << node_.Last();
+  std::string id = *node_.RunningContainers(uid).begin();
+  // Not started: not ready, and liveness (which would fail at once) is not run.
+  EXPECT_FALSE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && (App(r)->ready || App(r)->restart_count > 0);
+  }, 3s)) << node_.Last();
+  ASSERT_TRUE(node_.containerd().cri().ExecSync(id, {"touch", "/tmp/go"}, 5).ok());
+  ASSERT_TRUE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->ready;
+  }, 20s)) << node_.Last();
+  EXPECT_EQ(node_.RunningContainers(uid), std::set<std::string>{id});
+}
+
+// Readiness survives a podworkerd restart: it never reports the container unready meanwhile.
+TEST_F(PodworkerdTest, ReadinessSurvivesPodworkerdRestart) {
+  std::string yaml = PodYaml("steady", "Always", kServe);
+  yaml += "    readinessProbe:\n      exec:\n        command: [\"true\"]\n"
+          "      initialDelaySeconds: 5\n      periodSeconds: 10\n";
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  const std::string uid = p.metadata.uid;
+  auto ready = node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->ready;
+  }, 30s);
+  ASSERT_TRUE(ready) << node_.Last();
+  const uint64_t version = ready->version;
+  node_.KillPodworkerd();
+  node_.SendDesired({p});
+  // The new podworkerd waits 5 s (initialDelaySeconds) before its first probe: a status it
+  // sends meanwhile must still say ready.
+  EXPECT_FALSE(node_.WaitStatus(uid, [&](const PodStatusRecord& r) {
+    return r.version > version && App(r) && !App(r)->ready;
+  }, 4s)) << "readiness flipped to false across the restart: " << node_.Last();
 }
 
 }  // namespace

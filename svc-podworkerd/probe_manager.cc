@@ -1,0 +1,259 @@
+#include "svc-podworkerd/probe_manager.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <httplib.h>
+
+namespace nodelet::podworkerd {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// A port given by number or by the container's port name.
+std::optional<int> ResolvePort(const pod::IntOrString& port, const pod::Container& c) {
+  if (!port.is_string) return port.int_value;
+  for (const auto& p : c.ports) {
+    if (p.name == port.str_value) return p.container_port;
+  }
+  return std::nullopt;
+}
+
+ProbeOutcome TcpProbe(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || res == nullptr) {
+    return {false, "cannot resolve " + host};
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ProbeOutcome out{false, ""};
+  if (fd >= 0) {
+    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    if (rc == 0) {
+      out.success = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, static_cast<int>(timeout.count())) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        out.success = err == 0;
+        if (err != 0) out.message = std::string("dial tcp: ") + std::strerror(err);
+      } else {
+        out.message = "dial tcp: timeout";
+      }
+    } else {
+      out.message = std::string("dial tcp: ") + std::strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
+                      const pod::Container& container, const std::string& container_id,
+                      const std::string& default_host) {
+  const auto timeout = std::chrono::seconds(std::max(1, probe.timeout_seconds));
+  if (probe.exec) {
+    auto r = runtime.ExecSync(container_id, probe.exec->command, timeout.count());
+    if (!r.ok()) return {false, r.status().message()};
+    if (r->exit_code() == 0) return {true, ""};
+    return {false, "command exited " + std::to_string(r->exit_code()) + ": " + r->stdout() +
+                       r->stderr()};
+  }
+  if (probe.http_get) {
+    const auto& h = *probe.http_get;
+    auto port = ResolvePort(h.port, container);
+    if (!port) return {false, "no port named " + h.port.ToString()};
+    if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp) {
+      return {false, "scheme " + h.scheme + " is not supported"};
+    }
+    httplib::Client client(h.host.empty() ? default_host : h.host, *port);
+    client.set_connection_timeout(timeout);
+    client.set_read_timeout(timeout);
+    httplib::Headers headers;
+    for (const auto& hh : h.http_headers) headers.emplace(hh.name, hh.value);
+    auto res = client.Get(h.path.empty() ? "/" : h.path, headers);
+    if (!res) return {false, "HTTP probe failed: " + httplib::to_string(res.error())};
+    if (res->status >= 200 && res->status < 400) return {true, ""};
+    return {false, "HTTP probe failed with statuscode: " + std::to_string(res->status)};
+  }
+  if (probe.tcp_socket) {
+    auto port = ResolvePort(probe.tcp_socket->port, container);
+    if (!port) return {false, "no port named " + probe.tcp_socket->port.ToString()};
+    return TcpProbe(probe.tcp_socket->host.empty() ? default_host : probe.tcp_socket->host, *port,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  }
+  return {false, "probe has no handler"};
+}
+
+ProbeManager::ProbeManager(cri::RuntimeService& runtime, int threads) : runtime_(runtime) {
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+ProbeManager::~ProbeManager() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
+                          const pod::Container& container, const std::string& container_id,
+                          const std::string& host) {
+  (void)pod;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Other instances of this container (its earlier runs) are not probed any more.
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    const Probe& p = it->second;
+    if (p.pod_uid == pod_uid && p.container.name == container.name &&
+        p.container_id != container_id) {
+      it = probes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto add = [&](ProbeKind kind, const std::optional<pod::Probe>& spec) {
+    if (!spec) return;
+    Key key{container_id, kind};
+    if (probes_.count(key)) return;
+    Probe p;
+    p.pod_uid = pod_uid;
+    p.container_id = container_id;
+    p.kind = kind;
+    p.spec = *spec;
+    p.container = container;
+    p.host = host;
+    p.next = SteadyClock::now() + std::chrono::seconds(spec->initial_delay_seconds);
+    // Readiness carried over from before a restart: no flip to unready while it is re-probed.
+    if (kind == ProbeKind::kReadiness) {
+      auto s = seeded_.find(container_id);
+      if (s != seeded_.end()) p.result = s->second;
+    }
+    probes_[key] = std::move(p);
+  };
+  add(ProbeKind::kStartup, container.startup_probe);
+  add(ProbeKind::kLiveness, container.liveness_probe);
+  add(ProbeKind::kReadiness, container.readiness_probe);
+  cv_.notify_all();
+}
+
+void ProbeManager::RemovePod(const std::string& pod_uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
+  }
+}
+
+void ProbeManager::SeedReady(const std::string& container_id, bool ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seeded_[container_id] = ready;
+}
+
+bool ProbeManager::StartedLocked(const std::string& container_id) const {
+  auto it = probes_.find({container_id, ProbeKind::kStartup});
+  return it == probes_.end() || it->second.result.value_or(false);
+}
+
+bool ProbeManager::Ready(const std::string& container_id, bool has_readiness_probe) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto seeded = seeded_.find(container_id);
+  auto it = probes_.find({container_id, ProbeKind::kReadiness});
+  if (it == probes_.end()) {
+    if (!has_readiness_probe) return StartedLocked(container_id);
+    return seeded != seeded_.end() && seeded->second;
+  }
+  return StartedLocked(container_id) && it->second.result.value_or(false);
+}
+
+bool ProbeManager::LivenessFailed(const std::string& container_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = probes_.find({container_id, ProbeKind::kLiveness});
+  return it != probes_.end() && it->second.result.has_value() && !*it->second.result;
+}
+
+std::set<std::string> ProbeManager::TakeChanged() {
+  uint64_t n;
+  (void)!read(event_fd_, &n, sizeof n);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> out;
+  out.swap(changed_);
+  return out;
+}
+
+void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = probes_.find(key);
+  if (it == probes_.end()) return;  // removed meanwhile
+  Probe& p = it->second;
+  p.running = false;
+  p.next = SteadyClock::now() + std::chrono::seconds(std::max(1, p.spec.period_seconds));
+  std::optional<bool> before = p.result;
+  if (outcome.success) {
+    p.failures = 0;
+    if (++p.successes >= std::max(1, p.spec.success_threshold)) p.result = true;
+  } else {
+    p.successes = 0;
+    if (++p.failures >= std::max(1, p.spec.failure_threshold)) p.result = false;
+  }
+  if (p.result != before) {
+    changed_.insert(p.pod_uid);
+    uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof one);
+  }
+  cv_.notify_all();
+}
+
+void ProbeManager::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // The earliest due probe that is not in flight and not held back by a startup probe.
+    auto now = SteadyClock::now();
+    auto next_wake = now + std::chrono::seconds(1);
+    Probe* due = nullptr;
+    for (auto& [key, p] : probes_) {
+      if (p.running) continue;
+      if (p.kind != ProbeKind::kStartup && !StartedLocked(p.container_id)) continue;
+      // A liveness probe that failed waits for the container's restart (a new instance).
+      if (p.kind == ProbeKind::kLiveness && p.result.has_value() && !*p.result) continue;
+      if (p.kind == ProbeKind::kStartup && p.result.value_or(false)) continue;
+      if (p.next <= now) {
+        due = &p;
+        break;
+      }
+      next_wake = std::min(next_wake, p.next);
+    }
+    if (due == nullptr) {
+      cv_.wait_until(lock, next_wake);
+      continue;
+    }
+    due->running = true;
+    Key key{due->container_id, due->kind};
+    pod::Probe spec = due->spec;
+    pod::Container container = due->container;
+    std::string host = due->host;
+    lock.unlock();
+    ProbeOutcome outcome = RunProbe(runtime_, spec, container, key.first, host);
+    Record(key, outcome);
+    lock.lock();
+  }
+}
+
+}  // namespace nodelet::podworkerd

@@ -1,0 +1,102 @@
+// ProbeManager: podworkerd's liveness, readiness and startup probes (the kubelet's prober).
+//
+// One probe per (container instance, kind), run on a small pool of threads at its period after
+// its initial delay: exec through CRI ExecSync under the probe's timeout, httpGet (200-399 is a
+// success) and tcpSocket with the timeout. successThreshold consecutive successes make a probe
+// pass, failureThreshold consecutive failures make it fail. A startup probe, while it has not
+// passed, holds the other two back. Results are read by the pod syncer (is this container ready?
+// did its liveness fail?) from any thread; a change of result is queued for the main loop, which
+// syncs the pod (a failed liveness restarts the container; readiness changes the status).
+//
+// Readiness survives restarts: the service seeds a container's readiness from its last status
+// in statusd, so a podworkerd or supervisor restart does not flip a ready container to unready.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "lib/cri/runtime_service.h"
+#include "lib/pod/pod.h"
+
+namespace nodelet::podworkerd {
+
+enum class ProbeKind { kLiveness, kReadiness, kStartup };
+
+// One probe attempt: success or failure, with a message for failures.
+struct ProbeOutcome {
+  bool success = false;
+  std::string message;
+};
+
+// Runs one probe attempt against a container (exec / httpGet / tcpSocket). `host` is the pod's
+// IP (127.0.0.1 for host-network pods) unless the probe names a host.
+ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
+                      const pod::Container& container, const std::string& container_id,
+                      const std::string& host);
+
+class ProbeManager {
+ public:
+  ProbeManager(cri::RuntimeService& runtime, int threads = 4);
+  ~ProbeManager();
+
+  // Makes sure the probes of a running container instance exist (started at `started_at`).
+  // Probes of other instances of the same container stop.
+  void Ensure(const std::string& pod_uid, const pod::Pod& pod, const pod::Container& container,
+              const std::string& container_id, const std::string& host);
+  // Drops every probe of a pod (it terminated).
+  void RemovePod(const std::string& pod_uid);
+  // Readiness carried over from the previous podworkerd (statusd's last status).
+  void SeedReady(const std::string& container_id, bool ready);
+
+  // Ready: running, started (startup probe passed or none) and readiness passed (or none).
+  // Unknown containers are ready unless they have a readiness probe that has not passed.
+  bool Ready(const std::string& container_id, bool has_readiness_probe) const;
+  // The liveness probe of this instance has failed (the container must be restarted).
+  bool LivenessFailed(const std::string& container_id) const;
+
+  // Pods whose probe results changed since the last call (main loop).
+  std::set<std::string> TakeChanged();
+  int notify_fd() const { return event_fd_; }
+
+ private:
+  struct Probe {
+    std::string pod_uid;
+    std::string container_id;
+    ProbeKind kind;
+    pod::Probe spec;
+    pod::Container container;
+    std::string host;
+    std::chrono::steady_clock::time_point next;
+    int successes = 0, failures = 0;
+    std::optional<bool> result;  // nullopt until a threshold is reached
+    bool running = false;        // an attempt is in flight
+  };
+  using Key = std::pair<std::string, ProbeKind>;  // container id, kind
+
+  void Loop();
+  void Record(const Key& key, const ProbeOutcome& outcome);
+  bool StartedLocked(const std::string& container_id) const;
+
+  cri::RuntimeService& runtime_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Key, Probe> probes_;
+  std::map<std::string, bool> seeded_;  // container id -> ready
+  std::set<std::string> changed_;
+  bool stopping_ = false;
+  int event_fd_ = -1;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace nodelet::podworkerd
