@@ -23,6 +23,7 @@
 #include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/pleg_runtime_view.h"
+#include "supervisor/http_endpoint.h"
 #include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
@@ -106,6 +107,9 @@ struct Supervisor::Impl {
   std::unique_ptr<pleg::PlegMirror> mirror;
   std::unique_ptr<PlegRuntimeView> runtime_view;
   std::unique_ptr<PodManager> pods;
+  std::unique_ptr<HttpEndpoint> http;
+  std::map<std::string, std::map<std::string, uint64_t>> service_counters;
+  std::map<std::string, uint64_t> service_messages;
   std::unique_ptr<ipc::EnvelopeWriter> envelope;
   SystemdNotifierImpl notifier;
   uint64_t incarnation = ipc::NewIncarnation();
@@ -157,6 +161,17 @@ struct Supervisor::Impl {
     pod_opts.max_pods = options.max_pods;
     pods = std::make_unique<PodManager>(*ctx, clock, pod_opts);
     if (Status s = pods->Start(); !s.ok()) return s;
+
+    if (!options.http_address.empty()) {
+      http = std::make_unique<HttpEndpoint>(*ctx, c.run_dir, options.http_address);
+      // Not fatal: the node keeps running its pods without the endpoint.
+      if (Status s = http->Start(); !s.ok()) {
+        log->error("HTTP endpoint disabled: {}", s.message());
+        http.reset();
+      } else {
+        log->info("HTTP endpoint on {} (/healthz, /pods, /metrics)", options.http_address);
+      }
+    }
 
     CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
                               runtime_view.get()};
@@ -230,6 +245,7 @@ struct Supervisor::Impl {
       std::string name = NameOf(m->header()->sender());
       if (name.empty() || !manager->Has(name)) continue;
       peers[name] = in->peer;
+      ++service_messages[name];
       if (const auto* hello = m->body_as_Hello()) {
         manager->OnReady(name, hello->pid());
         if (name == "podworkerd" || name == "volumed") pods->OnPodworkerdReady();
@@ -241,6 +257,13 @@ struct Supervisor::Impl {
         (void)control->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
       } else if (const auto* hb = m->body_as_Heartbeat()) {
         manager->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
+        if (hb->counters()) {
+          auto& mine = service_counters[name];
+          mine.clear();
+          for (const auto* counter : *hb->counters()) {
+            if (counter->name()) mine[counter->name()->str()] = counter->value();
+          }
+        }
       }
     }
   }
@@ -324,6 +347,7 @@ struct Supervisor::Impl {
       manager->Tick();
       mirror->Tick();
       if (!stopping) pods->Tick();
+      if (http) http->Update(HttpSnapshot{manager->List(), service_counters, service_messages, bad_control});
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
     for (;;) {
@@ -378,6 +402,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--manifest-url", o->manifest_url, "URL of static pod manifests (polled every 20 s)");
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
+  app.add_option("--http-address", o->http_address,
+                 "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
+      ->capture_default_str();
   app.add_option("--mode", mode, "standalone (spawn the services)")
       ->check(CLI::IsMember({"standalone"}))
       ->capture_default_str();

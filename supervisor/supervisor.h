@@ -42,6 +42,8 @@ struct SupervisorOptions {
   std::string manifest_url;
   std::string node_name;  // default: the hostname, lowercased
   int max_pods = 110;
+  // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
+  std::string http_address = "127.0.0.1:10255";
 };
 
 // The four services, in the order they are listed.

@@ -100,7 +100,15 @@ void PlegdService::HandleEngineOutput() {
     events_published_ += result.events.size();
   }
   for (const auto& r : out.relists) {
-    if (r.error.empty()) cache_.set_last_relist(r.relist);
+    if (r.error.empty()) {
+      cache_.set_last_relist(r.relist);
+      relist_duration_.Observe(r.duration);
+      if (last_relist_started_ns_ != 0 && r.started_at_ns > last_relist_started_ns_) {
+        relist_interval_.Observe(
+            std::chrono::microseconds((r.started_at_ns - last_relist_started_ns_) / 1000));
+      }
+      last_relist_started_ns_ = r.started_at_ns;
+    }
     flatbuffers::FlatBufferBuilder fbb(256);
     auto done = ipc::pleg::CreateRelistDoneDirect(
         fbb, r.relist, static_cast<uint64_t>(r.duration.count()), r.pods, r.containers,
@@ -166,6 +174,22 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("bad_requests", bad_requests_);
   c.emplace_back("pods", cache_.pods().size());
   c.emplace_back("containers", cache_.container_count());
+  size_t running = 0, running_pods = 0;
+  for (const auto& [_, p] : cache_.pods()) {
+    bool pod_running = false;
+    for (const auto& ctr : p.containers) {
+      if (ctr->state == ipc::pleg::ContainerState::Running) {
+        ++running;
+        pod_running = true;
+      }
+    }
+    running_pods += pod_running && !p.foreign;
+  }
+  c.emplace_back("running_containers", running);
+  c.emplace_back("running_pods", running_pods);
+  c.emplace_back("last_relist_unix_ms", static_cast<uint64_t>(last_relist_started_ns_ / 1000000));
+  relist_duration_.Export("relist_duration_seconds", c);
+  relist_interval_.Export("relist_interval_seconds", c);
   return c;
 }
 

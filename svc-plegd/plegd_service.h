@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "lib/common/histogram.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
@@ -58,6 +59,9 @@ class PlegdService : public ServiceHooks {
   uint64_t events_published_ = 0;
   uint64_t snapshots_served_ = 0;
   uint64_t bad_requests_ = 0;
+  Histogram relist_duration_{Histogram::LatencyBuckets()};
+  Histogram relist_interval_{{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 5, 10, 30}};
+  int64_t last_relist_started_ns_ = 0;
   bool bad_logged_ = false;
 };
 

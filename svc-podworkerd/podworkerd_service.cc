@@ -165,9 +165,10 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   cri_ = std::move(*client);
   ipc::Context* ipc_ctx = &ctx.ipc;
   std::string run_dir = ctx.options.run_dir;
-  probes_ = std::make_unique<ProbeManager>(*cri_);
+  counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
+  probes_ = std::make_unique<ProbeManager>(*counting_);
   syncer_ = std::make_unique<PodSyncer>(
-      *cri_, *cri_, ctx.clock, config_.backoff, ctx.options.log_dir,
+      *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
       [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
       probes_.get());
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
@@ -363,6 +364,7 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
       if (!known) {
         e.pod = p;
         e.config_hash = hash;
+        e.created = ctx_->clock.Now();
         e.next_resync = ctx_->clock.Now() + config_.resync_period;
         Update({uid, UpdateType::kCreate, p, std::nullopt});
       } else if (hash != e.config_hash) {
@@ -443,6 +445,7 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
     Done d;
     d.uid = work.uid;
     d.kind = work.kind;
+    const auto began = std::chrono::steady_clock::now();
     switch (work.kind) {
       case WorkKind::kSync:
         if (seed) SeedReadiness(work.uid);
@@ -457,6 +460,8 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
         break;
     }
     d.completed_ns = NowEpochNs();
+    d.took = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - began);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(std::move(d));
@@ -489,6 +494,12 @@ void PodworkerdService::HandleDone() {
       case WorkKind::kSync: {
         ++syncs_;
         const SyncOutcome& o = d.outcome;
+        worker_duration_.Observe(d.took);
+        if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
+          e.start_recorded = true;
+          pod_start_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+              ctx_->clock.Now() - e.created));
+        }
         if (!o.error.empty()) {
           ++sync_errors_;
           if (o.error != last_error_) log->warn("Failed to sync pod {}: {}", d.uid, o.error);
@@ -605,6 +616,14 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphans_killed", orphans_killed_);
   c.emplace_back("bad_messages", bad_messages_);
   c.emplace_back("parked", parked_.size());
+  pod_start_.Export("pod_start_duration_seconds", c);
+  worker_duration_.Export("pod_worker_duration_seconds", c);
+  if (counting_) {
+    for (const auto& [op, n] : counting_->Snapshot()) {
+      c.emplace_back("runtime_operations:" + op, n.first);
+      c.emplace_back("runtime_operations_errors:" + op, n.second);
+    }
+  }
   if (status_) {
     c.emplace_back("statuses_sent", status_->sent());
     c.emplace_back("status_failures", status_->failed());

@@ -26,6 +26,8 @@
 #include "lib/service/service_runtime.h"
 #include "lib/status/pod_status.h"
 #include "podwork_generated.h"
+#include "lib/common/histogram.h"
+#include "svc-podworkerd/counting_runtime.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -88,12 +90,15 @@ class PodworkerdService : public ServiceHooks {
     std::chrono::milliseconds error_backoff{0};
     bool finished = false;
     bool seeded = false;  // readiness carried over from statusd
+    MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
+    bool start_recorded = false;
   };
   struct Done {
     std::string uid;
     WorkKind kind;
     SyncOutcome outcome;
     int64_t completed_ns = 0;
+    std::chrono::microseconds took{0};
     Status error = Status::Ok();
   };
 
@@ -114,6 +119,7 @@ class PodworkerdService : public ServiceHooks {
   PodworkerdConfig config_;
   ServiceContext* ctx_ = nullptr;
   std::unique_ptr<cri::GrpcCriClient> cri_;
+  std::unique_ptr<CountingRuntime> counting_;
   std::unique_ptr<ProbeManager> probes_;
   std::unique_ptr<PodSyncer> syncer_;
   std::unique_ptr<ipc::RouterServer> router_;
@@ -142,6 +148,8 @@ class PodworkerdService : public ServiceHooks {
   uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
   bool bad_logged_ = false;
   std::string last_error_;
+  Histogram pod_start_{Histogram::StartupBuckets()};
+  Histogram worker_duration_{Histogram::LatencyBuckets()};
 };
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,

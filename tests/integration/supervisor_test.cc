@@ -4,7 +4,12 @@
 // exist (it reports failing health, which the grace period given here tolerates).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -166,6 +171,88 @@ TEST_F(SupervisorTest, GarbageOnControlAndCtlSocketsIsDropped) {
   auto st = Ctl({"status"});
   EXPECT_EQ(st.exit_code, 0) << st.output;
   EXPECT_TRUE(nodelet_->running());
+}
+
+// A free TCP port on 127.0.0.1 (bound, read, released).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// /metrics passes promtool; /healthz is 503 while a service is FATAL and 200 after it is
+// started again; /pods is a v1 PodList.
+TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
+  const int port = FreePort();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Start({"--http-address", addr, "--heartbeat-interval", "200", "--restart-intensity", "1",
+         "--backoff-initial", "20ms"});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  httplib::Client http("127.0.0.1", port);
+  http.set_connection_timeout(5s);
+  http.set_read_timeout(5s);
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200) << health->body;
+
+  // Metrics: wait until a few heartbeats of every service have arrived.
+  auto messages_from = [](const std::string& body, const std::string& svc) {
+    std::string key = "nodelet_ipc_messages_total{service=\"" + svc + "\"} ";
+    auto at = body.find(key);
+    return at == std::string::npos ? 0 : std::atoi(body.c_str() + at + key.size());
+  };
+  std::string body;
+  auto end = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    auto got = http.Get("/metrics");
+    ASSERT_TRUE(got);
+    body = got->body;
+    if (messages_from(body, "podworkerd") >= 3 || std::chrono::steady_clock::now() > end) break;
+    notify_->Receive(200ms);
+  }
+  EXPECT_GE(messages_from(body, "plegd"), 3) << body;
+  for (const char* name : {"kubelet_running_pods", "kubelet_running_containers",
+                           "kubelet_pleg_last_seen_seconds", "kubelet_runtime_operations_total",
+                           "nodelet_service_up{service=\"plegd\"} 1",
+                           "nodelet_service_restarts_total", "nodelet_ipc_messages_total",
+                           "nodelet_ipc_bad_messages_total"}) {
+    EXPECT_THAT(body, HasSubstr(name));
+  }
+  {
+    std::ofstream(dir_.Sub("metrics.txt")) << body;
+  }
+  auto check = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")}, 30s);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+
+  auto pods = http.Get("/pods");
+  ASSERT_TRUE(pods);
+  EXPECT_EQ(pods->status, 200);
+  auto list = nlohmann::json::parse(pods->body, nullptr, false);
+  ASSERT_FALSE(list.is_discarded()) << pods->body;
+  EXPECT_EQ(list.value("kind", ""), "PodList");
+  EXPECT_TRUE(list.contains("items"));
+
+  // Make volumed FATAL: with intensity 1, two quick crashes.
+  pid_t pid = Pid("volumed");
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 10s));
+  pid = Pid("volumed");
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(notify_->WaitFor("volumed FATAL", 10s));
+  health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503) << health->body;
+  EXPECT_THAT(health->body, HasSubstr("volumed: FATAL"));
+  ASSERT_EQ(Ctl({"start", "volumed"}).exit_code, 0);
+  health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << health->body;
 }
 
 }  // namespace

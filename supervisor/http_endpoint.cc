@@ -1,0 +1,216 @@
+#include "supervisor/http_endpoint.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "lib/status/pod_status_json.h"
+#include "lib/status/status_client.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string Seconds(uint64_t us) {
+  std::ostringstream s;
+  s.precision(9);
+  s << static_cast<double>(us) / 1e6;
+  return s.str();
+}
+
+// Writes the histogram exported under `prefix` in `counters` (lib/common/histogram.h) as NAME.
+void RenderHistogram(std::ostringstream& out, const std::string& name, const std::string& help,
+                     const std::map<std::string, uint64_t>& counters, const std::string& prefix,
+                     const std::string& labels = "") {
+  std::vector<std::pair<double, std::pair<std::string, uint64_t>>> buckets;
+  const std::string bucket_prefix = prefix + "_bucket:";
+  for (const auto& [k, v] : counters) {
+    if (k.rfind(bucket_prefix, 0) != 0) continue;
+    std::string le = k.substr(bucket_prefix.size());
+    double bound = le == "+Inf" ? 1e300 : std::strtod(le.c_str(), nullptr);
+    buckets.push_back({bound, {le, v}});
+  }
+  if (buckets.empty()) return;
+  std::sort(buckets.begin(), buckets.end());
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+  const std::string sep = labels.empty() ? "" : ",";
+  for (const auto& [_, b] : buckets) {
+    out << name << "_bucket{" << labels << sep << "le=\"" << b.first << "\"} " << b.second << "\n";
+  }
+  auto sum = counters.find(prefix + "_sum_us");
+  auto count = counters.find(prefix + "_count");
+  std::string l = labels.empty() ? "" : "{" + labels + "}";
+  out << name << "_sum" << l << " " << Seconds(sum == counters.end() ? 0 : sum->second) << "\n";
+  out << name << "_count" << l << " " << (count == counters.end() ? 0 : count->second) << "\n";
+}
+
+const std::map<std::string, uint64_t>& CountersOf(const HttpSnapshot& s, const std::string& svc) {
+  static const std::map<std::string, uint64_t> kEmpty;
+  auto it = s.counters.find(svc);
+  return it == s.counters.end() ? kEmpty : it->second;
+}
+
+uint64_t Get(const std::map<std::string, uint64_t>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+std::string RenderMetrics(const HttpSnapshot& s) {
+  std::ostringstream out;
+  const auto& pleg = CountersOf(s, "plegd");
+  const auto& workers = CountersOf(s, "podworkerd");
+
+  out << "# HELP kubelet_running_pods Number of pods that have a running container.\n"
+      << "# TYPE kubelet_running_pods gauge\n"
+      << "kubelet_running_pods " << Get(pleg, "running_pods") << "\n";
+  out << "# HELP kubelet_running_containers Number of containers currently running.\n"
+      << "# TYPE kubelet_running_containers gauge\n"
+      << "kubelet_running_containers{container_state=\"running\"} "
+      << Get(pleg, "running_containers") << "\n";
+  RenderHistogram(out, "kubelet_pleg_relist_duration_seconds",
+                  "Duration in seconds for relisting pods in PLEG.", pleg, "relist_duration_seconds");
+  RenderHistogram(out, "kubelet_pleg_relist_interval_seconds",
+                  "Interval in seconds between relisting in PLEG.", pleg, "relist_interval_seconds");
+  out << "# HELP kubelet_pleg_last_seen_seconds Timestamp in seconds when PLEG was last seen active.\n"
+      << "# TYPE kubelet_pleg_last_seen_seconds gauge\n"
+      << "kubelet_pleg_last_seen_seconds " << Seconds(Get(pleg, "last_relist_unix_ms") * 1000) << "\n";
+  RenderHistogram(out, "kubelet_pod_start_duration_seconds",
+                  "Duration in seconds from a pod's ADD to its status Running.", workers,
+                  "pod_start_duration_seconds");
+  RenderHistogram(out, "kubelet_pod_worker_duration_seconds",
+                  "Duration in seconds to sync a single pod.", workers,
+                  "pod_worker_duration_seconds");
+  std::ostringstream ops, errs;
+  for (const auto& [k, v] : workers) {
+    if (k.rfind("runtime_operations:", 0) == 0) {
+      ops << "kubelet_runtime_operations_total{operation_type=\"" << Escape(k.substr(19)) << "\"} "
+          << v << "\n";
+    } else if (k.rfind("runtime_operations_errors:", 0) == 0) {
+      errs << "kubelet_runtime_operations_errors_total{operation_type=\"" << Escape(k.substr(26))
+           << "\"} " << v << "\n";
+    }
+  }
+  out << "# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.\n"
+      << "# TYPE kubelet_runtime_operations_total counter\n" << ops.str();
+  out << "# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.\n"
+      << "# TYPE kubelet_runtime_operations_errors_total counter\n" << errs.str();
+
+  out << "# HELP nodelet_service_up Whether the service is RUNNING (1) or not (0).\n"
+      << "# TYPE nodelet_service_up gauge\n";
+  for (const auto& svc : s.services) {
+    out << "nodelet_service_up{service=\"" << svc.name << "\"} "
+        << (svc.state == ProcessState::Running ? 1 : 0) << "\n";
+  }
+  out << "# HELP nodelet_service_restarts_total Automatic restarts of the service.\n"
+      << "# TYPE nodelet_service_restarts_total counter\n";
+  for (const auto& svc : s.services) {
+    out << "nodelet_service_restarts_total{service=\"" << svc.name << "\"} " << svc.restarts << "\n";
+  }
+  out << "# HELP nodelet_ipc_messages_total Control messages the supervisor received, by sender.\n"
+      << "# TYPE nodelet_ipc_messages_total counter\n";
+  for (const auto& svc : s.services) {
+    auto it = s.messages.find(svc.name);
+    out << "nodelet_ipc_messages_total{service=\"" << svc.name << "\"} "
+        << (it == s.messages.end() ? 0 : it->second) << "\n";
+  }
+  out << "# HELP nodelet_ipc_bad_messages_total Messages refused by verification, by receiving service.\n"
+      << "# TYPE nodelet_ipc_bad_messages_total counter\n";
+  for (const auto& svc : s.services) {
+    const auto& c = CountersOf(s, svc.name);
+    out << "nodelet_ipc_bad_messages_total{service=\"" << svc.name << "\"} "
+        << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
+  }
+  out << "nodelet_ipc_bad_messages_total{service=\"supervisor\"} " << s.bad_control << "\n";
+  return out.str();
+}
+
+HttpEndpoint::HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address)
+    : ctx_(ctx), run_dir_(std::move(run_dir)), address_(std::move(address)) {}
+
+HttpEndpoint::~HttpEndpoint() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpEndpoint::Update(HttpSnapshot snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+Status HttpEndpoint::Start() {
+  auto colon = address_.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("--http-address " + address_ + ": want HOST:PORT");
+  const std::string host = address_.substr(0, colon);
+  const int port = std::atoi(address_.c_str() + colon + 1);
+  server_ = std::make_unique<httplib::Server>();
+  // One handler thread: the statusd client below belongs to it.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
+  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    HttpSnapshot s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = snapshot_;
+    }
+    bool ok = !s.services.empty();
+    std::string body;
+    for (const auto& svc : s.services) {
+      ok = ok && svc.state == ProcessState::Running;
+      std::string state = ipc::ctl::EnumNameProcessState(svc.state);
+      for (auto& ch : state) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      body += svc.name + ": " + state +
+              (svc.description.empty() ? "" : " (" + svc.description + ")") + "\n";
+    }
+    res.status = ok ? 200 : 503;
+    res.set_content((ok ? "ok\n" : "unhealthy\n") + body, "text/plain");
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    HttpSnapshot s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = snapshot_;
+    }
+    res.set_content(RenderMetrics(s), "text/plain; version=0.0.4");
+  });
+  server_->Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
+    static thread_local std::unique_ptr<status::StatusClient> client;
+    if (!client) {
+      status::StatusClientOptions opts;
+      opts.sender = ipc::ServiceId::Supervisor;
+      opts.deadline = std::chrono::milliseconds(2000);
+      client = std::make_unique<status::StatusClient>(ctx_, run_dir_, opts);
+      if (!client->Connect().ok()) client.reset();
+    }
+    auto list = client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+    if (!list.ok()) {
+      res.status = 503;
+      res.set_content("statusd unavailable: " + list.status().message() + "\n", "text/plain");
+      return;
+    }
+    res.set_content(status::PodListToJson(list->records).dump(2), "application/json");
+  });
+  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) {
+    return Unavailable("cannot listen on " + address_ + " (in use, or a bad address)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,58 @@
+// HttpEndpoint: the supervisor's HTTP server (cpp-httplib, `--http-address`, default
+// 127.0.0.1:10255): /healthz (200 when every service is RUNNING, 503 otherwise, one line per
+// service), /pods (a v1 PodList from statusd), /metrics (Prometheus text: the kubelet's metric
+// names where it has them, from the services' heartbeat counters, and nodelet's own).
+//
+// It runs on its own thread; the supervisor's loop hands it a snapshot after each iteration.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "lib/ipc/sockets.h"
+#include "supervisor/service_control.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace nodelet::supervisor {
+
+struct HttpSnapshot {
+  std::vector<ServiceInfo> services;
+  // service → its last heartbeat's counters.
+  std::map<std::string, std::map<std::string, uint64_t>> counters;
+  // service → control messages received from it; "supervisor" → frames it refused.
+  std::map<std::string, uint64_t> messages;
+  uint64_t bad_control = 0;
+};
+
+// The Prometheus text for a snapshot (exposed for tests).
+std::string RenderMetrics(const HttpSnapshot& s);
+
+class HttpEndpoint {
+ public:
+  HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address);
+  ~HttpEndpoint();
+  // Binds and starts serving; an error names the address.
+  Status Start();
+  void Update(HttpSnapshot snapshot);
+  int port() const { return port_; }
+
+ private:
+  ipc::Context& ctx_;
+  std::string run_dir_;
+  std::string address_;
+  int port_ = 0;
+  std::mutex mu_;
+  HttpSnapshot snapshot_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace nodelet::supervisor

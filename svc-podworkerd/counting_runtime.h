@@ -1,0 +1,113 @@
+// CountingRuntime: RuntimeService and ImageService that forward to another implementation and
+// count each call and each error by operation (the kubelet's runtime_operations_total and
+// runtime_operations_errors_total), for podworkerd's heartbeat counters. Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/cri/runtime_service.h"
+
+namespace nodelet::podworkerd {
+
+class CountingRuntime final : public cri::RuntimeService, public cri::ImageService {
+ public:
+  CountingRuntime(cri::RuntimeService& runtime, cri::ImageService& images)
+      : runtime_(runtime), images_(images) {}
+
+  // operation → (calls, errors), operations named as in CRI ("run_podsandbox", ...).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> Snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ops_;
+  }
+
+  Result<cri::v1::VersionResponse> Version() override { return Count("version", runtime_.Version()); }
+  Result<cri::v1::StatusResponse> RuntimeStatus(bool verbose) override {
+    return Count("status", runtime_.RuntimeStatus(verbose));
+  }
+  Result<std::string> RunPodSandbox(const cri::v1::PodSandboxConfig& config,
+                                    const std::string& handler) override {
+    return Count("run_podsandbox", runtime_.RunPodSandbox(config, handler));
+  }
+  Status StopPodSandbox(const std::string& id) override {
+    return CountStatus("stop_podsandbox", runtime_.StopPodSandbox(id));
+  }
+  Status RemovePodSandbox(const std::string& id) override {
+    return CountStatus("remove_podsandbox", runtime_.RemovePodSandbox(id));
+  }
+  Result<cri::v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& id,
+                                                             bool verbose) override {
+    return Count("podsandbox_status", runtime_.PodSandboxStatus(id, verbose));
+  }
+  Result<std::vector<cri::v1::PodSandbox>> ListPodSandbox(
+      const cri::v1::PodSandboxFilter& filter) override {
+    return Count("list_podsandbox", runtime_.ListPodSandbox(filter));
+  }
+  Result<std::string> CreateContainer(const std::string& sandbox, const cri::v1::ContainerConfig& config,
+                                      const cri::v1::PodSandboxConfig& sandbox_config) override {
+    return Count("create_container", runtime_.CreateContainer(sandbox, config, sandbox_config));
+  }
+  Status StartContainer(const std::string& id) override {
+    return CountStatus("start_container", runtime_.StartContainer(id));
+  }
+  Status StopContainer(const std::string& id, int64_t timeout) override {
+    return CountStatus("stop_container", runtime_.StopContainer(id, timeout));
+  }
+  Status RemoveContainer(const std::string& id) override {
+    return CountStatus("remove_container", runtime_.RemoveContainer(id));
+  }
+  Result<std::vector<cri::v1::Container>> ListContainers(
+      const cri::v1::ContainerFilter& filter) override {
+    return Count("list_containers", runtime_.ListContainers(filter));
+  }
+  Result<cri::v1::ContainerStatusResponse> ContainerStatus(const std::string& id,
+                                                           bool verbose) override {
+    return Count("container_status", runtime_.ContainerStatus(id, verbose));
+  }
+  Result<cri::v1::ExecSyncResponse> ExecSync(const std::string& id,
+                                             const std::vector<std::string>& cmd,
+                                             int64_t timeout) override {
+    return Count("exec_sync", runtime_.ExecSync(id, cmd, timeout));
+  }
+  Result<std::vector<cri::v1::Image>> ListImages(const cri::v1::ImageFilter& filter) override {
+    return Count("list_images", images_.ListImages(filter));
+  }
+  Result<cri::v1::ImageStatusResponse> ImageStatus(const cri::v1::ImageSpec& image,
+                                                   bool verbose) override {
+    return Count("image_status", images_.ImageStatus(image, verbose));
+  }
+  Result<std::string> PullImage(const cri::v1::ImageSpec& image, const cri::v1::AuthConfig* auth,
+                                const cri::v1::PodSandboxConfig* sandbox) override {
+    return Count("pull_image", images_.PullImage(image, auth, sandbox));
+  }
+  Status RemoveImage(const cri::v1::ImageSpec& image) override {
+    return CountStatus("remove_image", images_.RemoveImage(image));
+  }
+
+ private:
+  void Add(const char* op, bool ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& e = ops_[op];
+    ++e.first;
+    if (!ok) ++e.second;
+  }
+  template <typename T>
+  T Count(const char* op, T result) {
+    Add(op, result.ok());
+    return result;
+  }
+  Status CountStatus(const char* op, Status s) {
+    Add(op, s.ok());
+    return s;
+  }
+
+  cri::RuntimeService& runtime_;
+  cri::ImageService& images_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> ops_;
+};
+
+}  // namespace nodelet::podworkerd
