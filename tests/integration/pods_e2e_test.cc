@@ -222,6 +222,42 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
       << "the failed sync must be retried by its backoff: " << last_;
 }
 
+// Readiness stays true across `nodeletctl restart podworkerd` and a restart of the supervisor:
+// podworkerd carries each container's readiness over from statusd instead of starting unready.
+TEST_F(PodsE2eTest, ReadinessSurvivesPodworkerdAndSupervisorRestarts) {
+  Write("ready.yaml", PodYaml("ready", kServe,
+      "    readinessProbe:\n      exec:\n        command: [\"true\"]\n"
+      "      initialDelaySeconds: 3\n      periodSeconds: 5\n"));
+  StartNodelet();
+  auto ready = [](auto& p) {
+    auto it = p.find("ready-node1");
+    if (it == p.end()) return false;
+    for (const auto& c : it->second["status"]["containerStatuses"]) {
+      if (c.value("ready", false)) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitPods(ready, 30s)) << last_;
+  auto unready_seen = [&](std::chrono::milliseconds window) {
+    // Every status change is watched for `window`: none may say unready.
+    bool flipped = false;
+    WaitPods([&](auto& p) {
+      flipped = flipped || !ready(p);
+      return flipped;
+    }, window);
+    return flipped;
+  };
+  auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "restart",
+                       "podworkerd"}, 10s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(unready_seen(4s)) << "readiness flipped across a podworkerd restart: " << last_;
+
+  nodelet_->Signal(SIGTERM);
+  ASSERT_TRUE(nodelet_->Wait(20s).has_value());
+  StartNodelet();
+  EXPECT_FALSE(unready_seen(4s)) << "readiness flipped across a supervisor restart: " << last_;
+}
+
 // 30 pods in one directory all reach Running; then kill -9 of each service in turn, and of the
 // supervisor itself (its services die with it), restarts or duplicates no container.
 TEST_F(PodsE2eTest, ThirtyPodsRunAndKillNineOfAnyProcessRestartsNoContainer) {
