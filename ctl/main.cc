@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
     rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr);
   });
 
+  bool node_json = false;
+  auto* node = app.add_subcommand("node", "The node's status: conditions, capacity, versions");
+  node->add_flag("--json", node_json, "The v1 Node object");
+  node->callback([&] { rc = nodelet::ctl::RunNode(o, node_json, std::cout, std::cerr); });
+
   bool runtime_json = false;
   auto* runtime = app.add_subcommand("runtime", "plegd's view of the runtime: sandboxes and containers");
   runtime->add_flag("--json", runtime_json, "Print JSON for scripts");

@@ -317,4 +317,41 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
   return kExitOk;
 }
 
+int RunNode(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
+  auto reply = CtlRequest(o.run_dir, RequestKind::Node, {}, o.timeout);
+  if (!reply.ok()) return Unreachable(o, reply.status(), err);
+  if (!reply->ok) {
+    err << "nodeletctl: " << reply->error << "\n";
+    return kExitUnknown;
+  }
+  if (json) {
+    out << reply->node_json << "\n";
+    return kExitOk;
+  }
+  auto node = nlohmann::json::parse(reply->node_json, nullptr, false);
+  if (node.is_discarded()) {
+    err << "nodeletctl: the node status is not valid JSON\n";
+    return kExitFailed;
+  }
+  const auto& st = node["status"];
+  out << "Name:        " << node["metadata"].value("name", "") << "\n";
+  out << "Runtime:     " << st["nodeInfo"].value("containerRuntimeVersion", "") << "\n";
+  out << "Nodelet:     " << st["nodeInfo"].value("kubeletVersion", "") << "\n";
+  out << "Kernel:      " << st["nodeInfo"].value("kernelVersion", "") << "\n";
+  out << "Conditions:\n";
+  out << "  " << Pad("TYPE", 16) << Pad("STATUS", 8) << Pad("SINCE", 22) << Pad("REASON", 32)
+      << "MESSAGE\n";
+  for (const auto& c : st["conditions"]) {
+    out << "  " << Pad(c.value("type", ""), 16) << Pad(c.value("status", ""), 8)
+        << Pad(c.value("lastTransitionTime", ""), 22) << Pad(c.value("reason", ""), 32)
+        << c.value("message", "") << "\n";
+  }
+  out << "Capacity:    ";
+  for (const auto& [k, v] : st["capacity"].items()) out << k << "=" << v.get<std::string>() << " ";
+  out << "\nAllocatable: ";
+  for (const auto& [k, v] : st["allocatable"].items()) out << k << "=" << v.get<std::string>() << " ";
+  out << "\nImages:      " << st["images"].size() << "\n";
+  return kExitOk;
+}
+
 }  // namespace nodelet::ctl

@@ -51,6 +51,10 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
 // `runtime`: plegd's view of the runtime through the supervisor: one line per pod (sandbox
 // state, foreign pods marked), one indented line per container. 0, or 4 when unreachable.
 int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err);
+
+// `node [--json]`: the node's status (conditions, capacity/allocatable, versions, images count)
+// or, with --json, the v1 Node object. 0, or 4 when nodelet is unreachable or has no runtime.
+int RunNode(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err);
 std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply);
 
 // The last `lines` lines of a file (read from its end, bounded).

@@ -86,6 +86,22 @@ struct CtlServer::Impl {
     }
   }
 
+  void SendNode(const std::string& peer) {
+    flatbuffers::FlatBufferBuilder fbb(16 * 1024);
+    std::string json = options.node ? options.node->NodeJson() : "";
+    auto err = fbb.CreateString(options.node ? "" : "this nodelet has no runtime endpoint: no node status");
+    auto node = fbb.CreateString(json);
+    ipc::ctl::CtlReplyBuilder b(fbb);
+    b.add_ok(options.node != nullptr);
+    b.add_error(err);
+    b.add_node_json(node);
+    auto reply = b.Finish();
+    auto header = envelope.Write(fbb);
+    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
+               ipc::ctl::CtlMessageIdentifier());
+    (void)router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+  }
+
   void SendRuntime(const std::string& peer) {
     RuntimeSnapshot snap;
     if (options.runtime == nullptr) {
@@ -173,6 +189,9 @@ struct CtlServer::Impl {
       }
       case RequestKind::Version:
         SendReply(peer, true, "", nullptr, nullptr, true, true);
+        return;
+      case RequestKind::Node:
+        SendNode(peer);
         return;
       case RequestKind::Runtime:
         SendRuntime(peer);

@@ -25,6 +25,8 @@ struct CtlServerOptions {
   std::string version;
   // Serves `runtime` requests when set.
   const RuntimeView* runtime = nullptr;
+  // Serves `node` requests when set.
+  const NodeView* node = nullptr;
 };
 
 class CtlServer {

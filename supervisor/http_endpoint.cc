@@ -141,8 +141,9 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   return out.str();
 }
 
-HttpEndpoint::HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address)
-    : ctx_(ctx), run_dir_(std::move(run_dir)), address_(std::move(address)) {}
+HttpEndpoint::HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
+                           const NodeView* node)
+    : ctx_(ctx), run_dir_(std::move(run_dir)), address_(std::move(address)), node_(node) {}
 
 HttpEndpoint::~HttpEndpoint() {
   if (server_) server_->stop();
@@ -187,6 +188,14 @@ Status HttpEndpoint::Start() {
       s = snapshot_;
     }
     res.set_content(RenderMetrics(s), "text/plain; version=0.0.4");
+  });
+  server_->Get("/node", [this](const httplib::Request&, httplib::Response& res) {
+    if (node_ == nullptr) {
+      res.status = 404;
+      res.set_content("no node status\n", "text/plain");
+      return;
+    }
+    res.set_content(node_->NodeJson(), "application/json");
   });
   server_->Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
     static thread_local std::unique_ptr<status::StatusClient> client;

@@ -1,6 +1,6 @@
 // HttpEndpoint: the supervisor's HTTP server (cpp-httplib, `--http-address`, default
 // 127.0.0.1:10255): /healthz (200 when every service is RUNNING, 503 otherwise, one line per
-// service), /pods (a v1 PodList from statusd), /metrics (Prometheus text: the kubelet's metric
+// service), /pods (a v1 PodList from statusd), /node (the v1 Node), /metrics (Prometheus text: the kubelet's metric
 // names where it has them, from the services' heartbeat counters, and nodelet's own).
 //
 // It runs on its own thread; the supervisor's loop hands it a snapshot after each iteration.
@@ -37,7 +37,8 @@ std::string RenderMetrics(const HttpSnapshot& s);
 
 class HttpEndpoint {
  public:
-  HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address);
+  HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
+               const NodeView* node = nullptr);
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
   Status Start();
@@ -48,6 +49,7 @@ class HttpEndpoint {
   ipc::Context& ctx_;
   std::string run_dir_;
   std::string address_;
+  const NodeView* node_ = nullptr;
   int port_ = 0;
   std::mutex mu_;
   HttpSnapshot snapshot_;

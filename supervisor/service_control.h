@@ -59,6 +59,13 @@ struct RuntimeSnapshot {
   std::string error;  // why the view is missing or stale; empty when current
 };
 
+// The node's status as a v1 Node object in JSON (node_status.h), for nodeletctl and /node.
+class NodeView {
+ public:
+  virtual ~NodeView() = default;
+  virtual std::string NodeJson() const = 0;
+};
+
 class RuntimeView {
  public:
   virtual ~RuntimeView() = default;

@@ -23,7 +23,9 @@
 #include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/pleg_runtime_view.h"
+#include "lib/cri/grpc_cri_client.h"
 #include "supervisor/http_endpoint.h"
+#include "supervisor/node_status.h"
 #include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
@@ -107,6 +109,8 @@ struct Supervisor::Impl {
   std::unique_ptr<pleg::PlegMirror> mirror;
   std::unique_ptr<PlegRuntimeView> runtime_view;
   std::unique_ptr<PodManager> pods;
+  std::unique_ptr<cri::GrpcCriClient> cri_client;
+  std::unique_ptr<NodeStatusManager> node;
   std::unique_ptr<HttpEndpoint> http;
   std::map<std::string, std::map<std::string, uint64_t>> service_counters;
   std::map<std::string, uint64_t> service_messages;
@@ -153,17 +157,41 @@ struct Supervisor::Impl {
     if (Status s = mirror->Connect(); !s.ok()) return s;
     runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
 
+    // The node status (and the runtime-up check) needs the runtime.
+    NodeStatusOptions node_opts;
+    node_opts.node_name = options.node_name;
+    node_opts.root_dir = c.root_dir;
+    node_opts.max_pods = options.max_pods;
+    node_opts.version = NODELET_VERSION;
+    for (auto [text, out] : {std::pair{&options.system_reserved, &node_opts.system_reserved},
+                             std::pair{&options.kube_reserved, &node_opts.kube_reserved}}) {
+      auto r = ParseReservation(*text);
+      if (!r.ok()) return r.status();
+      *out = *r;
+    }
+    if (!options.runtime_endpoint.empty()) {
+      cri::CriTimeouts timeouts;
+      timeouts.query = std::chrono::seconds(2);
+      auto client = cri::GrpcCriClient::Create(options.runtime_endpoint, timeouts);
+      if (!client.ok()) return client.status();
+      cri_client = std::move(*client);
+    }
+    node = std::make_unique<NodeStatusManager>(node_opts, cri_client.get(), cri_client.get());
+    node->Start();
+
     PodManagerOptions pod_opts;
     pod_opts.run_dir = c.run_dir;
     pod_opts.manifest_dir = options.pod_manifest_path;
     pod_opts.manifest_url = options.manifest_url;
     pod_opts.node_name = options.node_name;
     pod_opts.max_pods = options.max_pods;
+    NodeResourceList alloc = node->Allocatable();
+    pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
     pods = std::make_unique<PodManager>(*ctx, clock, pod_opts);
     if (Status s = pods->Start(); !s.ok()) return s;
 
     if (!options.http_address.empty()) {
-      http = std::make_unique<HttpEndpoint>(*ctx, c.run_dir, options.http_address);
+      http = std::make_unique<HttpEndpoint>(*ctx, c.run_dir, options.http_address, node.get());
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http->Start(); !s.ok()) {
         log->error("HTTP endpoint disabled: {}", s.message());
@@ -174,7 +202,7 @@ struct Supervisor::Impl {
     }
 
     CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
-                              runtime_view.get()};
+                              runtime_view.get(), node.get()};
     ctl = std::make_unique<CtlServer>(*ctx, *manager, clock, ctl_opts);
     return ctl->Bind();
   }
@@ -348,6 +376,7 @@ struct Supervisor::Impl {
       mirror->Tick();
       if (!stopping) pods->Tick();
       if (http) http->Update(HttpSnapshot{manager->List(), service_counters, service_messages, bad_control});
+      node->SetServices(manager->AllRunning(), manager->Summary());
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
     for (;;) {
@@ -402,6 +431,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--manifest-url", o->manifest_url, "URL of static pod manifests (polled every 20 s)");
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
+  app.add_option("--system-reserved", o->system_reserved,
+                 "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
+  app.add_option("--kube-reserved", o->kube_reserved, "Resources kept for nodelet itself (same syntax)");
   app.add_option("--http-address", o->http_address,
                  "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
       ->capture_default_str();

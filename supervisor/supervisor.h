@@ -44,6 +44,8 @@ struct SupervisorOptions {
   int max_pods = 110;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
   std::string http_address = "127.0.0.1:10255";
+  std::string system_reserved;  // "cpu=100m,memory=256Mi"
+  std::string kube_reserved;
 };
 
 // The four services, in the order they are listed.

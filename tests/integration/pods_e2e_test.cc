@@ -258,6 +258,59 @@ TEST_F(PodsE2eTest, ReadinessSurvivesPodworkerdAndSupervisorRestarts) {
   EXPECT_FALSE(unready_seen(4s)) << "readiness flipped across a supervisor restart: " << last_;
 }
 
+// `nodeletctl node` and /node: the v1 Node with capacity, allocatable (minus reservations),
+// versions and images; Ready turns False with the runtime's reason when containerd stops, and
+// True again when it is back.
+TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
+  StartNodelet({"--system-reserved", "cpu=500m,memory=128Mi", "--max-pods", "50"});
+  auto node = [&] {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "node", "--json"}, 5s);
+    last_ = r.output;
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    return j.is_discarded() ? nlohmann::json() : j;
+  };
+  auto ready = [&](const nlohmann::json& n) -> std::string {
+    if (!n.contains("status")) return "";
+    for (const auto& c : n["status"]["conditions"]) {
+      if (c.value("type", "") == "Ready") return c.value("status", "") + ": " + c.value("message", "");
+    }
+    return "";
+  };
+  auto wait_ready = [&](const std::string& prefix, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (ready(node()).rfind(prefix, 0) != 0) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      notify_->Receive(500ms);
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_ready("True", 20s)) << last_;
+  auto n = node();
+  EXPECT_EQ(n["metadata"].value("name", ""), "node1");
+  EXPECT_EQ(n["status"]["capacity"].value("pods", ""), "50");
+  EXPECT_THAT(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""), HasSubstr("containerd://"));
+  EXPECT_GE(n["status"]["images"].size(), 2u) << "pause and busybox";
+  // Allocatable = capacity - reservation (cpu in millicores when not whole).
+  const std::string cap_cpu = n["status"]["capacity"].value("cpu", "");
+  const std::string alloc_cpu = n["status"]["allocatable"].value("cpu", "");
+  EXPECT_EQ(alloc_cpu, std::to_string(std::stoi(cap_cpu) * 1000 - 500) + "m");
+  auto human = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "node"}, 5s);
+  EXPECT_EQ(human.exit_code, 0);
+  EXPECT_THAT(human.output, HasSubstr("KubeletReady"));
+
+  ContainerdOptions opts;
+  opts.dir = dir_.Sub("ctrd");
+  opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+  ASSERT_TRUE(containerd_->Stop().ok());
+  containerd_.reset();
+  ASSERT_TRUE(wait_ready("False", 15s)) << last_;
+  EXPECT_THAT(ready(node()), HasSubstr("container runtime is down"));
+  auto c = ContainerdInstance::Start(opts);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  containerd_ = std::move(*c);
+  EXPECT_TRUE(wait_ready("True", 20s)) << last_;
+}
+
 // 30 pods in one directory all reach Running; then kill -9 of each service in turn, and of the
 // supervisor itself (its services die with it), restarts or duplicates no container.
 TEST_F(PodsE2eTest, ThirtyPodsRunAndKillNineOfAnyProcessRestartsNoContainer) {

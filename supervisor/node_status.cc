@@ -1,0 +1,266 @@
+#include "supervisor/node_status.h"
+
+#include <dirent.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "lib/pod/quantity.h"
+#include "lib/pod/rfc3339.h"
+#include "supervisor/pod_manager.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Time(int64_t unix_s) { return pod::FormatRfc3339Nano(pod::UnixTime{unix_s, 0}); }
+
+int64_t MemAvailable() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kb = 0;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return -1;
+}
+
+std::string OsImage() {
+  std::ifstream in("/etc/os-release");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      std::string v = line.substr(12);
+      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      return v;
+    }
+  }
+  return "Linux";
+}
+
+std::pair<int64_t, int64_t> Pids() {  // (in use, max)
+  int64_t max = 32768;
+  std::ifstream("/proc/sys/kernel/pid_max") >> max;
+  int64_t used = 0;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') ++used;
+    }
+    closedir(d);
+  }
+  return {used, max};
+}
+
+std::string Ki(int64_t bytes) { return std::to_string(bytes / 1024) + "Ki"; }
+std::string Milli(int64_t m) {
+  return m % 1000 == 0 ? std::to_string(m / 1000) : std::to_string(m) + "m";
+}
+
+}  // namespace
+
+Result<NodeResourceList> ParseReservation(const std::string& text) {
+  NodeResourceList out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos) return InvalidArgument("reservation \"" + item + "\": want NAME=QUANTITY");
+    std::string name = item.substr(0, eq);
+    auto q = pod::Quantity::Parse(item.substr(eq + 1));
+    if (!q.ok()) return InvalidArgument("reservation " + name + ": " + q.status().message());
+    if (name == "cpu") out.cpu_milli = q->MilliValue();
+    else if (name == "memory") out.memory_bytes = q->Value();
+    else if (name == "ephemeral-storage") out.ephemeral_storage_bytes = q->Value();
+    else return InvalidArgument("reservation: unknown resource " + name);
+  }
+  return out;
+}
+
+NodeStatusManager::NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime,
+                                     cri::ImageService* images)
+    : options_(std::move(options)), runtime_(runtime), images_(images) {}
+
+NodeStatusManager::~NodeStatusManager() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeStatusManager::Start() {
+  Refresh();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void NodeStatusManager::SetServices(bool all_running, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  services_ok_ = all_running;
+  services_why_ = why;
+}
+
+void NodeStatusManager::Loop() {
+  auto next_status = std::chrono::steady_clock::now() + options_.status_period;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, options_.runtime_check_period, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    const bool was_ready = runtime_ready_.load();
+    CheckRuntime();
+    // A change of the runtime's readiness shows in the node's Ready condition at once.
+    if (std::chrono::steady_clock::now() >= next_status || runtime_ready_.load() != was_ready) {
+      Refresh();
+      next_status = std::chrono::steady_clock::now() + options_.status_period;
+    }
+    lock.lock();
+  }
+}
+
+void NodeStatusManager::CheckRuntime() {
+  bool ready = false, network = false;
+  std::string error, version;
+  if (runtime_ == nullptr) {
+    error = "no container runtime configured (--runtime-endpoint)";
+  } else {
+    auto v = runtime_->Version();
+    auto st = runtime_->RuntimeStatus(false);
+    if (!v.ok()) {
+      error = "container runtime is down: " + v.status().message();
+    } else if (!st.ok()) {
+      error = "container runtime status check failed: " + st.status().message();
+    } else {
+      version = v->runtime_name() + "://" + v->runtime_version();
+      for (const auto& c : st->status().conditions()) {
+        if (c.type() == "RuntimeReady") {
+          ready = c.status();
+          if (!ready) error = "container runtime not ready: " + c.reason() + ": " + c.message();
+        }
+        if (c.type() == "NetworkReady") network = c.status();
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  runtime_ready_ = ready;
+  runtime_error_ = error;
+  network_ready_ = network;
+  if (!version.empty()) runtime_version_ = version;
+}
+
+nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status,
+                                            const std::string& reason, const std::string& message,
+                                            int64_t now) {
+  auto& t = transitions_[type];
+  if (t.second == 0 || t.first != status) t = {status, now};
+  return {{"type", type}, {"status", status ? "True" : "False"}, {"reason", reason},
+          {"message", message}, {"lastHeartbeatTime", Time(now)},
+          {"lastTransitionTime", Time(t.second)}};
+}
+
+void NodeStatusManager::Refresh() {
+  CheckRuntime();
+  const int64_t now = NowUnix();
+  NodeResources cap = ReadNodeCapacity();
+  struct statvfs fs {};
+  int64_t disk_total = 0, disk_avail = 0;
+  if (statvfs(options_.root_dir.c_str(), &fs) == 0) {
+    disk_total = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
+    disk_avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  }
+  NodeResourceList alloc;
+  alloc.cpu_milli = std::max<int64_t>(0, cap.cpu_milli - options_.system_reserved.cpu_milli -
+                                             options_.kube_reserved.cpu_milli);
+  alloc.memory_bytes = std::max<int64_t>(0, cap.memory_bytes - options_.system_reserved.memory_bytes -
+                                                options_.kube_reserved.memory_bytes);
+  alloc.ephemeral_storage_bytes =
+      std::max<int64_t>(0, disk_total - options_.system_reserved.ephemeral_storage_bytes -
+                               options_.kube_reserved.ephemeral_storage_bytes);
+
+  nlohmann::json images = nlohmann::json::array();
+  if (images_ != nullptr && runtime_ready_) {
+    auto list = images_->ListImages(cri::v1::ImageFilter());
+    if (list.ok()) {
+      for (const auto& img : *list) {
+        nlohmann::json names = nlohmann::json::array();
+        for (const auto& t : img.repo_tags()) names.push_back(t);
+        for (const auto& d : img.repo_digests()) names.push_back(d);
+        images.push_back({{"names", names}, {"sizeBytes", img.size()}});
+      }
+    }
+  }
+  utsname u{};
+  uname(&u);
+  const int64_t mem_avail = MemAvailable();
+  auto [pids_used, pids_max] = Pids();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  allocatable_ = alloc;
+  nlohmann::json conditions = nlohmann::json::array();
+  const bool ready = runtime_ready_ && services_ok_;
+  std::string ready_msg = "nodelet is posting ready status";
+  if (!runtime_ready_) ready_msg = runtime_error_;
+  else if (!services_ok_) ready_msg = services_why_;
+  else if (!network_ready_) ready_msg += " (network plugin not ready: host-network pods only)";
+  const bool mem_pressure = mem_avail >= 0 && mem_avail < options_.memory_available_min_bytes;
+  const bool disk_pressure =
+      disk_total > 0 && static_cast<double>(disk_avail) < options_.disk_available_min_fraction * static_cast<double>(disk_total);
+  const bool pid_pressure =
+      static_cast<double>(pids_max - pids_used) < options_.pid_available_min_fraction * static_cast<double>(pids_max);
+  conditions.push_back(Condition("MemoryPressure", mem_pressure,
+                                 mem_pressure ? "KubeletHasInsufficientMemory" : "KubeletHasSufficientMemory",
+                                 mem_pressure ? "node has memory pressure" : "nodelet has sufficient memory available", now));
+  conditions.push_back(Condition("DiskPressure", disk_pressure,
+                                 disk_pressure ? "KubeletHasDiskPressure" : "KubeletHasNoDiskPressure",
+                                 disk_pressure ? "node has disk pressure" : "nodelet has no disk pressure", now));
+  conditions.push_back(Condition("PIDPressure", pid_pressure,
+                                 pid_pressure ? "KubeletHasInsufficientPID" : "KubeletHasSufficientPID",
+                                 pid_pressure ? "node has PID pressure" : "nodelet has sufficient PID available", now));
+  conditions.push_back(Condition("Ready", ready, ready ? "KubeletReady" : "KubeletNotReady", ready_msg, now));
+
+  node_ = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", options_.node_name},
+        {"labels",
+         {{"kubernetes.io/hostname", options_.node_name},
+          {"kubernetes.io/os", "linux"},
+          {"kubernetes.io/arch", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}}}},
+      {"status",
+       {{"capacity",
+         {{"cpu", Milli(cap.cpu_milli)}, {"memory", Ki(cap.memory_bytes)},
+          {"ephemeral-storage", Ki(disk_total)}, {"pods", std::to_string(options_.max_pods)}}},
+        {"allocatable",
+         {{"cpu", Milli(alloc.cpu_milli)}, {"memory", Ki(alloc.memory_bytes)},
+          {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
+          {"pods", std::to_string(options_.max_pods)}}},
+        {"conditions", conditions},
+        {"nodeInfo",
+         {{"kubeletVersion", "nodelet-" + options_.version},
+          {"containerRuntimeVersion", runtime_version_},
+          {"kernelVersion", u.release},
+          {"osImage", OsImage()},
+          {"operatingSystem", "linux"},
+          {"architecture", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}},
+        {"images", images}}}};
+}
+
+std::string NodeStatusManager::NodeJson() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return node_.dump(2);
+}
+
+NodeResourceList NodeStatusManager::Allocatable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocatable_;
+}
+
+}  // namespace nodelet::supervisor

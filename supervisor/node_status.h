@@ -1,0 +1,96 @@
+// NodeStatusManager: the kubelet's runtime-up check and node status, in the supervisor.
+//
+// A thread checks the runtime every 5 s (CRI Status: RuntimeReady, NetworkReady; CRI Version)
+// and rebuilds the node's status every 10 s: capacity and allocatable (CPU, memory, ephemeral
+// storage of the root directory's filesystem, pods; allocatable = capacity minus
+// --system-reserved and --kube-reserved), conditions Ready, MemoryPressure, DiskPressure and
+// PIDPressure with reasons and transition times, node info (nodelet and runtime versions,
+// kernel, OS) and the images on the node. The result is a v1 Node object in JSON, for
+// `nodeletctl node` and /node. Host-network pods run without NetworkReady, so Ready does not
+// require it (the message says so).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/common/status.h"
+#include "lib/cri/runtime_service.h"
+#include "supervisor/service_control.h"
+
+namespace nodelet::supervisor {
+
+struct NodeResourceList {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  int64_t ephemeral_storage_bytes = 0;
+};
+
+// "cpu=100m,memory=256Mi,ephemeral-storage=1Gi" (the kubelet's --system-reserved syntax).
+Result<NodeResourceList> ParseReservation(const std::string& text);
+
+struct NodeStatusOptions {
+  std::string node_name;
+  std::string root_dir;
+  int max_pods = 110;
+  NodeResourceList system_reserved;
+  NodeResourceList kube_reserved;
+  std::string version;  // nodelet's
+  std::chrono::milliseconds runtime_check_period{5000};
+  std::chrono::milliseconds status_period{10000};
+  // Pressure thresholds (the kubelet's hard eviction defaults).
+  int64_t memory_available_min_bytes = 100 * 1024 * 1024;
+  double disk_available_min_fraction = 0.10;
+  double pid_available_min_fraction = 0.10;
+};
+
+class NodeStatusManager : public NodeView {
+ public:
+  // `runtime` and `images` may be null (no runtime endpoint): the runtime is then "not
+  // configured" and Ready is false.
+  NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime, cri::ImageService* images);
+  ~NodeStatusManager() override;
+  void Start();
+  // From the supervisor's loop: whether every service is RUNNING (and if not, which is not).
+  void SetServices(bool all_running, const std::string& why);
+  // Recomputes now (the thread does it periodically).
+  void Refresh();
+
+  std::string NodeJson() const override;
+  // Allocatable, for admission.
+  NodeResourceList Allocatable() const;
+  bool runtime_ready() const { return runtime_ready_.load(); }
+
+ private:
+  void Loop();
+  void CheckRuntime();
+  nlohmann::json Condition(const std::string& type, bool status, const std::string& reason,
+                           const std::string& message, int64_t now);
+
+  NodeStatusOptions options_;
+  cri::RuntimeService* runtime_;
+  cri::ImageService* images_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool services_ok_ = false;
+  std::string services_why_ = "services are starting";
+  std::string runtime_error_ = "not checked yet";
+  bool network_ready_ = false;
+  std::string runtime_version_;
+  std::atomic<bool> runtime_ready_{false};
+  // type -> (status, last transition)
+  std::map<std::string, std::pair<bool, int64_t>> transitions_;
+  nlohmann::json node_;
+  NodeResourceList allocatable_;
+  std::thread thread_;
+};
+
+}  // namespace nodelet::supervisor
