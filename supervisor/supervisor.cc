@@ -139,6 +139,12 @@ struct Supervisor::Impl {
     if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
+    // The kubelet's setupDataDirs: pod directories (volumes), plugins, container logs.
+    for (auto [dir, mode] : {std::pair{c.root_dir + "/pods", 0750},
+                             std::pair{c.root_dir + "/plugins", 0750},
+                             std::pair{c.log_dir + "/pods", 0755}}) {
+      if (Status s = EnsureDirectory(dir, static_cast<mode_t>(mode)); !s.ok()) return s;
+    }
 
     ctx = std::make_unique<ipc::Context>();
     launcher = std::make_unique<ChildLauncher>(c.run_dir, c.log_dir, options.log_max_bytes,

@@ -173,6 +173,29 @@ TEST_F(SupervisorTest, GarbageOnControlAndCtlSocketsIsDropped) {
   EXPECT_TRUE(nodelet_->running());
 }
 
+// The data directories are made at start (root/pods, root/plugins, log/pods); one that cannot
+// be made stops nodelet with an error naming it, before any service is spawned.
+TEST_F(SupervisorTest, DataDirectoriesAreMadeOrStartFailsClearly) {
+  Start();
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  for (const char* d : {"root/pods", "root/plugins", "log/pods"}) {
+    EXPECT_TRUE(std::filesystem::is_directory(dir_.Sub(d))) << d;
+  }
+  nodelet_->Signal(SIGTERM);
+  ASSERT_TRUE(nodelet_->Wait(15s).has_value());
+
+  std::ofstream(dir_.Sub("a-file")) << "x";
+  Subprocess bad({BinDir() + "/nodelet", "--root-dir", dir_.Sub("a-file/root"), "--run-dir",
+                  dir_.Sub("run2"), "--log-dir", dir_.Sub("log2"), "--http-address", ""},
+                 {}, dir_.Sub("bad.log"));
+  auto st = bad.Wait(10s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) != 0);
+  std::ifstream in(dir_.Sub("bad.log"));
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(log, HasSubstr(dir_.Sub("a-file/root")));
+}
+
 // A free TCP port on 127.0.0.1 (bound, read, released).
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
