@@ -515,5 +515,21 @@ TEST_F(PodworkerdTest, ReadinessSurvivesPodworkerdRestart) {
   }, 4s)) << "readiness flipped to false across the restart: " << node_.Last();
 }
 
+// A container that exceeds its memory limit is OOM-killed by the kernel: the runtime reports
+// it and the status says OOMKilled (exit 137).
+TEST_F(PodworkerdTest, MemoryLimitExceededIsOOMKilled) {
+  std::string yaml = PodYaml("hog", "Never", "head -c 200m /dev/zero | tail");
+  yaml += "    resources:\n      limits:\n        memory: 32Mi\n";
+  pod::Pod p = MakePod(yaml);
+  node_.SendDesired({p});
+  auto done = node_.WaitStatus(p.metadata.uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->state.terminated.has_value();
+  }, 60s);
+  ASSERT_TRUE(done) << node_.Last();
+  EXPECT_EQ(App(*done)->state.terminated->reason, "OOMKilled") << node_.Last();
+  EXPECT_EQ(App(*done)->state.terminated->exit_code, 137);
+  EXPECT_EQ(done->status.phase, PodPhase::kFailed);
+}
+
 }  // namespace
 }  // namespace nodelet::testing
