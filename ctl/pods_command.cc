@@ -291,6 +291,57 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t now,
+                         bool with_object) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(with_object
+                     ? std::vector<std::string>{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}
+                     : std::vector<std::string>{"LAST SEEN", "TYPE", "REASON", "MESSAGE"});
+  for (const auto& e : events) {
+    std::string age = Ago(e.last_unix_s, now);
+    if (e.count > 1) age += " (x" + std::to_string(e.count) + ")";
+    if (with_object) {
+      rows.push_back({age, e.type, e.reason, "pod/" + e.pod_name, e.message});
+    } else {
+      rows.push_back({age, e.type, e.reason, e.message});
+    }
+  }
+  return Columns(rows);
+}
+
+int RunEvents(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
+  ipc::Context ctx;
+  status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
+  if (Status s = client.Connect(); !s.ok()) {
+    PrintFailure(err, "connect to statusd", s, o);
+    return 1;
+  }
+  std::string uid;
+  if (!name.empty()) {
+    auto list = client.ListPodStatuses(o.namespace_);
+    if (!list.ok()) {
+      PrintFailure(err, "list pods", list.status(), o);
+      return 1;
+    }
+    for (const auto& r : list->records) {
+      if (r.pod.uid == name || r.pod.name == name || r.pod.namespace_ + "/" + r.pod.name == name) {
+        uid = r.pod.uid;
+      }
+    }
+    if (uid.empty()) {
+      err << "Error: no pod '" << name << "'\n";
+      return 1;
+    }
+  }
+  auto events = client.ListEvents(uid);
+  if (!events.ok()) {
+    PrintFailure(err, "list events", events.status(), o);
+    return 1;
+  }
+  out << FormatEvents(*events, RealClock::Get().WallSeconds(), uid.empty());
+  return 0;
+}
+
 int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
   if (!o.output.empty() && o.output != "json") {
     err << "Error: unknown output format '" << o.output << "' (known: json)\n";
@@ -331,6 +382,17 @@ int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std
     out << status::PodToJson(*matches[0]).dump(4) << "\n";
   } else {
     out << FormatPodDetails(*matches[0], RealClock::Get().WallSeconds());
+    // Events at the bottom, as kubectl describe shows them.
+    auto events = client.ListEvents(matches[0]->pod.uid);
+    if (events.ok()) {
+      out << "Events:\n";
+      if (events->empty()) {
+        out << "  <none>\n";
+      } else {
+        std::istringstream lines(FormatEvents(*events, RealClock::Get().WallSeconds(), false));
+        for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+      }
+    }
   }
   return 0;
 }
@@ -361,6 +423,17 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
     opts->run_dir = *run_dir;
     opts->timeout = std::chrono::milliseconds(*timeout_ms);
     *exit_code = RunPod(*opts, *name, std::cout, std::cerr);
+  });
+
+  auto events_pod = std::make_shared<std::string>();
+  CLI::App* events = app.add_subcommand("events", "Pod events (Created, Started, BackOff, ...), deduplicated with counts");
+  events->add_option("POD", *events_pod, "Only this pod (name, NAMESPACE/NAME or uid)");
+  events->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
+      ->capture_default_str();
+  events->callback([=] {
+    opts->run_dir = *run_dir;
+    opts->timeout = std::chrono::milliseconds(*timeout_ms);
+    *exit_code = RunEvents(*opts, *events_pod, std::cout, std::cerr);
   });
 }
 

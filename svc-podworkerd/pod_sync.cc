@@ -95,6 +95,20 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 
 }  // namespace
 
+status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& type,
+                                     const std::string& reason, const std::string& message) {
+  status::PodEvent e;
+  e.pod_uid = pod.metadata.uid;
+  e.namespace_ = pod.metadata.namespace_name;
+  e.pod_name = pod.metadata.name;
+  e.type = type;
+  e.reason = reason;
+  e.message = message;
+  e.source = "podworkerd";
+  e.last_unix_s = e.first_unix_s = NowEpochNs() / 1000000000;
+  return e;
+}
+
 PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, const Clock& clock,
                      CrashLoopPolicy backoff, std::string log_dir, VolumeLookup volumes,
                      ProbeManager* probes)
@@ -165,6 +179,10 @@ bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
                                              pod.metadata.uid + ")"};
   MonoTime at = clock_.Now() + remaining;
   out.retry_at = out.retry_at ? std::min(*out.retry_at, at) : at;
+  out.events.push_back(MakeEvent(pod, "Warning", "BackOff",
+                                 "Back-off restarting failed container " + c.name + " in pod " +
+                                     pod.metadata.name + "_" + pod.metadata.namespace_name + "(" +
+                                     pod.metadata.uid + ")"));
   return true;
 }
 
@@ -176,6 +194,9 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
                                WaitingMap& waiting, SyncOutcome& out) {
   if (Status s = EnsureImage(c, waiting, out); !s.ok()) {
     out.error = "image for container " + c.name + ": " + s.message();
+    const auto& w = waiting[c.name];
+    out.events.push_back(MakeEvent(pod, "Warning", w.reason == "ImagePullBackOff" ? "BackOff" : "Failed",
+                                   w.message));
     return false;
   }
   v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt);
@@ -191,8 +212,10 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   if (!id.ok()) {
     waiting[c.name] = {"CreateContainerError", id.status().message()};
     out.error = "create container " + c.name + ": " + id.status().message();
+    out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + id.status().message()));
     return false;
   }
+  out.events.push_back(MakeEvent(pod, "Normal", "Created", "Created container " + c.name));
   if (previous != nullptr && previous->state == ContainerState::Exited) {
     const std::string key =
         CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
@@ -204,8 +227,10 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   if (Status s = runtime_.StartContainer(*id); !s.ok()) {
     waiting[c.name] = {"RunContainerError", s.message()};
     out.error = "start container " + c.name + ": " + s.message();
+    out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + s.message()));
     return false;
   }
+  out.events.push_back(MakeEvent(pod, "Normal", "Started", "Started container " + c.name));
   return true;
 }
 
@@ -224,6 +249,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
       for (const auto& c : pod.spec.init_containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
       for (const auto& c : pod.spec.containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
       out.error = "volumes not ready: " + why;
+      out.events.push_back(MakeEvent(pod, "Warning", "FailedMount", "MountVolume.SetUp failed: " + why));
       out.retry_at = clock_.Now() + std::chrono::seconds(1);
       out.status = MakeStatus(pod, rec, waiting, false);
       return out;
@@ -335,6 +361,10 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         if (probes_ != nullptr && probes_->LivenessFailed(s->id)) {
           // The kubelet's rule: a failed liveness probe kills the container; the exit is then
           // handled like any other (restartPolicy, crash-loop backoff).
+          out.events.push_back(MakeEvent(pod, "Warning", "Unhealthy", "Liveness probe failed"));
+          out.events.push_back(MakeEvent(pod, "Normal", "Killing",
+                                         "Container " + c.name +
+                                             " failed liveness probe, will be restarted"));
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
           out.error = "container " + c.name + " failed its liveness probe and was killed";
@@ -343,6 +373,9 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         }
         if (s->spec_hash != 0 && s->spec_hash != want_hash) {
           // Its spec changed: restart it (not a crash, so no backoff).
+          out.events.push_back(MakeEvent(pod, "Normal", "Killing",
+                                         "Container " + c.name +
+                                             " definition changed, will be restarted"));
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
           StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
@@ -359,6 +392,13 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         any_running = true;
         break;
       case ContainerState::Exited: {
+        if (s->reason == "OOMKilled") {
+          std::lock_guard<std::mutex> lock(backoff_mu_);
+          if (oom_reported_.insert(s->id).second) {
+            out.events.push_back(MakeEvent(pod, "Warning", "OOMKilling",
+                                           "Container " + c.name + " was killed by the OOM killer"));
+          }
+        }
         bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
         if (!ShouldRestart(pod, *s) && !spec_changed) break;
         any_to_restart = true;
@@ -464,7 +504,8 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
       cs.restart_count = static_cast<int32_t>(cur->attempt);
       cs.state = FromRecord(*cur);
       cs.ready = cur->state == ContainerState::Running &&
-                 (probes_ == nullptr || probes_->Ready(cur->id, c.readiness_probe.has_value()));
+                 (probes_ == nullptr || probes_->Ready(cur->id, c.readiness_probe.has_value(),
+                                                       c.startup_probe.has_value()));
       cs.started = cur->state == ContainerState::Running;
       if (const auto* prev = previous(c.name, cur)) cs.last_state = FromRecord(*prev);
     }

@@ -16,6 +16,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <vector>
 #include <string>
 
 #include "lib/common/clock.h"
@@ -39,6 +41,8 @@ struct SyncOutcome {
   bool changed_runtime = false;
   // What failed, for the log ("" when nothing did).
   std::string error;
+  // Events for statusd (Created, Started, Killing, BackOff, Pulling, ...).
+  std::vector<status::PodEvent> events;
 };
 
 // A pod's volumes as volumed reports them.
@@ -72,6 +76,10 @@ class PodSyncer {
 
   void ForgetPod(const std::string& uid);
 
+  // An event about `pod`, stamped now, from podworkerd.
+  static status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
+                                    const std::string& reason, const std::string& message);
+
  private:
   struct Waiting {
     std::string reason;
@@ -104,6 +112,8 @@ class PodSyncer {
   CrashLoopBackoff backoff_;
   // Image pull failures, per image: when a retry is allowed.
   std::map<std::string, std::pair<MonoTime, std::chrono::milliseconds>> pull_backoff_;
+  // Containers whose OOM kill was already reported (one event each).
+  std::set<std::string> oom_reported_;
 };
 
 }  // namespace nodelet::podworkerd

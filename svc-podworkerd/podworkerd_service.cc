@@ -119,6 +119,18 @@ void StatusSender::Send(const status::PodIdentity& pod, const status::PodStatus&
   cv_.notify_all();
 }
 
+void StatusSender::SendEvents(std::vector<status::PodEvent> events) {
+  if (events.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& e : events) {
+      if (events_.size() >= 1000) break;
+      events_.push_back(std::move(e));
+    }
+  }
+  cv_.notify_all();
+}
+
 void StatusSender::Loop() {
   status::StatusClientOptions options;
   options.sender = ipc::ServiceId::Podworkerd;
@@ -129,8 +141,23 @@ void StatusSender::Loop() {
   bool logged = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    cv_.wait(lock, [this] { return stopping_ || !pending_.empty() || !events_.empty(); });
     if (stopping_) break;
+    if (!events_.empty()) {
+      std::vector<status::PodEvent> batch;
+      batch.swap(events_);
+      lock.unlock();
+      auto r = client.RecordEvents(batch);
+      lock.lock();
+      if (!r.ok()) {
+        // Put them back (before any newer ones) and try again after a pause.
+        batch.insert(batch.end(), events_.begin(), events_.end());
+        if (batch.size() > 1000) batch.resize(1000);
+        events_.swap(batch);
+        cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
+      }
+      continue;
+    }
     auto node = pending_.extract(pending_.begin());
     lock.unlock();
     auto r = client.SetPodStatus(node.mapped().first, node.mapped().second);
@@ -520,12 +547,16 @@ void PodworkerdService::HandleDone() {
         }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);
+        status_->SendEvents(o.events);
         EnsureProbes(d.uid);
         next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
         break;
       }
       case WorkKind::kTerminating:
         if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
+        if (e.pod) {
+          status_->SendEvents({PodSyncer::MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
+        }
         e.fresh_after_ns = d.completed_ns;
         next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
         break;

@@ -50,6 +50,8 @@ class StatusSender {
   StatusSender(ipc::Context& ctx, std::string run_dir);
   ~StatusSender();
   void Send(const status::PodIdentity& pod, const status::PodStatus& status);
+  // Queues events for statusd (kept, at most 1000, while statusd is away).
+  void SendEvents(std::vector<status::PodEvent> events);
   uint64_t sent() const { return sent_.load(); }
   uint64_t failed() const { return failed_.load(); }
 
@@ -60,6 +62,7 @@ class StatusSender {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> pending_;
+  std::vector<status::PodEvent> events_;
   bool stopping_ = false;
   std::atomic<uint64_t> sent_{0}, failed_{0};
   std::thread thread_;

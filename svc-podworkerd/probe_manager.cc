@@ -172,15 +172,20 @@ bool ProbeManager::StartedLocked(const std::string& container_id) const {
   return it == probes_.end() || it->second.result.value_or(false);
 }
 
-bool ProbeManager::Ready(const std::string& container_id, bool has_readiness_probe) const {
+bool ProbeManager::Ready(const std::string& container_id, bool has_readiness_probe,
+                         bool has_startup_probe) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto seeded = seeded_.find(container_id);
-  auto it = probes_.find({container_id, ProbeKind::kReadiness});
-  if (it == probes_.end()) {
-    if (!has_readiness_probe) return StartedLocked(container_id);
-    return seeded != seeded_.end() && seeded->second;
+  if (seeded != seeded_.end() && !probes_.count({container_id, ProbeKind::kReadiness})) {
+    return seeded->second;  // carried over, until this incarnation has probed it
   }
-  return StartedLocked(container_id) && it->second.result.value_or(false);
+  const bool startup_registered = probes_.count({container_id, ProbeKind::kStartup}) != 0;
+  const bool started = has_startup_probe ? startup_registered && StartedLocked(container_id)
+                                         : true;
+  if (!started) return false;
+  auto it = probes_.find({container_id, ProbeKind::kReadiness});
+  if (it == probes_.end()) return !has_readiness_probe;
+  return it->second.result.value_or(false);
 }
 
 bool ProbeManager::LivenessFailed(const std::string& container_id) const {

@@ -60,8 +60,10 @@ class ProbeManager {
   void SeedReady(const std::string& container_id, bool ready);
 
   // Ready: running, started (startup probe passed or none) and readiness passed (or none).
-  // Unknown containers are ready unless they have a readiness probe that has not passed.
-  bool Ready(const std::string& container_id, bool has_readiness_probe) const;
+  // A container whose probes are not registered yet is ready only if it has neither a
+  // readiness nor a startup probe (or its readiness was carried over from statusd).
+  bool Ready(const std::string& container_id, bool has_readiness_probe,
+             bool has_startup_probe) const;
   // The liveness probe of this instance has failed (the container must be restarted).
   bool LivenessFailed(const std::string& container_id) const;
 

@@ -36,6 +36,9 @@ struct StatusServer::Pending {
   std::vector<std::string> removed;
   // ListPodStatuses.
   std::string namespace_filter;
+  // RecordEvents, ListEvents.
+  uint32_t stored = 0;
+  std::vector<status::PodEvent> events;
 };
 
 StatusServer::StatusServer(StatusManager& manager, StatusStore& store, uint64_t incarnation,
@@ -113,6 +116,28 @@ void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChang
     case fb::Body::ListPodStatusesRequest: {
       const auto* req = m->body_as_ListPodStatusesRequest();
       p.namespace_filter = req->namespace_() ? req->namespace_()->str() : "";
+      return;
+    }
+    case fb::Body::RecordEventsRequest: {
+      if (events_ == nullptr) return refuse(Unavailable("statusd keeps no events"));
+      std::vector<status::PodEvent> events;
+      if (const auto* list = m->body_as_RecordEventsRequest()->events()) {
+        for (const auto* e : *list) events.push_back(status::ReadEvent(e));
+      }
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      auto r = events_->Record(events, now);
+      if (!r.ok()) return refuse(r.status());
+      p.stored = *r;
+      return;
+    }
+    case fb::Body::ListEventsRequest: {
+      if (events_ == nullptr) return refuse(Unavailable("statusd keeps no events"));
+      const auto* req = m->body_as_ListEventsRequest();
+      auto r = events_->List(req->uid() ? req->uid()->str() : "");
+      if (!r.ok()) return refuse(r.status());
+      p.events = std::move(*r);
       return;
     }
     default:
@@ -231,6 +256,18 @@ std::string StatusServer::BuildReply(const Pending& p) {
           fb::CreateListPodStatusesReply(fbb, p.id, vec, watch_envelope_.last_sequence(),
                                          watch_envelope_.incarnation())
               .Union());
+      return Bytes(fbb);
+    }
+    case fb::Body::RecordEventsRequest:
+      status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::RecordEventsReply,
+                                  fb::CreateRecordEventsReply(fbb, p.id, p.stored).Union());
+      return Bytes(fbb);
+    case fb::Body::ListEventsRequest: {
+      std::vector<flatbuffers::Offset<fb::EventRecord>> offs;
+      for (const auto& e : p.events) offs.push_back(status::WriteEvent(fbb, e));
+      auto vec = fbb.CreateVector(offs);
+      status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::ListEventsReply,
+                                  fb::CreateListEventsReply(fbb, p.id, vec).Union());
       return Bytes(fbb);
     }
     default:

@@ -15,6 +15,7 @@
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "svc-statusd/status_manager.h"
+#include "svc-statusd/event_store.h"
 #include "svc-statusd/status_store.h"
 
 namespace nodelet::statusd {
@@ -53,6 +54,8 @@ class StatusServer {
   // `incarnation` goes into every envelope (replies and watch stream).
   StatusServer(StatusManager& manager, StatusStore& store, uint64_t incarnation,
                size_t max_request_bytes);
+  // Events (RecordEventsRequest, ListEventsRequest) go here; refused while not set.
+  void set_event_store(EventStore* events) { events_ = events; }
 
   BatchResult HandleBatch(std::vector<ipc::Incoming>& requests);
 
@@ -67,6 +70,7 @@ class StatusServer {
 
   StatusManager& manager_;
   StatusStore& store_;
+  EventStore* events_ = nullptr;
   size_t max_request_bytes_;
   ipc::EnvelopeWriter reply_envelope_;
   ipc::EnvelopeWriter watch_envelope_;

@@ -54,6 +54,10 @@ Status StatusdService::Start(ServiceContext& ctx) {
 
   server_ =
       std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation, status::kMaxRequestBytes);
+  auto events = EventStore::Open(path);
+  if (!events.ok()) return events.status();
+  events_ = std::move(events).value();
+  server_->set_event_store(events_.get());
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
   // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
   // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.

@@ -59,6 +59,7 @@ class StatusdService : public ServiceHooks {
   const Clock* clock_ = nullptr;
   std::unique_ptr<SqliteStatusStore> store_;
   std::unique_ptr<StatusManager> manager_;
+  std::unique_ptr<EventStore> events_;
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> watch_;

@@ -127,6 +127,21 @@ struct PodIdentity {
 };
 
 // One pod's stored status and its version.
+// A Kubernetes-style event about a pod (status.fbs EventRecord).
+struct PodEvent {
+  std::string pod_uid;
+  std::string namespace_;
+  std::string pod_name;
+  std::string type = "Normal";  // Normal or Warning
+  std::string reason;           // Created, Started, Killing, BackOff, Unhealthy, ...
+  std::string message;
+  std::string source;
+  uint32_t count = 1;
+  int64_t first_unix_s = 0;
+  int64_t last_unix_s = 0;
+  bool operator==(const PodEvent&) const = default;
+};
+
 struct PodStatusRecord {
   PodIdentity pod;
   PodStatus status;

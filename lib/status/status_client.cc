@@ -84,6 +84,38 @@ Result<PodStatusRecord> StatusClient::GetPodStatus(const std::string& uid) {
   return ReadPodStatusRecord(m->body_as_GetPodStatusReply()->record());
 }
 
+Result<uint32_t> StatusClient::RecordEvents(const std::vector<PodEvent>& events) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<fb::EventRecord>> offs;
+  for (const auto& e : events) offs.push_back(WriteEvent(fbb, e));
+  auto vec = fbb.CreateVector(offs);
+  FinishStatusMessage(fbb, envelope_, fb::Body::RecordEventsRequest,
+                      fb::CreateRecordEventsRequest(fbb, id, vec).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::RecordEventsReply) return BadReply(uri_, "not a RecordEventsReply");
+  return m->body_as_RecordEventsReply()->stored();
+}
+
+Result<std::vector<PodEvent>> StatusClient::ListEvents(const std::string& uid) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(256);
+  auto u = uid.empty() ? 0 : fbb.CreateString(uid);
+  FinishStatusMessage(fbb, envelope_, fb::Body::ListEventsRequest,
+                      fb::CreateListEventsRequest(fbb, id, u).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::ListEventsReply) return BadReply(uri_, "not a ListEventsReply");
+  std::vector<PodEvent> out;
+  if (const auto* list = m->body_as_ListEventsReply()->events()) {
+    for (const auto* e : *list) out.push_back(ReadEvent(e));
+  }
+  return out;
+}
+
 Result<PodStatusList> StatusClient::ListPodStatuses(const std::string& namespace_filter) {
   uint64_t id = NextId();
   FlatBufferBuilder fbb(256);

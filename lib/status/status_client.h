@@ -62,6 +62,10 @@ class StatusClient {
   Result<PodStatusList> ListPodStatuses(const std::string& namespace_filter = "");
   // NotFound for an unknown uid.
   Result<SetResult> TerminatePod(const std::string& uid);
+  // Stores events (deduplicated by statusd); returns how many were stored.
+  Result<uint32_t> RecordEvents(const std::vector<PodEvent>& events);
+  // The events kept, oldest first; one pod's when `uid` is set.
+  Result<std::vector<PodEvent>> ListEvents(const std::string& uid = "");
   // Returns the uids removed.
   Result<std::vector<std::string>> RemoveOrphanedStatuses(
       const std::vector<std::string>& keep_uids);

@@ -213,6 +213,30 @@ Result<const fb::StatusMessage*> DecodeStatusMessage(const void* data, size_t si
                                                max_bytes);
 }
 
+flatbuffers::Offset<fb::EventRecord> WriteEvent(flatbuffers::FlatBufferBuilder& fbb,
+                                                const PodEvent& e) {
+  return fb::CreateEventRecordDirect(fbb, e.pod_uid.c_str(), e.namespace_.c_str(),
+                                     e.pod_name.c_str(), e.type.c_str(), e.reason.c_str(),
+                                     e.message.c_str(), e.source.c_str(), e.count, e.first_unix_s,
+                                     e.last_unix_s);
+}
+
+PodEvent ReadEvent(const fb::EventRecord* e) {
+  PodEvent out;
+  auto s = [](const flatbuffers::String* v) { return v ? v->str() : std::string(); };
+  out.pod_uid = s(e->pod_uid());
+  out.namespace_ = s(e->namespace_());
+  out.pod_name = s(e->pod_name());
+  out.type = s(e->type());
+  out.reason = s(e->reason());
+  out.message = s(e->message());
+  out.source = s(e->source());
+  out.count = e->count();
+  out.first_unix_s = e->first_unix_s();
+  out.last_unix_s = e->last_unix_s();
+  return out;
+}
+
 uint64_t RequestIdOf(const fb::StatusMessage& m) {
   switch (m.body_type()) {
     case fb::Body::SetPodStatusRequest:
@@ -235,6 +259,14 @@ uint64_t RequestIdOf(const fb::StatusMessage& m) {
       return m.body_as_RemoveOrphanedStatusesReply()->request_id();
     case fb::Body::ErrorReply:
       return m.body_as_ErrorReply()->request_id();
+    case fb::Body::RecordEventsRequest:
+      return m.body_as_RecordEventsRequest()->request_id();
+    case fb::Body::RecordEventsReply:
+      return m.body_as_RecordEventsReply()->request_id();
+    case fb::Body::ListEventsRequest:
+      return m.body_as_ListEventsRequest()->request_id();
+    case fb::Body::ListEventsReply:
+      return m.body_as_ListEventsReply()->request_id();
     default:
       return 0;
   }

@@ -28,6 +28,9 @@ flatbuffers::Offset<fb::PodStatusRecord> WritePodStatusRecord(flatbuffers::FlatB
 PodIdentity ReadPodIdentity(const fb::PodIdentity* pod);
 PodStatus ReadPodStatus(const fb::PodStatus* status);
 PodStatusRecord ReadPodStatusRecord(const fb::PodStatusRecord* record);
+flatbuffers::Offset<fb::EventRecord> WriteEvent(flatbuffers::FlatBufferBuilder& fbb,
+                                                const PodEvent& event);
+PodEvent ReadEvent(const fb::EventRecord* event);
 
 // Finishes `fbb` as a StatusMessage with a fresh envelope from `envelope`.
 void FinishStatusMessage(flatbuffers::FlatBufferBuilder& fbb, ipc::EnvelopeWriter& envelope,

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
@@ -309,6 +310,38 @@ TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   containerd_ = std::move(*c);
   EXPECT_TRUE(wait_ready("True", 20s)) << last_;
+}
+
+// A crash-looping pod's events: BackOff appears once with a growing count (not as duplicate
+// lines), in `nodeletctl events POD` and at the bottom of `nodeletctl pod NAME`.
+TEST_F(PodsE2eTest, CrashLoopEventsAreDeduplicatedWithCounts) {
+  std::ofstream(dir_.Sub("config.yaml"))
+      << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--crashloop-initial\", \"500ms\", \"--crashloop-max\", \"1s\"]\n";
+  Write("crash.yaml", PodYaml("crash", "exit 1"));
+  StartNodelet({"--config", dir_.Sub("config.yaml")});
+  auto events = [&] {
+    return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events",
+                       "crash-node1"}, 5s);
+  };
+  std::string out;
+  auto end = std::chrono::steady_clock::now() + 40s;
+  for (;;) {
+    out = events().output;
+    if (out.find("BackOff") != std::string::npos && out.find("(x3)") != std::string::npos) break;
+    if (std::chrono::steady_clock::now() > end) break;
+    notify_->Receive(500ms);
+  }
+  EXPECT_THAT(out, HasSubstr("Started"));
+  EXPECT_THAT(out, HasSubstr("Created"));
+  size_t backoff_lines = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) backoff_lines += line.find("BackOff") != std::string::npos;
+  EXPECT_EQ(backoff_lines, 1u) << out;
+  EXPECT_THAT(out, ::testing::ContainsRegex("\\(x[3-9]")) << out;
+  auto pod = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod",
+                         "crash-node1"}, 5s);
+  EXPECT_THAT(pod.output, HasSubstr("Events:"));
+  EXPECT_THAT(pod.output, HasSubstr("BackOff"));
 }
 
 // 30 pods in one directory all reach Running; then kill -9 of each service in turn, and of the
