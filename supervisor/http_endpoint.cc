@@ -112,6 +112,10 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   out << "# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.\n"
       << "# TYPE kubelet_runtime_operations_errors_total counter\n" << errs.str();
 
+  out << "# HELP kubelet_garbage_collected_containers_total Dead containers removed by garbage collection.\n"
+      << "# TYPE kubelet_garbage_collected_containers_total counter\n"
+      << "kubelet_garbage_collected_containers_total " << Get(workers, "containers_garbage_collected")
+      << "\n";
   out << "# HELP nodelet_service_up Whether the service is RUNNING (1) or not (0).\n"
       << "# TYPE nodelet_service_up gauge\n";
   for (const auto& svc : s.services) {

@@ -415,6 +415,22 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
   }
   out.pod_finished = !any_running && !any_to_restart && !pod.spec.containers.empty();
   out.status = MakeStatus(pod, rec, waiting, out.pod_finished);
+
+  // Garbage collection of dead containers: keep the newest max_dead_per_container_ exited
+  // instances of each container (the newest gives lastState and restartCount), remove older ones.
+  if (rec != nullptr) {
+    std::map<std::string, std::vector<const ContainerRecordT*>> dead;
+    for (const auto& ctr : rec->containers) {
+      if (ctr->state == ContainerState::Exited) dead[ctr->name].push_back(ctr.get());
+    }
+    for (auto& [name, list] : dead) {
+      std::sort(list.begin(), list.end(),
+                [](const auto* a, const auto* b) { return a->attempt > b->attempt; });
+      for (size_t i = static_cast<size_t>(std::max(1, max_dead_per_container_)); i < list.size(); ++i) {
+        if (runtime_.RemoveContainer(list[i]->id).ok()) ++out.containers_removed;
+      }
+    }
+  }
   return out;
 }
 

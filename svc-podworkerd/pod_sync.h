@@ -43,6 +43,8 @@ struct SyncOutcome {
   std::string error;
   // Events for statusd (Created, Started, Killing, BackOff, Pulling, ...).
   std::vector<status::PodEvent> events;
+  // Dead containers removed by garbage collection in this sync.
+  int containers_removed = 0;
 };
 
 // A pod's volumes as volumed reports them.
@@ -75,6 +77,8 @@ class PodSyncer {
                                 bool terminal) const;
 
   void ForgetPod(const std::string& uid);
+  // Dead containers kept per container of a pod (the kubelet's MaxPerPodContainer, 1).
+  void set_max_dead_per_container(int n) { max_dead_per_container_ = n; }
 
   // An event about `pod`, stamped now, from podworkerd.
   static status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
@@ -112,6 +116,7 @@ class PodSyncer {
   CrashLoopBackoff backoff_;
   // Image pull failures, per image: when a retry is allowed.
   std::map<std::string, std::pair<MonoTime, std::chrono::milliseconds>> pull_backoff_;
+  int max_dead_per_container_ = 1;
   // Containers whose OOM kill was already reported (one event each).
   std::set<std::string> oom_reported_;
 };

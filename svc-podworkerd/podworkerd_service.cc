@@ -198,6 +198,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
       [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
       probes_.get());
+  syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
@@ -522,6 +523,7 @@ void PodworkerdService::HandleDone() {
         ++syncs_;
         const SyncOutcome& o = d.outcome;
         worker_duration_.Observe(d.took);
+        containers_gc_ += static_cast<uint64_t>(o.containers_removed);
         if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
           e.start_recorded = true;
           pod_start_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -647,6 +649,7 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphans_killed", orphans_killed_);
   c.emplace_back("bad_messages", bad_messages_);
   c.emplace_back("parked", parked_.size());
+  c.emplace_back("containers_garbage_collected", containers_gc_);
   pod_start_.Export("pod_start_duration_seconds", c);
   worker_duration_.Export("pod_worker_duration_seconds", c);
   if (counting_) {
@@ -686,6 +689,9 @@ ServiceSpec MakeSpec() {
         ->check(DurationValidator())
         ->capture_default_str();
     app.add_option("--pod-workers", config->workers, "Threads that run pod work")
+        ->capture_default_str();
+    app.add_option("--maximum-dead-containers-per-container", config->max_dead_per_container,
+                   "Dead instances kept per container of a pod (at least 1)")
         ->capture_default_str();
     app.add_option("--resync-period", *resync, "Each pod is synced at least this often")
         ->check(DurationValidator())

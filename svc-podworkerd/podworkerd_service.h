@@ -39,6 +39,7 @@ struct PodworkerdConfig {
   cri::CriTimeouts cri_timeouts;
   CrashLoopPolicy backoff;
   int workers = 16;
+  int max_dead_per_container = 1;
   // A pod is synced at least this often even without events.
   std::chrono::milliseconds resync_period{10000};
 };
@@ -148,6 +149,7 @@ class PodworkerdService : public ServiceHooks {
   int done_fd_ = -1;
   std::vector<std::thread> threads_;
 
+  uint64_t containers_gc_ = 0;
   uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
   bool bad_logged_ = false;
   std::string last_error_;

@@ -531,5 +531,27 @@ TEST_F(PodworkerdTest, MemoryLimitExceededIsOOMKilled) {
   EXPECT_EQ(done->status.phase, PodPhase::kFailed);
 }
 
+// Dead containers are garbage-collected: a crash-looping container keeps at most one dead
+// instance besides the current one, while restartCount keeps counting.
+TEST_F(PodworkerdTest, DeadContainersAreGarbageCollected) {
+  pod::Pod p = MakePod(PodYaml("gc", "Always", "exit 1"));
+  node_.SendDesired({p});
+  const std::string uid = p.metadata.uid;
+  ASSERT_TRUE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return App(r) && App(r)->restart_count >= 3;
+  }, 60s)) << node_.Last();
+  v1::ContainerFilter f;
+  (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
+  size_t count = 0;
+  auto end = std::chrono::steady_clock::now() + 10s;
+  do {
+    auto list = node_.containerd().cri().ListContainers(f);
+    ASSERT_TRUE(list.ok());
+    count = list->size();
+  } while (count > 2 && std::chrono::steady_clock::now() < end &&
+           !node_.WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 300ms));
+  EXPECT_LE(count, 2u) << "the current instance and at most one dead one";
+}
+
 }  // namespace
 }  // namespace nodelet::testing
