@@ -17,6 +17,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
 namespace {
@@ -34,51 +35,8 @@ std::string PodYaml(const std::string& name, const std::string& command, const s
 
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
-class PodsE2eTest : public ::testing::Test {
+class PodsE2eTest : public NodeletTest {
  protected:
-  void SetUp() override {
-    ContainerdOptions opts;
-    opts.dir = dir_.Sub("ctrd");
-    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
-    auto c = ContainerdInstance::Start(opts);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    containerd_ = std::move(*c);
-    std::filesystem::create_directories(manifests());
-  }
-  void TearDown() override {
-    if (nodelet_) {
-      nodelet_->Signal(SIGTERM);
-      nodelet_->Wait(20s);
-    }
-    if (HasFailure()) {
-      std::ifstream in(dir_.Sub("nodelet.log"));
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      std::cerr << "---- nodelet.log (tail)\n"
-                << (text.size() > 6000 ? text.substr(text.size() - 6000) : text);
-    }
-    if (containerd_) {
-      EXPECT_TRUE(containerd_->Stop().ok());
-    }
-  }
-  std::string manifests() const { return dir_.Sub("manifests"); }
-  void Write(const std::string& file, const std::string& content) {
-    std::string tmp = manifests() + "/." + file + ".tmp";
-    std::ofstream(tmp) << content;
-    std::filesystem::rename(tmp, manifests() + "/" + file);
-  }
-  void StartNodelet(std::vector<std::string> extra = {}) {
-    notify_.reset();
-    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify-" + std::to_string(++starts_) + ".sock"));
-    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--runtime-endpoint", containerd_->endpoint(),
-                                     "--relist-period", "100ms", "--pod-manifest-path",
-                                     manifests(), "--node-name", "node1"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    nodelet_ = std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
-                                            dir_.Sub(starts_ == 1 ? "nodelet.log" : "nodelet-" + std::to_string(starts_) + ".log"));
-    ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
-  }
   // `nodeletctl pods -o json` (a v1 PodList), parsed: name -> pod object.
   std::map<std::string, nlohmann::json> Pods() {
     auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
@@ -116,12 +74,7 @@ class PodsE2eTest : public ::testing::Test {
     return ids;
   }
 
-  TempDir dir_;
-  std::unique_ptr<ContainerdInstance> containerd_;
-  std::unique_ptr<NotifyListener> notify_;
-  std::unique_ptr<Subprocess> nodelet_;
   std::string last_;
-  int starts_ = 0;
 };
 
 TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {

@@ -16,6 +16,7 @@
 #include "svc-volumed/volume_manager.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
 namespace {
@@ -57,22 +58,9 @@ std::string VolumesPodYaml(const std::string& host_dir) {
          "    - {name: secret, mountPath: /secret}\n";
 }
 
-class VolumesTest : public ::testing::Test {
+class VolumesTest : public NodeletTest {
  protected:
-  void SetUp() override {
-    ContainerdOptions opts;
-    opts.dir = dir_.Sub("ctrd");
-    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
-    auto c = ContainerdInstance::Start(opts);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    containerd_ = std::move(*c);
-    std::filesystem::create_directories(manifests());
-  }
   void TearDown() override {
-    if (nodelet_) {
-      nodelet_->Signal(SIGTERM);
-      nodelet_->Wait(20s);
-    }
     if (HasFailure()) {
       std::error_code ec;
       for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
@@ -83,32 +71,9 @@ class VolumesTest : public ::testing::Test {
                   << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
       }
     }
-    if (containerd_) {
-      EXPECT_TRUE(containerd_->Stop().ok());
-    }
+    NodeletTest::TearDown();
     // Nothing of ours may stay mounted.
     EXPECT_TRUE(volumed::MountsUnder(dir_.path()).empty());
-  }
-  std::string manifests() const { return dir_.Sub("manifests"); }
-  void Write(const std::string& file, const std::string& content) {
-    std::string tmp = manifests() + "/." + file + ".tmp";
-    std::ofstream(tmp) << content;
-    std::filesystem::rename(tmp, manifests() + "/" + file);
-  }
-  void StartNodelet(std::vector<std::string> extra = {}) {
-    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
-    std::filesystem::create_directories(dir_.Sub("log"));
-    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--runtime-endpoint", containerd_->endpoint(),
-                                     "--relist-period", "100ms", "--pod-manifest-path", manifests(),
-                                     "--node-name", "node1"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    nodelet_ = std::make_unique<Subprocess>(
-        argv,
-        std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
-        dir_.Sub("log/nodelet-main.log"));
-    ASSERT_TRUE(notify_->WaitFor("READY=1", 30s).has_value());
   }
   // The pod's status as `nodeletctl pod NAME -o json` prints it (empty when unknown).
   nlohmann::json Pod(const std::string& name) {
@@ -142,10 +107,6 @@ class VolumesTest : public ::testing::Test {
     return {r->exit_code(), r->stdout()};
   }
 
-  TempDir dir_;
-  std::unique_ptr<ContainerdInstance> containerd_;
-  std::unique_ptr<NotifyListener> notify_;
-  std::unique_ptr<Subprocess> nodelet_;
 };
 
 TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
