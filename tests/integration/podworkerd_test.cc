@@ -389,19 +389,6 @@ TEST_F(PodworkerdTest, KillNineOfPodworkerdRestartsNothing) {
   }
 }
 
-// A free TCP port on 127.0.0.1 (bound, read, released).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 const status::ContainerStatus* App(const PodStatusRecord& r) {
   return r.status.container_statuses.empty() ? nullptr : &r.status.container_statuses[0];
 }
@@ -414,7 +401,7 @@ bool ConditionTrue(const PodStatusRecord& r, const std::string& type) {
 // Readiness by httpGet against busybox httpd on a loopback port: unready until the page exists,
 // ready once it does, unready again when it goes (thresholds 1).
 TEST_F(PodworkerdTest, HttpGetReadinessFollowsThePage) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   std::string yaml = PodYaml("webready", "Always",
       "mkdir -p /www; exec httpd -f -p 127.0.0.1:" + std::to_string(port) + " -h /www");
   yaml += "    readinessProbe:\n      httpGet:\n        path: /ok.html\n        port: " +
@@ -469,7 +456,7 @@ TEST_F(PodworkerdTest, ExecLivenessFailureRestartsTheContainer) {
 // liveness probe back: the container is not killed while starting, and becomes ready only once
 // started.
 TEST_F(PodworkerdTest, StartupProbeGatesLivenessAndReadiness) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   std::string yaml = PodYaml("slow", "Always",
       "while [ ! -e /tmp/go ]; do sleep 0.2; done; exec httpd -f -p 127.0.0.1:" +
       std::to_string(port));

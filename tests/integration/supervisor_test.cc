@@ -196,23 +196,10 @@ TEST_F(SupervisorTest, DataDirectoriesAreMadeOrStartFailsClearly) {
   EXPECT_THAT(log, HasSubstr(dir_.Sub("a-file/root")));
 }
 
-// A free TCP port on 127.0.0.1 (bound, read, released).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // /metrics passes promtool; /healthz is 503 while a service is FATAL and 200 after it is
 // started again; /pods is a v1 PodList.
 TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::string addr = "127.0.0.1:" + std::to_string(port);
   Start({"--http-address", addr, "--heartbeat-interval", "200", "--restart-intensity", "1",
          "--backoff-initial", "20ms"});

@@ -93,4 +93,8 @@ bool ProcessAlive(pid_t pid);
 // Waits for `pid`, not a child of ours, to disappear (pidfd); false at the deadline.
 bool WaitProcessGone(pid_t pid, milliseconds timeout);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read, released), for a
+// test server or probe target.
+int FreeLoopbackPort();
+
 }  // namespace nodelet::testing
