@@ -8,8 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "lib/common/logging.h"
 #include "lib/pod/quantity.h"
 #include "lib/pod/rfc3339.h"
+#include "lib/status/status_client.h"
 #include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
@@ -83,6 +85,42 @@ Result<NodeResourceList> ParseReservation(const std::string& text) {
   return out;
 }
 
+std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ctx,
+                                                                const std::string& run_dir) {
+  struct State {
+    std::unique_ptr<status::StatusClient> client;
+    std::string last_error;
+  };
+  auto state = std::make_shared<State>();
+  return [&ctx, run_dir, state](const std::string& json) {
+    auto log = GetLogger("node");
+    if (!state->client) {
+      status::StatusClientOptions opts;
+      opts.sender = ipc::ServiceId::Supervisor;
+      opts.attempt_timeout = std::chrono::milliseconds(500);
+      opts.deadline = std::chrono::milliseconds(1000);
+      auto client = std::make_unique<status::StatusClient>(ctx, run_dir, opts);
+      if (Status s = client->Connect(); !s.ok()) {
+        if (state->last_error != s.message()) log->warn("Failed to connect to statusd: {}", s.message());
+        state->last_error = s.message();
+        return false;
+      }
+      state->client = std::move(client);
+    }
+    auto r = state->client->SetNodeStatus(json);
+    if (!r.ok()) {
+      if (state->last_error != r.status().message()) {
+        log->warn("Failed to send the node status to statusd: {}", r.status().message());
+      }
+      state->last_error = r.status().message();
+      return false;
+    }
+    if (!state->last_error.empty()) log->info("the node status reaches statusd again");
+    state->last_error.clear();
+    return true;
+  };
+}
+
 NodeStatusManager::NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime,
                                      cri::ImageService* images)
     : options_(std::move(options)), runtime_(runtime), images_(images) {}
@@ -109,6 +147,8 @@ void NodeStatusManager::SetServices(bool all_running, const std::string& why) {
 
 void NodeStatusManager::Loop() {
   auto next_status = std::chrono::steady_clock::now() + options_.status_period;
+  // The status built by Start() goes out at the first runtime check.
+  bool unpublished = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     cv_.wait_for(lock, options_.runtime_check_period, [this] { return stopping_; });
@@ -120,7 +160,9 @@ void NodeStatusManager::Loop() {
     if (std::chrono::steady_clock::now() >= next_status || runtime_ready_.load() != was_ready) {
       Refresh();
       next_status = std::chrono::steady_clock::now() + options_.status_period;
+      unpublished = true;
     }
+    if (unpublished && options_.publish) unpublished = !options_.publish(NodeJson());
     lock.lock();
   }
 }

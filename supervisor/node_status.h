@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
+#include "lib/ipc/sockets.h"
 #include "supervisor/service_control.h"
 
 namespace nodelet::supervisor {
@@ -49,7 +51,17 @@ struct NodeStatusOptions {
   int64_t memory_available_min_bytes = 100 * 1024 * 1024;
   double disk_available_min_fraction = 0.10;
   double pid_available_min_fraction = 0.10;
+  // Called from the manager's thread with the node's JSON after each periodic rebuild (and
+  // again at every runtime check while it returns false): the supervisor hands it to statusd,
+  // whose sinks carry it on. May be empty.
+  std::function<bool(const std::string& node_json)> publish;
 };
+
+// A publisher for NodeStatusOptions::publish that sends the node's status to statusd
+// (SetNodeStatus) in `run_dir`, over a client made on first use on the calling thread. Returns
+// false, to be retried, while statusd does not answer; logs each new failure once.
+std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ctx,
+                                                                const std::string& run_dir);
 
 class NodeStatusManager : public NodeView {
  public:

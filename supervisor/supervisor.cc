@@ -182,6 +182,7 @@ struct Supervisor::Impl {
       if (!client.ok()) return client.status();
       cri_client = std::move(*client);
     }
+    node_opts.publish = MakeNodeStatusPublisher(*ctx, c.run_dir);
     node = std::make_unique<NodeStatusManager>(node_opts, cri_client.get(), cri_client.get());
     node->Start();
 

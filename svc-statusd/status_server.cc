@@ -39,6 +39,9 @@ struct StatusServer::Pending {
   // RecordEvents, ListEvents.
   uint32_t stored = 0;
   std::vector<status::PodEvent> events;
+  // SetNodeStatus, GetNodeStatus.
+  status::NodeStatusRecord node;
+  bool node_changed = false;
 };
 
 StatusServer::StatusServer(StatusManager& manager, StatusStore& store, uint64_t incarnation,
@@ -140,11 +143,33 @@ void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChang
       p.events = std::move(*r);
       return;
     }
+    case fb::Body::SetNodeStatusRequest: {
+      if (node_ == nullptr) return refuse(Unavailable("statusd keeps no node status"));
+      const auto* req = m->body_as_SetNodeStatusRequest();
+      if (req->node_json() == nullptr) {
+        return refuse(InvalidArgument("SetNodeStatusRequest has no node_json"));
+      }
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      auto r = node_->Set(req->node_json()->str(), now, &p.node_changed);
+      if (!r.ok()) return refuse(r.status());
+      p.node = std::move(*r);
+      if (p.node_changed) out.node_changed = p.node;
+      return;
+    }
+    case fb::Body::GetNodeStatusRequest: {
+      if (node_ == nullptr) return refuse(Unavailable("statusd keeps no node status"));
+      if (!node_->Get()) return refuse(NotFound("no node status yet: the supervisor sends it"));
+      p.node = *node_->Get();
+      return;
+    }
     default:
       return refuse(InvalidArgument(
           "unexpected message body " + BodyName(p.kind) +
           ": statusd serves SetPodStatusRequest, GetPodStatusRequest, ListPodStatusesRequest, "
-          "TerminatePodRequest and RemoveOrphanedStatusesRequest"));
+          "TerminatePodRequest, RemoveOrphanedStatusesRequest, RecordEventsRequest, "
+          "ListEventsRequest, SetNodeStatusRequest and GetNodeStatusRequest"));
   }
 }
 
@@ -268,6 +293,19 @@ std::string StatusServer::BuildReply(const Pending& p) {
       auto vec = fbb.CreateVector(offs);
       status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::ListEventsReply,
                                   fb::CreateListEventsReply(fbb, p.id, vec).Union());
+      return Bytes(fbb);
+    }
+    case fb::Body::SetNodeStatusRequest:
+      status::FinishStatusMessage(
+          fbb, reply_envelope_, fb::Body::SetNodeStatusReply,
+          fb::CreateSetNodeStatusReply(fbb, p.id, p.node.version, p.node_changed).Union());
+      return Bytes(fbb);
+    case fb::Body::GetNodeStatusRequest: {
+      auto j = fbb.CreateString(p.node.node_json);
+      status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::GetNodeStatusReply,
+                                  fb::CreateGetNodeStatusReply(fbb, p.id, j, p.node.version,
+                                                               p.node.updated_at_unix_s)
+                                      .Union());
       return Bytes(fbb);
     }
     default:

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "lib/ipc/sockets.h"
 #include "svc-statusd/status_manager.h"
 #include "svc-statusd/event_store.h"
+#include "svc-statusd/node_store.h"
 #include "svc-statusd/status_store.h"
 
 namespace nodelet::statusd {
@@ -33,6 +35,8 @@ struct BatchResult {
   // Requests refused for their content (garbage, invalid, illegal transition, unknown pod),
   // for the caller to log.
   std::vector<Status> refused;
+  // The node status, when a SetNodeStatusRequest in the batch changed it (the last one).
+  std::optional<status::NodeStatusRecord> node_changed;
 };
 
 struct StatusServerCounters {
@@ -56,6 +60,9 @@ class StatusServer {
                size_t max_request_bytes);
   // Events (RecordEventsRequest, ListEventsRequest) go here; refused while not set.
   void set_event_store(EventStore* events) { events_ = events; }
+  // The node status (SetNodeStatusRequest, GetNodeStatusRequest) goes here; refused while not
+  // set.
+  void set_node_store(NodeStore* node) { node_ = node; }
 
   BatchResult HandleBatch(std::vector<ipc::Incoming>& requests);
 
@@ -71,6 +78,7 @@ class StatusServer {
   StatusManager& manager_;
   StatusStore& store_;
   EventStore* events_ = nullptr;
+  NodeStore* node_ = nullptr;
   size_t max_request_bytes_;
   ipc::EnvelopeWriter reply_envelope_;
   ipc::EnvelopeWriter watch_envelope_;

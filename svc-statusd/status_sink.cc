@@ -18,6 +18,10 @@ void SinkSyncer::Apply(const StatusChange& change) {
   }
 }
 
+void SinkSyncer::ApplyNode(const status::NodeStatusRecord& node) {
+  if (!node_ || node.version != node_->version) node_ = node;
+}
+
 uint64_t SinkSyncer::SyncedVersion(const std::string& uid) const {
   auto it = synced_.find(uid);
   return it == synced_.end() ? 0 : it->second;
@@ -33,6 +37,15 @@ std::vector<Status> SinkSyncer::Tick() {
 
 std::vector<Status> SinkSyncer::Sync(bool all) {
   std::vector<Status> errors;
+  // A version below the sink's is a store that started over (a new database): send it too.
+  if (node_ && node_->version != synced_node_) {
+    Status s = sink_.SyncNode(*node_);
+    if (s.ok()) {
+      synced_node_ = node_->version;
+    } else {
+      errors.push_back(s);
+    }
+  }
   for (auto it = removed_.begin(); it != removed_.end();) {
     Status s = sink_.Remove(it->second);
     if (s.ok()) {
@@ -86,9 +99,18 @@ void SinkWorker::Push(const std::vector<StatusChange>& changes) {
   cv_.notify_one();
 }
 
+void SinkWorker::PushNode(const status::NodeStatusRecord& node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node_queue_ = node;
+  }
+  cv_.notify_one();
+}
+
 void SinkWorker::Run() {
   for (;;) {
     std::vector<StatusChange> batch;
+    std::optional<status::NodeStatusRecord> node;
     {
       std::unique_lock<std::mutex> lock(mu_);
       MonoTime next = MonoTime::max();
@@ -96,14 +118,18 @@ void SinkWorker::Run() {
       Duration wait =
           next == MonoTime::max() ? Duration(std::chrono::seconds(60)) : next - clock_.Now();
       wait = std::clamp<Duration>(wait, Duration::zero(), std::chrono::seconds(60));
-      cv_.wait_for(lock, wait, [this] { return stop_ || !queue_.empty(); });
+      cv_.wait_for(lock, wait,
+                   [this] { return stop_ || !queue_.empty() || node_queue_.has_value(); });
       if (stop_) return;
       batch.swap(queue_);
+      node.swap(node_queue_);
     }
+    const bool changed = !batch.empty() || node.has_value();
     for (auto& syncer : syncers_) {
       for (const auto& change : batch) syncer->Apply(change);
-      std::vector<Status> errors = batch.empty() ? syncer->Tick() : syncer->SyncChanged();
-      if (!batch.empty()) {
+      if (node) syncer->ApplyNode(*node);
+      std::vector<Status> errors = changed ? syncer->SyncChanged() : syncer->Tick();
+      if (changed) {
         auto more = syncer->Tick();
         errors.insert(errors.end(), more.begin(), more.end());
       }

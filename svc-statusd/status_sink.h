@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -36,6 +37,12 @@ class StatusSink {
   virtual Status Sync(const PodStatusRecord& record) = 0;
   // The pod's status is gone from statusd. An error is retried at the next full pass.
   virtual Status Remove(const PodIdentity& pod) = 0;
+  // Pushes the node's status (a v1 Node as JSON). An error leaves it unsynced; it is retried
+  // with the next change and at every full pass. Sinks that carry no node status keep this.
+  virtual Status SyncNode(const status::NodeStatusRecord& node) {
+    (void)node;
+    return Status::Ok();
+  }
   // Asked in full passes for a pod already synced at its current version: true when the
   // sink's copy differs from what it was sent (the kubelet's needsReconcile).
   virtual bool NeedsReconcile(const PodStatusRecord& record) {
@@ -50,6 +57,8 @@ class SinkSyncer {
 
   // Takes a committed change into the syncer's view (does not sync yet).
   void Apply(const StatusChange& change);
+  // Takes a newer node status into the syncer's view (does not sync yet).
+  void ApplyNode(const status::NodeStatusRecord& node);
   // Syncs every pod whose version is newer than the sink's, and pending removals (the
   // kubelet's syncBatch(all=false)). Returns the failures, one Status per pod.
   std::vector<Status> SyncChanged();
@@ -59,6 +68,8 @@ class SinkSyncer {
 
   // The sink's version of a pod (0: never synced).
   uint64_t SyncedVersion(const std::string& uid) const;
+  // The sink's version of the node status (0: never synced).
+  uint64_t SyncedNodeVersion() const { return synced_node_; }
   StatusSink& sink() { return sink_; }
 
  private:
@@ -72,6 +83,8 @@ class SinkSyncer {
   std::unordered_map<std::string, uint64_t> synced_;
   // Pods removed from statusd that the sink has not yet been told about.
   std::unordered_map<std::string, PodIdentity> removed_;
+  std::optional<status::NodeStatusRecord> node_;
+  uint64_t synced_node_ = 0;
 };
 
 // Runs SinkSyncers on one thread: Push() hands committed changes over without waiting, the
@@ -87,6 +100,7 @@ class SinkWorker {
   SinkWorker& operator=(const SinkWorker&) = delete;
 
   void Push(const std::vector<StatusChange>& changes);
+  void PushNode(const status::NodeStatusRecord& node);
   // Stops the thread (also done by the destructor).
   void Stop();
 
@@ -100,6 +114,7 @@ class SinkWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<StatusChange> queue_;
+  std::optional<status::NodeStatusRecord> node_queue_;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -58,6 +58,10 @@ Status StatusdService::Start(ServiceContext& ctx) {
   if (!events.ok()) return events.status();
   events_ = std::move(events).value();
   server_->set_event_store(events_.get());
+  auto node = NodeStore::Open(path);
+  if (!node.ok()) return node.status();
+  node_ = std::move(node).value();
+  server_->set_node_store(node_.get());
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
   // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
   // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
@@ -77,6 +81,7 @@ Status StatusdService::Start(ServiceContext& ctx) {
     std::vector<StatusChange> all;
     for (const auto* rec : manager_->List()) all.push_back({StatusChange::Kind::kUpdated, *rec});
     sinks_->Push(all);
+    if (node_->Get()) sinks_->PushNode(*node_->Get());
   }
   return Status::Ok();
 }
@@ -110,6 +115,7 @@ void StatusdService::HandleRequests() {
     if (Status s = watch_->Publish(msg.data(), msg.size()); !s.ok()) ++send_failures_;
   }
   if (sinks_ && !result.committed.empty()) sinks_->Push(result.committed);
+  if (sinks_ && result.node_changed) sinks_->PushNode(*result.node_changed);
   for (const auto& [peer, bytes] : result.replies) {
     // A peer that left (or whose queue is full) loses its reply; it resends.
     if (Status s = router_->Send(peer, bytes.data(), bytes.size()); !s.ok()) ++send_failures_;

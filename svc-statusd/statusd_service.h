@@ -60,6 +60,7 @@ class StatusdService : public ServiceHooks {
   std::unique_ptr<SqliteStatusStore> store_;
   std::unique_ptr<StatusManager> manager_;
   std::unique_ptr<EventStore> events_;
+  std::unique_ptr<NodeStore> node_;
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> watch_;

@@ -150,6 +150,15 @@ struct PodStatusRecord {
   bool operator==(const PodStatusRecord&) const = default;
 };
 
+// The node's status as statusd keeps it: a v1 Node object (JSON) and its version, which grows
+// by one with every change of content and survives restarts of statusd.
+struct NodeStatusRecord {
+  std::string node_json;
+  uint64_t version = 0;
+  int64_t updated_at_unix_s = 0;
+  bool operator==(const NodeStatusRecord&) const = default;
+};
+
 // Checks what a writer sent before anything is stored: identity fields present, enums in
 // range, container and condition names non-empty and unique, at most one container state.
 // InvalidArgument naming the field and the reason.

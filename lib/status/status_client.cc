@@ -116,6 +116,44 @@ Result<std::vector<PodEvent>> StatusClient::ListEvents(const std::string& uid) {
   return out;
 }
 
+Result<SetResult> StatusClient::SetNodeStatus(const std::string& node_json) {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(node_json.size() + 256);
+  auto j = fbb.CreateString(node_json);
+  FinishStatusMessage(fbb, envelope_, fb::Body::SetNodeStatusRequest,
+                      fb::CreateSetNodeStatusRequest(fbb, id, j).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::SetNodeStatusReply) {
+    return BadReply(uri_, "not a SetNodeStatusReply");
+  }
+  const auto* r = m->body_as_SetNodeStatusReply();
+  SetResult out;
+  out.version = r->version();
+  out.changed = r->changed();
+  return out;
+}
+
+Result<NodeStatusRecord> StatusClient::GetNodeStatus() {
+  uint64_t id = NextId();
+  FlatBufferBuilder fbb(128);
+  FinishStatusMessage(fbb, envelope_, fb::Body::GetNodeStatusRequest,
+                      fb::CreateGetNodeStatusRequest(fbb, id).Union());
+  auto frame = Call(fbb, id);
+  if (!frame.ok()) return frame.status();
+  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  if (m->body_type() != fb::Body::GetNodeStatusReply) {
+    return BadReply(uri_, "not a GetNodeStatusReply");
+  }
+  const auto* r = m->body_as_GetNodeStatusReply();
+  NodeStatusRecord out;
+  out.node_json = r->node_json() ? r->node_json()->str() : "";
+  out.version = r->version();
+  out.updated_at_unix_s = r->updated_at_unix_s();
+  return out;
+}
+
 Result<PodStatusList> StatusClient::ListPodStatuses(const std::string& namespace_filter) {
   uint64_t id = NextId();
   FlatBufferBuilder fbb(256);

@@ -66,6 +66,10 @@ class StatusClient {
   Result<uint32_t> RecordEvents(const std::vector<PodEvent>& events);
   // The events kept, oldest first; one pod's when `uid` is set.
   Result<std::vector<PodEvent>> ListEvents(const std::string& uid = "");
+  // Stores the node's status (v1 Node JSON); `version` is the node status's version.
+  Result<SetResult> SetNodeStatus(const std::string& node_json);
+  // NotFound before the first SetNodeStatus.
+  Result<NodeStatusRecord> GetNodeStatus();
   // Returns the uids removed.
   Result<std::vector<std::string>> RemoveOrphanedStatuses(
       const std::vector<std::string>& keep_uids);

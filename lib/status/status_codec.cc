@@ -267,6 +267,14 @@ uint64_t RequestIdOf(const fb::StatusMessage& m) {
       return m.body_as_ListEventsRequest()->request_id();
     case fb::Body::ListEventsReply:
       return m.body_as_ListEventsReply()->request_id();
+    case fb::Body::SetNodeStatusRequest:
+      return m.body_as_SetNodeStatusRequest()->request_id();
+    case fb::Body::SetNodeStatusReply:
+      return m.body_as_SetNodeStatusReply()->request_id();
+    case fb::Body::GetNodeStatusRequest:
+      return m.body_as_GetNodeStatusRequest()->request_id();
+    case fb::Body::GetNodeStatusReply:
+      return m.body_as_GetNodeStatusReply()->request_id();
     default:
       return 0;
   }

@@ -17,6 +17,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "lib/status/status_client.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -259,10 +260,35 @@ TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
   containerd_.reset();
   ASSERT_TRUE(wait_ready("False", 15s)) << last_;
   EXPECT_THAT(ready(node()), HasSubstr("container runtime is down"));
+  // The same node status reaches statusd (the StatusSink path), durable and versioned.
+  ipc::Context ctx;
+  status::StatusClient statusd(ctx, dir_.Sub("run"));
+  ASSERT_TRUE(statusd.Connect().ok());
+  uint64_t down_version = 0;
+  auto stored_ready = [&]() -> std::string {
+    auto r = statusd.GetNodeStatus();
+    if (!r.ok()) return r.status().ToString();
+    auto j = nlohmann::json::parse(r->node_json, nullptr, false);
+    down_version = r->version;
+    return j.is_discarded() ? "" : ready(j);
+  };
+  auto wait_stored = [&](const std::string& prefix, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (stored_ready().rfind(prefix, 0) != 0) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      notify_->Receive(500ms);
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_stored("False", 15s)) << stored_ready();
+  EXPECT_GE(down_version, 1u);
   auto c = ContainerdInstance::Start(opts);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   containerd_ = std::move(*c);
   EXPECT_TRUE(wait_ready("True", 20s)) << last_;
+  const uint64_t before = down_version;
+  EXPECT_TRUE(wait_stored("True", 20s)) << stored_ready();
+  EXPECT_GT(down_version, before);
 }
 
 // A crash-looping pod's events: BackOff appears once with a growing count (not as duplicate
