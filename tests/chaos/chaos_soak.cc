@@ -688,10 +688,9 @@ void Soak::CheckLeaks() {
 
 Result<SoakFigures> Soak::Run() {
   figures_.seed = options_.seed;
-  Log("work directory " + dir_ + ": starting containerd and nodelet with " +
-          std::to_string(options_.pods) + " pods", true);
   if (Status s = Setup(); !s.ok()) return s;
-  Log("work directory " + dir_, true);
+  Log("work directory " + dir_ + ": containerd and nodelet started with " +
+          std::to_string(options_.pods) + " pods", true);
 
   // Initial convergence, before any fault.
   auto deadline = steady_clock::now() + seconds(180);
