@@ -407,6 +407,11 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
     if (!e.desired || seen.count(uid)) continue;
     e.desired = false;
     ++kills_;
+    // A finished pod (every container done for good) is terminated but kept while desired; its
+    // worker ignores updates until forgotten, so forget it: the kill runs again and removes it.
+    if (lifecycle_.Phase(uid) == LifecyclePhase::kTerminated && !lifecycle_.Busy(uid)) {
+      lifecycle_.Forget(uid);
+    }
     Update({uid, UpdateType::kKill, nullptr, e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
   }
   if (sources_ready_) KillOrphans();

@@ -302,6 +302,38 @@ TEST_F(PodworkerdTest, RestartPoliciesAndCrashLoopBackOff) {
   EXPECT_EQ(looping->status.container_statuses[0].last_state.terminated->exit_code, 1);
 }
 
+// A finished pod (OnFailure, exit 0) is kept, terminated, while desired; once it is no longer
+// desired its sandbox and containers are removed (found by the chaos soak: the terminated worker
+// ignored the kill, so the pod stayed until podworkerd restarted).
+TEST_F(PodworkerdTest, FinishedPodIsRemovedWhenNoLongerDesired) {
+  pod::Pod done = MakePod(PodYaml("done", "OnFailure", "exit 0"));
+  const std::string uid = done.metadata.uid;
+  node_.SendDesired({done});
+  ASSERT_TRUE(node_.WaitStatus(uid, [](const PodStatusRecord& r) {
+    return r.status.phase == PodPhase::kSucceeded;
+  }, 30s)) << node_.Last();
+  // Terminated: its sandbox is stopped, the pod is kept.
+  auto sandbox_ready = [&] {
+    v1::PodSandboxFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
+    auto list = node_.containerd().cri().ListPodSandbox(f);
+    return list.ok() && !list->empty() && (*list)[0].state() == v1::SANDBOX_READY;
+  };
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (sandbox_ready() && std::chrono::steady_clock::now() < end) {
+    node_.WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 200ms);
+  }
+  ASSERT_FALSE(sandbox_ready());
+  ASSERT_EQ(node_.Sandboxes(uid), 1u);
+
+  node_.SendDesired({});
+  end = std::chrono::steady_clock::now() + 20s;
+  while (node_.Sandboxes(uid) != 0 && std::chrono::steady_clock::now() < end) {
+    node_.WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 200ms);
+  }
+  EXPECT_EQ(node_.Sandboxes(uid), 0u) << "a finished pod that is no longer desired must be removed";
+}
+
 TEST_F(PodworkerdTest, MissingImageWithPullNeverIsErrImageNeverPull) {
   std::string yaml = PodYaml("noimage", "Always", kServe);
   yaml.replace(yaml.rfind("nodelet.local/busybox:1.0"), 25, "nodelet.local/absent:1.0");

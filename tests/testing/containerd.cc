@@ -184,6 +184,35 @@ bool KillAndWait(pid_t pid, milliseconds timeout) {
   return WaitProcessGone(pid, timeout);
 }
 
+// Starts containerd over `config_path` in its own session, so a terminal's ^C or the test's
+// process group does not reach it; stdout and stderr to `log_path`, its pid into `pid_file`.
+Result<pid_t> SpawnContainerd(const std::string& containerd, const std::string& config_path,
+                              const std::string& log_path, const std::string& pid_file) {
+  std::vector<std::string> argv = {containerd, "--config", config_path};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return ErrnoStatus("start '" + containerd + "'", rc);
+  std::ofstream out(pid_file, std::ios::trunc);
+  out << pid << "\n";
+  return pid;
+}
+
 }  // namespace
 
 std::vector<std::string> DefaultImageTarballs(const std::string& images_dir) {
@@ -304,36 +333,14 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(const Cont
     if (!out.flush()) return ErrnoStatus("write '" + config_path + "'", errno);
   }
 
-  // containerd in its own session, so a terminal's ^C or the test's process group does not
-  // reach it; stdout and stderr to the log.
   std::string log_path = dir + "/containerd.log";
-  std::vector<std::string> argv = {containerd, "--config", config_path};
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return ErrnoStatus("start '" + containerd + "'", rc);
-  {
-    std::ofstream out(pid_file, std::ios::trunc);
-    out << pid << "\n";
-  }
+  auto spawned = SpawnContainerd(containerd, config_path, log_path, pid_file);
+  if (!spawned.ok()) return spawned.status();
+  pid_t pid = *spawned;
   std::unique_ptr<ContainerdInstance> instance(
       new ContainerdInstance(dir, pid, /*is_child=*/true, options.stop_timeout));
   if (instance->cri_ == nullptr) return Internal("cannot create a CRI client for '" + dir + "'");
+  instance->containerd_path_ = containerd;
 
   // Wait for CRI Version. The wait itself is gRPC's wait-for-ready (it connects as soon as the
   // socket answers); slicing it lets us notice a containerd that exits at startup.
@@ -415,6 +422,31 @@ std::vector<pid_t> ContainerdInstance::ShimPids() const {
     }
   }
   return shims;
+}
+
+Status ContainerdInstance::Restart(milliseconds start_timeout) {
+  if (stopped_) return FailedPrecondition("containerd in '" + dir_ + "' was stopped");
+  if (Status s = StopContainerd(); !s.ok()) return s;
+  if (pidfd_ >= 0) close(pidfd_);
+  pidfd_ = -1;
+  std::string containerd = containerd_path_.empty() ? FindOnPath("containerd") : containerd_path_;
+  if (containerd.empty()) return NotFound("'containerd' is not installed (package containerd)");
+  std::string log_path = dir_ + "/containerd.log";
+  auto spawned = SpawnContainerd(containerd, dir_ + "/config.toml", log_path, dir_ + "/containerd.pid");
+  if (!spawned.ok()) return spawned.status();
+  pid_ = *spawned;
+  is_child_ = true;
+  pidfd_ = PidfdOpen(pid_);
+  auto deadline = steady_clock::now() + start_timeout;
+  for (;;) {
+    auto left = Remaining(deadline);
+    if (left.count() == 0) {
+      return DeadlineExceeded("restarted containerd in '" + dir_ + "' did not answer CRI Version within " +
+                              std::to_string(start_timeout.count()) + " ms; log:" + LogTail(log_path));
+    }
+    if (cri_->WaitForReady(std::min(left, milliseconds(500))).ok()) return Status::Ok();
+    if (!running()) return Unavailable("restarted containerd in '" + dir_ + "' exited; log:" + LogTail(log_path));
+  }
 }
 
 Status ContainerdInstance::Stop() {

@@ -84,6 +84,12 @@ class ContainerdInstance {
   // Leaves containerd running when this object is destroyed (the pid file stays).
   void Release() { released_ = true; }
 
+  // Restarts the containerd daemon alone, as an upgrade or a crash would: SIGTERM (SIGKILL after
+  // stop_timeout), then a new containerd over the same config, root and state, and waits for CRI
+  // Version (up to `start_timeout`). Sandboxes, containers and their shims keep running; the
+  // new daemon adopts them. FAILED_PRECONDITION after Stop().
+  Status Restart(std::chrono::milliseconds start_timeout = std::chrono::seconds(60));
+
   // Removes every sandbox and container (CRI), stops containerd (SIGTERM, then SIGKILL after
   // stop_timeout), kills leftover shims and container processes, unmounts everything under dir,
   // removes its containers' cgroups, runc state and shim sockets, and the pid file. Every step
@@ -98,6 +104,7 @@ class ContainerdInstance {
   Status CleanLeftovers();
 
   std::string dir_;
+  std::string containerd_path_;  // the binary Start() ran; Restart() runs it again
   pid_t pid_ = -1;
   int pidfd_ = -1;
   bool is_child_ = false;  // started by this process: reap it

@@ -1,0 +1,72 @@
+// The chaos soak (`./dev chaos`, `nodelet-chaos`): nodelet on a private containerd with a mix
+// of pods, manifests churned while services are SIGKILLed and SIGSTOPped, the supervisor and
+// containerd restarted; then every promise of the design's recovery contract is checked against
+// the runtime's truth (CRI) and statusd's history, and the node is checked for leaks once
+// everything is stopped. docs/chaos.md describes the faults, the checks and the figures.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/common/status.h"
+
+namespace nodelet::chaos {
+
+struct SoakOptions {
+  std::chrono::milliseconds duration{std::chrono::minutes(5)};  // of fault injection and churn
+  int pods = 50;                                                 // desired pods, kept about constant
+  uint64_t seed = 1;
+  std::string bin_dir;     // nodelet, nodeletctl, nodelet-* services
+  std::string images_dir;  // pause.tar, busybox.tar
+  bool keep_dir = false;   // keep the work directory (logs) even when the run passes
+  bool verbose = false;    // log every fault and churn step
+};
+
+// What happened and what was found. Violations must all be zero.
+struct SoakFigures {
+  double duration_s = 0;
+  uint64_t seed = 0;
+  // Faults.
+  int sigkills = 0;
+  int sigstops = 0;
+  int supervisor_restarts = 0;  // SIGKILL or SIGTERM, then a new nodelet
+  int containerd_restarts = 0;
+  // Churn.
+  int adds = 0;
+  int edits_restart = 0;  // container spec changed: the container must be replaced
+  int edits_label = 0;    // only a label changed: no container may restart
+  int deletes = 0;
+  int configmap_edits = 0;
+  // Checks.
+  int pods_checked = 0;          // desired pods verified at the end
+  int containers_tracked = 0;    // distinct long-running containers followed
+  int continuity_checks = 0;     // container compared across a fault window
+  int status_samples = 0;        // statusd lists read
+  int status_pods_tracked = 0;   // distinct pod UIDs seen in statusd
+  // Violations, by check.
+  int desired_violations = 0;    // a desired pod not running with the right spec
+  int undesired_violations = 0;  // a sandbox or container of a pod not desired
+  int restart_violations = 0;    // a container that should have kept running was replaced
+  int status_violations = 0;     // a version or terminal phase went backwards
+  int leak_violations = 0;       // mounts, processes, cgroups left after the stop
+  std::vector<std::string> details;  // one line per violation (first 200)
+  std::string work_dir;
+
+  int violations() const {
+    return desired_violations + undesired_violations + restart_violations + status_violations +
+           leak_violations;
+  }
+  nlohmann::json ToJson() const;
+  std::string Summary() const;
+};
+
+// Runs the soak. An error means the soak could not run (containerd or nodelet would not
+// start); violations are reported in the figures.
+Result<SoakFigures> RunSoak(const SoakOptions& options);
+
+}  // namespace nodelet::chaos
