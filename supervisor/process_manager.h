@@ -23,7 +23,7 @@
 #include "control_generated.h"
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
-#include "supervisor/service_control.h"
+#include "supervisor/supervised_services.h"
 
 namespace nodelet::supervisor {
 
@@ -51,28 +51,29 @@ class ProcessLauncher {
   virtual std::string LogPath(const std::string& name) const = 0;
 };
 
-class ProcessManager : public ServiceControl {
+class ProcessManager : public SupervisedServices {
  public:
   ProcessManager(const Clock& clock, ProcessLauncher& launcher, SupervisorPolicy policy,
                  std::vector<std::string> names);
 
   // Starts every service (at supervisor start).
-  void StartAll();
+  void StartAll() override;
   // Stops every service (at supervisor shutdown); AllStopped() tells when done.
-  void StopAll();
-  bool AllStopped() const;
+  void StopAll() override;
+  bool AllStopped() const override;
 
   // Events. Each returns false when the pid or name is not one of ours.
-  bool OnReady(const std::string& name, pid_t pid);
-  bool OnHeartbeat(const std::string& name, ipc::control::Health health, const std::string& reason);
+  bool OnReady(const std::string& name, pid_t pid) override;
+  bool OnHeartbeat(const std::string& name, ipc::control::Health health,
+                   const std::string& reason) override;
   bool OnExit(pid_t pid, int wait_status);
   // Timers: restarts due, start and stop timeouts, hang detection, FATAL cooldown.
-  void Tick();
-  MonoTime NextDeadline() const;
+  void Tick() override;
+  MonoTime NextDeadline() const override;
 
   // "4/4 services running" or "plegd BACKOFF (exit 1), 3/4 running".
-  std::string Summary() const;
-  bool AllRunning() const;
+  std::string Summary() const override;
+  bool AllRunning() const override;
   // Which service owns `pid`, if any.
   const std::string* NameOf(pid_t pid) const;
 

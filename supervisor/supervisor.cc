@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "lib/common/fs.h"
@@ -27,6 +28,7 @@
 #include "supervisor/http_endpoint.h"
 #include "supervisor/node_status.h"
 #include "supervisor/pod_manager.h"
+#include "supervisor/systemd_service_control.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -103,7 +105,13 @@ struct Supervisor::Impl {
   RealClock& clock = RealClock::Get();
   std::unique_ptr<ipc::Context> ctx;
   std::unique_ptr<ChildLauncher> launcher;
+  // Standalone mode: the launcher and the process manager. systemd mode: the bus and the
+  // unit monitor. `services` is whichever of the two runs.
   std::unique_ptr<ProcessManager> manager;
+  std::unique_ptr<SystemdBus> bus;
+  std::unique_ptr<SystemdServiceControl> units;
+  SupervisedServices* services = nullptr;
+  std::set<std::string> hello_seen;
   std::unique_ptr<ipc::RouterServer> control;
   std::unique_ptr<CtlServer> ctl;
   std::unique_ptr<pleg::PlegMirror> mirror;
@@ -147,14 +155,19 @@ struct Supervisor::Impl {
     }
 
     ctx = std::make_unique<ipc::Context>();
-    launcher = std::make_unique<ChildLauncher>(c.run_dir, c.log_dir, options.log_max_bytes,
-                                               options.log_backups);
-    std::vector<std::string> names;
-    for (auto& spec : BuildChildSpecs(options)) {
-      names.push_back(spec.name);
-      if (Status s = launcher->Add(std::move(spec)); !s.ok()) return s;
+    if (options.mode == "systemd") {
+      if (Status s = SetupSystemdMode(); !s.ok()) return s;
+    } else {
+      launcher = std::make_unique<ChildLauncher>(c.run_dir, c.log_dir, options.log_max_bytes,
+                                                 options.log_backups);
+      std::vector<std::string> names;
+      for (auto& spec : BuildChildSpecs(options)) {
+        names.push_back(spec.name);
+        if (Status s = launcher->Add(std::move(spec)); !s.ok()) return s;
+      }
+      manager = std::make_unique<ProcessManager>(clock, *launcher, options.policy, names);
+      services = manager.get();
     }
-    manager = std::make_unique<ProcessManager>(clock, *launcher, options.policy, names);
     control = std::make_unique<ipc::RouterServer>(*ctx);
     if (Status s = control->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
     envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
@@ -210,8 +223,26 @@ struct Supervisor::Impl {
 
     CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
                               runtime_view.get(), node.get()};
-    ctl = std::make_unique<CtlServer>(*ctx, *manager, clock, ctl_opts);
+    ctl = std::make_unique<CtlServer>(*ctx, *services, clock, ctl_opts);
     return ctl->Bind();
+  }
+
+  // systemd mode: each service is a unit that systemd runs; we watch them over D-Bus.
+  Status SetupSystemdMode() {
+    auto opened = OpenSystemdBus(std::chrono::milliseconds(2000));
+    if (!opened.ok()) return Unavailable("systemd mode: " + opened.status().message());
+    bus = std::move(*opened);
+    SystemdModeOptions sd;
+    sd.unit_prefix = options.unit_prefix;
+    sd.job_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        options.policy.start_timeout + options.policy.stop_timeout);
+    sd.heartbeat_deadline = options.policy.heartbeat_deadline;
+    std::vector<std::string> names;
+    for (const auto& svc : options.services) names.push_back(svc.name);
+    units = std::make_unique<SystemdServiceControl>(clock, *bus, sd, names);
+    if (Status s = units->Watch(); !s.ok()) return Unavailable("systemd mode: " + s.message());
+    services = units.get();
+    return Status::Ok();
   }
 
   void HandleSignals() {
@@ -227,7 +258,7 @@ struct Supervisor::Impl {
         log->info("received {}, stopping every service", strsignal(static_cast<int>(info.ssi_signo)));
         stopping = true;
         notifier.Notify("STOPPING=1\nSTATUS=stopping");
-        manager->StopAll();
+        services->StopAll();
       }
     }
   }
@@ -237,29 +268,31 @@ struct Supervisor::Impl {
       int st = 0;
       pid_t pid = waitpid(-1, &st, WNOHANG);
       if (pid <= 0) break;
-      const std::string* name = manager->NameOf(pid);
+      const std::string* name = manager ? manager->NameOf(pid) : nullptr;
       if (name != nullptr) {
         std::string n = *name;
         launcher->PumpLog(n);
         log->log(stopping ? spdlog::level::info : spdlog::level::warn, "{} (pid {}) exited: {}", n,
                  pid, DescribeWaitStatus(st));
       }
-      manager->OnExit(pid, st);
+      if (manager) manager->OnExit(pid, st);
     }
   }
 
   std::map<std::string, std::string> peers;  // service name -> control routing id
 
-  void SendCommandToAll(ipc::control::CommandKind kind) {
+  void SendCommand(const std::string& peer, ipc::control::CommandKind kind) {
     static uint64_t next_id = 1;
-    for (const auto& [name, peer] : peers) {
-      flatbuffers::FlatBufferBuilder fbb(128);
-      auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
-      auto header = envelope->Write(fbb);
-      fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Command, cmd.Union()),
-                 ipc::control::ControlMessageIdentifier());
-      (void)control->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
-    }
+    flatbuffers::FlatBufferBuilder fbb(128);
+    auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
+    auto header = envelope->Write(fbb);
+    fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Command, cmd.Union()),
+               ipc::control::ControlMessageIdentifier());
+    (void)control->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+  }
+
+  void SendCommandToAll(ipc::control::CommandKind kind) {
+    for (const auto& [name, peer] : peers) SendCommand(peer, kind);
   }
 
   void HandleControl() {
@@ -278,11 +311,13 @@ struct Supervisor::Impl {
       }
       const ControlMessage* m = *msg;
       std::string name = NameOf(m->header()->sender());
-      if (name.empty() || !manager->Has(name)) continue;
+      if (name.empty() || !services->Has(name)) continue;
+      const bool new_peer = peers[name] != in->peer;
       peers[name] = in->peer;
       ++service_messages[name];
       if (const auto* hello = m->body_as_Hello()) {
-        manager->OnReady(name, hello->pid());
+        hello_seen.insert(in->peer);
+        services->OnReady(name, hello->pid());
         if (name == "podworkerd" || name == "volumed") pods->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto w = ipc::control::CreateWelcome(fbb, incarnation, 0);
@@ -291,7 +326,10 @@ struct Supervisor::Impl {
                    ipc::control::ControlMessageIdentifier());
         (void)control->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
       } else if (const auto* hb = m->body_as_Heartbeat()) {
-        manager->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
+        services->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
+        // A service that outlived a supervisor restart (systemd mode) has not said hello to
+        // this incarnation: ask it to, so its pid is known.
+        if (new_peer && hello_seen.count(in->peer) == 0) SendCommand(in->peer, ipc::control::CommandKind::Hello);
         if (hb->counters()) {
           auto& mine = service_counters[name];
           mine.clear();
@@ -311,19 +349,19 @@ struct Supervisor::Impl {
       std::istringstream lines(text);
       std::string line;
       while (std::getline(lines, line)) {
-        if (line == "READY=1") manager->OnReady(name, sender);
+        if (line == "READY=1") services->OnReady(name, sender);
       }
     }
   }
 
   void Report() {
-    std::string summary = stopping ? "stopping" : manager->Summary();
+    std::string summary = stopping ? "stopping" : services->Summary();
     if (summary != last_summary) {
       last_summary = summary;
       log->info("{}", summary);
       notifier.Notify("STATUS=" + summary);
     }
-    if (!ready_sent && !stopping && manager->AllRunning()) {
+    if (!ready_sent && !stopping && services->AllRunning()) {
       ready_sent = true;
       notifier.Notify("READY=1\nSTATUS=" + summary);
     }
@@ -331,13 +369,19 @@ struct Supervisor::Impl {
 
   int Loop() {
     WatchdogPinger watchdog(notifier, clock, WatchdogInterval());
-    manager->StartAll();
-    log->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
-              options.services.size(), options.common.run_dir);
+    services->StartAll();
+    if (units) {
+      log->info("nodelet {} monitoring {} systemd units ({}<service>.service, run dir {})",
+                NODELET_VERSION, options.services.size(), options.unit_prefix,
+                options.common.run_dir);
+    } else {
+      log->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
+                options.services.size(), options.common.run_dir);
+    }
     for (;;) {
       watchdog.Tick();
       Report();
-      if (stopping && manager->AllStopped()) break;
+      if (stopping && services->AllStopped()) break;
 
       std::vector<zmq::pollitem_t> items;
       std::vector<std::function<void()>> handlers;
@@ -345,6 +389,14 @@ struct Supervisor::Impl {
       handlers.push_back([this] { HandleSignals(); });
       items.push_back(control->PollItem());
       handlers.push_back([this] { HandleControl(); });
+      if (bus) {
+        // Before the ctl socket, so a status request sees what systemd just signalled.
+        items.push_back(bus->PollItem());
+        handlers.push_back([this] {
+          bus->Process();
+          units->RefreshChanged();
+        });
+      }
       items.push_back(ctl->PollItem());
       handlers.push_back([this] { ctl->OnReadable(); });
       for (auto item : mirror->PollItems()) {
@@ -355,7 +407,7 @@ struct Supervisor::Impl {
         items.push_back(item);
         handlers.push_back([this] { pods->OnReadable(); });
       }
-      for (const auto& p : launcher->Pollables()) {
+      for (const auto& p : launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
         items.push_back({nullptr, p.fd, ZMQ_POLLIN, 0});
         std::string name = p.name;
         if (p.is_notify) {
@@ -364,7 +416,7 @@ struct Supervisor::Impl {
           handlers.push_back([this, name] { launcher->PumpLog(name); });
         }
       }
-      MonoTime next = std::min({manager->NextDeadline(), watchdog.NextDue(), mirror->NextTick(),
+      MonoTime next = std::min({services->NextDeadline(), watchdog.NextDue(), mirror->NextTick(),
                                 pods->NextTick()});
       long timeout = MillisUntil(clock, next, 1000);
       try {
@@ -379,11 +431,16 @@ struct Supervisor::Impl {
         if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) handlers[i]();
       }
       Reap();
-      manager->Tick();
+      if (bus) {
+        // Signals read while a method call waited are queued in sd-bus, not on the fd.
+        bus->Process();
+        units->RefreshChanged();
+      }
+      services->Tick();
       mirror->Tick();
       if (!stopping) pods->Tick();
-      if (http) http->Update(HttpSnapshot{manager->List(), service_counters, service_messages, bad_control});
-      node->SetServices(manager->AllRunning(), manager->Summary());
+      if (http) http->Update(HttpSnapshot{services->List(), service_counters, service_messages, bad_control});
+      node->SetServices(services->AllRunning(), services->Summary());
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
     for (;;) {
@@ -409,7 +466,6 @@ int Supervisor::Run() {
 int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
   AddCommonOptions(app, o->common, "supervisor");
-  std::string mode = "standalone";
   std::map<std::string, std::string> durations = {
       {"backoff-initial", "100ms"}, {"backoff-max", "10s"},     {"backoff-reset-after", "60s"},
       {"restart-period", "60s"},    {"fatal-cooldown", "5m"},   {"start-timeout", "10s"},
@@ -444,8 +500,13 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--http-address", o->http_address,
                  "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
       ->capture_default_str();
-  app.add_option("--mode", mode, "standalone (spawn the services)")
-      ->check(CLI::IsMember({"standalone"}))
+  app.add_option("--mode", o->mode,
+                 "standalone (spawn the services) or systemd (each service is a systemd unit; "
+                 "watch them over D-Bus)")
+      ->check(CLI::IsMember({"standalone", "systemd"}))
+      ->capture_default_str();
+  app.add_option("--unit-prefix", o->unit_prefix,
+                 "systemd mode: the units are PREFIX<service>.service")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

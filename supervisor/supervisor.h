@@ -1,4 +1,5 @@
-// Supervisor: nodelet's main loop in standalone mode. One thread polls the services' control
+// Supervisor: nodelet's main loop, in both modes (in systemd mode the units replace the spawned
+// children: see systemd_service_control.h). One thread polls the services' control
 // socket (hello, heartbeats), their notify sockets (READY=1), their log pipes, a signalfd
 // (SIGCHLD, SIGTERM, SIGINT, SIGHUP), the operator's ctl socket and plegd's event stream, and
 // drives the ProcessManager's timers. It reports the aggregate to its own NOTIFY_SOCKET:
@@ -29,6 +30,9 @@ struct ServiceConfig {
 
 struct SupervisorOptions {
   CommonOptions common;
+  // "standalone": spawn and restart the services; "systemd": watch their units over D-Bus.
+  std::string mode = "standalone";
+  std::string unit_prefix = "nodelet-";  // systemd mode: PREFIX<service>.service
   SupervisorPolicy policy;
   std::string service_dir;  // where nodelet-<service> binaries are
   std::vector<ServiceConfig> services;
