@@ -265,6 +265,12 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
     return kExitUnknown;
   }
   const std::string path = reply->services[0]->log_path;
+  if (path.empty()) {
+    // systemd mode: the services are units and their output is in the journal.
+    err << name << ": no log file; its output is in the journal (journalctl -u nodelet-" << name
+        << ".service)\n";
+    return kExitFailed;
+  }
   out << LastLines(path, lines);
   out.flush();
   if (!follow) return kExitOk;

@@ -1,6 +1,6 @@
 // ServiceControl: what the operator API (CtlServer, nodeletctl) may see and ask of the
-// supervisor's process manager. Implemented by the process manager (standalone mode) and later
-// by the systemd-mode monitor; faked in tests. All calls run on the supervisor's loop thread.
+// supervisor's process manager. Implemented by the process manager (standalone mode) and by
+// SystemdServiceControl (systemd mode); faked in tests. All calls run on the supervisor's loop thread.
 #pragma once
 
 #include <sys/types.h>
