@@ -196,6 +196,24 @@ TEST_F(SupervisorTest, DataDirectoriesAreMadeOrStartFailsClearly) {
   EXPECT_THAT(log, HasSubstr(dir_.Sub("a-file/root")));
 }
 
+// systemd mode without a system bus (as in this VM, where PID 1 is not systemd): nodelet spawns
+// nothing, says why and exits 1. The mode itself runs under a real systemd in the nspawn test.
+TEST_F(SupervisorTest, SystemdModeWithoutABusFailsClearlyAndSpawnsNothing) {
+  Subprocess sd({BinDir() + "/nodelet", "--mode", "systemd", "--root-dir", dir_.Sub("root"),
+                 "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"), "--http-address", ""},
+                {{"DBUS_SYSTEM_BUS_ADDRESS", "unix:path=" + dir_.Sub("no-bus.sock")}},
+                dir_.Sub("sd.log"));
+  auto st = sd.Wait(10s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1);
+  std::ifstream in(dir_.Sub("sd.log"));
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(log, HasSubstr("systemd mode: Failed to connect to the system bus"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("plegd 0.1")));
+  auto bad = RunCommand({BinDir() + "/nodelet", "--mode", "launchd"}, 10s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
 // /metrics passes promtool; /healthz is 503 while a service is FATAL and 200 after it is
 // started again; /pods is a v1 PodList.
 TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
