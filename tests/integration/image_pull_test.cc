@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -207,6 +208,7 @@ TEST_F(ImagePullTest, RegistryDownBacksOffWithGrowingDelaysAndRecovers) {
   for (size_t i = 1; i < failed.size(); ++i) delays.push_back(failed[i] - failed[i - 1]);
   std::string shown;
   for (double d : delays) shown += std::to_string(d) + "s ";
+  std::cout << "delays between failed pulls: " << shown << "\n";
   EXPECT_GE(delays[0], 0.9) << shown;
   EXPECT_GT(delays[1], delays[0] * 1.5) << shown;
   EXPECT_GT(delays[2], delays[1] * 1.5) << shown;

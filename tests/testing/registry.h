@@ -20,7 +20,7 @@ struct RegistryOptions {
   std::string dir;
   int port = 0;  // 0: a free loopback port
   std::string registry_bin = "/usr/bin/docker-registry";
-  std::string skopeo_bin = "skopeo";
+  std::string skopeo_bin = "/usr/bin/skopeo";
   // Until the registry answers on its port.
   std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
 };
