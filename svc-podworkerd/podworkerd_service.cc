@@ -707,7 +707,7 @@ ServiceSpec MakeSpec() {
         ->capture_default_str();
     app.add_option("--serialize-image-pulls", config->image_pulls.serialize,
                    "Pull one image at a time (true/false)")
-        ->capture_default_str();
+        ->default_str("true");
     app.add_option("--max-parallel-image-pulls", config->image_pulls.max_parallel,
                    "Most image pulls at once without serialization (0: no limit)")
         ->capture_default_str();
