@@ -17,9 +17,6 @@ using ipc::pleg::ContainerState;
 using ipc::pleg::PodRecordT;
 using ipc::pleg::SandboxRecordT;
 
-constexpr std::chrono::milliseconds kPullBackoffInitial{10000};
-constexpr std::chrono::milliseconds kPullBackoffMax{300000};
-
 int64_t NowEpochNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -118,48 +115,16 @@ PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, co
       log_dir_(std::move(log_dir)),
       volumes_(std::move(volumes)),
       probes_(probes),
-      backoff_(clock, backoff) {}
+      backoff_(clock, backoff),
+      puller_(std::make_unique<ImagePuller>(images, clock)) {}
 
-Status PodSyncer::EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out) {
-  v1::ImageSpec spec;
-  spec.set_image(c.image);
-  const std::string& policy = c.image_pull_policy;
-  if (policy != pod::kPullAlways) {
-    auto st = images_.ImageStatus(spec, false);
-    if (!st.ok()) {
-      waiting[c.name] = {"ErrImageInspect", st.status().message()};
-      return st.status();
-    }
-    if (st->has_image()) return Status::Ok();
-    if (policy == pod::kPullNever) {
-      std::string msg = "Container image \"" + c.image +
-                        "\" is not present with pull policy of Never";
-      waiting[c.name] = {"ErrImageNeverPull", msg};
-      return FailedPrecondition(msg);
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(backoff_mu_);
-    auto it = pull_backoff_.find(c.image);
-    if (it != pull_backoff_.end() && clock_.Now() < it->second.first) {
-      std::string msg = "Back-off pulling image \"" + c.image + "\"";
-      waiting[c.name] = {"ImagePullBackOff", msg};
-      out.retry_at = out.retry_at ? std::min(*out.retry_at, it->second.first) : it->second.first;
-      return Unavailable(msg);
-    }
-  }
-  auto pulled = images_.PullImage(spec, nullptr, nullptr);
-  std::lock_guard<std::mutex> lock(backoff_mu_);
-  if (!pulled.ok()) {
-    auto& b = pull_backoff_[c.image];
-    b.second = b.second.count() == 0 ? kPullBackoffInitial : std::min(b.second * 2, kPullBackoffMax);
-    b.first = clock_.Now() + b.second;
-    out.retry_at = out.retry_at ? std::min(*out.retry_at, b.first) : b.first;
-    waiting[c.name] = {"ErrImagePull", pulled.status().message()};
-    return pulled.status();
-  }
-  pull_backoff_.erase(c.image);
-  return Status::Ok();
+Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
+                              SyncOutcome& out) {
+  EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy);
+  for (const auto& e : r.events) out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
+  if (r.retry_at) out.retry_at = out.retry_at ? std::min(*out.retry_at, *r.retry_at) : *r.retry_at;
+  if (!r.status.ok()) waiting[c.name] = {r.reason, r.message};
+  return r.status;
 }
 
 bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
@@ -192,11 +157,8 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
                                const ContainerRecordT* previous, uint32_t next_attempt,
                                const std::map<std::string, std::string>& volume_paths,
                                WaitingMap& waiting, SyncOutcome& out) {
-  if (Status s = EnsureImage(c, waiting, out); !s.ok()) {
+  if (Status s = EnsureImage(pod, c, waiting, out); !s.ok()) {
     out.error = "image for container " + c.name + ": " + s.message();
-    const auto& w = waiting[c.name];
-    out.events.push_back(MakeEvent(pod, "Warning", w.reason == "ImagePullBackOff" ? "BackOff" : "Failed",
-                                   w.message));
     return false;
   }
   v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt);

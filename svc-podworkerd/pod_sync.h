@@ -5,7 +5,7 @@
 // than the pod's last sync) and acts: a new sandbox when there is no ready one (stopping what
 // still runs of the old one), init containers one at a time in order, then every app
 // container; a running container whose spec hash changed is restarted; an exited one is
-// restarted per restartPolicy under crash-loop backoff; images per imagePullPolicy. It returns
+// restarted per restartPolicy under crash-loop backoff; images per imagePullPolicy (ImagePuller). It returns
 // the v1 PodStatus to report and whether the pod is finished for good.
 //
 // Thread-safe: pod workers call it from several threads, one pod per thread at a time.
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -26,6 +27,7 @@
 #include "lib/status/pod_status.h"
 #include "pleg_generated.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
+#include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/probe_manager.h"
 
 namespace nodelet::podworkerd {
@@ -79,6 +81,11 @@ class PodSyncer {
   void ForgetPod(const std::string& uid);
   // Dead containers kept per container of a pod (the kubelet's MaxPerPodContainer, 1).
   void set_max_dead_per_container(int n) { max_dead_per_container_ = n; }
+  // Image pulls: serialization, parallelism, back-off (before the first sync).
+  void set_image_puller_config(const ImagePullerConfig& config) {
+    puller_ = std::make_unique<ImagePuller>(images_, clock_, config);
+  }
+  const ImagePuller& image_puller() const { return *puller_; }
 
   // An event about `pod`, stamped now, from podworkerd.
   static status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
@@ -91,7 +98,10 @@ class PodSyncer {
   };
   using WaitingMap = std::map<std::string, Waiting>;
 
-  Status EnsureImage(const pod::Container& c, WaitingMap& waiting, SyncOutcome& out);
+  // The container's image per its pull policy (through puller_); fills `waiting` and the
+  // events.
+  Status EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
+                     SyncOutcome& out);
   // Creates and starts `c` in the sandbox; `previous` is its last instance (for the restart
   // count and the backoff). Fills `waiting` on failure.
   bool StartContainer(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,
@@ -114,8 +124,7 @@ class PodSyncer {
   ProbeManager* probes_ = nullptr;
   std::mutex backoff_mu_;
   CrashLoopBackoff backoff_;
-  // Image pull failures, per image: when a retry is allowed.
-  std::map<std::string, std::pair<MonoTime, std::chrono::milliseconds>> pull_backoff_;
+  std::unique_ptr<ImagePuller> puller_;
   int max_dead_per_container_ = 1;
   // Containers whose OOM kill was already reported (one event each).
   std::set<std::string> oom_reported_;

@@ -187,6 +187,7 @@ PodworkerdService::~PodworkerdService() { Stop(); }
 
 Status PodworkerdService::Start(ServiceContext& ctx) {
   ctx_ = &ctx;
+  if (Status s = ValidateImagePullerConfig(config_.image_pulls); !s.ok()) return s;
   auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
   if (!client.ok()) return client.status();
   cri_ = std::move(*client);
@@ -199,6 +200,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
+  syncer_->set_image_puller_config(config_.image_pulls);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
@@ -676,6 +678,8 @@ ServiceSpec MakeSpec() {
   auto initial = std::make_shared<std::string>("10s");
   auto max = std::make_shared<std::string>("5m");
   auto resync = std::make_shared<std::string>("10s");
+  auto pull_initial = std::make_shared<std::string>("10s");
+  auto pull_max = std::make_shared<std::string>("5m");
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
@@ -701,6 +705,20 @@ ServiceSpec MakeSpec() {
     app.add_option("--resync-period", *resync, "Each pod is synced at least this often")
         ->check(DurationValidator())
         ->capture_default_str();
+    app.add_option("--serialize-image-pulls", config->image_pulls.serialize,
+                   "Pull one image at a time (true/false)")
+        ->default_str("true");
+    app.add_option("--max-parallel-image-pulls", config->image_pulls.max_parallel,
+                   "Most image pulls at once without serialization (0: no limit)")
+        ->capture_default_str();
+    app.add_option("--image-pull-backoff-initial", *pull_initial,
+                   "First back-off delay after a failed image pull")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--image-pull-backoff-max", *pull_max,
+                   "Longest back-off delay after failed image pulls")
+        ->check(DurationValidator())
+        ->capture_default_str();
   };
   spec.make_hooks = [=](const CommonOptions&) -> std::unique_ptr<ServiceHooks> {
     PodworkerdConfig c = *config;
@@ -708,6 +726,8 @@ ServiceSpec MakeSpec() {
     c.backoff.initial = *ParseDuration(*initial);
     c.backoff.max = *ParseDuration(*max);
     c.resync_period = *ParseDuration(*resync);
+    c.image_pulls.backoff_initial = *ParseDuration(*pull_initial);
+    c.image_pulls.backoff_max = *ParseDuration(*pull_max);
     c.workers = std::max(1, c.workers);
     return std::make_unique<PodworkerdService>(c);
   };

@@ -28,6 +28,7 @@
 #include "podwork_generated.h"
 #include "lib/common/histogram.h"
 #include "svc-podworkerd/counting_runtime.h"
+#include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -40,6 +41,7 @@ struct PodworkerdConfig {
   CrashLoopPolicy backoff;
   int workers = 16;
   int max_dead_per_container = 1;
+  ImagePullerConfig image_pulls;
   // A pod is synced at least this often even without events.
   std::chrono::milliseconds resync_period{10000};
 };
@@ -158,7 +160,8 @@ class PodworkerdService : public ServiceHooks {
 };
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,
-// --pod-workers, --resync-period.
+// --pod-workers, --resync-period, --serialize-image-pulls, --max-parallel-image-pulls,
+// --image-pull-backoff-initial, --image-pull-backoff-max.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::podworkerd

@@ -39,6 +39,7 @@ constexpr char kNamespace[] = "k8s.io";
 constexpr char kCriPluginSection[] = "[plugins.\"io.containerd.grpc.v1.cri\"]";
 constexpr char kRuncOptionsSection[] =
     "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]";
+constexpr char kRegistrySection[] = "[plugins.\"io.containerd.grpc.v1.cri\".registry]";
 constexpr char kTaskStateDir[] = "io.containerd.runtime.v2.task";
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
@@ -226,7 +227,8 @@ std::string ImagesDir() {
 }
 
 Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
-                                         const std::string& sandbox_image) {
+                                         const std::string& sandbox_image,
+                                         const std::string& registry_config_path) {
   struct Setting {
     std::string section;  // "" for the top level
     std::string key;
@@ -243,6 +245,9 @@ Result<std::string> MakeContainerdConfig(const std::string& default_config, cons
       // runc's state (default /run/containerd/runc, shared by every instance) under ours too.
       {kRuncOptionsSection, "Root", Quote(dir + "/state/runc")},
   };
+  if (!registry_config_path.empty()) {
+    settings.push_back({kRegistrySection, "config_path", Quote(registry_config_path)});
+  }
   std::string out;
   std::string section;
   std::istringstream in(default_config);
@@ -324,7 +329,8 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(const Cont
   if (defaults.exit_code != 0) {
     return Internal("'containerd config default' failed: " + defaults.output);
   }
-  auto config = MakeContainerdConfig(defaults.output, dir, options.sandbox_image);
+  auto config = MakeContainerdConfig(defaults.output, dir, options.sandbox_image,
+                                     options.registry_config_path);
   if (!config.ok()) return config.status();
   std::string config_path = dir + "/config.toml";
   {

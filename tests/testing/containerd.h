@@ -29,6 +29,9 @@ struct ContainerdOptions {
   // OCI image tarballs imported (ctr -n k8s.io images import) once containerd answers.
   std::vector<std::string> image_tarballs;
   std::string sandbox_image = kPauseImage;
+  // The CRI plugin's registry.config_path: a certs.d-style directory with HOST/hosts.toml files
+  // (e.g. plain HTTP for a test registry, see tests/testing/registry.h). Empty: the default.
+  std::string registry_config_path;
   // Until CRI Version answers and every image is imported.
   std::chrono::milliseconds start_timeout{std::chrono::seconds(60)};
   // Grace between SIGTERM and SIGKILL when stopping containerd.
@@ -45,9 +48,11 @@ std::string ImagesDir();
 
 // containerd's config: `containerd config default` with root, state and the gRPC address moved
 // under `dir`, and the CRI plugin's sandbox_image, restrict_oom_score_adj = true (root lacks
-// CAP_SYS_RESOURCE in some VMs) and netns_mounts_under_state_dir = true. Exposed for tests.
+// CAP_SYS_RESOURCE in some VMs) and netns_mounts_under_state_dir = true, and the registry's
+// config_path when `registry_config_path` is not empty. Exposed for tests.
 Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
-                                         const std::string& sandbox_image);
+                                         const std::string& sandbox_image,
+                                         const std::string& registry_config_path = "");
 
 // The host pid of a running container, from containerd's verbose ContainerStatus ("info" JSON,
 // "pid" field); -1 when it cannot be found.

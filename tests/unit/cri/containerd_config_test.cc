@@ -40,6 +40,9 @@ version = 2
           Root = ""
           SystemdCgroup = false
 
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = ""
+
 [ttrpc]
   address = ""
 )";
@@ -59,6 +62,16 @@ TEST(MakeContainerdConfig, MovesEverythingUnderTheDirAndSetsTheCriOptions) {
   EXPECT_THAT(*config, HasSubstr("[ttrpc]\n  address = \"\"\n"));
   EXPECT_THAT(*config, Not(HasSubstr("/run/containerd")));
   EXPECT_THAT(*config, Not(HasSubstr("/var/lib/containerd")));
+}
+
+TEST(MakeContainerdConfig, SetsTheRegistryConfigPathOnlyWhenAsked) {
+  auto plain = MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(*plain, HasSubstr("registry]\n      config_path = \"\"\n"));
+  auto with = MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0",
+                                   "/tmp/x/certs.d");
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_THAT(*with, HasSubstr("registry]\n      config_path = \"/tmp/x/certs.d\"\n"));
 }
 
 TEST(MakeContainerdConfig, QuotesPaths) {

@@ -1,0 +1,191 @@
+#include "svc-podworkerd/image_puller.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "lib/pod/pod.h"
+
+namespace nodelet::podworkerd {
+namespace {
+
+std::string Quoted(const std::string& image) { return "\"" + image + "\""; }
+
+// "850ms", "1.2s", "12.345s": as an operator reads a pull's duration.
+std::string FormatDuration(Duration d) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(ms) / 1000.0);
+  std::string s = buf;
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s + "s";
+}
+
+}  // namespace
+
+Status ValidateImagePullerConfig(const ImagePullerConfig& c) {
+  if (c.max_parallel < 0) {
+    return InvalidArgument("--max-parallel-image-pulls must be 0 (no limit) or more, not " +
+                           std::to_string(c.max_parallel));
+  }
+  if (c.serialize && c.max_parallel > 1) {
+    return InvalidArgument("--max-parallel-image-pulls=" + std::to_string(c.max_parallel) +
+                           " needs --serialize-image-pulls=false (serialized pulls run one at a "
+                           "time)");
+  }
+  if (c.backoff_initial.count() <= 0 || c.backoff_max.count() <= 0) {
+    return InvalidArgument("--image-pull-backoff-initial and --image-pull-backoff-max must be "
+                           "positive");
+  }
+  if (c.backoff_initial > c.backoff_max) {
+    return InvalidArgument("--image-pull-backoff-initial (" +
+                           std::to_string(c.backoff_initial.count()) +
+                           "ms) is longer than --image-pull-backoff-max (" +
+                           std::to_string(c.backoff_max.count()) + "ms)");
+  }
+  return Status::Ok();
+}
+
+ImagePuller::ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config)
+    : images_(images), clock_(clock), config_(config) {}
+
+int ImagePuller::limit() const {
+  if (config_.serialize) return 1;
+  return config_.max_parallel > 0 ? config_.max_parallel : 0;
+}
+
+int ImagePuller::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
+int ImagePuller::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_;
+}
+
+int ImagePuller::max_running_seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_running_seen_;
+}
+
+bool ImagePuller::WaitForQueued(int n, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return queued_ >= n; });
+}
+
+Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pulling) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (auto it = flights_.find(image); it != flights_.end()) {
+    // Someone is pulling this image already: wait for that pull and share its result.
+    std::shared_ptr<Flight> flight = it->second;
+    ++queued_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return flight->done; });
+    --queued_;
+    *pulling = flight->pulling;
+    return flight->ref;
+  }
+  auto flight = std::make_shared<Flight>();
+  flights_[image] = flight;
+  const int max = limit();
+  if (max > 0 && running_ >= max) {
+    ++queued_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return running_ < max; });
+    --queued_;
+  }
+  ++running_;
+  max_running_seen_ = std::max(max_running_seen_, running_);
+  lock.unlock();
+
+  cri::v1::ImageSpec spec;
+  spec.set_image(image);
+  const MonoTime start = clock_.Now();
+  Result<std::string> ref = images_.PullImage(spec, nullptr, nullptr);
+  const Duration took = clock_.Now() - start;
+
+  lock.lock();
+  --running_;
+  if (ref.ok()) {
+    backoff_.erase(image);
+  } else {
+    Backoff& b = backoff_[image];
+    b.delay = b.delay.count() == 0 ? config_.backoff_initial
+                                   : std::min(b.delay * 2, config_.backoff_max);
+    b.until = clock_.Now() + b.delay;
+  }
+  flight->ref = ref;
+  flight->pulling = took;
+  flight->done = true;
+  flights_.erase(image);
+  cv_.notify_all();
+  *pulling = took;
+  return ref;
+}
+
+EnsureImageResult ImagePuller::EnsureImage(const std::string& image,
+                                           const std::string& pull_policy) {
+  EnsureImageResult out;
+  cri::v1::ImageSpec spec;
+  spec.set_image(image);
+  if (pull_policy != pod::kPullAlways) {
+    auto st = images_.ImageStatus(spec, false);
+    if (!st.ok()) {
+      out.status = st.status();
+      out.reason = "ErrImageInspect";
+      out.message = "Failed to inspect image " + Quoted(image) + ": " + st.status().message();
+      out.events.push_back({"Warning", "InspectFailed", out.message});
+      return out;
+    }
+    if (st->has_image()) {
+      out.events.push_back(
+          {"Normal", "Pulled", "Container image " + Quoted(image) + " already present on machine"});
+      return out;
+    }
+    if (pull_policy == pod::kPullNever) {
+      out.reason = "ErrImageNeverPull";
+      out.message = "Container image " + Quoted(image) + " is not present with pull policy of Never";
+      out.status = FailedPrecondition(out.message);
+      out.events.push_back({"Warning", "ErrImageNeverPull", out.message});
+      out.events.push_back({"Warning", "Failed", "Error: ErrImageNeverPull"});
+      return out;
+    }
+  }
+  const MonoTime asked = clock_.Now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = backoff_.find(image);
+    if (it != backoff_.end() && asked < it->second.until) {
+      out.reason = "ImagePullBackOff";
+      out.message = "Back-off pulling image " + Quoted(image);
+      out.status = Unavailable(out.message);
+      out.retry_at = it->second.until;
+      out.events.push_back({"Normal", "BackOff", out.message});
+      out.events.push_back({"Warning", "Failed", "Error: ImagePullBackOff"});
+      return out;
+    }
+  }
+  out.events.push_back({"Normal", "Pulling", "Pulling image " + Quoted(image)});
+  Duration pulling{};
+  Result<std::string> ref = Pull(image, &pulling);
+  if (ref.ok()) {
+    out.events.push_back({"Normal", "Pulled",
+                          "Successfully pulled image " + Quoted(image) + " in " +
+                              FormatDuration(pulling) + " (" +
+                              FormatDuration(clock_.Now() - asked) + " including waiting)"});
+    return out;
+  }
+  out.status = ref.status();
+  out.reason = "ErrImagePull";
+  out.message = ref.status().message();
+  out.events.push_back(
+      {"Warning", "Failed", "Failed to pull image " + Quoted(image) + ": " + out.message});
+  out.events.push_back({"Warning", "Failed", "Error: ErrImagePull"});
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = backoff_.find(image); it != backoff_.end()) out.retry_at = it->second.until;
+  return out;
+}
+
+}  // namespace nodelet::podworkerd

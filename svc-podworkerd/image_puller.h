@@ -1,0 +1,110 @@
+// ImagePuller: podworkerd's image manager (the kubelet's imageManager and its serial/parallel
+// pullers). EnsureImage applies a container's imagePullPolicy (Always, IfNotPresent, Never),
+// pulls through CRI PullImage, and says what the container's waiting state and events are.
+//
+// Pulls are serialized node-wide by default (the kubelet's serializeImagePulls: one PullImage
+// at a time, whichever pod worker thread asks); without serialization at most `max_parallel`
+// run at once (0: no limit). Concurrent requests for the same image share one PullImage call
+// and its result. A failed pull backs the image off (initial delay doubling to max); while in
+// back-off the image is not pulled and the container waits in ImagePullBackOff. A successful
+// pull clears the back-off. Thread-safe: every pod worker thread calls EnsureImage.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/common/status.h"
+#include "lib/cri/runtime_service.h"
+
+namespace nodelet::podworkerd {
+
+struct ImagePullerConfig {
+  // --serialize-image-pulls: one PullImage at a time on the node.
+  bool serialize = true;
+  // --max-parallel-image-pulls: without serialization, at most this many at once; 0: no limit.
+  int max_parallel = 0;
+  // --image-pull-backoff-initial / --image-pull-backoff-max.
+  std::chrono::milliseconds backoff_initial{10000};
+  std::chrono::milliseconds backoff_max{300000};
+};
+
+// Refuses a config that cannot be meant: max_parallel > 1 with serialization on (the kubelet
+// refuses it too), a negative max_parallel, a back-off that is not positive or whose initial
+// delay exceeds its maximum. The message names the flag.
+Status ValidateImagePullerConfig(const ImagePullerConfig& config);
+
+// An event to record about the container's pod (type, the kubelet's reason, message).
+struct ImageEvent {
+  std::string type;  // "Normal" or "Warning"
+  std::string reason;
+  std::string message;
+};
+
+struct EnsureImageResult {
+  // OK when the image is present (it was, or it was pulled). Otherwise the container waits
+  // with `reason` (ErrImageInspect, ErrImageNeverPull, ErrImagePull, ImagePullBackOff) and
+  // `message`.
+  Status status = Status::Ok();
+  std::string reason;
+  std::string message;
+  // Pulling, Pulled, Failed, BackOff, ErrImageNeverPull, as the kubelet records them.
+  std::vector<ImageEvent> events;
+  // When a retry can make progress (the back-off's end), after ErrImagePull / ImagePullBackOff.
+  std::optional<MonoTime> retry_at;
+};
+
+class ImagePuller {
+ public:
+  ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config = {});
+
+  // Makes `image` present per `pull_policy` ("Always", "IfNotPresent", "Never"; anything else
+  // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs.
+  EnsureImageResult EnsureImage(const std::string& image, const std::string& pull_policy);
+
+  const ImagePullerConfig& config() const { return config_; }
+  // PullImage calls running now, callers waiting (for their turn, or for a pull of the same
+  // image in flight), and the most that ever ran at once (for tests and counters).
+  int running() const;
+  int queued() const;
+  int max_running_seen() const;
+  // Waits (real time) until queued() >= n; false at the deadline.
+  bool WaitForQueued(int n, std::chrono::milliseconds timeout) const;
+
+ private:
+  // One PullImage call in flight, shared by every caller asking for the same image meanwhile.
+  struct Flight {
+    bool done = false;
+    Result<std::string> ref = std::string();
+    Duration pulling{};  // the PullImage call itself
+  };
+  struct Backoff {
+    MonoTime until{};
+    std::chrono::milliseconds delay{0};
+  };
+
+  // Pulls `image` (taking a turn, or joining a pull of it in flight). `pulling` is how long
+  // the PullImage call took.
+  Result<std::string> Pull(const std::string& image, Duration* pulling);
+  int limit() const;
+
+  cri::ImageService& images_;
+  const Clock& clock_;
+  const ImagePullerConfig config_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  // a turn freed, a flight done, a caller queued
+  std::map<std::string, std::shared_ptr<Flight>> flights_;
+  std::map<std::string, Backoff> backoff_;
+  int running_ = 0;
+  int queued_ = 0;
+  int max_running_seen_ = 0;
+};
+
+}  // namespace nodelet::podworkerd
