@@ -126,12 +126,16 @@ NodeStatusManager::NodeStatusManager(NodeStatusOptions options, cri::RuntimeServ
     : options_(std::move(options)), runtime_(runtime), images_(images) {}
 
 NodeStatusManager::~NodeStatusManager() {
+  RequestStop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeStatusManager::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
 }
 
 void NodeStatusManager::Start() {
@@ -151,12 +155,13 @@ void NodeStatusManager::Loop() {
   bool unpublished = true;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, options_.runtime_check_period, [this] { return stopping_; });
+    cv_.wait_for(lock, options_.runtime_check_period, [this] { return stopping_.load(); });
     if (stopping_) break;
     lock.unlock();
     const bool was_ready = runtime_ready_.load();
     CheckRuntime();
     // A change of the runtime's readiness shows in the node's Ready condition at once.
+    if (stopping_) break;
     if (std::chrono::steady_clock::now() >= next_status || runtime_ready_.load() != was_ready) {
       Refresh();
       next_status = std::chrono::steady_clock::now() + options_.status_period;
@@ -174,6 +179,7 @@ void NodeStatusManager::CheckRuntime() {
     error = "no container runtime configured (--runtime-endpoint)";
   } else {
     auto v = runtime_->Version();
+    if (stopping_) return;  // each call may take its whole timeout while the runtime hangs
     auto st = runtime_->RuntimeStatus(false);
     if (!v.ok()) {
       error = "container runtime is down: " + v.status().message();
@@ -227,7 +233,7 @@ void NodeStatusManager::Refresh() {
                                options_.kube_reserved.ephemeral_storage_bytes);
 
   nlohmann::json images = nlohmann::json::array();
-  if (images_ != nullptr && runtime_ready_) {
+  if (images_ != nullptr && runtime_ready_ && !stopping_) {
     auto list = images_->ListImages(cri::v1::ImageFilter());
     if (list.ok()) {
       for (const auto& img : *list) {

@@ -70,6 +70,9 @@ class NodeStatusManager : public NodeView {
   NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime, cri::ImageService* images);
   ~NodeStatusManager() override;
   void Start();
+  // Asks the thread to stop without waiting for it: it makes no new runtime call, so the
+  // destructor's join waits at most for the call in flight (the 2 s query timeout).
+  void RequestStop();
   // From the supervisor's loop: whether every service is RUNNING (and if not, which is not).
   void SetServices(bool all_running, const std::string& why);
   // Recomputes now (the thread does it periodically).
@@ -91,7 +94,7 @@ class NodeStatusManager : public NodeView {
   cri::ImageService* images_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   bool services_ok_ = false;
   std::string services_why_ = "services are starting";
   std::string runtime_error_ = "not checked yet";

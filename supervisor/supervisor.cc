@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -259,6 +260,8 @@ struct Supervisor::Impl {
         stopping = true;
         notifier.Notify("STOPPING=1\nSTATUS=stopping");
         services->StopAll();
+        // Its runtime calls end within their timeout while the services stop.
+        node->RequestStop();
       }
     }
   }
@@ -362,8 +365,9 @@ struct Supervisor::Impl {
       notifier.Notify("STATUS=" + summary);
     }
     if (!ready_sent && !stopping && services->AllRunning()) {
-      ready_sent = true;
-      notifier.Notify("READY=1\nSTATUS=" + summary);
+      // Sending never blocks; READY=1 that found the queue full is sent again next iteration.
+      ready_sent = notifier.Notify("READY=1\nSTATUS=" + summary) ||
+                   std::getenv("NOTIFY_SOCKET") == nullptr;
     }
   }
 

@@ -1,12 +1,40 @@
 #include "lib/common/systemd_notify.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
 #include <systemd/sd-daemon.h>
 
 namespace nodelet {
 
-void SystemdNotifierImpl::Notify(const std::string& state) {
+bool NotifySocketSend(const std::string& address, const std::string& state) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (address.size() < 2 || address.size() >= sizeof addr.sun_path) return false;
+  if (address[0] != '/' && address[0] != '@') return false;  // vsock and others: not supported
+  std::memcpy(addr.sun_path, address.data(), address.size());
+  if (address[0] == '@') addr.sun_path[0] = '\0';
+  const socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + (address[0] == '/' ? 1 : 0));
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  // The kernel adds our credentials when the receiver asked for them (SO_PASSCRED), as systemd
+  // and the supervisor do.
+  ssize_t n = sendto(fd, state.data(), state.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                     reinterpret_cast<const sockaddr*>(&addr), len);
+  close(fd);
+  return n == static_cast<ssize_t>(state.size());
+}
+
+bool SystemdNotifierImpl::Notify(const std::string& state) {
   // Errors are ignored on purpose: a missing or full notify socket must never stop the service.
-  sd_notify(0, state.c_str());
+  const char* address = std::getenv("NOTIFY_SOCKET");
+  if (address == nullptr) return false;
+  return NotifySocketSend(address, state);
 }
 
 std::optional<std::chrono::microseconds> WatchdogInterval() {

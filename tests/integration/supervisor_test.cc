@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -36,7 +37,7 @@ class SupervisorTest : public ::testing::Test {
     env["NOTIFY_SOCKET"] = notify_->path();
     std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
                                      "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--runtime-endpoint", "unix://" + dir_.Sub("no-runtime.sock"),
+                                     "--runtime-endpoint", "unix://" + runtime_socket_,
                                      "--failing-grace", "1h"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(argv, env, dir_.Sub("nodelet.log"));
@@ -64,6 +65,7 @@ class SupervisorTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string runtime_socket_ = dir_.Sub("no-runtime.sock");
   std::unique_ptr<NotifyListener> notify_;
   std::unique_ptr<Subprocess> nodelet_;
 };
@@ -96,6 +98,84 @@ TEST_F(SupervisorTest, AllRunningWithDatagramsAndSigtermLeavesNothing) {
   }
   EXPECT_EQ(Ctl({"status"}).exit_code, 4) << "no supervisor: exit 4";
   EXPECT_THAT(Ctl({"status"}).output, HasSubstr("not running"));
+}
+
+// A socket that accepts connections (into its backlog) and never answers: a runtime that
+// hangs, as a SIGSTOPped containerd does.
+class HungSocket {
+ public:
+  explicit HungSocket(const std::string& path) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+          listen(fd_, 64) == 0;
+  }
+  ~HungSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+// Fills the datagram queue of `path` (nobody reads it yet); returns how many were queued.
+int FillDatagramQueue(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  int queued = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string text = "FILLER=" + std::to_string(i);
+    if (sendto(fd, text.data(), text.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr),
+               sizeof addr) < 0) {
+      break;
+    }
+    ++queued;
+  }
+  close(fd);
+  return queued;
+}
+
+// The chaos soak's hung SIGTERM: libsystemd's sd_notify blocks on a notify socket whose queue
+// is full, and the supervisor's loop stopped there (no ctl answers, no restarts, SIGTERM never
+// read). Now a full queue drops STATUS= (READY=1 is sent again until it fits), and SIGTERM
+// stops everything within the stop timeout plus one runtime call, also while the runtime hangs.
+TEST_F(SupervisorTest, FullNotifySocketAndHungRuntimeNeverStallTheLoopOrTheStop) {
+  HungSocket runtime(runtime_socket_);
+  ASSERT_TRUE(runtime.ok());
+  Start({"--stop-timeout", "5s"});
+  // Start() bound a fresh listener; fill it before nodelet's first datagram can be read.
+  const int filler = FillDatagramQueue(notify_->path());
+  ASSERT_GT(filler, 0);
+  // The loop answers ctl requests while nobody reads the notify socket.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  CommandResult status;
+  do {
+    status = Ctl({"status"});
+  } while (status.exit_code != 0 && std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(status.exit_code, 0) << "every service RUNNING, answered by the loop: " << status.output;
+  // Reading makes room: READY=1, dropped while the queue was full, arrives.
+  EXPECT_TRUE(notify_->WaitFor("READY=1", 10s));
+  // Full again, and the runtime hangs: SIGTERM must still stop everything.
+  FillDatagramQueue(notify_->path());
+  auto pids = Pids();
+  const auto term = std::chrono::steady_clock::now();
+  nodelet_->Signal(SIGTERM);
+  auto st = nodelet_->Wait(30s);
+  ASSERT_TRUE(st.has_value()) << "nodelet did not exit within 30 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  std::cerr << "stopped in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term).count()
+            << " ms\n";
+  for (const auto& [name, pid] : pids) {
+    ASSERT_GT(pid, 0) << name;
+    EXPECT_TRUE(WaitProcessGone(pid, 1s)) << name << " survived the supervisor";
+  }
 }
 
 TEST_F(SupervisorTest, KillNineRestartsOnlyThatServiceAndCtlRestartChangesOnePid) {

@@ -1,0 +1,135 @@
+// lib/common: the notify socket never blocks the sender; log lines reach their file at once.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "lib/common/logging.h"
+#include "lib/common/systemd_notify.h"
+#include "tests/testing/harness.h"
+
+namespace nodelet {
+namespace {
+
+// A datagram socket bound at `address` ("/path" or "@abstract") that the test reads (or not).
+class Receiver {
+ public:
+  explicit Receiver(const std::string& address) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, address.data(), address.size());
+    if (address[0] == '@') addr.sun_path[0] = '\0';
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() +
+                                           (address[0] == '@' ? 0 : 1));
+    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) == 0;
+  }
+  ~Receiver() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool bound() const { return bound_; }
+  // The next queued datagram, or "" when the queue is empty.
+  std::string Next() {
+    char buf[512];
+    ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+TEST(NotifySocketTest, FullQueueDropsInsteadOfBlocking) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("notify.sock");
+  Receiver rx(path);
+  ASSERT_TRUE(rx.bound());
+  // Nobody reads: the queue (net.unix.max_dgram_qlen, 10 by default outside systemd) fills up.
+  // libsystemd's sd_notify would block here for good.
+  int sent = 0, dropped = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (NotifySocketSend(path, "STATUS=" + std::to_string(i))) {
+      ++sent;
+    } else {
+      ++dropped;
+    }
+  }
+  EXPECT_GT(sent, 0);
+  EXPECT_GT(dropped, 0) << "200 datagrams fit a queue nobody reads?";
+  // What was sent arrived whole and in order; what was dropped did not arrive.
+  for (int i = 0; i < sent; ++i) EXPECT_EQ(rx.Next(), "STATUS=" + std::to_string(i));
+  EXPECT_EQ(rx.Next(), "");
+  // With room again, sending works again.
+  EXPECT_TRUE(NotifySocketSend(path, "READY=1"));
+  EXPECT_EQ(rx.Next(), "READY=1");
+}
+
+TEST(NotifySocketTest, AbstractAddressAndEnvironment) {
+  const std::string abstract = "@nodelet-notify-test-" + std::to_string(getpid());
+  Receiver rx(abstract);
+  ASSERT_TRUE(rx.bound());
+  const char* saved = std::getenv("NOTIFY_SOCKET");
+  std::string saved_value = saved ? saved : "";
+  setenv("NOTIFY_SOCKET", abstract.c_str(), 1);
+  SystemdNotifierImpl notifier;
+  EXPECT_TRUE(notifier.Notify("READY=1\nSTATUS=running"));
+  EXPECT_EQ(rx.Next(), "READY=1\nSTATUS=running");
+  unsetenv("NOTIFY_SOCKET");
+  EXPECT_FALSE(notifier.Notify("READY=1"));
+  if (saved) setenv("NOTIFY_SOCKET", saved_value.c_str(), 1);
+}
+
+TEST(NotifySocketTest, BadAddressesAreRefused) {
+  EXPECT_FALSE(NotifySocketSend("", "READY=1"));
+  EXPECT_FALSE(NotifySocketSend("relative/path", "READY=1"));
+  EXPECT_FALSE(NotifySocketSend("vsock:2:1234", "READY=1"));
+  EXPECT_FALSE(NotifySocketSend("/" + std::string(200, 'x'), "READY=1"));
+  testing::TempDir dir;
+  EXPECT_FALSE(NotifySocketSend(dir.Sub("nobody-listens.sock"), "READY=1"));
+}
+
+// The supervisor keeps its services' output and its own stderr in files; a line must be there
+// as soon as it is logged (a process killed a moment later loses nothing it logged).
+TEST(LoggingTest, EveryLineReachesTheFileAtOnce) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("stderr.log");
+  int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(file, 0);
+  int saved = dup(2);
+  ASSERT_GE(saved, 0);
+  dup2(file, 2);
+  close(file);
+  InitLogging("common-test", "info");
+  auto log = GetLogger("common-test.component");
+  auto read_file = [&] {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  log->info("first line {}", 1);
+  const std::string after_info = read_file();
+  log->warn("second line");
+  const std::string after_warn = read_file();
+  log->debug("not at this level");
+  const std::string after_debug = read_file();
+  dup2(saved, 2);
+  close(saved);
+  EXPECT_NE(after_info.find("info [common-test.component] first line 1\n"), std::string::npos)
+      << after_info;
+  EXPECT_NE(after_warn.find("warning [common-test.component] second line\n"), std::string::npos)
+      << after_warn;
+  EXPECT_EQ(after_debug.find("not at this level"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nodelet
