@@ -165,9 +165,11 @@ int main(int argc, char** argv) {
   std::vector<Figure> figures;
   figures.push_back(Distribution("IPC round trip (heartbeat → reply)", "us", rtt_us));
   SetGoal(figures.back(), "p99", "<", 200);
+  figures.back().note = std::to_string(msg_size) + "-byte message";
   figures.push_back(Value("IPC one-way throughput", "messages/s", throughput,
                           static_cast<size_t>(messages)));
   SetGoal(figures.back(), "value", ">", 200000);
+  figures.back().note = std::to_string(msg_size) + "-byte messages";
   WriteReport(json_path, figures, {{"message_bytes", msg_size}});
   return 0;
 }

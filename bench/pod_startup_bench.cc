@@ -256,8 +256,8 @@ int main(int argc, char** argv) {
     SetReference(fig, "the same pods through CRI directly, " + std::to_string(kConcurrency) +
                           " at a time (floor)", f.ms);
     SetGoal(fig, "ratio", "<", 1.2);
-    fig.note = "all Running after " + std::to_string(static_cast<long>(a.all)) + " ms (floor " +
-               std::to_string(static_cast<long>(f.all)) + " ms)";
+    fig.note = "all Running after " + std::to_string(static_cast<long>(a.all)) + " ms, floor " +
+               std::to_string(static_cast<long>(f.all)) + " ms";
     figures.push_back(fig);
     if (a.pods == 1) {
       Figure one = Value("one pod Running, end to end", "ms", a.p50, 1);

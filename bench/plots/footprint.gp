@@ -3,7 +3,7 @@
 #   -e "datafile='footprint.dat'; ncols=N; outfile='FILE.png'"
 set terminal pngcairo size 900,540 noenhanced font ",10"
 set output outfile
-set title "nodelet footprint over time (pods: 0 -> 10 -> 100)"
+set title "nodelet footprint over time, while the pods are added (see latest.md for the phases)"
 set xlabel "seconds"
 set ylabel "PSS, MiB"
 set y2label "CPU, cores (all nodelet processes)"
