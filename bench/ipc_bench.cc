@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_stats.h"
+#include "bench/bench_report.h"
 #include "control_generated.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 
-using nodelet::bench::Percentile;
+using namespace nodelet::bench;
 
 namespace {
 
@@ -162,14 +162,14 @@ int main(int argc, char** argv) {
   std::printf("%-36s %9.0f /s %10s\n", "ipc one-way throughput", throughput, "> 200000");
   std::printf("(message size %zu bytes, %d round trips, %d one-way messages)\n", msg_size,
               round_trips, messages);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << "{\n"
-        << "  \"ipc_round_trip\": {\"unit\": \"us\", \"samples\": " << rtt_us.size()
-        << ", \"p50\": " << p50 << ", \"p99\": " << p99 << ", \"goal_p99\": 200},\n"
-        << "  \"ipc_throughput\": {\"unit\": \"messages/s\", \"samples\": " << messages
-        << ", \"value\": " << static_cast<long>(throughput) << ", \"goal\": 200000},\n"
-        << "  \"ipc_message_bytes\": " << msg_size << "\n}\n";
-  }
+  std::vector<Figure> figures;
+  figures.push_back(Distribution("IPC round trip (heartbeat → reply)", "us", rtt_us));
+  SetGoal(figures.back(), "p99", "<", 200);
+  figures.back().note = std::to_string(msg_size) + "-byte message";
+  figures.push_back(Value("IPC one-way throughput", "messages/s", throughput,
+                          static_cast<size_t>(messages)));
+  SetGoal(figures.back(), "value", ">", 200000);
+  figures.back().note = std::to_string(msg_size) + "-byte messages";
+  WriteReport(json_path, figures, {{"message_bytes", msg_size}});
   return 0;
 }

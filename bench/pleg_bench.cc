@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_stats.h"
+#include "bench/bench_report.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "svc-plegd/cri_pleg_runtime.h"
 #include "svc-plegd/relist_diff.h"
@@ -34,7 +34,7 @@
 
 using namespace nodelet;
 using namespace nodelet::testing;
-using nodelet::bench::Percentile;
+using namespace nodelet::bench;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace v1 = ::runtime::v1;
@@ -319,27 +319,30 @@ int main(int argc, char** argv) {
                 (c.runtime + ", " + std::to_string(c.containers) + " containers").c_str(),
                 c.wall_ms_p50, c.wall_ms_p99, c.cpu_ms, ctrd);
   }
-  if (!json_path.empty()) {
-    nlohmann::json j;
-    j["exits_per_period"] = exits;
-    for (const auto& r : latency) {
-      j["event_latency_ms"][r.period] = {{"p50", Percentile(r.ms, 50)},
-                                         {"p99", Percentile(r.ms, 99)},
-                                         {"samples", r.ms.size()},
-                                         {"runtime_floor_p50", Percentile(r.runtime_ms, 50)},
-                                         {"runtime_floor_p99", Percentile(r.runtime_ms, 99)}};
-    }
-    j["event_latency_ms"]["goal_p99_at_100ms"] = 150;
-    for (const auto& c : costs) {
-      j["relist_cost"].push_back({{"runtime", c.runtime},
-                                  {"containers", c.containers},
-                                  {"wall_ms_p50", c.wall_ms_p50},
-                                  {"wall_ms_p99", c.wall_ms_p99},
-                                  {"cpu_ms", c.cpu_ms},
-                                  {"containerd_cpu_ms", c.containerd_cpu_ms}});
-    }
-    j["relist_cost_goal_cpu_ms_at_100_real"] = 10;
-    std::ofstream(json_path) << j.dump(2) << "\n";
+  std::vector<Figure> figures;
+  for (const auto& r : latency) {
+    figures.push_back(Distribution("plegd event latency, relist " + r.period +
+                                       " (kill → ContainerDied at a subscriber)", "ms", r.ms));
+    SetReference(figures.back(), "CRI reports EXITED (containerd's floor)", r.runtime_ms);
+    if (r.period == "100ms") SetGoal(figures.back(), "p99", "<", 150);
   }
+  nlohmann::json details;
+  details["exits_per_period"] = exits;
+  for (const auto& c : costs) {
+    details["relist_cost"].push_back({{"runtime", c.runtime},
+                                      {"containers", c.containers},
+                                      {"wall_ms_p50", c.wall_ms_p50},
+                                      {"wall_ms_p99", c.wall_ms_p99},
+                                      {"cpu_ms", c.cpu_ms},
+                                      {"containerd_cpu_ms", c.containerd_cpu_ms}});
+    if (c.runtime != "containerd") continue;
+    Figure f = Value("plegd relist CPU, " + std::to_string(c.containers) + " containers", "ms",
+                     c.cpu_ms, 50);
+    SetReferenceValue(f, "containerd's CPU for the same relist", c.containerd_cpu_ms);
+    f.note = "wall p50 " + std::to_string(c.wall_ms_p50).substr(0, 5) + " ms";
+    if (c.containers == 100) SetGoal(f, "value", "<", 10);
+    figures.push_back(f);
+  }
+  WriteReport(json_path, figures, details);
   return 0;
 }

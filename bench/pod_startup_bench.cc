@@ -4,8 +4,11 @@
 // CreateContainer, StartContainer) with the same concurrency as podworkerd's pool: the
 // runtime's floor. Runs a real nodelet (all services) on a private containerd.
 //
+// With --data-dir, each size's per-pod latencies go to startup-N-nodelet.dat and
+// startup-N-floor.dat (sorted, with the cumulative fraction) for bench/plots/startup.gp.
+//
 //   pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] [--relist-period 100ms]
-//                     [--json FILE]
+//                     [--json FILE] [--data-dir DIR]
 #include <signal.h>
 
 #include <atomic>
@@ -22,14 +25,14 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_stats.h"
+#include "bench/bench_report.h"
 #include "lib/status/status_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
 
 using namespace nodelet;
 using namespace nodelet::testing;
-using nodelet::bench::Percentile;
+using namespace nodelet::bench;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace v1 = ::runtime::v1;
@@ -51,10 +54,11 @@ double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::m
 struct Figures {
   int pods = 0;
   double p50 = 0, p99 = 0, all = 0;
+  std::vector<double> ms;  // per pod
 };
 
 Figures Summarize(int pods, const std::vector<double>& ms, double all) {
-  return Figures{pods, Percentile(ms, 50), Percentile(ms, 99), all};
+  return Figures{pods, Percentile(ms, 50), Percentile(ms, 99), all, ms};
 }
 
 // Through nodelet: write the manifests, wait for every pod Running on the watch stream.
@@ -172,7 +176,7 @@ bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, in
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string bin_dir, images_dir, json_path, sizes_arg = "1,30,100", relist = "100ms";
+  std::string bin_dir, images_dir, json_path, data_dir, sizes_arg = "1,30,100", relist = "100ms";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
@@ -180,9 +184,10 @@ int main(int argc, char** argv) {
     else if (a == "--sizes" && i + 1 < argc) sizes_arg = argv[++i];
     else if (a == "--relist-period" && i + 1 < argc) relist = argv[++i];
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--data-dir" && i + 1 < argc) data_dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] "
-                           "[--relist-period 100ms] [--json FILE]\n");
+                           "[--relist-period 100ms] [--json FILE] [--data-dir DIR]\n");
       return 2;
     }
   }
@@ -237,19 +242,38 @@ int main(int argc, char** argv) {
               "(%d at a time)\n", relist.c_str(), kConcurrency);
   std::printf("%6s %12s %12s %12s %12s %12s %12s %8s\n", "pods", "nodelet p50", "p99", "all",
               "floor p50", "p99", "all", "ratio");
-  nlohmann::json j;
-  j["relist_period"] = relist;
-  j["concurrency"] = kConcurrency;
+  std::vector<Figure> figures;
+  nlohmann::json details;
+  details["relist_period"] = relist;
+  details["concurrency"] = kConcurrency;
   for (const auto& [a, f] : results) {
     double ratio = f.p50 > 0 ? a.p50 / f.p50 : 0;
     std::printf("%6d %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %7.2fx\n", a.pods, a.p50,
                 a.p99, a.all, f.p50, f.p99, f.all, ratio);
-    j["sizes"].push_back({{"pods", a.pods},
-                          {"nodelet_ms", {{"p50", a.p50}, {"p99", a.p99}, {"all", a.all}}},
-                          {"floor_ms", {{"p50", f.p50}, {"p99", f.p99}, {"all", f.all}}},
-                          {"ratio_p50", ratio}});
+    Figure fig = Distribution("pod startup, " + std::to_string(a.pods) +
+                                  (a.pods == 1 ? " pod" : " pods") + " (manifest → Running)",
+                              "ms", a.ms);
+    SetReference(fig, "the same pods through CRI directly, " + std::to_string(kConcurrency) +
+                          " at a time (floor)", f.ms);
+    SetGoal(fig, "ratio", "<", 1.2);
+    fig.note = "all Running after " + std::to_string(static_cast<long>(a.all)) + " ms, floor " +
+               std::to_string(static_cast<long>(f.all)) + " ms";
+    figures.push_back(fig);
+    if (a.pods == 1) {
+      Figure one = Value("one pod Running, end to end", "ms", a.p50, 1);
+      SetGoal(one, "value", "<", 250);
+      figures.push_back(one);
+    }
+    details["sizes"].push_back({{"pods", a.pods},
+                                {"nodelet_ms", {{"p50", a.p50}, {"p99", a.p99}, {"all", a.all}}},
+                                {"floor_ms", {{"p50", f.p50}, {"p99", f.p99}, {"all", f.all}}},
+                                {"ratio_p50", ratio}});
+    if (!data_dir.empty()) {
+      std::string base = data_dir + "/startup-" + std::to_string(a.pods);
+      WriteCdf(base + "-nodelet.dat", a.ms);
+      WriteCdf(base + "-floor.dat", f.ms);
+    }
   }
-  j["goals"] = {{"ratio", 1.2}, {"single_pod_ms", 250}};
-  if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+  WriteReport(json_path, figures, details);
   return 0;
 }

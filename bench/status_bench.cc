@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_stats.h"
+#include "bench/bench_report.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
 #include "tests/testing/harness.h"
@@ -24,7 +24,7 @@ using namespace nodelet;
 using namespace nodelet::testing;
 using SteadyClock = std::chrono::steady_clock;
 
-using nodelet::bench::Percentile;
+using namespace nodelet::bench;
 
 namespace {
 
@@ -125,13 +125,12 @@ int main(int argc, char** argv) {
   std::printf("%-36s %9.0f us\n", "statusd SetPodStatus p50", p50);
   std::printf("%-36s %9.0f us\n", "statusd SetPodStatus p99", p99);
   std::printf("(%d updates over %d pods, %d in flight, %d errors)\n", updates, pods, window, errors);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << "{\"throughput\": {\"unit\": \"updates/s\", \"samples\": " << acked
-        << ", \"value\": " << static_cast<long>(rate) << ", \"goal\": 10000},\n"
-        << " \"latency\": {\"unit\": \"us\", \"samples\": " << latency_us.size()
-        << ", \"p50\": " << p50 << ", \"p99\": " << p99 << "},\n"
-        << " \"pods\": " << pods << ", \"window\": " << window << ", \"errors\": " << errors << "}\n";
-  }
+  std::vector<Figure> figures;
+  figures.push_back(Value("statusd durable updates (acknowledged after commit)", "updates/s",
+                          rate, static_cast<size_t>(acked)));
+  SetGoal(figures.back(), "value", ">", 10000);
+  figures.push_back(Distribution("statusd SetPodStatus latency (send → ack)", "us", latency_us));
+  figures.back().note = std::to_string(window) + " in flight";
+  WriteReport(json_path, figures, {{"pods", pods}, {"window", window}, {"errors", errors}});
   return errors == 0 ? 0 : 1;
 }

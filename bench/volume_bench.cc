@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_stats.h"
+#include "bench/bench_report.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/sockets.h"
@@ -28,7 +28,7 @@
 
 using namespace nodelet;
 using namespace nodelet::testing;
-using nodelet::bench::Percentile;
+using namespace nodelet::bench;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -206,12 +206,11 @@ int main(int argc, char** argv) {
               Percentile(one, 50), Percentile(one, 99), "< 50 ms");
   std::printf("  %-46s %6.1f ms %6.1f ms\n", "100 pods at once", Percentile(hundred, 50),
               Percentile(hundred, 99));
-  if (!json_path.empty()) {
-    nlohmann::json j;
-    j["one_pod_ms"] = {{"p50", Percentile(one, 50)}, {"p99", Percentile(one, 99)}, {"rounds", rounds}};
-    j["hundred_pods_ms"] = {{"p50", Percentile(hundred, 50)}, {"p99", Percentile(hundred, 99)}};
-    j["goal_one_pod_p99_ms"] = 50;
-    std::ofstream(json_path) << j.dump(2) << "\n";
-  }
+  std::vector<Figure> figures;
+  figures.push_back(Distribution("volume readiness, 1 pod with 5 volumes (ADD → ready)", "ms", one));
+  SetGoal(figures.back(), "p99", "<", 50);
+  figures.push_back(Distribution("volume readiness, 100 pods at once (ADD → each ready)", "ms",
+                                 hundred));
+  WriteReport(json_path, figures, {{"rounds", rounds}});
   return 0;
 }
