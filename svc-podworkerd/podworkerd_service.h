@@ -28,6 +28,7 @@
 #include "podwork_generated.h"
 #include "lib/common/histogram.h"
 #include "svc-podworkerd/counting_runtime.h"
+#include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -40,6 +41,8 @@ struct PodworkerdConfig {
   CrashLoopPolicy backoff;
   int workers = 16;
   int max_dead_per_container = 1;
+  // Node-wide dead-container cap and image GC (svc-podworkerd/garbage_collector.h).
+  GarbageCollectionConfig gc;
   // A pod is synced at least this often even without events.
   std::chrono::milliseconds resync_period{10000};
 };
@@ -131,6 +134,8 @@ class PodworkerdService : public ServiceHooks {
   std::unique_ptr<pleg::PlegMirror> mirror_;
   std::unique_ptr<StatusSender> status_;
   std::unique_ptr<ipc::Subscriber> volume_events_;
+  StatvfsFsStats fs_stats_;
+  std::unique_ptr<GarbageCollector> gc_;
 
   PodLifecycle<pod::Pod> lifecycle_;
   std::map<std::string, Entry> pods_;
@@ -158,7 +163,9 @@ class PodworkerdService : public ServiceHooks {
 };
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,
-// --pod-workers, --resync-period.
+// --pod-workers, --resync-period, --maximum-dead-containers-per-container,
+// --maximum-dead-containers, --container-gc-period, --image-gc-high-threshold,
+// --image-gc-low-threshold, --image-minimum-gc-age, --image-gc-period, --pod-infra-container-image.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::podworkerd

@@ -26,6 +26,7 @@ class NodeletTest : public ::testing::Test {
     ContainerdOptions opts;
     opts.dir = dir_.Sub("ctrd");
     opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+    ConfigureContainerd(opts);
     auto c = ContainerdInstance::Start(opts);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     containerd_ = std::move(*c);
@@ -47,6 +48,8 @@ class NodeletTest : public ::testing::Test {
       EXPECT_TRUE(containerd_->Stop().ok());
     }
   }
+  // A test's changes to its containerd (extra images, a small root filesystem), before start.
+  virtual void ConfigureContainerd(ContainerdOptions&) {}
   std::string manifests() const { return dir_.Sub("manifests"); }
   // Writes a manifest atomically (a hidden temporary file, then rename).
   void Write(const std::string& file, const std::string& content) {
