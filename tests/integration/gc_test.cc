@@ -35,7 +35,7 @@ constexpr uint64_t kRootBytes = 80 << 20;
 constexpr char kAppImage[] = "nodelet.local/gc-app:1.0";
 
 std::string Sha256Of(const std::string& path) {
-  auto r = RunCommand({"sha256sum", path}, 30s);
+  auto r = RunCommand({"/usr/bin/sha256sum", path}, 30s);
   return r.exit_code == 0 ? r.output.substr(0, 64) : "";
 }
 
@@ -46,7 +46,7 @@ std::string BuildImage(const std::string& work, const std::string& name, const s
   const std::string layout = work + "/" + name + "-layout";
   const std::string blobs = layout + "/blobs/sha256";
   fs::create_directories(blobs);
-  const std::vector<std::string> tar = {"tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
+  const std::vector<std::string> tar = {"/bin/tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
                                         "--numeric-owner", "--format=gnu", "-C"};
   auto run = [&](std::vector<std::string> argv) {
     auto r = RunCommand(argv, 60s);
