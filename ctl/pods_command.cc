@@ -301,7 +301,9 @@ std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t no
     std::string age = Ago(e.last_unix_s, now);
     if (e.count > 1) age += " (x" + std::to_string(e.count) + ")";
     if (with_object) {
-      rows.push_back({age, e.type, e.reason, "pod/" + e.pod_name, e.message});
+      // Node events (image GC, ...) carry the object uid "node".
+      rows.push_back({age, e.type, e.reason, (e.pod_uid == "node" ? "node/" : "pod/") + e.pod_name,
+                      e.message});
     } else {
       rows.push_back({age, e.type, e.reason, e.message});
     }

@@ -116,6 +116,30 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       << "# TYPE kubelet_garbage_collected_containers_total counter\n"
       << "kubelet_garbage_collected_containers_total " << Get(workers, "containers_garbage_collected")
       << "\n";
+  auto counter = [&](const char* name, const char* help, const char* type, const char* key) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+        << name << " " << Get(workers, key) << "\n";
+  };
+  counter("kubelet_image_garbage_collected_total", "Images removed by image garbage collection.",
+          "counter", "images_garbage_collected");
+  counter("nodelet_image_gc_freed_bytes_total",
+          "Bytes freed by image garbage collection (the removed images' sizes).", "counter",
+          "image_gc_bytes_freed");
+  counter("nodelet_image_gc_runs_total", "Image garbage collection passes.", "counter",
+          "image_gc_runs");
+  counter("nodelet_image_gc_failures_total",
+          "Image garbage collection passes that failed or could not free enough.", "counter",
+          "image_gc_failures");
+  counter("nodelet_image_fs_capacity_bytes", "Capacity of the image filesystem.", "gauge",
+          "image_fs_capacity_bytes");
+  counter("nodelet_image_fs_available_bytes",
+          "Free bytes of the image filesystem at the last image GC pass.", "gauge",
+          "image_fs_available_bytes");
+  counter("nodelet_container_gc_runs_total", "Node-wide dead-container garbage collection passes.",
+          "counter", "container_gc_runs");
+  counter("nodelet_container_gc_failures_total",
+          "Node-wide dead-container garbage collection passes that failed.", "counter",
+          "container_gc_failures");
   out << "# HELP nodelet_service_up Whether the service is RUNNING (1) or not (0).\n"
       << "# TYPE nodelet_service_up gauge\n";
   for (const auto& svc : s.services) {

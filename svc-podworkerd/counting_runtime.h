@@ -86,6 +86,9 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   Status RemoveImage(const cri::v1::ImageSpec& image) override {
     return CountStatus("remove_image", images_.RemoveImage(image));
   }
+  Result<cri::v1::ImageFsInfoResponse> ImageFsInfo() override {
+    return Count("image_fs_info", images_.ImageFsInfo());
+  }
 
  private:
   void Add(const char* op, bool ok) {

@@ -188,6 +188,7 @@ PodworkerdService::~PodworkerdService() { Stop(); }
 Status PodworkerdService::Start(ServiceContext& ctx) {
   ctx_ = &ctx;
   if (Status s = ValidateImagePullerConfig(config_.image_pulls); !s.ok()) return s;
+  if (Status s = ValidateImageGcPolicy(config_.gc.image); !s.ok()) return s;
   auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
   if (!client.ok()) return client.status();
   cri_ = std::move(*client);
@@ -215,6 +216,11 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       !s.ok()) {
     return s;
   }
+  config_.gc.containers.max_per_pod_container = config_.max_dead_per_container;
+  gc_ = std::make_unique<GarbageCollector>(
+      *counting_, *counting_, fs_stats_, ctx.clock, config_.gc,
+      [sender = status_.get()](status::PodEvent e) { sender->SendEvents({std::move(e)}); });
+  gc_->Start();
   done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (done_fd_ < 0) return Internal("eventfd failed");
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
@@ -232,6 +238,7 @@ void PodworkerdService::Stop() {
   cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  gc_.reset();
   probes_.reset();
   status_.reset();
   if (done_fd_ >= 0) close(done_fd_);
@@ -416,7 +423,18 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
     }
     Update({uid, UpdateType::kKill, nullptr, e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
   }
-  if (sources_ready_) KillOrphans();
+  if (sources_ready_) {
+    KillOrphans();
+    // Garbage collection protects the desired pods' containers and images.
+    std::set<std::string> uids, images;
+    for (const auto& [uid, e] : pods_) {
+      if (!e.desired || !e.pod) continue;
+      uids.insert(uid);
+      for (const auto& c : e.pod->spec.init_containers) images.insert(c.image);
+      for (const auto& c : e.pod->spec.containers) images.insert(c.image);
+    }
+    if (gc_) gc_->SetDesired(std::move(uids), std::move(images));
+  }
 }
 
 void PodworkerdService::KillOrphans() {
@@ -656,7 +674,17 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphans_killed", orphans_killed_);
   c.emplace_back("bad_messages", bad_messages_);
   c.emplace_back("parked", parked_.size());
-  c.emplace_back("containers_garbage_collected", containers_gc_);
+  if (gc_) {
+    uint64_t node_wide = 0;
+    for (const auto& [name, value] : gc_->Counters()) {
+      if (name == "containers_garbage_collected_node") node_wide = value;
+      c.emplace_back(name, value);
+    }
+    // Removed by pod syncs and by the node-wide pass alike.
+    c.emplace_back("containers_garbage_collected", containers_gc_ + node_wide);
+  } else {
+    c.emplace_back("containers_garbage_collected", containers_gc_);
+  }
   pod_start_.Export("pod_start_duration_seconds", c);
   worker_duration_.Export("pod_worker_duration_seconds", c);
   if (counting_) {
@@ -680,6 +708,9 @@ ServiceSpec MakeSpec() {
   auto resync = std::make_shared<std::string>("10s");
   auto pull_initial = std::make_shared<std::string>("10s");
   auto pull_max = std::make_shared<std::string>("5m");
+  auto container_gc_period = std::make_shared<std::string>("1m");
+  auto image_gc_period = std::make_shared<std::string>("5m");
+  auto image_min_age = std::make_shared<std::string>("2m");
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
@@ -701,6 +732,32 @@ ServiceSpec MakeSpec() {
         ->capture_default_str();
     app.add_option("--maximum-dead-containers-per-container", config->max_dead_per_container,
                    "Dead instances kept per container of a pod (at least 1)")
+        ->capture_default_str();
+    app.add_option("--maximum-dead-containers", config->gc.containers.max_containers,
+                   "Dead containers kept on the node (-1: no limit); the newest instance of a "
+                   "running pod's container always stays")
+        ->capture_default_str();
+    app.add_option("--container-gc-period", *container_gc_period,
+                   "How often the node-wide dead-container pass runs")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--image-gc-high-threshold", config->gc.image.high_threshold_percent,
+                   "Image filesystem usage (percent) at which image GC runs; 100 disables it")
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    app.add_option("--image-gc-low-threshold", config->gc.image.low_threshold_percent,
+                   "Image filesystem usage (percent) image GC frees down to")
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    app.add_option("--image-minimum-gc-age", *image_min_age,
+                   "Minimum age of an unused image before it may be removed")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--image-gc-period", *image_gc_period, "How often image GC checks the usage")
+        ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--pod-infra-container-image", config->gc.pod_infra_container_image,
+                   "The sandbox image, never removed by image GC (default: the runtime's)")
         ->capture_default_str();
     app.add_option("--resync-period", *resync, "Each pod is synced at least this often")
         ->check(DurationValidator())
@@ -728,6 +785,9 @@ ServiceSpec MakeSpec() {
     c.resync_period = *ParseDuration(*resync);
     c.image_pulls.backoff_initial = *ParseDuration(*pull_initial);
     c.image_pulls.backoff_max = *ParseDuration(*pull_max);
+    c.gc.container_gc_period = std::max(*ParseDuration(*container_gc_period), std::chrono::milliseconds(100));
+    c.gc.image_gc_period = std::max(*ParseDuration(*image_gc_period), std::chrono::milliseconds(100));
+    c.gc.image.minimum_age = *ParseDuration(*image_min_age);
     c.workers = std::max(1, c.workers);
     return std::make_unique<PodworkerdService>(c);
   };

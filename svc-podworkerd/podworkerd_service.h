@@ -29,6 +29,7 @@
 #include "lib/common/histogram.h"
 #include "svc-podworkerd/counting_runtime.h"
 #include "svc-podworkerd/image_puller.h"
+#include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -42,6 +43,8 @@ struct PodworkerdConfig {
   int workers = 16;
   int max_dead_per_container = 1;
   ImagePullerConfig image_pulls;
+  // Node-wide dead-container cap and image GC (svc-podworkerd/garbage_collector.h).
+  GarbageCollectionConfig gc;
   // A pod is synced at least this often even without events.
   std::chrono::milliseconds resync_period{10000};
 };
@@ -133,6 +136,8 @@ class PodworkerdService : public ServiceHooks {
   std::unique_ptr<pleg::PlegMirror> mirror_;
   std::unique_ptr<StatusSender> status_;
   std::unique_ptr<ipc::Subscriber> volume_events_;
+  StatvfsFsStats fs_stats_;
+  std::unique_ptr<GarbageCollector> gc_;
 
   PodLifecycle<pod::Pod> lifecycle_;
   std::map<std::string, Entry> pods_;
@@ -161,7 +166,9 @@ class PodworkerdService : public ServiceHooks {
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,
 // --pod-workers, --resync-period, --serialize-image-pulls, --max-parallel-image-pulls,
-// --image-pull-backoff-initial, --image-pull-backoff-max.
+// --image-pull-backoff-initial, --image-pull-backoff-max, --maximum-dead-containers-per-container,
+// --maximum-dead-containers, --container-gc-period, --image-gc-high-threshold,
+// --image-gc-low-threshold, --image-minimum-gc-age, --image-gc-period, --pod-infra-container-image.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::podworkerd

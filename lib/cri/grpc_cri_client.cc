@@ -395,4 +395,14 @@ Status GrpcCriClient::RemoveImage(const v1::ImageSpec& image) {
   });
 }
 
+Result<v1::ImageFsInfoResponse> GrpcCriClient::ImageFsInfo() {
+  v1::ImageFsInfoRequest request;
+  v1::ImageFsInfoResponse response;
+  Status s = Invoke("ImageFsInfo", timeouts_.query, [&](grpc::ClientContext* c) {
+    return stubs_->image->ImageFsInfo(c, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response;
+}
+
 }  // namespace nodelet::cri

@@ -25,7 +25,7 @@ struct CriTimeouts {
   // the base of StopContainer's (plus its grace period) and ExecSync's (plus its timeout).
   std::chrono::milliseconds call{std::chrono::minutes(2)};
   // Version, Status, ListPodSandbox, PodSandboxStatus, ListContainers, ContainerStatus,
-  // ListImages, ImageStatus.
+  // ListImages, ImageStatus, ImageFsInfo.
   std::chrono::milliseconds query{std::chrono::seconds(10)};
 };
 
@@ -85,6 +85,7 @@ class GrpcCriClient final : public RuntimeService, public ImageService {
   Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
                                 const v1::PodSandboxConfig* sandbox_config) override;
   Status RemoveImage(const v1::ImageSpec& image) override;
+  Result<v1::ImageFsInfoResponse> ImageFsInfo() override;
 
  private:
   struct Stubs;

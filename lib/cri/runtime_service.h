@@ -87,6 +87,8 @@ class ImageService {
   virtual Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
                                         const v1::PodSandboxConfig* sandbox_config) = 0;
   virtual Status RemoveImage(const v1::ImageSpec& image) = 0;
+  // The filesystem(s) that hold images: mountpoint and the bytes the images use there.
+  virtual Result<v1::ImageFsInfoResponse> ImageFsInfo() = 0;
 };
 
 }  // namespace nodelet::cri

@@ -74,6 +74,7 @@ const char* CriCallName(CriCall call) {
     case CriCall::kImageStatus: return "ImageStatus";
     case CriCall::kPullImage: return "PullImage";
     case CriCall::kRemoveImage: return "RemoveImage";
+    case CriCall::kImageFsInfo: return "ImageFsInfo";
   }
   return "Unknown";
 }
@@ -171,6 +172,19 @@ std::string FakeCriRuntime::AddImage(const std::string& ref, uint64_t size_bytes
   std::string id = "sha256:" + MakeId(next_id_++);
   images_.push_back(ImageRecord{id, {normalized}, size_bytes});
   return id;
+}
+
+Status FakeCriRuntime::SetImagePinned(const std::string& ref, bool pinned) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ImageRecord* found = FindImage(ref);
+  if (found == nullptr) return NotFound("no image '" + ref + "'");
+  const_cast<ImageRecord*>(found)->pinned = pinned;
+  return Status::Ok();
+}
+
+void FakeCriRuntime::SetImageFsMountpoint(const std::string& mountpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  image_fs_mountpoint_ = mountpoint;
 }
 
 Status FakeCriRuntime::ExitContainer(const std::string& container_id, int32_t exit_code,
@@ -551,6 +565,7 @@ Result<std::vector<v1::Image>> FakeCriRuntime::ListImages(const v1::ImageFilter&
     item.set_id(image.id);
     for (const auto& tag : image.tags) item.add_repo_tags(tag);
     item.set_size(image.size);
+    item.set_pinned(image.pinned);
     item.mutable_spec()->set_image(image.id);
     out.push_back(std::move(item));
   }
@@ -567,6 +582,7 @@ Result<v1::ImageStatusResponse> FakeCriRuntime::ImageStatus(const v1::ImageSpec&
   item->set_id(found->id);
   for (const auto& tag : found->tags) item->add_repo_tags(tag);
   item->set_size(found->size);
+  item->set_pinned(found->pinned);
   item->mutable_spec()->set_image(found->id);
   if (verbose) (*r.mutable_info())["info"] = "{}";
   return r;
@@ -593,6 +609,20 @@ Status FakeCriRuntime::RemoveImage(const v1::ImageSpec& image) {
   std::string id = found->id;
   std::erase_if(images_, [&](const ImageRecord& r) { return r.id == id; });
   return Status::Ok();
+}
+
+Result<v1::ImageFsInfoResponse> FakeCriRuntime::ImageFsInfo() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kImageFsInfo, {}); !s.ok()) return s;
+  uint64_t used = 0;
+  for (const auto& image : images_) used += image.size;
+  v1::ImageFsInfoResponse r;
+  auto* fs = r.add_image_filesystems();
+  fs->set_timestamp(now_ns_);
+  fs->mutable_fs_id()->set_mountpoint(image_fs_mountpoint_);
+  fs->mutable_used_bytes()->set_value(used);
+  fs->mutable_inodes_used()->set_value(images_.size());
+  return r;
 }
 
 }  // namespace nodelet::testing

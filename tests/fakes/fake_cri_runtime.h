@@ -40,6 +40,7 @@ enum class CriCall {
   kImageStatus,
   kPullImage,
   kRemoveImage,
+  kImageFsInfo,
 };
 
 // The CRI method name ("RunPodSandbox", ...).
@@ -84,6 +85,11 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   // ---- State changes behind the client's back -------------------------------------------------
   // Adds an image (tags as given, e.g. "nodelet.local/busybox:1.0"); returns its id ("sha256:...").
   std::string AddImage(const std::string& ref, uint64_t size_bytes = 1 << 20);
+  // Marks an image (by tag or id) pinned: ListImages and ImageStatus report `pinned`.
+  Status SetImagePinned(const std::string& ref, bool pinned);
+  // The image filesystem's mountpoint that ImageFsInfo reports (default "/fake/imagefs"); its
+  // used bytes are the sum of the images' sizes.
+  void SetImageFsMountpoint(const std::string& mountpoint);
   // A running container's process exits: state EXITED with this exit code and reason.
   // NOT_FOUND when there is no such container; FAILED_PRECONDITION when it is not running.
   Status ExitContainer(const std::string& container_id, int32_t exit_code,
@@ -128,6 +134,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
                                 const v1::PodSandboxConfig* sandbox_config) override;
   Status RemoveImage(const v1::ImageSpec& image) override;
+  Result<v1::ImageFsInfoResponse> ImageFsInfo() override;
 
  private:
   struct Sandbox {
@@ -152,6 +159,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
     std::string id;
     std::vector<std::string> tags;
     uint64_t size = 0;
+    bool pinned = false;
   };
   struct FailRule {
     CriCall call;
@@ -188,6 +196,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   std::map<std::string, Sandbox> sandboxes_;
   std::map<std::string, ContainerRecord> containers_;
   std::vector<ImageRecord> images_;
+  std::string image_fs_mountpoint_ = "/fake/imagefs";
   ExecHandler exec_handler_;
   int32_t stop_exit_code_ = 137;
   int64_t now_ns_ = 1'700'000'000'000'000'000;

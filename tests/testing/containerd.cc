@@ -339,9 +339,26 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(const Cont
     if (!out.flush()) return ErrnoStatus("write '" + config_path + "'", errno);
   }
 
+  // A small image filesystem: a tmpfs over root/ (unmounted by Stop() through CleanLeftovers,
+  // or right here when containerd cannot be started).
+  bool root_mounted = false;
+  if (options.root_tmpfs_bytes > 0) {
+    std::string root = dir + "/root";
+    std::string data = "size=" + std::to_string(options.root_tmpfs_bytes) + ",mode=0700";
+    if (mount("tmpfs", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) != 0) {
+      return ErrnoStatus("mount a tmpfs of " + std::to_string(options.root_tmpfs_bytes) +
+                             " bytes at '" + root + "'",
+                         errno);
+    }
+    root_mounted = true;
+  }
+
   std::string log_path = dir + "/containerd.log";
   auto spawned = SpawnContainerd(containerd, config_path, log_path, pid_file);
-  if (!spawned.ok()) return spawned.status();
+  if (!spawned.ok()) {
+    if (root_mounted) umount2((dir + "/root").c_str(), MNT_DETACH);
+    return spawned.status();
+  }
   pid_t pid = *spawned;
   std::unique_ptr<ContainerdInstance> instance(
       new ContainerdInstance(dir, pid, /*is_child=*/true, options.stop_timeout));

@@ -36,6 +36,10 @@ struct ContainerdOptions {
   std::chrono::milliseconds start_timeout{std::chrono::seconds(60)};
   // Grace between SIGTERM and SIGKILL when stopping containerd.
   std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
+  // When non-zero, a tmpfs of this many bytes is mounted at DIR/root before containerd starts
+  // (a small image filesystem, e.g. for image garbage collection); Stop() unmounts it, also
+  // when Start() fails.
+  uint64_t root_tmpfs_bytes = 0;
   std::string containerd_bin = "containerd";  // found on PATH unless absolute
   std::string ctr_bin = "ctr";
 };
@@ -97,8 +101,9 @@ class ContainerdInstance {
 
   // Removes every sandbox and container (CRI), stops containerd (SIGTERM, then SIGKILL after
   // stop_timeout), kills leftover shims and container processes, unmounts everything under dir,
-  // removes its containers' cgroups, runc state and shim sockets, and the pid file. Every step
-  // runs even when an earlier one fails; returns the first failure. Idempotent.
+  // removes its containers' cgroups, runc state and shim sockets, and the pid file (the unmount
+  // includes a root tmpfs). Every step runs even when an earlier one fails; returns the first
+  // failure. Idempotent.
   Status Stop();
 
  private:

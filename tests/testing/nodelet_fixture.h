@@ -48,7 +48,8 @@ class NodeletTest : public ::testing::Test {
       EXPECT_TRUE(containerd_->Stop().ok());
     }
   }
-  // A fixture's changes to the private containerd's options (e.g. a registry config path).
+  // A fixture's changes to its containerd before start (a registry config path, extra images,
+  // a small root filesystem).
   virtual void ConfigureContainerd(ContainerdOptions&) {}
   std::string manifests() const { return dir_.Sub("manifests"); }
   // Writes a manifest atomically (a hidden temporary file, then rename).

@@ -1,0 +1,86 @@
+// GarbageCollector: runs podworkerd's periodic garbage collection on its own thread (so CRI
+// removals never hold the service loop or a pod worker up): the node-wide dead-container pass
+// (ContainerGc) every container GC period and image GC (ImageGc) every image GC period. It learns
+// the desired pods from the service (SetDesired), reports warnings as node events
+// (`FreeDiskSpaceFailed`, `ImageGCFailed`, `ContainerGCFailed`), and keeps counters for the
+// service's heartbeat. Both wait for the first SetDesired: until podworkerd knows which pods are
+// wanted, it cannot tell whose containers and images to protect.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/cri/runtime_service.h"
+#include "lib/status/pod_status.h"
+#include "svc-podworkerd/container_gc.h"
+#include "svc-podworkerd/image_gc.h"
+
+namespace nodelet::podworkerd {
+
+struct GarbageCollectionConfig {
+  ImageGcPolicy image;
+  std::chrono::milliseconds image_gc_period{std::chrono::minutes(5)};
+  ContainerGcPolicy containers;
+  std::chrono::milliseconds container_gc_period{std::chrono::minutes(1)};
+  // The sandbox (pause) image, never removed; empty: read from the runtime's verbose Status
+  // (containerd's config "sandboxImage").
+  std::string pod_infra_container_image;
+};
+
+// The sandbox image a CRI runtime is configured with, from its verbose Status info ("config"
+// JSON, key "sandboxImage", as containerd reports it); empty when it does not say.
+std::string RuntimeSandboxImage(cri::RuntimeService& runtime);
+
+class GarbageCollector {
+ public:
+  using EventSink = std::function<void(status::PodEvent)>;
+  GarbageCollector(cri::RuntimeService& runtime, cri::ImageService& images, FsStatsSource& fs,
+                   const Clock& clock, GarbageCollectionConfig config, EventSink events);
+  // Stops the thread.
+  ~GarbageCollector();
+  GarbageCollector(const GarbageCollector&) = delete;
+  GarbageCollector& operator=(const GarbageCollector&) = delete;
+
+  void Start();
+  // The pods podworkerd runs (uids) and the images they name. Thread-safe.
+  void SetDesired(std::set<std::string> pod_uids, std::set<std::string> images);
+  // Heartbeat counters (name, value). Thread-safe.
+  std::vector<std::pair<std::string, uint64_t>> Counters() const;
+
+ private:
+  void Loop();
+  void RunImageGc();
+  void RunContainerGc(const std::set<std::string>& live);
+  void Warn(const std::string& reason, const std::string& message);
+
+  cri::RuntimeService& runtime_;
+  const Clock& clock_;
+  GarbageCollectionConfig config_;
+  EventSink events_;
+  ImageGc image_gc_;
+  ContainerGc container_gc_;
+  std::string node_name_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<std::set<std::string>> desired_pods_;
+  std::set<std::string> desired_images_;
+  std::thread thread_;
+
+  std::atomic<uint64_t> image_gc_runs_{0}, image_gc_failures_{0}, images_removed_{0},
+      image_bytes_freed_{0}, image_fs_capacity_{0}, image_fs_available_{0}, container_gc_runs_{0},
+      container_gc_failures_{0}, containers_removed_{0};
+};
+
+}  // namespace nodelet::podworkerd
