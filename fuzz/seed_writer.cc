@@ -1,11 +1,21 @@
-// Writes the seed corpora for the fuzz targets (valid messages of each kind), so a fresh clone
-// start from valid messages (`./dev fuzz` runs it into each target's fresh corpus).
+// Writes the seed corpora of the fuzz targets (valid messages of each kind, manifests, quantities,
+// URL responses) into DIR/<target>/ (default fuzz/corpus). The corpora are committed under
+// fuzz/corpus/; run this after a schema change to refresh them:
+//   ninja -C build-fuzz fuzz/fuzz-seeds && build-fuzz/fuzz/fuzz-seeds fuzz/corpus
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <string>
 
 #include "control_generated.h"
 #include "ctl_generated.h"
+#include "pleg_generated.h"
+#include "podwork_generated.h"
+#include "status_generated.h"
+#include "volume_generated.h"
 #include "lib/ipc/codec.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
@@ -21,6 +31,29 @@ void Write(const std::string& path, flatbuffers::FlatBufferBuilder& fbb) {
 void WriteText(const std::string& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+// A YAML tree as JSON (scalars that read as numbers or booleans become those).
+nlohmann::json ToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = n.begin(); it != n.end(); ++it) out[it->first.as<std::string>()] = ToJson(it->second);
+    return out;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto it = n.begin(); it != n.end(); ++it) out.push_back(ToJson(*it));
+    return out;
+  }
+  if (n.IsNull()) return nullptr;
+  const std::string s = n.Scalar();
+  if (n.Tag() != "!") {  // plain scalars only: quoted ones stay strings
+    if (s == "true" || s == "false") return s == "true";
+    char* end = nullptr;
+    long long i = std::strtoll(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0') return i;
+  }
+  return s;
 }
 
 // Seeds for lib/pod's targets: manifests (YAML, JSON, several documents, a few broken ones),
@@ -60,6 +93,239 @@ void WritePodSeeds(const std::string& dir) {
   auto empty = EncodePod(Pod{});
   WriteText(dir + "/pod/empty",
             std::string_view(reinterpret_cast<const char*>(empty.data()), empty.size()));
+}
+
+// A message of root type Root built with the object API, with a valid envelope.
+template <typename Root, typename RootT>
+void WriteObject(const std::string& path, RootT& message, const char* identifier) {
+  message.header = std::make_unique<nodelet::ipc::EnvelopeT>();
+  message.header->schema_version = nodelet::ipc::kSchemaVersion;
+  message.header->sender = nodelet::ipc::ServiceId::Supervisor;
+  message.header->incarnation = 42;
+  message.header->sequence = 7;
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(Root::Pack(fbb, &message), identifier);
+  Write(path, fbb);
+}
+
+void WritePlegSeeds(const std::string& dir) {
+  using namespace nodelet::ipc::pleg;
+  std::filesystem::create_directories(dir);
+  auto record = [](const std::string& uid) {
+    auto p = std::make_unique<PodRecordT>();
+    p->uid = uid;
+    p->name = "web";
+    p->namespace_ = "default";
+    auto sb = std::make_unique<SandboxRecordT>();
+    sb->id = "sb-" + uid;
+    sb->ip = "10.0.0.2";
+    p->sandboxes.push_back(std::move(sb));
+    auto c = std::make_unique<ContainerRecordT>();
+    c->id = "c-" + uid;
+    c->name = "app";
+    c->exit_code = 1;
+    c->reason = "Error";
+    c->image = "busybox";
+    p->containers.push_back(std::move(c));
+    return p;
+  };
+  {
+    PlegMessageT m;
+    PodUpdateT u;
+    u.pod = record("u1");
+    auto ev = std::make_unique<EventT>();
+    ev->pod_uid = "u1";
+    ev->id = "c-u1";
+    ev->container_name = "app";
+    u.events.push_back(std::move(ev));
+    m.body.Set(std::move(u));
+    WriteObject<PlegMessage>(dir + "/update", m, PlegMessageIdentifier());
+  }
+  {
+    PlegMessageT m;
+    SnapshotT snap;
+    snap.request_id = 3;
+    snap.pods.push_back(record("u1"));
+    snap.pods.push_back(record("u2"));
+    m.body.Set(std::move(snap));
+    WriteObject<PlegMessage>(dir + "/snapshot", m, PlegMessageIdentifier());
+  }
+  {
+    PlegMessageT m;
+    RelistDoneT done;
+    done.relist = 9;
+    done.error = "runtime down";
+    m.body.Set(std::move(done));
+    WriteObject<PlegMessage>(dir + "/relist", m, PlegMessageIdentifier());
+  }
+}
+
+void WriteVolumeSeeds(const std::string& dir) {
+  using namespace nodelet::ipc::volume;
+  std::filesystem::create_directories(dir);
+  {
+    VolumeMessageT m;
+    PodVolumesRequestT r;
+    r.request_id = 1;
+    r.pod_uid = "u1";
+    m.body.Set(std::move(r));
+    WriteObject<VolumeMessage>(dir + "/request", m, VolumeMessageIdentifier());
+  }
+  {
+    VolumeMessageT m;
+    PodVolumesT v;
+    v.request_id = 1;
+    v.pod_uid = "u1";
+    v.known = v.ready = true;
+    auto path = std::make_unique<VolumePathT>();
+    path->name = "data";
+    path->host_path = "/var/lib/nodelet/pods/u1/volumes/empty-dir/data";
+    path->plugin = "empty-dir";
+    v.volumes.push_back(std::move(path));
+    m.body.Set(std::move(v));
+    WriteObject<VolumeMessage>(dir + "/volumes", m, VolumeMessageIdentifier());
+  }
+  {
+    VolumeMessageT m;
+    VolumesQueryT q;
+    q.request_id = 2;
+    m.body.Set(std::move(q));
+    WriteObject<VolumeMessage>(dir + "/query", m, VolumeMessageIdentifier());
+  }
+}
+
+void WritePodworkSeeds(const std::string& dir) {
+  using namespace nodelet::ipc::podwork;
+  std::filesystem::create_directories(dir);
+  nodelet::pod::StaticPodOrigin origin;
+  origin.source = "/etc/nodelet/manifests/full.yaml";
+  origin.node_name = "node1";
+  auto loaded = nodelet::pod::LoadStaticPods(nodelet::pod::testing::kFullPodYaml, origin);
+  {
+    PodWorkMessageT m;
+    DesiredPodsT d;
+    d.generation = 4;
+    d.sources_ready = true;
+    for (const auto& doc : loaded.pods) {
+      auto buf = nodelet::pod::EncodePod(doc.pod);
+      auto dp = std::make_unique<DesiredPodT>();
+      dp->pod.reset(flatbuffers::GetRoot<nodelet::ipc::pod::Pod>(buf.data())->UnPack());
+      dp->source = "file";
+      d.pods.push_back(std::move(dp));
+    }
+    auto rejected = std::make_unique<RejectedPodT>();
+    rejected->uid = "u9";
+    rejected->reason = "invalid";
+    d.rejected.push_back(std::move(rejected));
+    auto cm = std::make_unique<ConfigObjectT>();
+    cm->namespace_name = "default";
+    cm->name = "settings";
+    auto entry = std::make_unique<ConfigEntryT>();
+    entry->key = "a";
+    entry->value = {'b'};
+    cm->data.push_back(std::move(entry));
+    d.config_maps.push_back(std::move(cm));
+    m.body.Set(std::move(d));
+    WriteObject<PodWorkMessage>(dir + "/desired", m, PodWorkMessageIdentifier());
+  }
+  {
+    PodWorkMessageT m;
+    WorkAckT ack;
+    ack.generation = 4;
+    ack.workers = 1;
+    m.body.Set(std::move(ack));
+    WriteObject<PodWorkMessage>(dir + "/ack", m, PodWorkMessageIdentifier());
+  }
+}
+
+void WriteStatusSeeds(const std::string& dir) {
+  using namespace nodelet::ipc::status;
+  std::filesystem::create_directories(dir);
+  auto identity = [] {
+    auto p = std::make_unique<PodIdentityT>();
+    p->namespace_ = "default";
+    p->name = "web";
+    p->uid = "u1";
+    p->creation_time_unix_s = 1700000000;
+    p->container_count = 1;
+    return p;
+  };
+  {
+    StatusMessageT m;
+    SetPodStatusRequestT r;
+    r.request_id = 1;
+    r.pod = identity();
+    r.status = std::make_unique<PodStatusT>();
+    r.status->pod_ip = "10.0.0.2";
+    auto c = std::make_unique<ContainerStatusT>();
+    c->name = "app";
+    c->container_id = "containerd://abc";
+    c->ready = true;
+    r.status->container_statuses.push_back(std::move(c));
+    m.body.Set(std::move(r));
+    WriteObject<StatusMessage>(dir + "/set", m, StatusMessageIdentifier());
+  }
+  {
+    StatusMessageT m;
+    GetPodStatusRequestT r;
+    r.request_id = 2;
+    r.uid = "u1";
+    m.body.Set(std::move(r));
+    WriteObject<StatusMessage>(dir + "/get", m, StatusMessageIdentifier());
+  }
+  {
+    StatusMessageT m;
+    ListPodStatusesRequestT r;
+    r.request_id = 3;
+    m.body.Set(std::move(r));
+    WriteObject<StatusMessage>(dir + "/list", m, StatusMessageIdentifier());
+  }
+  {
+    StatusMessageT m;
+    RemoveOrphanedStatusesRequestT r;
+    r.request_id = 4;
+    r.keep_uids = {"u2"};
+    m.body.Set(std::move(r));
+    WriteObject<StatusMessage>(dir + "/orphans", m, StatusMessageIdentifier());
+  }
+}
+
+// Inputs of fuzz-url-response: a selector byte (status, transport error, a previous snapshot),
+// a limit byte, then body pieces with a length byte each.
+void WriteUrlResponseSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  auto pieces = [](std::string_view body, size_t piece) {
+    std::string out;
+    for (size_t i = 0; i < body.size(); i += piece) {
+      std::string_view p = body.substr(i, piece);
+      out += static_cast<char>(p.size());
+      out += p;
+    }
+    return out;
+  };
+  const std::string pod = nodelet::pod::testing::kMinimalPodYaml;
+  WriteText(dir + "/ok", std::string("\x00\xff", 2) + pieces(pod, 100));
+  WriteText(dir + "/json", std::string("\x00\xff", 2) + pieces(nodelet::pod::testing::kSmallPodJson, 50));
+  WriteText(dir + "/not-modified", std::string("\x41\x10", 2) + pieces(pod, 200));
+  WriteText(dir + "/too-large", std::string("\x00\x00", 2) + pieces(pod, 30));
+  WriteText(dir + "/reset", std::string("\x80\xff", 2) + pieces(pod, 10));
+  WriteText(dir + "/error", std::string("\x02\xff", 2) + pieces("not found", 9));
+}
+
+// JSON manifests for fuzz-manifest-json.
+void WriteJsonSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  WriteText(dir + "/small.json", nodelet::pod::testing::kSmallPodJson);
+  nodelet::pod::StaticPodOrigin origin;
+  origin.source = "/etc/nodelet/manifests/full.yaml";
+  origin.node_name = "node1";
+  // The full example as JSON (YAML -> JSON through the JSON library).
+  auto doc = YAML::Load(nodelet::pod::testing::kFullPodYaml);
+  WriteText(dir + "/full.json", ToJson(doc).dump(2));
+  WriteText(dir + "/escapes.json",
+            R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w\u0065b","labels":{"a\/b":"\u00e9"}},)"
+            R"("spec":{"containers":[{"name":"app","image":"busybox","command":["sh","-c","echo \"hi\"\n"],)"
+            R"("ports":[{"containerPort":8080}],"resources":{"limits":{"cpu":0.5,"memory":"64Mi"}}}]}})");
 }
 
 }  // namespace
@@ -122,5 +388,11 @@ int main(int argc, char** argv) {
     Write(dir + "/ctl/reply", fbb);
   }
   WritePodSeeds(dir);
+  WritePlegSeeds(dir + "/pleg");
+  WriteVolumeSeeds(dir + "/volume");
+  WritePodworkSeeds(dir + "/podwork");
+  WriteStatusSeeds(dir + "/status");
+  WriteUrlResponseSeeds(dir + "/url-response");
+  WriteJsonSeeds(dir + "/manifest-json");
   return 0;
 }

@@ -15,6 +15,10 @@ Status ZmqError(const std::string& what, const zmq::error_t& e) {
 
 constexpr std::string_view kIpcScheme = "ipc://";
 
+// A peer that connects and does not finish the ZMTP handshake within this time is dropped, so a
+// client that connects and never speaks holds nothing for long (ZeroMQ's default is 30 s).
+constexpr int kHandshakeDeadlineMs = 5000;
+
 // ZeroMQ may hand out a frame that points into its receive buffer at any offset, and
 // FlatBuffers reads scalars in place: a misaligned frame is copied once into memory of its own.
 void AlignFrame(zmq::message_t& frame) {
@@ -28,8 +32,10 @@ void AlignFrame(zmq::message_t& frame) {
 SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
     : socket_(ctx.raw(), type), max_bytes_(max_bytes) {
   socket_.set(zmq::sockopt::linger, 0);
-  // ZeroMQ drops (and disconnects) a peer that sends a frame over the limit before we see it.
+  // ZeroMQ drops (and disconnects) a peer that sends a frame over the limit before we see it: it
+  // reads the length in the frame header and disconnects without allocating.
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes));
+  socket_.set(zmq::sockopt::handshake_ivl, kHandshakeDeadlineMs);
 }
 
 SocketBase::~SocketBase() {

@@ -238,6 +238,7 @@ PodEvent ReadEvent(const fb::EventRecord* e) {
 }
 
 uint64_t RequestIdOf(const fb::StatusMessage& m) {
+  if (m.body() == nullptr) return 0;
   switch (m.body_type()) {
     case fb::Body::SetPodStatusRequest:
       return m.body_as_SetPodStatusRequest()->request_id();

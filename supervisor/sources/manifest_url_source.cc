@@ -75,41 +75,67 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
   client.set_write_timeout(cs, cus);
   httplib::Headers headers;
   if (!etag_.empty()) headers.emplace("If-None-Match", etag_);
-  std::string body;
-  bool too_large = false;
+  UrlResponse response(url_, options_.max_bytes,
+                       std::chrono::steady_clock::now() + options_.deadline);
   auto res = client.Get(
       parts_.path.c_str(), headers, [](const httplib::Response&) { return true; },
       [&](const char* data, size_t len) {
-        if (body.size() + len > options_.max_bytes) {
-          too_large = true;
-          return false;  // abort the transfer
-        }
-        body.append(data, len);
-        return true;
+        return response.OnData(data, len, std::chrono::steady_clock::now());
       });
-  if (too_large) {
-    return ResourceExhausted("manifest URL '" + url_ + "' returned more than " +
-                             std::to_string(options_.max_bytes) + " bytes");
-  }
-  if (!res) {
-    return Unavailable("Failed to fetch manifest URL '" + url_ + "': " +
-                       httplib::to_string(res.error()));
-  }
-  if (res->status == 304 && have_last_) {
+  auto outcome = res ? response.Finish("", res->status, res->get_header_value("ETag"), have_last_)
+                     : response.Finish(httplib::to_string(res.error()), 0, "", have_last_);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->kind == UrlResponse::Outcome::Kind::kNotModified) {
     ++not_modified_;
     return last_;
   }
-  if (res->status != 200) {
-    return Unavailable("manifest URL '" + url_ + "' answered HTTP " + std::to_string(res->status));
-  }
-  etag_ = res->get_header_value("ETag");
-  SourceSnapshot snap;
-  snap.source = "http";
-  // An empty body means "no pods" (the kubelet treats it the same way).
-  if (!body.empty()) snap.manifests.push_back(ManifestFile{url_, std::move(body), Status::Ok()});
-  last_ = snap;
+  etag_ = std::move(outcome->etag);
+  last_ = std::move(outcome->snapshot);
   have_last_ = true;
-  return snap;
+  return last_;
+}
+
+bool UrlResponse::OnData(const char* data, size_t len, Time now) {
+  if (now > deadline_) {
+    too_late_ = true;
+    return false;
+  }
+  if (len > max_bytes_ - body_.size()) {
+    too_large_ = true;
+    return false;  // abort the transfer: nothing more is read
+  }
+  body_.append(data, len);
+  return true;
+}
+
+Result<UrlResponse::Outcome> UrlResponse::Finish(const std::string& transport_error, int status,
+                                                 std::string etag, bool have_previous) {
+  // The limits first: an aborted transfer also shows up as a transport error.
+  if (too_large_) {
+    return ResourceExhausted("manifest URL '" + url_ + "' returned more than " +
+                             std::to_string(max_bytes_) + " bytes");
+  }
+  if (too_late_) {
+    return DeadlineExceeded("manifest URL '" + url_ + "' did not finish its answer in time");
+  }
+  if (!transport_error.empty()) {
+    return Unavailable("Failed to fetch manifest URL '" + url_ + "': " + transport_error);
+  }
+  Outcome out;
+  if (status == 304 && have_previous) {
+    out.kind = Outcome::Kind::kNotModified;
+    return out;
+  }
+  if (status != 200) {
+    return Unavailable("manifest URL '" + url_ + "' answered HTTP " + std::to_string(status));
+  }
+  out.etag = std::move(etag);
+  out.snapshot.source = "http";
+  // An empty body means "no pods" (the kubelet treats it the same way).
+  if (!body_.empty()) {
+    out.snapshot.manifests.push_back(ManifestFile{url_, std::move(body_), Status::Ok()});
+  }
+  return out;
 }
 
 void ManifestUrlSource::Loop() {

@@ -1,8 +1,10 @@
 // ManifestUrlSource: the `--manifest-url` source. A background thread fetches the URL every
 // poll period (20 s, the kubelet's default), with If-None-Match so an unchanged document costs
-// a 304, a connect and read deadline so a hanging server only delays this source, and a size
-// limit so a server that returns gigabytes is cut off with a clear error. Snapshots are handed
-// to the supervisor's loop through an eventfd.
+// a 304, a connect and read deadline plus a deadline for the whole fetch so a hanging or
+// trickling server only delays this source, and a size limit so a server that returns gigabytes
+// is cut off (the transfer is aborted) with a clear error. Snapshots are handed to the
+// supervisor's loop through an eventfd. UrlResponse is the network-free half of one fetch (body
+// collection under the limits, the status code, the snapshot), fuzzed by fuzz/url_response.
 #pragma once
 
 #include <atomic>
@@ -29,8 +31,38 @@ Result<UrlParts> ParseHttpUrl(const std::string& url);
 
 struct UrlSourceOptions {
   std::chrono::milliseconds period{20000};
-  std::chrono::milliseconds timeout{10000};  // connect, and each read
+  std::chrono::milliseconds timeout{10000};   // connect, and each read
+  std::chrono::milliseconds deadline{30000};  // the whole fetch (a trickling server)
   size_t max_bytes = 4 * 1024 * 1024;
+};
+
+// The response half of one fetch: the body is collected piece by piece under the size limit and
+// the fetch deadline, then Finish turns the outcome into a snapshot or an error naming the URL.
+class UrlResponse {
+ public:
+  using Time = std::chrono::steady_clock::time_point;
+  UrlResponse(std::string url, size_t max_bytes, Time deadline)
+      : url_(std::move(url)), max_bytes_(max_bytes), deadline_(deadline) {}
+  // One piece of the body arriving at `now`; false to abort the transfer (too large, too late).
+  bool OnData(const char* data, size_t len, Time now);
+  // The transfer ended: `transport_error` is empty when a response arrived, else why not (then
+  // `status` is ignored). `have_previous`: a 304 may answer a conditional request.
+  struct Outcome {
+    enum class Kind { kSnapshot, kNotModified } kind = Kind::kSnapshot;
+    SourceSnapshot snapshot;  // kSnapshot only
+    std::string etag;         // kSnapshot only: the validator for the next request
+  };
+  Result<Outcome> Finish(const std::string& transport_error, int status, std::string etag,
+                         bool have_previous);
+  size_t body_bytes() const { return body_.size(); }
+
+ private:
+  std::string url_;
+  size_t max_bytes_;
+  Time deadline_;
+  std::string body_;
+  bool too_large_ = false;
+  bool too_late_ = false;
 };
 
 class ManifestUrlSource {

@@ -8,15 +8,19 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/sockets.h"
@@ -250,6 +254,170 @@ TEST_F(SupervisorTest, GarbageOnControlAndCtlSocketsIsDropped) {
   }
   auto st = Ctl({"status"});
   EXPECT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_TRUE(nodelet_->running());
+}
+
+// Hostile peers on the supervisor's sockets (docs/supervisor.md, "Hostile input").
+
+// A raw connection to a ZeroMQ ipc:// socket file, below ZeroMQ: the test speaks (or does not
+// speak) ZMTP itself.
+int RawConnect(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads (and discards) what the server sends until it closes the connection; false if it is
+// still open at the deadline.
+bool WaitClosedByPeer(int fd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  char buf[512];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+}
+
+// The resident set of a process, in MiB.
+long RssMiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6) / 1024;
+  }
+  return -1;
+}
+
+// Clients that connect to the control and ctl sockets and never say a word hold no slot: the
+// operator is still served while they sit there, and the server drops each of them once the
+// ZMTP handshake deadline has passed.
+TEST_F(SupervisorTest, SilentClientsAreDroppedAndOthersStillServed) {
+  Start();
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  std::vector<int> fds;
+  for (const auto& ep : {ipc::kControlEndpoint, ipc::kCtlEndpoint}) {
+    for (int i = 0; i < 50; ++i) {
+      int fd = RawConnect(ep.Path(dir_.Sub("run")));
+      ASSERT_GE(fd, 0) << ep.Path(dir_.Sub("run")) << ": " << strerror(errno);
+      fds.push_back(fd);
+    }
+  }
+  auto st = Ctl({"status"});
+  EXPECT_EQ(st.exit_code, 0) << st.output;
+  // Handshake deadline (lib/ipc/sockets.cc) plus slack.
+  for (int fd : fds) EXPECT_TRUE(WaitClosedByPeer(fd, 20s)) << "a silent client is still connected";
+  for (int fd : fds) close(fd);
+  EXPECT_EQ(Ctl({"status"}).exit_code, 0);
+  EXPECT_TRUE(nodelet_->running());
+}
+
+// A peer that completes the ZMTP handshake and then announces a frame of 1 TiB (and one of
+// just over the ctl socket's 64 KiB limit) is disconnected at the header: nothing is allocated
+// for it, and everyone else is served as before.
+TEST_F(SupervisorTest, FrameClaimingAHugeLengthIsDroppedWithoutAllocating) {
+  Start();
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  const long rss_before = RssMiB(nodelet_->pid());
+  // ZMTP 3.0: greeting (signature, version 3.0, NULL mechanism, as-server 0, filler), then a
+  // READY command naming our socket type.
+  std::string greeting(64, '\0');
+  greeting[0] = '\xff';
+  greeting[9] = '\x7f';
+  greeting[10] = 3;
+  greeting.replace(12, 4, "NULL");
+  std::string ready = std::string("\x05READY", 6) + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) +
+                      "DEALER";
+  std::string command = std::string("\x04", 1) + static_cast<char>(ready.size()) + ready;
+  auto long_frame = [](uint64_t size) {
+    std::string f(1, '\x02');  // a long message frame, the last one
+    for (int i = 7; i >= 0; --i) f += static_cast<char>((size >> (8 * i)) & 0xff);
+    return f + "NLCT";  // the first few bytes of the promised body
+  };
+  const std::pair<ipc::Endpoint, uint64_t> cases[] = {
+      {ipc::kCtlEndpoint, uint64_t{1} << 40},
+      {ipc::kControlEndpoint, uint64_t{1} << 40},
+      {ipc::kCtlEndpoint, 64 * 1024 + 1},
+  };
+  for (const auto& [ep, size] : cases) {
+    int fd = RawConnect(ep.Path(dir_.Sub("run")));
+    ASSERT_GE(fd, 0);
+    std::string out = greeting + command + long_frame(size);
+    ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+    EXPECT_TRUE(WaitClosedByPeer(fd, 10s)) << ep.file << ": a frame of " << size
+                                           << " bytes did not get the peer dropped";
+    close(fd);
+  }
+  auto st = Ctl({"status"});
+  EXPECT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_LT(RssMiB(nodelet_->pid()) - rss_before, 64) << "memory grew for a promised frame";
+  EXPECT_TRUE(nodelet_->running());
+}
+
+// A peer that floods the control and ctl sockets with as much garbage as it can send: memory
+// stays bounded (ZeroMQ's high-water marks push back on the flooder, nothing queues without
+// limit), the garbage is counted on /metrics, and the operator and the services are served
+// while the flood goes on.
+TEST_F(SupervisorTest, FloodingPeerIsBoundedCountedAndOthersStillServed) {
+  const int port = FreeLoopbackPort();
+  Start({"--http-address", "127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  const long rss_before = RssMiB(nodelet_->pid());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sent{0};
+  std::vector<std::thread> flooders;
+  for (const auto& ep : {ipc::kControlEndpoint, ipc::kCtlEndpoint}) {
+    flooders.emplace_back([&, uri = ep.Uri(dir_.Sub("run")), big = std::string(ep.file) == ipc::kControlEndpoint.file] {
+      ipc::Context ctx;
+      // Frames just under each socket's limit: the most bytes per message the server accepts.
+      ipc::DealerClient dealer(ctx, 8 << 20);
+      if (!dealer.Connect(uri).ok() || !dealer.WaitWritable(5s)) return;
+      std::string junk(big ? 4 * 1024 * 1024 - 64 : 64 * 1024 - 64, '\x5a');
+      while (!stop.load()) {
+        if (dealer.Send(junk.data(), junk.size()).ok()) {
+          ++sent;
+        } else {
+          (void)dealer.WaitWritable(10ms);  // the high-water mark pushes back
+        }
+      }
+    });
+  }
+  // While the flood runs: the operator gets answers, the services keep heartbeating.
+  long rss_peak = rss_before;
+  for (int i = 0; i < 5; ++i) {
+    auto st = Ctl({"status"});
+    EXPECT_EQ(st.exit_code, 0) << st.output;
+    EXPECT_THAT(st.output, HasSubstr("plegd"));
+    rss_peak = std::max(rss_peak, RssMiB(nodelet_->pid()));
+  }
+  stop = true;
+  for (auto& t : flooders) t.join();
+  EXPECT_GT(sent.load(), 10u);
+  EXPECT_LT(rss_peak - rss_before, 512) << "the flood was queued without bound";
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(5s);
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  const std::string key = "nodelet_ipc_bad_messages_total{service=\"supervisor\"} ";
+  auto at = metrics->body.find(key);
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  EXPECT_GT(std::atoll(metrics->body.c_str() + at + key.size()), 0);
+  // No service was taken for dead while the supervisor's sockets were flooded.
+  for (const auto& svc : kServices) {
+    EXPECT_THAT(metrics->body, HasSubstr("nodelet_service_up{service=\"" + svc + "\"} 1"));
+  }
+  EXPECT_EQ(Ctl({"status"}).exit_code, 0);
   EXPECT_TRUE(nodelet_->running());
 }
 

@@ -63,6 +63,18 @@ TEST(CodecTest, RejectsWrongIdentifier) {
   EXPECT_NE(msg.status().message().find("identifier"), std::string::npos);
 }
 
+// Found by fuzzing: the verifier accepts a body type without a body.
+TEST(CodecTest, RejectsBodyTypeWithoutBody) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto header = CreateEnvelope(fbb, kSchemaVersion, ServiceId::Plegd, 1, 1, 1);
+  fbb.Finish(control::CreateControlMessage(fbb, header, control::Body::Heartbeat),
+             control::ControlMessageIdentifier());
+  auto msg = DecodeMessage<ControlMessage>(fbb.GetBufferPointer(), fbb.GetSize(),
+                                           control::ControlMessageIdentifier());
+  ASSERT_FALSE(msg.ok());
+  EXPECT_NE(msg.status().message().find("carries none"), std::string::npos);
+}
+
 TEST(CodecTest, RejectsMissingEnvelopeAndWrongVersion) {
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(control::CreateControlMessage(fbb), control::ControlMessageIdentifier());

@@ -2,6 +2,7 @@
 #include <httplib.h>
 #include <poll.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
@@ -109,15 +110,43 @@ class UrlServer {
       res.set_header("ETag", etag_);
       res.set_content(body_, "application/yaml");
     });
+    // Gigabytes: an endless chunked body; counts what it managed to write.
+    server_.Get("/endless", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("application/yaml", [this](size_t, httplib::DataSink& sink) {
+        static const std::string chunk(64 * 1024, '#');
+        if (streamed_.load() > (uint64_t{4} << 30) || !sink.write(chunk.data(), chunk.size())) {
+          return false;  // the client went away (or 4 GiB, a runaway test)
+        }
+        streamed_ += chunk.size();
+        return true;
+      });
+    });
+    // A trickle: one byte every 20 ms, forever (each read is quick, the whole never ends).
+    server_.Get("/trickle", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("application/yaml", [this](size_t, httplib::DataSink& sink) {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping_; })) {
+          return false;
+        }
+        return sink.write("#", 1);
+      });
+    });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
   ~UrlServer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
     Release();
     server_.stop();
     thread_.join();
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/pods"; }
+  std::string url(const std::string& path = "/pods") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  uint64_t streamed() const { return streamed_.load(); }
   void Set(std::string body, std::string etag) {
     std::lock_guard<std::mutex> lock(mu_);
     body_ = std::move(body);
@@ -142,7 +171,9 @@ class UrlServer {
   std::string body_ = "kind: Pod";
   std::string etag_ = "\"v1\"";
   bool hang_ = false;
+  bool stopping_ = false;
   int hits_ = 0;
+  std::atomic<uint64_t> streamed_{0};
 };
 
 TEST(ManifestUrlSourceTest, FetchesAndHonoursETag) {
@@ -184,6 +215,64 @@ TEST(ManifestUrlSourceTest, HangingServerHitsTheDeadline) {
   server.Release();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+// A server that would send gigabytes: the transfer is aborted at the limit (the server sees the
+// connection go away), memory holds the limit and no more, and the error names URL and limit.
+TEST(ManifestUrlSourceTest, GigabyteAnswerIsAbortedEarly) {
+  UrlServer server;
+  UrlSourceOptions opts;
+  opts.max_bytes = 1 << 20;
+  ManifestUrlSource src(server.url("/endless"), opts);
+  auto r = src.FetchOnce();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().message(), "manifest URL '" + server.url("/endless") +
+                                      "' returned more than 1048576 bytes");
+  // Socket buffers hold a few MiB at most; without the abort this would be gigabytes.
+  EXPECT_LT(server.streamed(), uint64_t{64} << 20);
+}
+
+// A server that answers one byte at a time, each well within the read timeout: the deadline
+// for the whole fetch ends it.
+TEST(ManifestUrlSourceTest, TricklingServerHitsTheFetchDeadline) {
+  UrlServer server;
+  UrlSourceOptions opts;
+  opts.timeout = std::chrono::milliseconds(2000);
+  opts.deadline = std::chrono::milliseconds(500);
+  ManifestUrlSource src(server.url("/trickle"), opts);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = src.FetchOnce();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("did not finish its answer in time"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Nothing else is disturbed: after a good fetch, a URL turned hostile (gigabytes) leaves the
+// previous pods in force, with the error alongside for the operator.
+TEST(ManifestUrlSourceTest, HostileAnswerKeepsThePreviousSnapshot) {
+  UrlServer server;
+  UrlSourceOptions opts;
+  opts.max_bytes = 4096;
+  opts.period = std::chrono::milliseconds(20);
+  ManifestUrlSource src(server.url(), opts);
+  ASSERT_TRUE(src.Start().ok());
+  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  auto good = src.Poll();
+  ASSERT_TRUE(good && good->manifests.size() == 1u && good->manifests[0].error.ok());
+  server.Set(std::string(1 << 20, '#'), "\"big\"");
+  std::optional<SourceSnapshot> bad;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!bad && std::chrono::steady_clock::now() < end) {
+    if (!WaitReadable(src.fd(), 1000)) continue;
+    auto snap = src.Poll();
+    if (snap && snap->manifests.size() == 2u) bad = std::move(snap);
+  }
+  src.Stop();
+  ASSERT_TRUE(bad) << "no snapshot carried the error";
+  EXPECT_EQ(bad->manifests[0].content, "kind: Pod");  // the previous pods stay in force
+  EXPECT_EQ(bad->manifests[1].error.code(), StatusCode::kResourceExhausted);
 }
 
 TEST(ManifestUrlSourceTest, BackgroundThreadDeliversSnapshots) {
