@@ -502,7 +502,7 @@ void Soak::InjectFault(steady_clock::time_point now, steady_clock::time_point t0
       ++it;
     }
   }
-  if (!containerd_restarted_ && now >= containerd_restart_at_) {
+  if (options_.containerd_restart && !containerd_restarted_ && now >= containerd_restart_at_) {
     Log("fault: containerd restart", true);
     containerd_restarted_ = true;
     Status s = containerd_->Restart(seconds(60));

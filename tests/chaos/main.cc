@@ -51,7 +51,11 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write the figures as JSON to this file");
   app.add_flag("--keep", o.keep_dir, "Keep the work directory even when the soak passes");
   app.add_flag("-v,--verbose", o.verbose, "Log every fault and churn step");
+  bool no_containerd_restart = false;
+  app.add_flag("--no-containerd-restart", no_containerd_restart,
+               "Do not restart containerd halfway (the short run in ./dev test)");
   CLI11_PARSE(app, argc, argv);
+  o.containerd_restart = !no_containerd_restart;
   o.duration = *nodelet::ParseDuration(duration);
   if (geteuid() != 0) {
     std::cerr << "nodelet-chaos: must run as root (containerd, mounts, cgroups)\n";
