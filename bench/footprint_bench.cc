@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench_nodelet.h"
+#include "bench/bench_stats.h"
 #include "bench/bench_report.h"
 
 using namespace nodelet;
@@ -60,18 +61,9 @@ bool ReadSmapsRollup(pid_t pid, ProcSample& s) {
 }
 
 bool ReadTicks(pid_t pid, ProcSample& s) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  s.ticks = utime + stime;
+  long long ticks = nodelet::bench::ProcessCpuTicks(pid);
+  if (ticks < 0) return false;
+  s.ticks = static_cast<unsigned long long>(ticks);
   return true;
 }
 

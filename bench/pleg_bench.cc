@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/bench_report.h"
+#include "bench/bench_stats.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "svc-plegd/cri_pleg_runtime.h"
 #include "svc-plegd/relist_diff.h"
@@ -79,18 +80,9 @@ double ThisProcessCpuMs() {
 
 // utime + stime of another process, from /proc/PID/stat.
 double ProcessCpuMs(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return static_cast<double>(utime + stime) * 1e3 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  long long ticks = nodelet::bench::ProcessCpuTicks(pid);
+  if (ticks < 0) return 0;
+  return static_cast<double>(ticks) * 1e3 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 struct LatencyResult {
