@@ -94,7 +94,8 @@ class Node {
     plegd_.reset();
     statusd_.reset();
     if (containerd_) {
-      EXPECT_TRUE(containerd_->Stop().ok());
+      Status s = containerd_->Stop();
+      EXPECT_TRUE(s.ok()) << s.ToString();
     }
   }
 
