@@ -16,6 +16,7 @@
 
 #include "ctl/ctl_client.h"
 #include "nodelet_version.h"
+#include "lib/ipc/process_state_name.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -34,19 +35,6 @@ std::string Pad(const std::string& s, size_t width) {
 }
 
 }  // namespace
-
-std::string StateName(ProcessState state) {
-  switch (state) {
-    case ProcessState::Stopped: return "STOPPED";
-    case ProcessState::Starting: return "STARTING";
-    case ProcessState::Running: return "RUNNING";
-    case ProcessState::Backoff: return "BACKOFF";
-    case ProcessState::Stopping: return "STOPPING";
-    case ProcessState::Exited: return "EXITED";
-    case ProcessState::Fatal: return "FATAL";
-  }
-  return "UNKNOWN";
-}
 
 std::string FormatUptime(uint64_t uptime_ms) {
   uint64_t s = uptime_ms / 1000;
@@ -69,7 +57,7 @@ std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStat
     if (s->state == ProcessState::Running) {
       desc = "pid " + std::to_string(s->pid) + ", uptime " + FormatUptime(s->uptime_ms);
     }
-    out << Pad(s->name, maxlen + 3) << Pad(StateName(s->state), 10) << desc << "\n";
+    out << Pad(s->name, maxlen + 3) << Pad(ipc::ProcessStateName(s->state), 10) << desc << "\n";
   }
   return out.str();
 }
@@ -78,7 +66,7 @@ std::string FormatStatusJson(const std::vector<std::unique_ptr<ipc::ctl::Service
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : services) {
     arr.push_back({{"name", s->name},
-                   {"state", StateName(s->state)},
+                   {"state", ipc::ProcessStateName(s->state)},
                    {"pid", s->pid},
                    {"uptime_ms", s->uptime_ms},
                    {"description", s->description},

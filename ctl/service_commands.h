@@ -31,7 +31,6 @@ std::string FormatUptime(uint64_t uptime_ms);
 // supervisorctl's status lines: name padded to max(30, longest)+3, state padded to 10, then
 // "pid N, uptime H:MM:SS" for RUNNING or the supervisor's description otherwise.
 std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services);
-std::string StateName(ipc::ctl::ProcessState state);
 // The JSON form of `status --json`.
 std::string FormatStatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services);
 

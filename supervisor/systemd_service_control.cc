@@ -6,24 +6,12 @@
 #include <cstring>
 
 #include "supervisor/process_manager.h"
+#include "lib/ipc/process_state_name.h"
 
 namespace nodelet::supervisor {
 namespace {
 
 using Health = ipc::control::Health;
-
-const char* StateName(ProcessState s) {
-  switch (s) {
-    case ProcessState::Stopped: return "STOPPED";
-    case ProcessState::Starting: return "STARTING";
-    case ProcessState::Running: return "RUNNING";
-    case ProcessState::Backoff: return "BACKOFF";
-    case ProcessState::Stopping: return "STOPPING";
-    case ProcessState::Exited: return "EXITED";
-    case ProcessState::Fatal: return "FATAL";
-    default: return "UNKNOWN";
-  }
-}
 
 const char* KindName(int kind) {
   switch (kind) {
@@ -159,7 +147,7 @@ void SystemdServiceControl::Settle(Unit& u) {
       DoneCallback done = std::move(op.done);
       it = u.ops.erase(it);
       std::string why = DescribeUnitFailure(u.status);
-      done(false, std::string(StateName(state)) + (why.empty() ? "" : " (" + why + ")"));
+      done(false, std::string(ipc::ProcessStateName(state)) + (why.empty() ? "" : " (" + why + ")"));
       continue;
     }
     ++it;
@@ -318,7 +306,7 @@ std::string SystemdServiceControl::Summary() const {
     // A running unit is listed only when its state could not be read (it is the last known).
     if (state == ProcessState::Running && u.error.empty()) continue;
     if (!others.empty()) others += ", ";
-    others += u.name + " " + StateName(state);
+    others += u.name + " " + ipc::ProcessStateName(state);
     std::string why = !u.error.empty() ? "systemd: " + u.error
                       : (state == ProcessState::Backoff || state == ProcessState::Fatal)
                           ? DescribeUnitFailure(u.status)

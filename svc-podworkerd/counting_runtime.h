@@ -1,14 +1,21 @@
 // CountingRuntime: RuntimeService and ImageService that forward to another implementation and
 // count each call and each error by operation (the kubelet's runtime_operations_total and
 // runtime_operations_errors_total), for podworkerd's heartbeat counters. Thread-safe.
+//
+// It is also where every removal podworkerd makes passes, so it repairs the one removal failure
+// CRI cannot fix (lib/cri/containerd_tasks.h): when RemoveContainer or RemovePodSandbox fails on
+// a task containerd kept after a cancelled start, the repair hook (set_stuck_task_repair) kills
+// and deletes that task, and the removal is tried once more. Counted as "repair_stuck_task".
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lib/cri/containerd_tasks.h"
 #include "lib/cri/runtime_service.h"
 
 namespace nodelet::podworkerd {
@@ -17,6 +24,10 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
  public:
   CountingRuntime(cri::RuntimeService& runtime, cri::ImageService& images)
       : runtime_(runtime), images_(images) {}
+
+  using StuckTaskRepair = std::function<Status(const std::string& container_id)>;
+  // Before the first call.
+  void set_stuck_task_repair(StuckTaskRepair repair) { repair_ = std::move(repair); }
 
   // operation → (calls, errors), operations named as in CRI ("run_podsandbox", ...).
   std::map<std::string, std::pair<uint64_t, uint64_t>> Snapshot() const {
@@ -36,7 +47,7 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return CountStatus("stop_podsandbox", runtime_.StopPodSandbox(id));
   }
   Status RemovePodSandbox(const std::string& id) override {
-    return CountStatus("remove_podsandbox", runtime_.RemovePodSandbox(id));
+    return CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
   }
   Result<cri::v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& id,
                                                              bool verbose) override {
@@ -57,7 +68,7 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return CountStatus("stop_container", runtime_.StopContainer(id, timeout));
   }
   Status RemoveContainer(const std::string& id) override {
-    return CountStatus("remove_container", runtime_.RemoveContainer(id));
+    return CountStatus("remove_container", Repaired([&] { return runtime_.RemoveContainer(id); }));
   }
   Result<std::vector<cri::v1::Container>> ListContainers(
       const cri::v1::ContainerFilter& filter) override {
@@ -91,6 +102,18 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   }
 
  private:
+  // Runs `remove`; on a stuck task, repairs it and runs `remove` again.
+  template <typename Fn>
+  Status Repaired(Fn&& remove) {
+    Status s = remove();
+    if (s.ok() || !repair_) return s;
+    auto stuck = cri::StuckTaskContainerId(s);
+    if (!stuck) return s;
+    Status repaired = repair_(*stuck);
+    Add("repair_stuck_task", repaired.ok());
+    if (!repaired.ok()) return s;
+    return remove();
+  }
   void Add(const char* op, bool ok) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& e = ops_[op];
@@ -109,6 +132,7 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
 
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;
+  StuckTaskRepair repair_;
   mutable std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> ops_;
 };

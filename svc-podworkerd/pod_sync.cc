@@ -50,7 +50,19 @@ std::map<std::string, const ContainerRecordT*> Latest(const PodRecordT* rec,
   return out;
 }
 
+// A start that never ran the container because the caller went away mid-call: containerd
+// marks a StartContainer whose request context was cancelled (podworkerd SIGKILLed while the
+// call was in flight closes its connection) as exited with reason StartError, exit code 128 and
+// the context error as the message, and the process never started (no start time). That is not
+// a run of the container, so it is started again whatever the restartPolicy, and without
+// crash-loop backoff: a fault in podworkerd must not fail a restartPolicy Never pod.
+bool InterruptedStart(const ContainerRecordT& c) {
+  return c.state == ContainerState::Exited && c.started_at_ns == 0 && c.reason == "StartError" &&
+         c.message.find("context canceled") != std::string::npos;
+}
+
 bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited) {
+  if (InterruptedStart(exited)) return true;
   if (pod.spec.restart_policy == pod::kRestartPolicyNever) return false;
   if (pod.spec.restart_policy == pod::kRestartPolicyOnFailure) return exited.exit_code != 0;
   return true;
@@ -69,6 +81,12 @@ status::RestartPolicy ToStatusPolicy(const std::string& p) {
 
 status::ContainerState FromRecord(const ContainerRecordT& c) {
   status::ContainerState s;
+  if (InterruptedStart(c)) {
+    // Not a run: the container is being created again (not a terminated state that would make
+    // a restartPolicy Never pod Failed for a moment).
+    s.waiting = status::ContainerStateWaiting{"ContainerCreating", ""};
+    return s;
+  }
   switch (c.state) {
     case ContainerState::Running:
       s.running = status::ContainerStateRunning{c.started_at_ns / 1000000000};
@@ -178,7 +196,8 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   out.events.push_back(MakeEvent(pod, "Normal", "Created", "Created container " + c.name));
-  if (previous != nullptr && previous->state == ContainerState::Exited) {
+  if (previous != nullptr && previous->state == ContainerState::Exited &&
+      !InterruptedStart(*previous)) {
     const std::string key =
         CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
     auto ran = std::chrono::nanoseconds(
@@ -285,11 +304,11 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     inits_done = false;
     if (s->state != ContainerState::Exited) break;  // still running: wait for it
     // Failed init container.
-    if (pod.spec.restart_policy == pod::kRestartPolicyNever) {
+    if (!ShouldRestart(pod, *s)) {
       out.pod_finished = true;
       break;
     }
-    if (!InBackoff(pod, ic, *s, waiting, out)) {
+    if (InterruptedStart(*s) || !InBackoff(pod, ic, *s, waiting, out)) {
       StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), volume_paths, waiting, out);
     }
     break;
@@ -364,7 +383,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
         if (!ShouldRestart(pod, *s) && !spec_changed) break;
         any_to_restart = true;
-        if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
+        if (!spec_changed && !InterruptedStart(*s) && InBackoff(pod, c, *s, waiting, out)) break;
         if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), volume_paths, waiting,
                            out)) {
           any_running = true;

@@ -195,6 +195,18 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   ipc::Context* ipc_ctx = &ctx.ipc;
   std::string run_dir = ctx.options.run_dir;
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
+  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
+    tasks_ = std::move(*tasks);
+    counting_->set_stuck_task_repair([this](const std::string& id) {
+      GetLogger("podworkerd")->warn(
+          "Container {}: containerd kept its task after a cancelled start and refuses to remove "
+          "it; killing and deleting the task through containerd's task service",
+          id);
+      Status s = tasks_->KillAndDelete(id);
+      if (!s.ok()) GetLogger("podworkerd")->error("Container {}: {}", id, s.message());
+      return s;
+    });
+  }
   probes_ = std::make_unique<ProbeManager>(*counting_);
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,

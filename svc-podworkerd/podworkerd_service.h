@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lib/cri/grpc_cri_client.h"
+#include "lib/cri/containerd_tasks.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "lib/pleg/pleg_mirror.h"
@@ -128,6 +129,7 @@ class PodworkerdService : public ServiceHooks {
   PodworkerdConfig config_;
   ServiceContext* ctx_ = nullptr;
   std::unique_ptr<cri::GrpcCriClient> cri_;
+  std::unique_ptr<cri::ContainerdTasks> tasks_;  // repairs stuck tasks (lib/cri/containerd_tasks.h)
   std::unique_ptr<CountingRuntime> counting_;
   std::unique_ptr<ProbeManager> probes_;
   std::unique_ptr<PodSyncer> syncer_;

@@ -109,11 +109,15 @@ Result<std::string> ParseCriEndpoint(const std::string& endpoint) {
   return path;
 }
 
-Status StatusFromGrpc(const std::string& call, const grpc::Status& status) {
+Status GrpcCallStatus(const std::string& what, const grpc::Status& status) {
   if (status.ok()) return Status::Ok();
   return Status(MapGrpcCode(status.error_code()),
-                "CRI " + call + " failed: " + GrpcCodeName(status.error_code()) + ": " +
+                what + " failed: " + GrpcCodeName(status.error_code()) + ": " +
                     status.error_message());
+}
+
+Status StatusFromGrpc(const std::string& call, const grpc::Status& status) {
+  return GrpcCallStatus("CRI " + call, status);
 }
 
 Result<std::unique_ptr<GrpcCriClient>> GrpcCriClient::Create(const std::string& endpoint,

@@ -40,6 +40,8 @@ Result<std::string> ParseCriEndpoint(const std::string& endpoint);
 // (NOT_FOUND -> kNotFound, DEADLINE_EXCEEDED -> kDeadlineExceeded, UNAVAILABLE -> kUnavailable,
 // ...; codes without a counterpart map to kInternal or kFailedPrecondition).
 Status StatusFromGrpc(const std::string& call, const grpc::Status& status);
+// The same for any gRPC call: "<what> failed: <GRPC_CODE>: <message>".
+Status GrpcCallStatus(const std::string& what, const grpc::Status& status);
 
 class GrpcCriClient final : public RuntimeService, public ImageService {
  public:

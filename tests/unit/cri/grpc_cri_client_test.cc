@@ -2,6 +2,7 @@
 // reach the server intact, errors keep the gRPC code and message, deadlines are enforced, bad
 // responses are refused, and wait-for-ready waits for a runtime that is not there yet.
 #include "lib/cri/grpc_cri_client.h"
+#include "lib/cri/containerd_tasks.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -297,6 +298,32 @@ TEST_F(GrpcCriClientTest, ReconnectsAfterTheRuntimeRestarts) {
   ScriptedServer again(dir_.Sub("cri.sock"));
   EXPECT_TRUE(client->WaitForReady(milliseconds(20000)).ok());
   EXPECT_TRUE(client->Version().ok());
+}
+
+}  // namespace
+}  // namespace nodelet::cri
+
+namespace nodelet::cri {
+namespace {
+
+// containerd's removal error for a task it kept after a cancelled start names the container.
+TEST(StuckTaskContainerIdTest, ReadsTheIdFromContainerdsRemovalError) {
+  const std::string id(64, 'a');
+  Status removal(StatusCode::kFailedPrecondition,
+                 "CRI RemovePodSandbox failed: FAILED_PRECONDITION: failed to remove container \"" +
+                     id + "\": failed to delete containerd container \"" + id +
+                     "\": cannot delete running task " + id + ": failed precondition");
+  auto got = StuckTaskContainerId(removal);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, id);
+  EXPECT_FALSE(StuckTaskContainerId(Status::Ok()).has_value());
+  EXPECT_FALSE(StuckTaskContainerId(Status(StatusCode::kFailedPrecondition,
+                                           "container is in starting state, can't be removed"))
+                   .has_value());
+  // A truncated id is not taken for one.
+  EXPECT_FALSE(StuckTaskContainerId(Status(StatusCode::kFailedPrecondition,
+                                           "cannot delete running task abc: failed precondition"))
+                   .has_value());
 }
 
 }  // namespace

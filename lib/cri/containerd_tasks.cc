@@ -1,0 +1,94 @@
+#include "lib/cri/containerd_tasks.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <thread>
+#include <utility>
+
+#include "lib/cri/containerd_tasks.grpc.pb.h"
+#include "lib/cri/grpc_cri_client.h"
+
+namespace nodelet::cri {
+
+namespace tasks = ::containerd::services::tasks::v1;
+
+std::optional<std::string> StuckTaskContainerId(const Status& removal_error) {
+  if (removal_error.ok()) return std::nullopt;
+  static const std::string kMarker = "cannot delete running task ";
+  const std::string& m = removal_error.message();
+  auto at = m.find(kMarker);
+  if (at == std::string::npos) return std::nullopt;
+  at += kMarker.size();
+  auto end = m.find_first_not_of("0123456789abcdef", at);
+  std::string id = m.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  if (id.size() != 64) return std::nullopt;  // containerd's ids are 64 hex digits
+  return id;
+}
+
+struct ContainerdTasks::Stub {
+  explicit Stub(const std::shared_ptr<grpc::Channel>& channel) : tasks(tasks::Tasks::NewStub(channel)) {}
+  std::unique_ptr<tasks::Tasks::Stub> tasks;
+};
+
+Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(const std::string& endpoint,
+                                                                 std::string ns,
+                                                                 std::chrono::milliseconds timeout) {
+  auto path = ParseCriEndpoint(endpoint);
+  if (!path.ok()) return path.status();
+  if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
+  auto channel = grpc::CreateChannel("unix://" + *path, grpc::InsecureChannelCredentials());
+  if (channel == nullptr) return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
+  return std::unique_ptr<ContainerdTasks>(new ContainerdTasks(std::move(ns), timeout, std::move(channel)));
+}
+
+ContainerdTasks::ContainerdTasks(std::string ns, std::chrono::milliseconds timeout,
+                                 std::shared_ptr<grpc::Channel> channel)
+    : ns_(std::move(ns)),
+      timeout_(timeout),
+      channel_(std::move(channel)),
+      stub_(std::make_unique<Stub>(channel_)) {}
+
+ContainerdTasks::~ContainerdTasks() = default;
+
+Status ContainerdTasks::KillAndDelete(const std::string& container_id) {
+  auto context = [this] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + timeout_);
+    c->AddMetadata("containerd-namespace", ns_);
+    return c;
+  };
+  {
+    tasks::KillRequest request;
+    request.set_container_id(container_id);
+    request.set_signal(SIGKILL);
+    request.set_all(true);
+    tasks::KillResponse response;
+    auto c = context();
+    Status s = GrpcCallStatus("containerd Tasks.Kill of " + container_id,
+                              stub_->tasks->Kill(c.get(), request, &response));
+    if (s.code() == StatusCode::kNotFound) return Status::Ok();  // no task: nothing to do
+    // A task whose processes are already gone refuses the kill; the delete below still runs.
+    (void)s;
+  }
+  tasks::DeleteTaskRequest request;
+  request.set_container_id(container_id);
+  tasks::DeleteResponse response;
+  // The kill is asynchronous: the delete is refused until the shim has reaped the init process,
+  // so it is retried within the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    auto c = context();
+    Status s = GrpcCallStatus("containerd Tasks.Delete of " + container_id,
+                              stub_->tasks->Delete(c.get(), request, &response));
+    if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
+    if (s.code() != StatusCode::kFailedPrecondition || std::chrono::steady_clock::now() >= deadline) {
+      return s;
+    }
+    // Polls the shim's state, bounded by the deadline above (containerd has no wait for "the
+    // kill took effect" other than a Wait stream, which a created task never ends).
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace nodelet::cri

@@ -1,0 +1,51 @@
+// ContainerdTasks: containerd's native task service, for the one repair CRI cannot make.
+//
+// When a StartContainer call is cancelled (its caller died) after containerd created the task
+// but before it read the task's pid, containerd's CRI plugin marks the container exited
+// (StartError) but keeps the task: its runc init process stays in the container's cgroups, CRI's
+// StopContainer skips an exited container, and every RemoveContainer or RemovePodSandbox fails
+// with "cannot delete running task <id>" until containerd restarts. ContainerdTasks kills that
+// task's processes and deletes the task through containerd's own API (same socket, namespace
+// k8s.io), after which CRI removes the container normally.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lib/common/status.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace nodelet::cri {
+
+// The container id in a CRI removal error caused by such a task ("... cannot delete running
+// task <id>: failed precondition"), or nullopt for any other error.
+std::optional<std::string> StuckTaskContainerId(const Status& removal_error);
+
+class ContainerdTasks {
+ public:
+  // `endpoint`: the CRI endpoint ("unix:///run/containerd/containerd.sock"); `ns`: the
+  // containerd namespace of CRI's containers.
+  static Result<std::unique_ptr<ContainerdTasks>> Create(
+      const std::string& endpoint, std::string ns = "k8s.io",
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  ~ContainerdTasks();
+
+  // SIGKILL to every process of the container's task, then deletes the task (and with it the
+  // task's cgroups and bundle). A task that is already gone is OK.
+  Status KillAndDelete(const std::string& container_id);
+
+ private:
+  struct Stub;
+  ContainerdTasks(std::string ns, std::chrono::milliseconds timeout, std::shared_ptr<grpc::Channel> channel);
+  std::string ns_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Stub> stub_;
+};
+
+}  // namespace nodelet::cri
