@@ -74,17 +74,15 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id) {
   tasks::DeleteTaskRequest request;
   request.set_container_id(container_id);
   tasks::DeleteResponse response;
-  // The kill is asynchronous: the delete is refused until the shim has reaped the init process,
-  // so it is retried within the deadline.
+  // The kill is asynchronous: until the shim has reaped the init process the delete is refused
+  // ("cannot delete a running process", code UNKNOWN), so it is retried within the deadline.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     auto c = context();
     Status s = GrpcCallStatus("containerd Tasks.Delete of " + container_id,
                               stub_->tasks->Delete(c.get(), request, &response));
     if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
-    if (s.code() != StatusCode::kFailedPrecondition || std::chrono::steady_clock::now() >= deadline) {
-      return s;
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return s;
     // Polls the shim's state, bounded by the deadline above (containerd has no wait for "the
     // kill took effect" other than a Wait stream, which a created task never ends).
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -224,6 +224,9 @@ TEST_F(PlegdTest, ContainerStartedDiedWithExitCodeAndRemoved) {
   PlegdProcess plegd(dir_, containerd_->endpoint(), "100ms");
   ASSERT_TRUE(plegd.ready());
   Watcher w(ctx_, dir_.Sub("run"));
+  // The replica must be live before the container starts: a start that happens while it is
+  // still connecting arrives in its first snapshot, as state, without a ContainerStarted event.
+  ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().in_sync(); }, 10s));
 
   std::string sandbox = RunSandbox("lifecycle");
   std::string foreign = RunSandbox("foreign", /*managed=*/false);
