@@ -147,6 +147,7 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
 
 bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
                           const ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out) {
+  if (InterruptedStart(exited)) return false;  // not a crash: no crash-loop backoff
   const std::string key = CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
   // The exit, on the monotonic clock.
   MonoTime finished = clock_.Now() - std::chrono::nanoseconds(
@@ -308,7 +309,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
       out.pod_finished = true;
       break;
     }
-    if (InterruptedStart(*s) || !InBackoff(pod, ic, *s, waiting, out)) {
+    if (!InBackoff(pod, ic, *s, waiting, out)) {
       StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), volume_paths, waiting, out);
     }
     break;
@@ -383,7 +384,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
         if (!ShouldRestart(pod, *s) && !spec_changed) break;
         any_to_restart = true;
-        if (!spec_changed && !InterruptedStart(*s) && InBackoff(pod, c, *s, waiting, out)) break;
+        if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
         if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), volume_paths, waiting,
                            out)) {
           any_running = true;
