@@ -1,10 +1,13 @@
 #include "svc-podworkerd/cri_configs.h"
 
-#include <limits.h>
-#include <stdlib.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <filesystem>
-#include <sstream>
+#include <cerrno>
+
+#include "lib/common/fs.h"
 
 #include "lib/pod/canonical.h"
 
@@ -106,51 +109,99 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
   return config;
 }
 
-Result<std::string> ResolveSubPath(const std::string& base, const std::string& sub_path) {
-  if (sub_path.empty()) return base;
-  if (sub_path[0] == '/') return InvalidArgument("subPath " + sub_path + " must be relative");
-  std::stringstream parts(sub_path);
-  for (std::string part; std::getline(parts, part, '/');) {
-    if (part == "..") return InvalidArgument("subPath " + sub_path + " must not contain '..'");
+Result<std::string> SubPathStagingPath(const std::string& root_dir, const std::string& pod_uid,
+                                       const std::string& volume, const std::string& container,
+                                       size_t index) {
+  for (const std::string* part : {&pod_uid, &volume, &container}) {
+    if (part->empty() || *part == "." || *part == ".." ||
+        part->find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      return InvalidArgument("\"" + *part + "\" cannot name a directory");
+    }
   }
-  char real_base[PATH_MAX];
-  if (realpath(base.c_str(), real_base) == nullptr) {
-    return FailedPrecondition("volume path " + base + " does not exist");
-  }
-  const std::string root = real_base;
-  const std::string want = root + "/" + sub_path;
-  auto inside = [&](const std::string& p) { return p == root || p.rfind(root + "/", 0) == 0; };
-  // The deepest existing ancestor must resolve inside the volume before anything is created.
-  std::filesystem::path probe = want;
-  std::error_code ec;
-  while (!std::filesystem::exists(probe, ec) && probe.has_parent_path() && probe != root) {
-    probe = probe.parent_path();
-  }
-  char real[PATH_MAX];
-  if (realpath(probe.c_str(), real) == nullptr || !inside(real)) {
-    return InvalidArgument("subPath " + sub_path + " resolves outside its volume");
-  }
-  if (!std::filesystem::exists(want, ec)) std::filesystem::create_directories(want, ec);
-  if (realpath(want.c_str(), real) == nullptr || !inside(real)) {
-    return InvalidArgument("subPath " + sub_path + " resolves outside its volume");
-  }
-  return std::string(real);
+  if (root_dir.empty()) return FailedPrecondition("subPath needs nodelet's root directory");
+  return root_dir + "/pods/" + pod_uid + "/volume-subpaths/" + volume + "/" + container + "/" +
+         std::to_string(index);
 }
 
-Result<std::vector<v1::Mount>> MakeMounts(const pod::Container& c,
-                                          const std::map<std::string, std::string>& volume_paths) {
+Result<UniqueFd> OpenSubPath(const std::string& volume_path, const std::string& sub_path,
+                             const SubPathOptions& options) {
+  const std::string what = "subPath \"" + sub_path + "\"";
+  std::vector<std::string> parts;
+  if (!SplitRelative(sub_path, &parts)) {
+    return InvalidArgument(what + " must be a relative path without '..'");
+  }
+  UniqueFd volume(open(volume_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!volume.valid()) return ErrnoStatus("volume path " + volume_path, errno);
+  return OpenOrCreateBeneath(volume.get(), sub_path, 0755, what, options.while_creating,
+                             options.lookup);
+}
+
+Result<std::string> StageSubPath(const std::string& volume_path, const std::string& sub_path,
+                                 const std::string& staging, const SubPathOptions& options) {
+  auto fd = OpenSubPath(volume_path, sub_path, options);
+  if (!fd.ok()) return fd.status();
+  if (options.before_use) options.before_use(sub_path);
+  struct stat st{};
+  if (fstat(fd->get(), &st) != 0) return ErrnoStatus("subPath \"" + sub_path + "\": stat", errno);
+  const bool dir = S_ISDIR(st.st_mode);
+  // The staging path is nodelet's (no container sees ROOT/pods/UID itself).
+  if (Status s = EnsureDirectory(staging.substr(0, staging.rfind('/')), 0750); !s.ok()) return s;
+  while (umount2(staging.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
+  }
+  struct stat old{};
+  if (lstat(staging.c_str(), &old) == 0 && (S_ISDIR(old.st_mode) != dir || S_ISLNK(old.st_mode))) {
+    if ((S_ISDIR(old.st_mode) ? rmdir(staging.c_str()) : unlink(staging.c_str())) != 0) {
+      return ErrnoStatus("subPath staging " + staging + ": remove", errno);
+    }
+  }
+  if (dir) {
+    if (mkdir(staging.c_str(), 0750) != 0 && errno != EEXIST) {
+      return ErrnoStatus("subPath staging " + staging + ": create", errno);
+    }
+  } else {
+    UniqueFd f(open(staging.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640));
+    if (!f.valid()) return ErrnoStatus("subPath staging " + staging + ": create", errno);
+  }
+  const std::string source = "/proc/self/fd/" + std::to_string(fd->get());
+  if (mount(source.c_str(), staging.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return ErrnoStatus("subPath \"" + sub_path + "\": bind mount on " + staging, errno);
+  }
+  return staging;
+}
+
+Result<std::vector<v1::Mount>> MakeMounts(const pod::Pod& pod, const pod::Container& c,
+                                          const std::map<std::string, std::string>& volume_paths,
+                                          const std::string& root_dir,
+                                          const SubPathOptions& options) {
   std::vector<v1::Mount> mounts;
-  for (const auto& vm : c.volume_mounts) {
+  for (size_t i = 0; i < c.volume_mounts.size(); ++i) {
+    const auto& vm = c.volume_mounts[i];
     auto it = volume_paths.find(vm.name);
     if (it == volume_paths.end() || it->second.empty()) {
       return FailedPrecondition("volume \"" + vm.name + "\" is not set up");
     }
-    auto host = ResolveSubPath(it->second, vm.sub_path);
-    if (!host.ok()) return host.status();
+    const pod::Volume* volume = nullptr;
+    for (const auto& v : pod.spec.volumes) {
+      if (v.name == vm.name) volume = &v;
+    }
+    std::string host = it->second;
+    if (!vm.sub_path.empty()) {
+      auto staging = SubPathStagingPath(root_dir, pod.metadata.uid, vm.name, c.name, i);
+      if (!staging.ok()) return staging.status();
+      auto staged = StageSubPath(host, vm.sub_path, *staging, options);
+      if (!staged.ok()) {
+        return Status(staged.status().code(),
+                      "volume \"" + vm.name + "\": " + staged.status().message());
+      }
+      host = *staged;
+    }
+    // Files that nodelet writes are never the container's to change.
+    const bool nodelet_written =
+        volume != nullptr && (volume->config_map || volume->secret || volume->downward_api);
     v1::Mount m;
     m.set_container_path(vm.mount_path);
-    m.set_host_path(*host);
-    m.set_readonly(vm.read_only);
+    m.set_host_path(host);
+    m.set_readonly(vm.read_only || nodelet_written);
     mounts.push_back(std::move(m));
   }
   return mounts;

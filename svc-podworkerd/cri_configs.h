@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/beneath.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
 
@@ -34,13 +35,45 @@ cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attemp
 cri::v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& container,
                                              uint32_t restart_count);
 
-// The host path of `sub_path` inside the volume at `base`, refusing absolute paths, `..` and
-// anything (a symlink) that resolves outside the volume. A missing subPath directory is created
-// inside the volume, as the kubelet does.
-Result<std::string> ResolveSubPath(const std::string& base, const std::string& sub_path);
+// subPath mounts (the kubelet's fix for CVE-2021-25741). The container may change its volume
+// while nodelet resolves a subPath in it, so the subPath is never handed to the runtime by name:
+// it is opened beneath the volume's fd (lib/common/beneath.h: openat2 with RESOLVE_BENEATH |
+// RESOLVE_NO_MAGICLINKS, or the O_NOFOLLOW walk), missing directories are made with mkdirat on
+// the same fds, and what was opened is bind-mounted through /proc/self/fd/N on a staging path
+// of nodelet's own, ROOT/pods/UID/volume-subpaths/VOLUME/CONTAINER/INDEX. The runtime mounts
+// the staging path. volumed unmounts the staging mounts with the rest of the pod directory when
+// the pod goes; a container started again rebinds its staging paths.
+struct SubPathOptions {
+  LookupOptions lookup;
+  // Runs between the lookup and the bind mount (tests swap the directory for a link there).
+  BeneathHook before_use;
+  // Runs between the lookup of one component and the next while missing ones are created.
+  BeneathHook while_creating;
+};
+
+// ROOT/pods/UID/volume-subpaths/VOLUME/CONTAINER/INDEX; refuses names that are not one path
+// component.
+Result<std::string> SubPathStagingPath(const std::string& root_dir, const std::string& pod_uid,
+                                       const std::string& volume, const std::string& container,
+                                       size_t index);
+
+// Opens `sub_path` beneath the volume at `volume_path` (created as a directory when missing, as
+// the kubelet does). A symlink that stays inside the volume is followed; anything that leads out
+// is refused with an error that names the subPath.
+Result<UniqueFd> OpenSubPath(const std::string& volume_path, const std::string& sub_path,
+                             const SubPathOptions& options = {});
+
+// OpenSubPath, then the bind mount of what it opened on `staging` (made a directory or an empty
+// file to match; an earlier mount there is detached first). Returns `staging`.
+Result<std::string> StageSubPath(const std::string& volume_path, const std::string& sub_path,
+                                 const std::string& staging, const SubPathOptions& options = {});
 
 // The CRI mounts of a container's volumeMounts, given each volume's host path (from volumed).
-Result<std::vector<cri::v1::Mount>> MakeMounts(const pod::Container& container,
-                                               const std::map<std::string, std::string>& volume_paths);
+// configMap, secret and downwardAPI volumes are always read-only (their writer is nodelet, as
+// in the kubelet since CVE-2017-1002102). subPaths are staged under `root_dir`.
+Result<std::vector<cri::v1::Mount>> MakeMounts(const pod::Pod& pod, const pod::Container& container,
+                                               const std::map<std::string, std::string>& volume_paths,
+                                               const std::string& root_dir,
+                                               const SubPathOptions& options = {});
 
 }  // namespace nodelet::podworkerd

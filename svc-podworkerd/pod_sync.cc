@@ -181,7 +181,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt);
-  auto mounts = MakeMounts(c, volume_paths);
+  auto mounts = MakeMounts(pod, c, volume_paths, root_dir_);
   if (!mounts.ok()) {
     waiting[c.name] = {"CreateContainerConfigError", mounts.status().message()};
     out.error = "container " + c.name + ": " + mounts.status().message();

@@ -86,6 +86,8 @@ class PodSyncer {
     puller_ = std::make_unique<ImagePuller>(images_, clock_, config);
   }
   const ImagePuller& image_puller() const { return *puller_; }
+  // nodelet's root directory, where subPath mounts are staged (before the first sync).
+  void set_root_dir(std::string dir) { root_dir_ = std::move(dir); }
 
   // An event about `pod`, stamped now, from podworkerd.
   static status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
@@ -120,6 +122,7 @@ class PodSyncer {
   cri::ImageService& images_;
   const Clock& clock_;
   std::string log_dir_;
+  std::string root_dir_;
   VolumeLookup volumes_;
   ProbeManager* probes_ = nullptr;
   std::mutex backoff_mu_;

@@ -213,6 +213,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
+  syncer_->set_root_dir(ctx.options.root_dir);
   syncer_->set_image_puller_config(config_.image_pulls);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {

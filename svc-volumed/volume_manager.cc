@@ -93,15 +93,6 @@ Result<std::string> FieldValue(const pod::Pod& pod, const std::string& path) {
   return InvalidArgument("downwardAPI field " + path + " is not supported");
 }
 
-bool SafeRelative(const std::string& p) {
-  if (p.empty() || p[0] == '/') return false;
-  std::stringstream ss(p);
-  for (std::string part; std::getline(ss, part, '/');) {
-    if (part == ".." || part.rfind("..", 0) == 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::vector<std::string> MountsUnder(const std::string& prefix) {
@@ -126,52 +117,58 @@ bool IsMountPoint(const std::string& path) {
   return false;
 }
 
-Status AtomicWriteFiles(const std::string& dir,
-                        const std::map<std::string, std::pair<std::string, int>>& files) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  auto now = std::chrono::system_clock::now().time_since_epoch().count();
-  const std::string ts = "..data_" + std::to_string(now);
-  const std::string ts_dir = dir + "/" + ts;
-  fs::create_directories(ts_dir, ec);
-  if (ec) return FailedPrecondition("create " + ts_dir + ": " + ec.message());
-  for (const auto& [rel, content] : files) {
-    if (!SafeRelative(rel)) return InvalidArgument("refusing file path " + rel);
-    fs::path target = fs::path(ts_dir) / rel;
-    fs::create_directories(target.parent_path(), ec);
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
-    out << content.first;
-    out.close();
-    if (!out) return FailedPrecondition("write " + target.string());
-    chmod(target.c_str(), static_cast<mode_t>(content.second));
-  }
-  // Swap ..data to the new directory with one rename.
-  const std::string tmp_link = dir + "/..data_tmp";
-  unlink(tmp_link.c_str());
-  if (symlink(ts.c_str(), tmp_link.c_str()) != 0) return Errno("symlink", tmp_link);
-  std::string old_target;
-  {
-    char buf[4096];
-    ssize_t n = readlink((dir + "/..data").c_str(), buf, sizeof buf - 1);
-    if (n > 0) old_target.assign(buf, static_cast<size_t>(n));
-  }
-  if (rename(tmp_link.c_str(), (dir + "/..data").c_str()) != 0) return Errno("rename", tmp_link);
-  // Top-level names point through ..data.
-  std::set<std::string> top;
-  for (const auto& [rel, _] : files) top.insert(rel.substr(0, rel.find('/')));
-  for (const auto& name : top) {
-    std::string link = dir + "/" + name;
+Status CheckHostPath(const std::string& path, const std::string& type, LookupOptions options) {
+  if (type.empty()) return Status::Ok();  // the kubelet's default: no check
+  if (path.empty() || path[0] != '/') return InvalidArgument("hostPath " + path + " must be absolute");
+  options.scope = BeneathScope::kInRoot;  // from the real `/`: an ordinary lookup, no magic links
+  UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Errno("open", "/");
+  const std::string rel = path.substr(1);
+  const std::string what = "hostPath " + path;
+  if (type == "DirectoryOrCreate") {
+    auto fd = OpenOrCreateBeneath(root.get(), rel, 0755, what, nullptr, options);
+    if (!fd.ok()) {
+      if (fd.status().message().find("not a directory") != std::string::npos) {
+        return FailedPrecondition(what + ": exists and is not a directory");
+      }
+      return FailedPrecondition(fd.status().message());
+    }
     struct stat st{};
-    if (lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) continue;
-    if (symlink(("..data/" + name).c_str(), link.c_str()) != 0) return Errno("symlink", link);
+    if (fstat(fd->get(), &st) != 0) return Errno("hostPath: stat", path);
+    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": exists and is not a directory");
+    return Status::Ok();
   }
-  // Names no longer present, and the previous data directory.
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename();
-    if (name.rfind("..", 0) == 0) continue;
-    if (!top.count(name)) fs::remove(entry.path(), ec);
+  if (type == "FileOrCreate") {
+    const size_t slash = rel.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : rel.substr(0, slash);
+    const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    if (base.empty() || base == "." || base == "..") return InvalidArgument(what + " names no file");
+    auto dir = OpenBeneath(root.get(), parent, O_DIRECTORY, what + ": parent", options);
+    if (!dir.ok()) return FailedPrecondition(dir.status().message());
+    UniqueFd made(openat(dir->get(), base.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (made.valid()) {
+      if (fchmod(made.get(), 0644) != 0) return Errno("hostPath: chmod", path);
+      return Status::Ok();
+    }
+    if (errno != EEXIST) return Errno("hostPath: create", path);
   }
-  if (!old_target.empty() && old_target != ts) fs::remove_all(dir + "/" + old_target, ec);
+  int fd = OpenBeneathRaw(root.get(), rel, 0, options);
+  struct stat st{};
+  bool exists = fd >= 0 && fstat(fd, &st) == 0;
+  if (fd >= 0) close(fd);
+  if (type == "Directory") {
+    if (!exists || !S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": not a directory");
+  } else if (type == "FileOrCreate") {
+    if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition(what + ": exists and is not a file");
+  } else if (type == "File") {
+    if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition(what + ": not a file");
+  } else if (type == "Socket") {
+    if (!exists || !S_ISSOCK(st.st_mode)) return FailedPrecondition(what + ": not a socket");
+  } else if (type == "CharDevice") {
+    if (!exists || !S_ISCHR(st.st_mode)) return FailedPrecondition(what + ": not a character device");
+  } else if (type == "BlockDevice") {
+    if (!exists || !S_ISBLK(st.st_mode)) return FailedPrecondition(what + ": not a block device");
+  }
   return Status::Ok();
 }
 
@@ -198,7 +195,7 @@ Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
       if (it == obj.data.end()) {
         return NotFound("key " + item.key + " not found in " + obj.namespace_name + "/" + obj.name);
       }
-      if (!SafeRelative(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
+      if (!IsSafePayloadPath(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
       (*files)[item.path] = {it->second, item.mode.value_or(default_mode)};
     }
     return Status::Ok();
@@ -224,7 +221,7 @@ Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
   }
   if (v.downward_api) {
     for (const auto& item : v.downward_api->items) {
-      if (!SafeRelative(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
+      if (!IsSafePayloadPath(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
       if (!item.field_ref) return InvalidArgument("downwardAPI item " + item.path + ": only fieldRef");
       auto value = FieldValue(pod, item.field_ref->field_path);
       if (!value.ok()) return value.status();
@@ -237,43 +234,8 @@ Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
 Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& state, bool* changed) {
   const std::string& uid = pod.metadata.uid;
   if (v.host_path) {
-    const std::string& path = v.host_path->path;
-    const std::string& type = v.host_path->type;
-    state.host_path = path;
-    struct stat st{};
-    bool exists = stat(path.c_str(), &st) == 0;
-    if (type == "DirectoryOrCreate") {
-      if (!exists) {
-        std::error_code ec;
-        fs::create_directories(path, ec);
-        if (ec) return FailedPrecondition("hostPath " + path + ": " + ec.message());
-        chmod(path.c_str(), 0755);
-      } else if (!S_ISDIR(st.st_mode)) {
-        return FailedPrecondition("hostPath " + path + ": exists and is not a directory");
-      }
-    } else if (type == "Directory") {
-      if (!exists || !S_ISDIR(st.st_mode)) {
-        return FailedPrecondition("hostPath " + path + ": not a directory");
-      }
-    } else if (type == "FileOrCreate") {
-      if (!exists) {
-        int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-        if (fd < 0) return Errno("hostPath: create", path);
-        close(fd);
-      } else if (!S_ISREG(st.st_mode)) {
-        return FailedPrecondition("hostPath " + path + ": exists and is not a file");
-      }
-    } else if (type == "File") {
-      if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition("hostPath " + path + ": not a file");
-    } else if (type == "Socket") {
-      if (!exists || !S_ISSOCK(st.st_mode)) return FailedPrecondition("hostPath " + path + ": not a socket");
-    } else if (type == "CharDevice") {
-      if (!exists || !S_ISCHR(st.st_mode)) {
-        return FailedPrecondition("hostPath " + path + ": not a character device");
-      }
-    } else if (type == "BlockDevice") {
-      if (!exists || !S_ISBLK(st.st_mode)) return FailedPrecondition("hostPath " + path + ": not a block device");
-    }
+    state.host_path = v.host_path->path;
+    if (Status s = CheckHostPath(v.host_path->path, v.host_path->type); !s.ok()) return s;
     if (!state.ready) *changed = true;
     return Status::Ok();
   }

@@ -7,7 +7,8 @@
 // Plugins: emptyDir (a directory; medium Memory: a tmpfs mount with sizeLimit), hostPath (with
 // the type checks), downwardAPI, configMap and secret (files written atomically: a new
 // timestamped directory, then a `..data` symlink swapped with rename(2); user-visible names are
-// symlinks through `..data`; secrets on tmpfs). Everything is idempotent, so a restart rebuilds
+// symlinks through `..data`; secrets on tmpfs; see atomic_writer.h for how a container that
+// tampers with the directory is kept from steering the writer). Everything is idempotent, so a restart rebuilds
 // the actual state by looking (mountinfo, directories) and never mounts twice.
 //
 // Single-threaded (volumed's main loop).
@@ -21,9 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/beneath.h"
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/pod.h"
+#include "svc-volumed/atomic_writer.h"
 
 namespace nodelet::volumed {
 
@@ -107,10 +110,11 @@ class VolumeManager {
   uint64_t operations_ = 0, failures_ = 0;
 };
 
-// Writes `files` (relative path -> content, mode) into `dir` atomically: a new ..TIMESTAMP
-// directory, the `..data` symlink swapped to it with rename(2), top-level names as symlinks
-// through `..data`, the old directory and stale names removed.
-Status AtomicWriteFiles(const std::string& dir,
-                        const std::map<std::string, std::pair<std::string, int>>& files);
+// Checks a hostPath volume's `type` (Directory, DirectoryOrCreate, File, FileOrCreate, Socket,
+// CharDevice, BlockDevice; "" checks nothing) on an fd: the path is opened once (links followed
+// as the kubelet's stat does, /proc magic links refused) and the type is read with fstat; what
+// *OrCreate makes is created with mkdirat/openat(O_EXCL) on its parent's fd.
+Status CheckHostPath(const std::string& path, const std::string& type,
+                     LookupOptions options = {});
 
 }  // namespace nodelet::volumed

@@ -1,7 +1,7 @@
 // VolumeManager and the pieces around it on a real filesystem in a temporary directory: the
 // atomic writer, emptyDir, hostPath type checks, configMap/secret/downwardAPI content and
 // updates, backoff of a failing volume, teardown; tmpfs mounts when running as root. Time is a
-// fake clock; hostile subPaths are refused by podworkerd's resolver.
+// fake clock. The writer against tampering: atomic_writer_test.cc; subPaths: subpath_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "svc-podworkerd/cri_configs.h"
 #include "svc-volumed/volume_manager.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
@@ -189,24 +188,6 @@ TEST_F(VolumeManagerTest, MemoryEmptyDirIsATmpfsAndUnmountedOnRemoval) {
   manager_.SetDesired(d);
   manager_.Reconcile();
   EXPECT_TRUE(MountsUnder(root()).empty());
-}
-
-TEST(SubPathTest, HostileSubPathsAreRefused) {
-  TempDir dir;
-  const std::string vol = dir.Sub("vol");
-  fs::create_directories(vol + "/inside");
-  fs::create_symlink(dir.path(), vol + "/escape");
-  fs::create_symlink("inside", vol + "/ok-link");
-  EXPECT_TRUE(podworkerd::ResolveSubPath(vol, "inside").ok());
-  EXPECT_TRUE(podworkerd::ResolveSubPath(vol, "ok-link").ok()) << "a symlink inside is fine";
-  auto created = podworkerd::ResolveSubPath(vol, "new/dir");
-  ASSERT_TRUE(created.ok());
-  EXPECT_TRUE(fs::is_directory(*created));
-  for (const char* bad : {"../x", "/etc", "a/../../x", "escape", "escape/sub"}) {
-    auto r = podworkerd::ResolveSubPath(vol, bad);
-    EXPECT_FALSE(r.ok()) << bad;
-  }
-  EXPECT_FALSE(fs::exists(dir.Sub("sub"))) << "nothing may be created outside the volume";
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// The writer of configMap, secret and downwardAPI volumes: the kubelet's AtomicWriter contract,
+// done on directory fds so that nothing a container left in the volume directory can steer it.
+//
+// Layout of a volume directory DIR:
+//   DIR/..data_<ns>/   the payload (files and their subdirectories), written fresh each time
+//   DIR/..data         a symlink to the current ..data_<ns>, swapped with one renameat
+//   DIR/NAME           for each top-level name of the payload, a symlink `..data/NAME`
+//
+// The writer works under an fd of DIR (opened O_DIRECTORY | O_NOFOLLOW). It creates with
+// mkdirat, openat(O_CREAT | O_EXCL | O_NOFOLLOW), symlinkat and renameat, sets modes with fchmod
+// on the file's own fd, and never follows a link it did not write: `..data` is only read, never
+// resolved. It removes only what it owns: old payload directories found by name (`..data_`
+// followed by digits, no `/`) and opened O_NOFOLLOW | O_DIRECTORY beneath DIR, emptied with
+// unlinkat on fds (never following a link), and user-visible links that point into `..data/`.
+// Anything else it finds is left alone; what stands in its way is an error.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "lib/common/status.h"
+
+namespace nodelet::volumed {
+
+// Relative path -> (content, mode).
+using Payload = std::map<std::string, std::pair<std::string, int>>;
+
+// True for the payload directories the writer creates: `..data_` then 1 to 20 digits.
+bool IsPayloadDirName(const std::string& name);
+
+// A payload path must be relative, without empty, "." or ".." components, and no component may
+// start with "..".
+bool IsSafePayloadPath(const std::string& path);
+
+// Writes `files` into the directory `dir_fd` (see above). `stamp` names the new payload
+// directory (`..data_<stamp>`, bumped while the name is taken).
+Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp);
+
+// Opens `dir` (which must exist and must not be a link) and writes into it, stamped with the
+// wall clock in ns.
+Status AtomicWriteFiles(const std::string& dir, const Payload& files);
+
+}  // namespace nodelet::volumed
