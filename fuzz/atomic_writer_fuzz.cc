@@ -34,13 +34,19 @@ struct Input {
   uint8_t next() { return pos < size ? data[pos++] : 0; }
 };
 
+// Made once per process, removed at exit (never destroyed before that handler runs).
 const std::string& Base() {
-  static const std::string base = [] {
+  static const std::string* base = [] {
     char tmpl[] = "/tmp/nodelet-aw-fuzz-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) abort();
-    return std::string(tmpl);
+    auto* path = new std::string(tmpl);
+    atexit([] {
+      std::error_code ec;
+      fs::remove_all(Base(), ec);
+    });
+    return path;
   }();
-  return base;
+  return *base;
 }
 
 std::string Jail() { return Base() + "/jail"; }

@@ -7,6 +7,7 @@
 // the pod.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include <filesystem>
 #include <fstream>
@@ -37,8 +38,16 @@ std::string ConfigMapYaml(const std::string& greeting) {
 class VolumeHardeningTest : public NodeletTest {
  protected:
   void TearDown() override {
+    // A test that failed half-way still removes its pods through nodelet first.
+    if (nodelet_ && !volumed::MountsUnder(dir_.Sub("root")).empty()) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(manifests(), ec)) fs::remove(e.path(), ec);
+      WaitFor([&] { return volumed::MountsUnder(dir_.Sub("root")).empty(); }, 30s);
+    }
     NodeletTest::TearDown();
-    EXPECT_TRUE(volumed::MountsUnder(dir_.path()).empty()) << "a mount was left";
+    auto left = volumed::MountsUnder(dir_.path());
+    EXPECT_TRUE(left.empty()) << "a mount was left: " << (left.empty() ? "" : left.front());
+    for (const auto& m : left) umount2(m.c_str(), MNT_DETACH);
   }
   nlohmann::json Pod(const std::string& name) {
     auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name, "-o", "json"}, 5s);
@@ -64,11 +73,20 @@ class VolumeHardeningTest : public NodeletTest {
     }
     return "";
   }
-  // Runs `sh -c script` in the container; exit code and stdout+stderr.
+  // Runs `sh -c script` in the container; exit code and stdout, then stderr.
   std::pair<int, std::string> Exec(const std::string& id, const std::string& script) {
-    auto r = containerd_->cri().ExecSync(id, {"sh", "-c", script + " 2>&1"}, 10);
+    auto r = containerd_->cri().ExecSync(id, {"sh", "-c", script}, 10);
     if (!r.ok()) return {-1, r.status().ToString()};
-    return {r->exit_code(), r->stdout()};
+    return {r->exit_code(), r->stdout() + r->stderr()};
+  }
+  // Removes the manifest of `pod` and waits until its directory and every mount in it are gone.
+  void RemovePod(const std::string& file, const std::string& pod) {
+    auto uid = Pod(pod)["metadata"].value("uid", "");
+    ASSERT_FALSE(uid.empty());
+    const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
+    fs::remove(manifests() + "/" + file);
+    EXPECT_TRUE(WaitFor([&] { return volumed::MountsUnder(pod_dir).empty() && !fs::exists(pod_dir); }, 30s))
+        << "the pod's mounts, staging mounts included, must go with it";
   }
   // The waiting state {reason, message} of `container` in the pod's status.
   std::pair<std::string, std::string> Waiting(const std::string& pod, const std::string& container) {
@@ -131,6 +149,7 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
   std::ifstream in(victim + "/keep");
   std::string keep((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(keep, "keep");
+  RemovePod("ro.yaml", "ro-node1");
 }
 
 TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
@@ -175,11 +194,9 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
   // The staging mount is nodelet's; it goes with the pod.
   auto uid = Pod("sp-node1")["metadata"].value("uid", "");
   ASSERT_FALSE(uid.empty());
-  const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
-  EXPECT_FALSE(volumed::MountsUnder(pod_dir + "/volume-subpaths").empty());
-  fs::remove(manifests() + "/sp.yaml");
-  EXPECT_TRUE(WaitFor([&] { return volumed::MountsUnder(pod_dir).empty() && !fs::exists(pod_dir); }, 30s))
-      << "the pod's staging mounts must go with it";
+  EXPECT_EQ(volumed::MountsUnder(dir_.Sub("root") + "/pods/" + uid + "/volume-subpaths").size(), 1u)
+      << "one staging mount, for the subPath that was allowed";
+  RemovePod("sp.yaml", "sp-node1");
 }
 
 }  // namespace
