@@ -105,6 +105,34 @@ TEST_F(VolumeManagerTest, EmptyDirAndHostPathTypes) {
   EXPECT_TRUE(manager_.Reconcile().empty());
 }
 
+// hostPath type checks on fds: links in the path the manifest names are followed (the kubelet
+// stats through them), but *OrCreate never creates through a link: a dangling link under the
+// name is not followed to make its target, and what is made gets its mode on its own fd.
+TEST(CheckHostPathTest, CreatesOnFdsAndNeverThroughADanglingLink) {
+  TempDir dir;
+  fs::create_directories(dir.Sub("real"));
+  fs::create_symlink(dir.Sub("real"), dir.Sub("via-link"));
+  for (BeneathMode mode : {BeneathMode::kAuto, BeneathMode::kWalk}) {
+    LookupOptions o{mode, BeneathScope::kInRoot};
+    const std::string tag = mode == BeneathMode::kAuto ? "a" : "w";
+    ASSERT_TRUE(CheckHostPath(dir.Sub("via-link/" + tag + "/b"), "DirectoryOrCreate", o).ok());
+    EXPECT_TRUE(fs::is_directory(dir.Sub("real/" + tag + "/b")));
+    struct stat st{};
+    ASSERT_EQ(stat(dir.Sub("real/" + tag).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755u);
+    EXPECT_TRUE(CheckHostPath(dir.Sub("via-link/" + tag), "Directory", o).ok());
+    // A dangling link where the file or directory should be made: refused, target not made.
+    fs::create_symlink(dir.Sub("target-" + tag), dir.Sub("dangling-" + tag));
+    EXPECT_FALSE(CheckHostPath(dir.Sub("dangling-" + tag), "FileOrCreate", o).ok());
+    EXPECT_FALSE(CheckHostPath(dir.Sub("dangling-" + tag), "DirectoryOrCreate", o).ok());
+    EXPECT_FALSE(fs::exists(dir.Sub("target-" + tag)));
+    ASSERT_TRUE(CheckHostPath(dir.Sub("real/f-" + tag), "FileOrCreate", o).ok());
+    EXPECT_TRUE(CheckHostPath(dir.Sub("via-link/f-" + tag), "File", o).ok());
+    EXPECT_FALSE(CheckHostPath(dir.Sub("real/f-" + tag), "Directory", o).ok());
+    EXPECT_FALSE(CheckHostPath("relative/path", "Directory", o).ok());
+  }
+}
+
 TEST_F(VolumeManagerTest, WrongHostPathTypesFailWithReasonAndBackOff) {
   const std::string file = dir_.Sub("file");
   std::ofstream(file) << "x";
