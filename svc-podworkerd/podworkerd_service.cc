@@ -450,7 +450,7 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
 }
 
 void PodworkerdService::KillOrphans() {
-  if (!mirror_->in_sync()) return;
+  if (!mirror_->ready()) return;
   for (const auto& [uid, rec] : mirror_->pods()) {
     if (rec.foreign || pods_.count(uid)) continue;
     bool live = false;
@@ -474,7 +474,7 @@ void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
 void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
-    if (!mirror_->in_sync() || (e.fresh_after_ns != 0 &&
+    if (!mirror_->ready() || (e.fresh_after_ns != 0 &&
                                 mirror_->relist_started_ns() <= e.fresh_after_ns)) {
       parked_[work.uid] = std::move(work);
       return;
@@ -487,7 +487,7 @@ void PodworkerdService::Dispatch(Work<pod::Pod> work) {
 }
 
 void PodworkerdService::RunParked() {
-  if (parked_.empty() || !mirror_->in_sync()) return;
+  if (parked_.empty() || !mirror_->ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
     const Entry& e = pods_[it->first];
     if (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns) {
@@ -568,8 +568,12 @@ void PodworkerdService::HandleDone() {
         }
         if (!o.error.empty()) {
           ++sync_errors_;
-          if (o.error != last_error_) log->warn("Failed to sync pod {}: {}", d.uid, o.error);
-          last_error_ = o.error;
+          if (o.error != e.last_error) {
+            log->warn("Failed to sync pod {} ({}): {}", d.uid,
+                      e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
+                      o.error);
+          }
+          e.last_error = o.error;
         }
         if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
         e.retry_at = o.retry_at;
@@ -583,6 +587,8 @@ void PodworkerdService::HandleDone() {
           if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
         } else {
           e.error_backoff = std::chrono::milliseconds(0);
+          if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
+          e.last_error.clear();
         }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);
@@ -671,7 +677,7 @@ void PodworkerdService::ReportStatus(const std::string& uid, const status::PodSt
 }
 
 HealthReport PodworkerdService::Health() const {
-  if (mirror_ && !mirror_->in_sync()) {
+  if (mirror_ && !mirror_->ready()) {
     return {ipc::control::Health::Degraded, "waiting for plegd's pod cache"};
   }
   return {};

@@ -102,6 +102,8 @@ class PodworkerdService : public ServiceHooks {
     bool seeded = false;  // readiness carried over from statusd
     MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
     bool start_recorded = false;
+    // The last sync error, logged once per pod until it changes or a sync succeeds.
+    std::string last_error;
   };
   struct Done {
     std::string uid;
@@ -161,7 +163,6 @@ class PodworkerdService : public ServiceHooks {
   uint64_t containers_gc_ = 0;
   uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
   bool bad_logged_ = false;
-  std::string last_error_;
   Histogram pod_start_{Histogram::StartupBuckets()};
   Histogram worker_duration_{Histogram::LatencyBuckets()};
 };
