@@ -197,6 +197,12 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
   if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
     tasks_ = std::move(*tasks);
+    // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
+    counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
+      GetLogger("podworkerd")->warn(
+          "Removed the cgroup {} ({} hierarchies) that the runtime left of a removed container",
+          path, dirs);
+    });
     counting_->set_stuck_task_repair([this](const std::string& id) {
       GetLogger("podworkerd")->warn(
           "Container {}: containerd kept its task after a cancelled start and refuses to remove "
@@ -568,7 +574,8 @@ void PodworkerdService::HandleDone() {
         }
         if (!o.error.empty()) {
           ++sync_errors_;
-          if (o.error != e.last_error) {
+          if (e.logged_errors.size() >= 32) e.logged_errors.clear();  // errors naming ids vary
+          if (e.logged_errors.insert(o.error).second) {
             log->warn("Failed to sync pod {} ({}): {}", d.uid,
                       e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
                       o.error);
@@ -589,6 +596,7 @@ void PodworkerdService::HandleDone() {
           e.error_backoff = std::chrono::milliseconds(0);
           if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
           e.last_error.clear();
+          e.logged_errors.clear();
         }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);

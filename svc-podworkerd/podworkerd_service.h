@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,8 +103,10 @@ class PodworkerdService : public ServiceHooks {
     bool seeded = false;  // readiness carried over from statusd
     MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
     bool start_recorded = false;
-    // The last sync error, logged once per pod until it changes or a sync succeeds.
+    // The last sync error, and every error logged since the last successful sync (each is
+    // logged once until a sync succeeds).
     std::string last_error;
+    std::set<std::string> logged_errors;
   };
   struct Done {
     std::string uid;

@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -401,6 +405,47 @@ TEST_F(PodSyncTest, ACreatedInitContainerIsStarted) {
   ASSERT_TRUE(st.ok());
   EXPECT_NE(st->status().state(), v1::CONTAINER_CREATED);
   EXPECT_TRUE(out.changed_runtime);
+}
+
+// ---- Leftover cgroups ---------------------------------------------------------------------
+
+TEST(LeftoverCgroupsTest, TheCgroupsPathIsReadFromTheRuntimeSpec) {
+  const std::string id(64, 'c');
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"pid": 1, "runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/)" +
+                                id + R"("}}})"),
+            "/k8s.io/" + id);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/../../etc"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io//x"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "system.slice:cri:x"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": 7}}})"), std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo("not json"), std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo("{}"), std::nullopt);
+}
+
+// rmdir in every hierarchy: empty leftovers go, a cgroup with anything in it (here a file, as a
+// live cgroup has its children) stays, symlinked aliases are not followed.
+TEST(LeftoverCgroupsTest, OnlyEmptyDirectoriesOfThePathAreRemoved) {
+  char tmpl[] = "/tmp/leftover-cgroups.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  for (const char* h : {"cpu,cpuacct", "memory", "unified"}) {
+    ASSERT_EQ(mkdir((root + "/" + h).c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((root + "/" + h + "/k8s.io").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((root + "/" + h + "/k8s.io/abc").c_str(), 0755), 0);
+  }
+  ASSERT_EQ(symlink("cpu,cpuacct", (root + "/cpu").c_str()), 0);
+  // memory's is not empty: kept.
+  ASSERT_EQ(mkdir((root + "/memory/k8s.io/abc/child").c_str(), 0755), 0);
+  EXPECT_EQ(RemoveLeftoverCgroups({"/k8s.io/abc", "/k8s.io/missing"}, root), 2);
+  struct stat st {};
+  EXPECT_NE(stat((root + "/cpu,cpuacct/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_NE(stat((root + "/unified/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_EQ(stat((root + "/memory/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_EQ(stat((root + "/memory/k8s.io").c_str(), &st), 0);
+  std::filesystem::remove_all(root);
 }
 
 // A removal refused for a task containerd kept (lib/cri/containerd_tasks.h) is repaired through
