@@ -25,6 +25,7 @@
 
 #include "lib/common/fs.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 extern char** environ;
 
@@ -151,31 +152,6 @@ std::string FindOnPath(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
-}
-
-// Mount points at or under `dir` in this mount namespace, deepest first.
-std::vector<std::string> MountsUnder(const std::string& dir) {
-  std::vector<std::string> mounts;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    // Unescape \040 (space), \011, \012, \134.
-    std::string path;
-    for (size_t i = 0; i < mount_point.size(); ++i) {
-      if (mount_point[i] == '\\' && i + 3 < mount_point.size()) {
-        path += static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8));
-        i += 3;
-      } else {
-        path += mount_point[i];
-      }
-    }
-    if (path == dir || path.rfind(dir + "/", 0) == 0) mounts.push_back(path);
-  }
-  // Later mounts stack on earlier ones: unmount in reverse order of appearance.
-  std::reverse(mounts.begin(), mounts.end());
-  return mounts;
 }
 
 // Kills `pid` with SIGKILL and waits (pidfd) until it is gone.
