@@ -423,11 +423,13 @@ std::vector<pid_t> ContainerdInstance::ShimPids() const {
   return shims;
 }
 
-Status ContainerdInstance::Restart(milliseconds start_timeout) {
+Status ContainerdInstance::Restart(milliseconds start_timeout,
+                                   const std::function<void()>& while_down) {
   if (stopped_) return FailedPrecondition("containerd in '" + dir_ + "' was stopped");
   if (Status s = StopContainerd(); !s.ok()) return s;
   if (pidfd_ >= 0) close(pidfd_);
   pidfd_ = -1;
+  if (while_down) while_down();
   std::string containerd = containerd_path_.empty() ? FindOnPath("containerd") : containerd_path_;
   if (containerd.empty()) return NotFound("'containerd' is not installed (package containerd)");
   std::string log_path = dir_ + "/containerd.log";
