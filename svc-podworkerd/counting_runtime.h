@@ -32,6 +32,11 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   using StuckTaskRepair = std::function<Status(const std::string& container_id)>;
   // Before the first call.
   void set_stuck_task_repair(StuckTaskRepair repair) { repair_ = std::move(repair); }
+  // Before the first call: run after each successful RemovePodSandbox with the ids of the
+  // sandbox and of every container that was in it (to delete tasks the runtime kept of them).
+  void set_after_sandbox_removal(std::function<void(const std::vector<std::string>& ids)> hook) {
+    after_removal_ = std::move(hook);
+  }
   // Before the first call: after each container or sandbox removal, remove the cgroups the
   // runtime left of it (leftover_cgroups.h), under `cgroup_root`. Counted as
   // "repair_leftover_cgroup" (one per directory removed).
@@ -60,9 +65,13 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return CountStatus("stop_podsandbox", runtime_.StopPodSandbox(id));
   }
   Status RemovePodSandbox(const std::string& id) override {
-    std::vector<std::string> cgroups = SandboxCgroups(id);
+    std::vector<std::string> ids, cgroups;
+    if (!cgroup_root_.empty() || after_removal_) SandboxContents(id, ids, cgroups);
     Status s = CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
-    if (s.ok()) Sweep(cgroups);
+    if (s.ok()) {
+      if (after_removal_) after_removal_(ids);
+      Sweep(cgroups);
+    }
     return s;
   }
   Result<cri::v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& id,
@@ -134,21 +143,24 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     if (!st.ok()) return std::nullopt;
     return InfoCgroup(st->info());
   }
-  // The cgroups of the sandbox and of every container in it (RemovePodSandbox removes them all).
-  std::vector<std::string> SandboxCgroups(const std::string& id) {
-    std::vector<std::string> out;
-    if (cgroup_root_.empty()) return out;
+  // The ids and cgroups of the sandbox and of every container in it (RemovePodSandbox removes
+  // them all).
+  void SandboxContents(const std::string& id, std::vector<std::string>& ids,
+                       std::vector<std::string>& cgroups) {
     cri::v1::ContainerFilter filter;
     filter.set_pod_sandbox_id(id);
     if (auto containers = runtime_.ListContainers(filter); containers.ok()) {
       for (const auto& c : *containers) {
-        if (auto p = ContainerCgroup(c.id())) out.push_back(*p);
+        ids.push_back(c.id());
+        if (cgroup_root_.empty()) continue;
+        if (auto p = ContainerCgroup(c.id())) cgroups.push_back(*p);
       }
     }
+    ids.push_back(id);
+    if (cgroup_root_.empty()) return;
     if (auto st = runtime_.PodSandboxStatus(id, /*verbose=*/true); st.ok()) {
-      if (auto p = InfoCgroup(st->info())) out.push_back(*p);
+      if (auto p = InfoCgroup(st->info())) cgroups.push_back(*p);
     }
-    return out;
   }
   void Sweep(const std::vector<std::string>& cgroups) {
     for (const auto& path : cgroups) {
@@ -191,6 +203,7 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   StuckTaskRepair repair_;
   std::string cgroup_root_;  // empty: no sweep
   std::function<void(const std::string&, int)> on_swept_;
+  std::function<void(const std::vector<std::string>&)> after_removal_;
   mutable std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> ops_;
 };

@@ -197,6 +197,18 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
   if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
     tasks_ = std::move(*tasks);
+    // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
+    // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
+    counting_->set_after_sandbox_removal([this](const std::vector<std::string>& ids) {
+      for (const auto& id : ids) {
+        bool existed = false;
+        Status s = tasks_->KillAndDelete(id, &existed);
+        if (!existed) continue;
+        GetLogger("podworkerd")->warn(
+            "Removed the task {} that containerd kept after removing its sandbox: {}", id,
+            s.ok() ? "deleted" : s.message());
+      }
+    });
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
       GetLogger("podworkerd")->warn(

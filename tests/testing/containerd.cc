@@ -34,6 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 using std::chrono::steady_clock;
 
 constexpr char kNamespace[] = "k8s.io";
@@ -477,8 +478,21 @@ Status ContainerdInstance::RemoveEverythingThroughCri() {
   auto sandboxes = (*client)->ListPodSandbox({});
   if (!sandboxes.ok()) return sandboxes.status();
   for (const auto& sandbox : *sandboxes) {
-    keep((*client)->StopPodSandbox(sandbox.id()));
-    keep((*client)->RemovePodSandbox(sandbox.id()));
+    // A stop can fail for a moment when the test's own processes were stopping the same sandbox
+    // as they were killed ("failed to kill sandbox container: ttrpc: closed" while the shim
+    // exits). What counts is that the sandbox is removed: stop and remove are retried until
+    // the removal succeeds or the deadline passes.
+    const auto deadline = steady_clock::now() + seconds(20);
+    for (;;) {
+      (void)(*client)->StopPodSandbox(sandbox.id());
+      Status removed = (*client)->RemovePodSandbox(sandbox.id());
+      if (removed.ok() || removed.code() == StatusCode::kNotFound) break;
+      if (steady_clock::now() >= deadline) {
+        keep(removed);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(200));  // a retry, bounded by the deadline
+    }
   }
   auto containers = (*client)->ListContainers({});
   if (!containers.ok()) return containers.status();

@@ -448,6 +448,35 @@ TEST(LeftoverCgroupsTest, OnlyEmptyDirectoriesOfThePathAreRemoved) {
   std::filesystem::remove_all(root);
 }
 
+// After a sandbox's removal the hook hears of the sandbox and of every container that was in it
+// (podworkerd deletes any task containerd kept of them); not after a failed removal.
+TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
+  FakeCriRuntime fake;
+  fake.AddImage(kImage);
+  CountingRuntime runtime(fake, fake);
+  std::vector<std::string> heard;
+  runtime.set_after_sandbox_removal(
+      [&](const std::vector<std::string>& ids) { heard.insert(heard.end(), ids.begin(), ids.end()); });
+  pod::Pod p;
+  p.metadata.name = "p";
+  p.metadata.namespace_name = "default";
+  p.metadata.uid = "u";
+  pod::Container c;
+  c.name = "app";
+  c.image = kImage;
+  p.spec.containers.push_back(c);
+  v1::PodSandboxConfig sbc = MakeSandboxConfig(p, 0, "/nonexistent-log-dir");
+  auto sandbox = fake.RunPodSandbox(sbc, "");
+  ASSERT_TRUE(sandbox.ok());
+  auto container = fake.CreateContainer(*sandbox, MakeContainerConfig(p, c, 0), sbc);
+  ASSERT_TRUE(container.ok());
+  fake.FailCall(CriCall::kRemovePodSandbox, Status(StatusCode::kUnavailable, "down"), 1);
+  EXPECT_FALSE(runtime.RemovePodSandbox(*sandbox).ok());
+  EXPECT_TRUE(heard.empty());
+  EXPECT_TRUE(runtime.RemovePodSandbox(*sandbox).ok());
+  EXPECT_THAT(heard, ::testing::UnorderedElementsAre(*sandbox, *container));
+}
+
 // A removal refused for a task containerd kept (lib/cri/containerd_tasks.h) is repaired through
 // the hook and tried again; any other removal error is returned as it is, without a repair.
 TEST(CountingRuntimeTest, RepairsAStuckTaskAndRemovesAgain) {
