@@ -1,6 +1,7 @@
 #include "svc-podworkerd/leftover_cgroups.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,48 @@ int RemoveLeftoverCgroups(const std::vector<std::string>& paths, const std::stri
     }
   }
   return removed;
+}
+
+}  // namespace nodelet::podworkerd
+
+namespace nodelet::podworkerd {
+
+std::vector<int> OrphanShimPids(const std::string& id, const std::string& containerd_socket,
+                                const std::string& proc_root) {
+  std::vector<int> out;
+  if (id.empty() || containerd_socket.empty()) return out;
+  DIR* d = opendir(proc_root.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = fopen((proc_root + "/" + name + "/cmdline").c_str(), "re");
+    if (f == nullptr) continue;
+    std::string raw;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && raw.size() < 65536) raw.append(buf, n);
+    fclose(f);
+    std::vector<std::string> argv;
+    size_t start = 0;
+    while (start < raw.size()) {
+      size_t end = raw.find('\0', start);
+      if (end == std::string::npos) end = raw.size();
+      argv.push_back(raw.substr(start, end - start));
+      start = end + 1;
+    }
+    if (argv.empty()) continue;
+    const std::string base = argv[0].substr(argv[0].rfind('/') + 1);
+    if (base.rfind("containerd-shim", 0) != 0) continue;
+    bool id_matches = false, address_matches = false;
+    for (size_t i = 1; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-id" && argv[i + 1] == id) id_matches = true;
+      if (argv[i] == "-address" && argv[i + 1] == containerd_socket) address_matches = true;
+    }
+    if (id_matches && address_matches) out.push_back(std::stoi(name));
+  }
+  closedir(d);
+  return out;
 }
 
 }  // namespace nodelet::podworkerd

@@ -1,5 +1,6 @@
 #include "svc-podworkerd/podworkerd_service.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -199,14 +200,25 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     tasks_ = std::move(*tasks);
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
-    counting_->set_after_sandbox_removal([this](const std::vector<std::string>& ids) {
+    // Or the shim alone, the task already deleted: containerd does not know it any more, and
+    // only its pid reaches it (leftover_cgroups.h, OrphanShimPids).
+    std::string socket = config_.runtime_endpoint;
+    if (socket.rfind("unix://", 0) == 0) socket = socket.substr(7);
+    counting_->set_after_sandbox_removal([this, socket](const std::vector<std::string>& ids) {
       for (const auto& id : ids) {
         bool existed = false;
         Status s = tasks_->KillAndDelete(id, &existed);
-        if (!existed) continue;
-        GetLogger("podworkerd")->warn(
-            "Removed the task {} that containerd kept after removing its sandbox: {}", id,
-            s.ok() ? "deleted" : s.message());
+        if (existed) {
+          GetLogger("podworkerd")->warn(
+              "Removed the task {} that containerd kept after removing its sandbox: {}", id,
+              s.ok() ? "deleted" : s.message());
+        }
+        for (int pid : OrphanShimPids(id, socket)) {
+          GetLogger("podworkerd")->warn(
+              "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows it",
+              pid, id);
+          kill(pid, SIGKILL);
+        }
       }
     });
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
