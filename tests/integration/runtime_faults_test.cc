@@ -33,6 +33,7 @@
 #include "tests/testing/cri_fault_proxy.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/leak_check.h"
+#include "tests/testing/service_node.h"
 
 namespace nodelet::testing {
 namespace {
@@ -54,16 +55,7 @@ constexpr char kContainerNameLabel[] = "io.kubernetes.container.name";
 // A command that runs until SIGTERM and then exits 0 at once.
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
-pod::Pod MakePod(const std::string& yaml) {
-  pod::StaticPodOrigin origin;
-  origin.source = "/manifests/fault.yaml";
-  origin.node_name = "testnode";
-  origin.seen = pod::UnixTime{1700000000, 0};
-  auto r = pod::LoadStaticPods(yaml, origin);
-  EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors[0].message);
-  EXPECT_EQ(r.pods.size(), 1u);
-  return r.pods.empty() ? pod::Pod{} : r.pods[0].pod;
-}
+pod::Pod MakePod(const std::string& yaml) { return MakeStaticPod(yaml, "/manifests/fault.yaml"); }
 
 // The init container of a gated pod exits 0 once this file exists in its root filesystem
 // (the test creates it through /proc/PID/root), so the test decides whether it exits before,
@@ -94,147 +86,9 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& m, cons
 
 // containerd, the proxy in front of it, plegd (on containerd directly), statusd, and podworkerd
 // (on the proxy).
-class FaultNode {
+class FaultNode : public ServiceNode {
  public:
-  explicit FaultNode(const TempDir& dir) : dir_(dir) {}
-  ~FaultNode() {
-    StopServices();
-    proxy_.reset();
-    if (containerd_) {
-      Status s = containerd_->Stop();
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-  }
-
-  bool Start() {
-    ContainerdOptions opts;
-    opts.dir = dir_.Sub("ctrd");
-    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
-    auto c = ContainerdInstance::Start(opts);
-    if (!c.ok()) {
-      ADD_FAILURE() << c.status().ToString();
-      return false;
-    }
-    containerd_ = std::move(*c);
-    CriFaultProxyOptions popts;
-    popts.listen_path = dir_.Sub("proxy.sock");
-    popts.upstream_endpoint = containerd_->endpoint();
-    auto p = CriFaultProxy::Start(popts);
-    if (!p.ok()) {
-      ADD_FAILURE() << p.status().ToString();
-      return false;
-    }
-    proxy_ = std::move(*p);
-    plegd_ = StartService("plegd", {"--runtime-endpoint", containerd_->endpoint(),
-                                    "--relist-period", "100ms"});
-    statusd_ = StartService("statusd", {});
-    podworkerd_ = StartPodworkerd();
-    status_ = std::make_unique<status::StatusClient>(ctx_, dir_.Sub("run"));
-    watcher_ = std::make_unique<status::StatusWatcher>(ctx_, dir_.Sub("run"));
-    work_ = std::make_unique<ipc::DealerClient>(ctx_, 64 * 1024 * 1024);
-    return plegd_ && statusd_ && podworkerd_ && status_->Connect().ok() &&
-           watcher_->Connect().ok() &&
-           work_->Connect(ipc::kPodWorkerEndpoint.Uri(dir_.Sub("run"))).ok();
-  }
-
-  std::unique_ptr<Subprocess> StartService(const std::string& name, std::vector<std::string> extra) {
-    ++starts_;
-    NotifyListener notify(dir_.Sub(name + "-" + std::to_string(starts_) + ".notify"));
-    std::vector<std::string> argv = {BinDir() + "/nodelet-" + name, "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--heartbeat-interval", "200"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<Subprocess>(
-        argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify.path()}},
-        dir_.Sub(name + "-" + std::to_string(starts_) + ".log"));
-    if (!notify.WaitFor("READY=1", 15s)) {
-      ADD_FAILURE() << name << " did not become ready";
-      return nullptr;
-    }
-    return p;
-  }
-  std::unique_ptr<Subprocess> StartPodworkerd() {
-    return StartService("podworkerd", {"--runtime-endpoint", proxy_->endpoint(),
-                                       "--crashloop-initial", "1s", "--crashloop-max", "4s",
-                                       "--resync-period", "2s"});
-  }
-  // SIGKILL, reaped; the new podworkerd is started by RestartPodworkerd().
-  void KillPodworkerd() {
-    podworkerd_->Signal(SIGKILL);
-    ASSERT_TRUE(podworkerd_->Wait(10s).has_value());
-    podworkerd_.reset();
-  }
-  void RestartPodworkerd() {
-    podworkerd_ = StartPodworkerd();
-    ASSERT_NE(podworkerd_, nullptr);
-  }
-  // podworkerd first (SIGTERM, then the group's SIGKILL), then plegd and statusd.
-  void StopServices() {
-    if (podworkerd_ && podworkerd_->running()) {
-      podworkerd_->Signal(SIGTERM);
-      podworkerd_->Wait(30s);
-    }
-    podworkerd_.reset();
-    plegd_.reset();
-    statusd_.reset();
-  }
-
-  void SendDesired(const std::vector<pod::Pod>& pods) {
-    ++generation_;
-    flatbuffers::FlatBufferBuilder fbb(4096);
-    std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> list;
-    for (const auto& p : pods) {
-      auto fp = pod::PodToFlatBuffer(fbb, p);
-      list.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString("file"), 0));
-    }
-    auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(list), true);
-    auto header = envelope_.Write(fbb);
-    fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
-                                                  desired.Union()),
-               ipc::podwork::PodWorkMessageIdentifier());
-    ASSERT_TRUE(work_->WaitWritable(10s)) << "podworkerd's work socket is not there";
-    ASSERT_TRUE(work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok());
-    auto end = steady_clock::now() + 15s;
-    while (steady_clock::now() < end) {
-      auto frame = work_->Receive(500ms);
-      if (!frame.ok()) continue;
-      auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
-          frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
-      ASSERT_TRUE(m.ok());
-      if (auto ack = (*m)->body_as_WorkAck(); ack && ack->generation() == generation_) return;
-      ASSERT_NE((*m)->body_type(), ipc::podwork::Body::ErrorReply);
-    }
-    FAIL() << "no WorkAck for generation " << generation_;
-  }
-
-  // Waits (on statusd's watch stream) until the pod's status satisfies `pred`.
-  std::optional<PodStatusRecord> WaitStatus(const std::string& uid,
-                                            const std::function<bool(const PodStatusRecord&)>& pred,
-                                            milliseconds timeout) {
-    auto end = steady_clock::now() + timeout;
-    for (;;) {
-      auto r = status_->GetPodStatus(uid);
-      if (r.ok()) last_ = *r;
-      if (r.ok() && pred(*r)) return *r;
-      auto now = steady_clock::now();
-      if (now >= end) return std::nullopt;
-      (void)watcher_->Next(std::min<milliseconds>(
-          std::chrono::duration_cast<milliseconds>(end - now), 500ms));
-    }
-  }
-  std::string Last() const {
-    std::string s = "phase=" + std::to_string(static_cast<int>(last_.status.phase));
-    auto add = [&](const status::ContainerStatus& c) {
-      s += " " + c.name + "(restarts=" + std::to_string(c.restart_count);
-      if (c.state.waiting) s += " waiting=" + c.state.waiting->reason + ":" + c.state.waiting->message;
-      if (c.state.running) s += " running";
-      if (c.state.terminated) s += " exited=" + std::to_string(c.state.terminated->exit_code);
-      s += ")";
-    };
-    for (const auto& c : last_.status.init_container_statuses) add(c);
-    for (const auto& c : last_.status.container_statuses) add(c);
-    return s;
-  }
+  explicit FaultNode(const TempDir& dir) : ServiceNode(dir, {.fault_proxy = true}) {}
 
   // What CRI has, all of it (this containerd is the test's own); every id is remembered for the
   // cgroup leak check, every running container's pid for the process leak check.
@@ -260,18 +114,18 @@ class FaultNode {
   };
   RuntimeView Runtime() {
     RuntimeView view;
-    auto sandboxes = containerd_->cri().ListPodSandbox({});
-    auto containers = containerd_->cri().ListContainers({});
+    auto sandboxes = containerd().cri().ListPodSandbox({});
+    auto containers = containerd().cri().ListContainers({});
     if (sandboxes.ok()) view.sandboxes = *sandboxes;
     if (containers.ok()) view.containers = *containers;
     for (const auto& s : view.sandboxes) seen_ids_.insert(s.id());
     for (const auto& c : view.containers) {
       seen_ids_.insert(c.id());
       if (c.state() == v1::CONTAINER_RUNNING) {
-        pid_t pid = ContainerPid(containerd_->cri(), c.id());
+        pid_t pid = ContainerPid(containerd().cri(), c.id());
         if (pid > 0) container_pids_.insert(pid);
       } else if (c.state() == v1::CONTAINER_EXITED) {
-        auto st = containerd_->cri().ContainerStatus(c.id(), false);
+        auto st = containerd().cri().ContainerStatus(c.id(), false);
         if (st.ok()) {
           view.exits[c.id()] = "exit " + std::to_string(st->status().exit_code()) + " (" +
                                st->status().reason() + ")";
@@ -281,8 +135,6 @@ class FaultNode {
     return view;
   }
 
-  ContainerdInstance& containerd() { return *containerd_; }
-  CriFaultProxy& proxy() { return *proxy_; }
   const std::set<std::string>& seen_ids() const { return seen_ids_; }
   const std::set<pid_t>& container_pids() const { return container_pids_; }
 
@@ -292,11 +144,11 @@ class FaultNode {
     std::string keep = "/tmp/nodelet-runtime-faults/" + name;
     std::error_code ec;
     fs::create_directories(keep, ec);
-    for (const auto& entry : fs::directory_iterator(dir_.path(), ec)) {
+    for (const auto& entry : fs::directory_iterator(dir().path(), ec)) {
       if (entry.path().extension() == ".log") fs::copy_file(entry.path(), keep + "/" + entry.path().filename().string(), fs::copy_options::overwrite_existing, ec);
     }
-    fs::copy(dir_.Sub("log"), keep + "/log", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-    fs::copy_file(dir_.Sub("ctrd/containerd.log"), keep + "/containerd.log", fs::copy_options::overwrite_existing, ec);
+    fs::copy(dir().Sub("log"), keep + "/log", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(dir().Sub("ctrd/containerd.log"), keep + "/containerd.log", fs::copy_options::overwrite_existing, ec);
     std::cerr << "logs kept in " << keep << "\n";
     for (const auto& entry : fs::directory_iterator(keep, ec)) {
       if (entry.path().filename().string().rfind("podworkerd", 0) != 0) continue;
@@ -308,18 +160,6 @@ class FaultNode {
   }
 
  private:
-  const TempDir& dir_;
-  ipc::Context ctx_;
-  int starts_ = 0;
-  uint64_t generation_ = 0;
-  ipc::EnvelopeWriter envelope_{ipc::ServiceId::Supervisor, ipc::NewIncarnation()};
-  std::unique_ptr<ContainerdInstance> containerd_;
-  std::unique_ptr<CriFaultProxy> proxy_;
-  std::unique_ptr<Subprocess> plegd_, statusd_, podworkerd_;
-  std::unique_ptr<status::StatusClient> status_;
-  std::unique_ptr<status::StatusWatcher> watcher_;
-  std::unique_ptr<ipc::DealerClient> work_;
-  PodStatusRecord last_;
   std::set<std::string> seen_ids_;
   std::set<pid_t> container_pids_;
 };
