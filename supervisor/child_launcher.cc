@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -152,6 +154,9 @@ Result<pid_t> ChildLauncher::Spawn(const std::string& name) {
   for (auto& s : c.spec.argv) argv.push_back(s.data());
   argv.push_back(nullptr);
   const pid_t parent = getpid();
+  // Upper bound for the fallback below, computed here: sysconf is not async-signal-safe.
+  long open_max = sysconf(_SC_OPEN_MAX);
+  const int fd_limit = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -172,6 +177,11 @@ Result<pid_t> ChildLauncher::Spawn(const std::string& name) {
     if (devnull >= 0) dup2(devnull, 0);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
+    // The child keeps only 0, 1 and 2: every other fd (listeners, the lock, pipes of other
+    // children) closes at exec, whether or not whoever opened it asked for CLOEXEC.
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      for (int fd = 3; fd < fd_limit; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
     execve(argv[0], argv.data(), envp.data());
     const char msg[] = "nodelet: exec failed\n";
     (void)!write(2, msg, sizeof msg - 1);

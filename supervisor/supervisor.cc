@@ -3,12 +3,15 @@
 #include <grp.h>
 #include <limits.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -102,6 +105,8 @@ struct Supervisor::Impl {
 
   SupervisorOptions options;
   int signal_fd = -1;
+  int lock_fd = -1;          // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
+  std::string lock_conflict;  // set when another nodelet holds the lock
   std::shared_ptr<spdlog::logger> log = GetLogger("supervisor");
   RealClock& clock = RealClock::Get();
   std::unique_ptr<ipc::Context> ctx;
@@ -148,6 +153,27 @@ struct Supervisor::Impl {
     if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
+    // One nodelet per root dir: the lock is taken before any socket is bound (BindIpc unlinks
+    // what it finds), so only the holder ever unlinks. It is released when the process ends.
+    lock_fd = open((c.root_dir + "/nodelet.lock").c_str(),
+                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lock_fd < 0) return ErrnoStatus("open nodelet.lock", errno);
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      if (err != EWOULDBLOCK) return ErrnoStatus("flock nodelet.lock", err);
+      char buf[32] = {};
+      ssize_t n = pread(lock_fd, buf, sizeof buf - 1, 0);
+      std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      lock_conflict = "nodelet: another nodelet (pid " + holder + ") holds " + c.root_dir;
+      return FailedPrecondition(lock_conflict);
+    }
+    {
+      std::string pid = std::to_string(getpid()) + "\n";
+      if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
+        return ErrnoStatus("write nodelet.lock", errno);
+      }
+    }
     // The kubelet's setupDataDirs: pod directories (volumes), plugins, container logs.
     for (auto [dir, mode] : {std::pair{c.root_dir + "/pods", 0750},
                              std::pair{c.root_dir + "/plugins", 0750},
@@ -461,6 +487,10 @@ Supervisor::~Supervisor() = default;
 
 int Supervisor::Run() {
   if (Status s = impl_->Setup(); !s.ok()) {
+    if (!impl_->lock_conflict.empty()) {
+      std::fprintf(stderr, "%s\n", impl_->lock_conflict.c_str());
+      return 1;
+    }
     impl_->log->error("Failed to start nodelet: {}", s.message());
     return 1;
   }

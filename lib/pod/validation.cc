@@ -1,5 +1,6 @@
 #include "lib/pod/validation.h"
 
+#include <cctype>
 #include <set>
 #include <string_view>
 
@@ -7,6 +8,21 @@
 
 namespace nodelet::pod {
 namespace {
+
+// 8-4-4-4-12 hex digits, either case, as Kubernetes uids are written.
+bool IsUuid(std::string_view v) {
+  if (v.size() != 36) return false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    char c = v[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 
 constexpr char kNonNegative[] = "must be greater than or equal to 0";
 constexpr char kPortRange[] = "must be between 1 and 65535, inclusive";
@@ -41,6 +57,12 @@ class PodValidator {
       errors_.push_back(FieldError::Required("metadata.namespace"));
     } else {
       Invalid("metadata.namespace", m.namespace_name, IsDns1123Label(m.namespace_name));
+    }
+    // The uid names directories under the root dir (pods/UID/...): only a UUID or a
+    // DNS-1123 label may pass, so it can never hold "/", "..", NUL or an empty component.
+    if (!m.uid.empty() && !IsUuid(m.uid) && !IsDns1123Label(m.uid).empty()) {
+      errors_.push_back(FieldError::Invalid("metadata.uid", m.uid,
+                                            "must be a UUID or a DNS-1123 label"));
     }
     for (const auto& [k, v] : m.labels) {
       Invalid("metadata.labels", k, IsQualifiedName(k));

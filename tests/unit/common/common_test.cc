@@ -9,10 +9,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "lib/common/logging.h"
+#include "lib/common/safe_path.h"
 #include "lib/common/systemd_notify.h"
 #include "tests/testing/harness.h"
 
@@ -129,6 +131,27 @@ TEST(LoggingTest, EveryLineReachesTheFileAtOnce) {
   EXPECT_NE(after_warn.find("warning [common-test.component] second line\n"), std::string::npos)
       << after_warn;
   EXPECT_EQ(after_debug.find("not at this level"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nodelet
+
+namespace nodelet {
+namespace {
+
+TEST(SafePathTest, JoinsOneName) {
+  auto a = JoinComponent("/var/lib/nodelet/pods", "abc");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.value(), "/var/lib/nodelet/pods/abc");
+  auto b = JoinComponent("/root/", "v-1");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value(), "/root/v-1");
+}
+
+TEST(SafePathTest, RefusesAnythingButOneName) {
+  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "/", "a/b", "../x", "/etc", std::string("a\0b", 3)}) {
+    EXPECT_FALSE(JoinComponent("/root", bad).ok()) << bad;
+  }
 }
 
 }  // namespace

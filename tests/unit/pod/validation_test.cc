@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "lib/pod/defaults.h"
 #include "lib/pod/manifest_parser.h"
@@ -28,6 +30,25 @@ std::string FirstError(const Pod& pod) {
 TEST(ValidationTest, TheFullPodIsValid) {
   FieldErrors errs = ValidatePod(ValidPod());
   EXPECT_TRUE(errs.empty()) << errs.front().ToString();
+}
+
+// metadata.uid names directories under the root dir: only a UUID or a DNS-1123 label passes.
+TEST(ValidationTest, UidMustBeAUuidOrALabel) {
+  for (const std::string& good : std::vector<std::string>{"0b6d3f2a-9c1e-4f7b-8a2d-1e5c9f0a3b7d", "0B6D3F2A-9C1E-4F7B-8A2D-1E5C9F0A3B7D",
+                           "abc123", "0123456789abcdef0123456789abcdef"}) {
+    Pod pod = ValidPod();
+    pod.metadata.uid = good;
+    EXPECT_EQ(FirstError(pod), "<valid>") << good;
+  }
+  for (const std::string& bad : std::vector<std::string>{"../../../x", "..", ".", "a/b", "/etc", std::string("ab\0c", 4),
+                          "Upper", "-lead", std::string(64, 'a')}) {
+    Pod pod = ValidPod();
+    pod.metadata.uid = bad;
+    FieldErrors errs = ValidatePod(pod);
+    ASSERT_FALSE(errs.empty()) << bad;
+    EXPECT_EQ(errs.front().ToString().rfind("metadata.uid: Invalid value", 0), 0u)
+        << errs.front().ToString();
+  }
 }
 
 TEST(ValidationTest, DefaultsAreApplied) {
