@@ -58,23 +58,31 @@ Result<std::unique_ptr<NotifySocket>> NotifySocket::Bind(const std::string& path
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return InvalidArgument("notify socket path too long: " + path);
   std::strcpy(addr.sun_path, path.c_str());
+  Result<int> lock = LockSocketPath(path);
+  if (!lock.ok()) return lock.status();
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return ErrnoStatus("socket", errno);
+  if (fd < 0) {
+    int err = errno;
+    close(*lock);
+    return ErrnoStatus("socket", err);
+  }
   unlink(path.c_str());
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
     close(fd);
+    close(*lock);
     return ErrnoStatus("Failed to bind notify socket '" + path + "'", err);
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   chmod(path.c_str(), 0600);
-  return std::unique_ptr<NotifySocket>(new NotifySocket(fd, path));
+  return std::unique_ptr<NotifySocket>(new NotifySocket(fd, *lock, path));
 }
 
 NotifySocket::~NotifySocket() {
   close(fd_);
   unlink(path_.c_str());
+  close(lock_fd_);
 }
 
 bool NotifySocket::Receive(std::string* text, pid_t* sender) {

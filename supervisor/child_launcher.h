@@ -51,8 +51,10 @@ class NotifySocket {
   bool Receive(std::string* text, pid_t* sender);
 
  private:
-  NotifySocket(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  NotifySocket(int fd, int lock_fd, std::string path)
+      : fd_(fd), lock_fd_(lock_fd), path_(std::move(path)) {}
   int fd_;
+  int lock_fd_;  // PATH.lock (LockSocketPath): only its holder unlinks PATH
   std::string path_;
 };
 

@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <signal.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -153,27 +152,16 @@ struct Supervisor::Impl {
     if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
-    // One nodelet per root dir: the lock is taken before any socket is bound (BindIpc unlinks
-    // what it finds), so only the holder ever unlinks. It is released when the process ends.
-    lock_fd = open((c.root_dir + "/nodelet.lock").c_str(),
-                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lock_fd < 0) return ErrnoStatus("open nodelet.lock", errno);
-    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-      int err = errno;
-      if (err != EWOULDBLOCK) return ErrnoStatus("flock nodelet.lock", err);
-      char buf[32] = {};
-      ssize_t n = pread(lock_fd, buf, sizeof buf - 1, 0);
-      std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      lock_conflict = "nodelet: another nodelet (pid " + holder + ") holds " + c.root_dir;
+    // One nodelet per root dir, taken before anything is bound or spawned; it ends with the
+    // process. One per run dir comes from the sockets: each is bound only under its own lock
+    // (LockSocketPath), so only a socket's holder ever unlinks it, in either mode.
+    auto lock = TryPidLock(c.root_dir + "/nodelet.lock");
+    if (!lock.ok()) return lock.status();
+    if (lock->fd < 0) {
+      lock_conflict = "nodelet: another nodelet (pid " + HolderPid(*lock) + ") holds " + c.root_dir;
       return FailedPrecondition(lock_conflict);
     }
-    {
-      std::string pid = std::to_string(getpid()) + "\n";
-      if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
-        return ErrnoStatus("write nodelet.lock", errno);
-      }
-    }
+    lock_fd = lock->fd;
     // The kubelet's setupDataDirs: pod directories (volumes), plugins, container logs.
     for (auto [dir, mode] : {std::pair{c.root_dir + "/pods", 0750},
                              std::pair{c.root_dir + "/plugins", 0750},

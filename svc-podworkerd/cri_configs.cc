@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "lib/common/fs.h"
+#include "lib/common/safe_path.h"
 
 #include "lib/pod/canonical.h"
 
@@ -41,9 +42,9 @@ void SetResources(const pod::Container& c, v1::LinuxContainerResources* r) {
 
 }  // namespace
 
-std::string PodLogDirectory(const std::string& log_dir, const pod::Pod& pod) {
-  return log_dir + "/pods/" + pod.metadata.namespace_name + "_" + pod.metadata.name + "_" +
-         pod.metadata.uid;
+Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& pod) {
+  return JoinComponent(log_dir + "/pods", pod.metadata.namespace_name + "_" + pod.metadata.name +
+                                              "_" + pod.metadata.uid);
 }
 
 v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
@@ -55,7 +56,9 @@ v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
   md->set_uid(pod.metadata.uid);
   md->set_attempt(attempt);
   if (!pod.spec.host_network) config.set_hostname(pod.metadata.name.substr(0, 63));
-  config.set_log_directory(PodLogDirectory(log_dir, pod));
+  // A name that is not one path component gets no log directory here; PodSync refuses such a
+  // pod before it creates a sandbox, so this config is never used then.
+  if (auto dir = PodLogDirectory(log_dir, pod); dir.ok()) config.set_log_directory(*dir);
   auto& labels = *config.mutable_labels();
   for (const auto& [k, v] : pod.metadata.labels) labels[k] = v;
   labels[kManagedLabel] = "true";
@@ -112,15 +115,12 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
 Result<std::string> SubPathStagingPath(const std::string& root_dir, const std::string& pod_uid,
                                        const std::string& volume, const std::string& container,
                                        size_t index) {
-  for (const std::string* part : {&pod_uid, &volume, &container}) {
-    if (part->empty() || *part == "." || *part == ".." ||
-        part->find_first_of(std::string("/\0", 2)) != std::string::npos) {
-      return InvalidArgument("\"" + *part + "\" cannot name a directory");
-    }
-  }
   if (root_dir.empty()) return FailedPrecondition("subPath needs nodelet's root directory");
-  return root_dir + "/pods/" + pod_uid + "/volume-subpaths/" + volume + "/" + container + "/" +
-         std::to_string(index);
+  auto path = JoinComponent(root_dir + "/pods", pod_uid);
+  if (path.ok()) path = JoinComponent(*path + "/volume-subpaths", volume);
+  if (path.ok()) path = JoinComponent(*path, container);
+  if (!path.ok()) return path.status();
+  return *path + "/" + std::to_string(index);
 }
 
 Result<UniqueFd> OpenSubPath(const std::string& volume_path, const std::string& sub_path,

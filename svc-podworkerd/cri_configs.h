@@ -26,7 +26,8 @@ inline constexpr char kRestartCountAnnotation[] = "io.kubernetes.container.resta
 inline constexpr char kGracePeriodAnnotation[] = "io.kubernetes.pod.terminationGracePeriod";
 
 // LOG_DIR/pods/NAMESPACE_NAME_UID, the pod's log directory (the kubelet's layout).
-std::string PodLogDirectory(const std::string& log_dir, const pod::Pod& pod);
+// An error when namespace, name or uid would make it anything but one directory in LOG_DIR/pods.
+Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& pod);
 
 cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
                                             const std::string& log_dir);

@@ -264,6 +264,10 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   // Every old sandbox is stopped: the ready ones being replaced, and the not-ready ones too (one
   // the runtime could not load after a restart is listed as not ready while its shim may still
   // run; stopping a stopped sandbox does nothing).
+  if (auto dir = PodLogDirectory(log_dir_, pod); !dir.ok()) {
+    out.error = "pod log directory: " + dir.status().message();
+    return InvalidArgument(out.error);
+  }
   for (const auto& s : *listed) (void)runtime_.StopPodSandbox(s.id());
   out.changed_runtime = true;
   auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_), "");

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
 
 namespace nodelet::volumed {
@@ -177,9 +178,15 @@ VolumeManager::VolumeManager(std::string root_dir, const Clock& clock)
 
 void VolumeManager::SetDesired(DesiredState desired) { desired_ = std::move(desired); }
 
-std::string VolumeManager::VolumeDir(const std::string& uid, const std::string& plugin,
-                                     const std::string& name) const {
-  return PodDir(uid) + "/volumes/kubernetes.io~" + plugin + "/" + name;
+Result<std::string> VolumeManager::PodDir(const std::string& uid) const {
+  return JoinComponent(root_ + "/pods", uid);
+}
+
+Result<std::string> VolumeManager::VolumeDir(const std::string& uid, const std::string& plugin,
+                                             const std::string& name) const {
+  auto pod_dir = PodDir(uid);
+  if (!pod_dir.ok()) return pod_dir.status();
+  return JoinComponent(*pod_dir + "/volumes/kubernetes.io~" + plugin, name);
 }
 
 Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
@@ -240,7 +247,9 @@ Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& stat
     return Status::Ok();
   }
   const std::string plugin = PluginOf(v);
-  const std::string dir = VolumeDir(uid, plugin, v.name);
+  auto volume_dir = VolumeDir(uid, plugin, v.name);
+  if (!volume_dir.ok()) return volume_dir.status();
+  const std::string dir = *volume_dir;
   state.host_path = dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -270,7 +279,9 @@ Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& stat
 }
 
 Status VolumeManager::TearDownPod(const std::string& uid) {
-  const std::string dir = PodDir(uid);
+  auto pod_dir = PodDir(uid);
+  if (!pod_dir.ok()) return pod_dir.status();
+  const std::string dir = *pod_dir;
   for (const auto& m : MountsUnder(dir)) {
     if (umount2(m.c_str(), 0) != 0 && umount2(m.c_str(), MNT_DETACH) != 0) {
       return Errno("unmount", m);

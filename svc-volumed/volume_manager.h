@@ -76,7 +76,9 @@ class VolumeManager {
   // Every known pod's volumes (all pods when uid is empty).
   std::vector<std::pair<std::string, VolumeInfo>> Report(const std::string& uid) const;
 
-  std::string PodDir(const std::string& uid) const { return root_ + "/pods/" + uid; }
+  // ROOT/pods/UID; a uid that is not one path component (see lib/common/safe_path.h) is an
+  // error, so no pod data names a directory outside ROOT/pods.
+  Result<std::string> PodDir(const std::string& uid) const;
   uint64_t operations() const { return operations_; }
   uint64_t failures() const { return failures_; }
 
@@ -96,8 +98,8 @@ class VolumeManager {
 
   Status SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& state, bool* changed);
   Status TearDownPod(const std::string& uid);
-  std::string VolumeDir(const std::string& uid, const std::string& plugin,
-                        const std::string& name) const;
+  Result<std::string> VolumeDir(const std::string& uid, const std::string& plugin,
+                                const std::string& name) const;
   // The files a file-based volume must hold (path -> content, mode), or an error.
   Status Files(const pod::Pod& pod, const pod::Volume& v,
                std::map<std::string, std::pair<std::string, int>>* files) const;

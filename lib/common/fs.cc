@@ -1,10 +1,12 @@
 #include "lib/common/fs.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 namespace nodelet {
 
@@ -52,6 +54,44 @@ Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {
   }
   close(fd);
   return out;
+}
+
+Result<PidLock> TryPidLock(const std::string& lock_path) {
+  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus("Failed to open '" + lock_path + "'", errno);
+  PidLock out;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[24] = {};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    if (err != EWOULDBLOCK) return ErrnoStatus("Failed to lock '" + lock_path + "'", err);
+    out.holder = n > 0 ? static_cast<pid_t>(std::strtol(buf, nullptr, 10)) : 0;
+    return out;
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus("Failed to write '" + lock_path + "'", err);
+  }
+  out.fd = fd;
+  return out;
+}
+
+std::string HolderPid(const PidLock& lock) {
+  return lock.holder > 0 ? std::to_string(lock.holder) : "?";
+}
+
+Result<int> LockSocketPath(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  auto lock = TryPidLock(lock_path);
+  if (!lock.ok()) return lock.status();
+  if (lock->fd < 0) {
+    return FailedPrecondition("'" + path + "' is served by another process (pid " +
+                              HolderPid(*lock) + "), which holds '" + lock_path + "'");
+  }
+  return lock->fd;
 }
 
 }  // namespace nodelet

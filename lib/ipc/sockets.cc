@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "lib/common/fs.h"
+
 namespace nodelet::ipc {
 namespace {
 
@@ -41,6 +43,7 @@ SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
 SocketBase::~SocketBase() {
   socket_.close();
   if (!bound_path_.empty()) unlink(bound_path_.c_str());
+  if (lock_fd_ >= 0) close(lock_fd_);
 }
 
 zmq::pollitem_t SocketBase::PollItem(short events) {
@@ -55,8 +58,13 @@ Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
   std::string path;
   if (uri.rfind(kIpcScheme, 0) == 0) {
     path = uri.substr(kIpcScheme.size());
-    // A socket file left by a crashed predecessor would make bind fail; nobody else may own it
-    // because the run directory is ours.
+    if (lock_fd_ < 0) {
+      Result<int> fd = LockSocketPath(path);
+      if (!fd.ok()) return fd.status();
+      lock_fd_ = *fd;
+    }
+    // A socket file left by a crashed predecessor would make bind fail. We hold its lock, so no
+    // live process serves it.
     unlink(path.c_str());
   }
   try {

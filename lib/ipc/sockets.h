@@ -53,14 +53,17 @@ class SocketBase {
   size_t max_bytes() const { return max_bytes_; }
 
  protected:
-  // Binds to `uri`; for ipc:// endpoints removes a stale socket file first and sets `mode` on
-  // the new one.
+  // Binds to `uri`. For ipc:// endpoints it first takes an flock on PATH.lock (held until this
+  // socket is destroyed, or the process ends), then removes a stale socket file and sets `mode`
+  // on the new one. A lock held by another live process is an error naming its pid: only the
+  // holder ever unlinks the socket, so a second instance cannot steal a running one's socket.
   Status BindIpc(const std::string& uri, unsigned mode);
   Status ConnectTo(const std::string& uri);
 
   zmq::socket_t socket_;
   size_t max_bytes_;
   std::string bound_path_;
+  int lock_fd_ = -1;
 };
 
 // The server side of control and work: many DEALER clients, replies routed by peer id.

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/safe_path.h"
 #include "lib/common/systemd_notify.h"
@@ -152,6 +153,34 @@ TEST(SafePathTest, RefusesAnythingButOneName) {
   for (const std::string& bad : std::vector<std::string>{"", ".", "..", "/", "a/b", "../x", "/etc", std::string("a\0b", 3)}) {
     EXPECT_FALSE(JoinComponent("/root", bad).ok()) << bad;
   }
+}
+
+// The lock that keeps one holder per socket path (and per root directory): a second taker,
+// even in the same process through another open, is told the holder's pid; once the holder
+// closes it, the next taker gets it.
+TEST(PidLockTest, OneHolderAtATimeAndTheOthersAreToldWho) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("x.lock");
+  auto first = TryPidLock(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_GE(first->fd, 0);
+  EXPECT_NE(fcntl(first->fd, F_GETFD) & FD_CLOEXEC, 0);
+  auto second = TryPidLock(path);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->fd, -1);
+  EXPECT_EQ(second->holder, getpid());
+
+  auto sock = LockSocketPath(dir.Sub("x"));
+  ASSERT_FALSE(sock.ok());
+  EXPECT_EQ(sock.status().message(), "'" + dir.Sub("x") + "' is served by another process (pid " +
+                                         std::to_string(getpid()) + "), which holds '" + path + "'");
+  close(first->fd);
+  auto third = LockSocketPath(dir.Sub("x"));
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  close(*third);
+  // A lock path that is a link is not followed.
+  symlink(path.c_str(), dir.Sub("link.lock").c_str());
+  EXPECT_FALSE(TryPidLock(dir.Sub("link.lock")).ok());
 }
 
 }  // namespace
