@@ -44,6 +44,8 @@ struct SupervisorOptions {
   // The sync loop's pod sources and admission (pod_manager.h).
   std::string pod_manifest_path;
   std::string manifest_url;
+  std::string manifest_url_ca;                   // --manifest-url-ca
+  std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
   std::string node_name;  // default: the hostname, lowercased
   int max_pods = 110;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
