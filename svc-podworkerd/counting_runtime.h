@@ -6,17 +6,21 @@
 // CRI cannot fix (lib/cri/containerd_tasks.h): when RemoveContainer or RemovePodSandbox fails on
 // a task containerd kept after a cancelled start, the repair hook (set_stuck_task_repair) kills
 // and deletes that task, and the removal is tried once more. Counted as "repair_stuck_task".
+// It also removes the empty cgroups a cancelled start can leave of a removed container
+// (leftover_cgroups.h, set_sweep_leftover_cgroups).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "lib/cri/containerd_tasks.h"
 #include "lib/cri/runtime_service.h"
+#include "svc-podworkerd/leftover_cgroups.h"
 
 namespace nodelet::podworkerd {
 
@@ -28,6 +32,20 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   using StuckTaskRepair = std::function<Status(const std::string& container_id)>;
   // Before the first call.
   void set_stuck_task_repair(StuckTaskRepair repair) { repair_ = std::move(repair); }
+  // Before the first call: run after each successful RemovePodSandbox with the ids of the
+  // sandbox and of every container that was in it (to delete tasks the runtime kept of them).
+  void set_after_sandbox_removal(std::function<void(const std::vector<std::string>& ids)> hook) {
+    after_removal_ = std::move(hook);
+  }
+  // Before the first call: after each container or sandbox removal, remove the cgroups the
+  // runtime left of it (leftover_cgroups.h), under `cgroup_root`. Counted as
+  // "repair_leftover_cgroup" (one per directory removed).
+  // `removed` (optional) hears of each path that had directories removed, for the log.
+  void set_sweep_leftover_cgroups(std::string cgroup_root,
+                                  std::function<void(const std::string& path, int dirs)> removed = nullptr) {
+    cgroup_root_ = std::move(cgroup_root);
+    on_swept_ = std::move(removed);
+  }
 
   // operation → (calls, errors), operations named as in CRI ("run_podsandbox", ...).
   std::map<std::string, std::pair<uint64_t, uint64_t>> Snapshot() const {
@@ -47,7 +65,14 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return CountStatus("stop_podsandbox", runtime_.StopPodSandbox(id));
   }
   Status RemovePodSandbox(const std::string& id) override {
-    return CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
+    std::vector<std::string> ids, cgroups;
+    if (!cgroup_root_.empty() || after_removal_) SandboxContents(id, ids, cgroups);
+    Status s = CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
+    if (s.ok()) {
+      if (after_removal_) after_removal_(ids);
+      Sweep(cgroups);
+    }
+    return s;
   }
   Result<cri::v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& id,
                                                              bool verbose) override {
@@ -68,7 +93,13 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return CountStatus("stop_container", runtime_.StopContainer(id, timeout));
   }
   Status RemoveContainer(const std::string& id) override {
-    return CountStatus("remove_container", Repaired([&] { return runtime_.RemoveContainer(id); }));
+    std::vector<std::string> cgroups;
+    if (!cgroup_root_.empty()) {
+      if (auto c = ContainerCgroup(id)) cgroups.push_back(*c);
+    }
+    Status s = CountStatus("remove_container", Repaired([&] { return runtime_.RemoveContainer(id); }));
+    if (s.ok()) Sweep(cgroups);
+    return s;
   }
   Result<std::vector<cri::v1::Container>> ListContainers(
       const cri::v1::ContainerFilter& filter) override {
@@ -102,6 +133,43 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   }
 
  private:
+  static std::optional<std::string> InfoCgroup(const google::protobuf::Map<std::string, std::string>& info) {
+    auto it = info.find("info");
+    if (it == info.end()) return std::nullopt;
+    return CgroupsPathFromInfo(it->second);
+  }
+  std::optional<std::string> ContainerCgroup(const std::string& id) {
+    auto st = runtime_.ContainerStatus(id, /*verbose=*/true);
+    if (!st.ok()) return std::nullopt;
+    return InfoCgroup(st->info());
+  }
+  // The ids and cgroups of the sandbox and of every container in it (RemovePodSandbox removes
+  // them all).
+  void SandboxContents(const std::string& id, std::vector<std::string>& ids,
+                       std::vector<std::string>& cgroups) {
+    cri::v1::ContainerFilter filter;
+    filter.set_pod_sandbox_id(id);
+    if (auto containers = runtime_.ListContainers(filter); containers.ok()) {
+      for (const auto& c : *containers) {
+        ids.push_back(c.id());
+        if (cgroup_root_.empty()) continue;
+        if (auto p = ContainerCgroup(c.id())) cgroups.push_back(*p);
+      }
+    }
+    ids.push_back(id);
+    if (cgroup_root_.empty()) return;
+    if (auto st = runtime_.PodSandboxStatus(id, /*verbose=*/true); st.ok()) {
+      if (auto p = InfoCgroup(st->info())) cgroups.push_back(*p);
+    }
+  }
+  void Sweep(const std::vector<std::string>& cgroups) {
+    for (const auto& path : cgroups) {
+      int removed = RemoveLeftoverCgroups({path}, cgroup_root_);
+      if (removed == 0) continue;
+      for (int i = 0; i < removed; ++i) Add("repair_leftover_cgroup", true);
+      if (on_swept_) on_swept_(path, removed);
+    }
+  }
   // Runs `remove`; on a stuck task, repairs it and runs `remove` again.
   template <typename Fn>
   Status Repaired(Fn&& remove) {
@@ -133,6 +201,9 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;
   StuckTaskRepair repair_;
+  std::string cgroup_root_;  // empty: no sweep
+  std::function<void(const std::string&, int)> on_swept_;
+  std::function<void(const std::vector<std::string>&)> after_removal_;
   mutable std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> ops_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <set>
 #include <vector>
 
 #include "lib/pod/canonical.h"
@@ -216,6 +217,83 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   return true;
 }
 
+Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecordT* rec,
+                                             SandboxDecision& decision, int64_t grace,
+                                             SyncOutcome& out) {
+  // plegd's record may be older or less complete than the runtime (a relist that ran while the
+  // runtime was restarting, a pod inspected by a plegd that just started). The runtime's own
+  // listing of this pod's sandboxes is checked first, before anything is killed: a ready
+  // sandbox that the record does not show as ready means the record is stale, so nothing is
+  // done and the sync waits for plegd to report it; sandboxes the record missed count for the
+  // attempt, so the new sandbox's name cannot collide with one containerd still holds.
+  v1::PodSandboxFilter filter;
+  (*filter.mutable_label_selector())[kPodUidLabel] = pod.metadata.uid;
+  auto listed = runtime_.ListPodSandbox(filter);
+  if (!listed.ok()) {
+    out.error = "create sandbox: list the pod's sandboxes: " + listed.status().message();
+    return listed.status();
+  }
+  std::set<std::string> known_ready;
+  for (const auto& s : SandboxViews(rec)) {
+    if (s.ready) known_ready.insert(s.id);
+  }
+  for (const auto& s : *listed) {
+    if (s.state() == v1::SANDBOX_READY && known_ready.count(s.id()) == 0) {
+      out.changed_runtime = true;  // the next sync waits for a relist newer than this one
+      out.error = "the runtime lists sandbox " + s.id().substr(0, 12) +
+                  " of the pod as ready, which plegd has not reported yet; waiting for it";
+      return FailedPrecondition(out.error);
+    }
+    decision.attempt = std::max(decision.attempt, s.metadata().attempt() + 1);
+  }
+  if (!decision.reason.empty()) {
+    // The kubelet's KillPod before a new sandbox: every container, then the sandboxes.
+    out.events.push_back(MakeEvent(pod, "Normal", "SandboxChanged",
+                                   "Pod sandbox changed, it will be killed and re-created (" +
+                                       decision.reason + ")"));
+    std::vector<std::future<Status>> stops;
+    for (const auto& c : rec->containers) {
+      if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
+      std::string id = c->id;
+      stops.push_back(std::async(std::launch::async,
+                                 [this, id, grace] { return runtime_.StopContainer(id, grace); }));
+    }
+    for (auto& f : stops) (void)f.get();
+    out.changed_runtime = true;
+  }
+  // Every old sandbox is stopped: the ready ones being replaced, and the not-ready ones too (one
+  // the runtime could not load after a restart is listed as not ready while its shim may still
+  // run; stopping a stopped sandbox does nothing).
+  for (const auto& s : *listed) (void)runtime_.StopPodSandbox(s.id());
+  out.changed_runtime = true;
+  auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_), "");
+  if (!created.ok()) {
+    // The name is still held by a sandbox the listing did not show (the runtime answered before
+    // it had loaded every sandbox): step over the holder's attempt and try once more.
+    const std::string holder = SandboxNameHolder(created.status().message());
+    if (!holder.empty()) {
+      auto held = runtime_.PodSandboxStatus(holder, false);
+      if (held.ok() && held->status().state() == v1::SANDBOX_READY) {
+        out.error = "sandbox " + holder.substr(0, 12) +
+                    " holds the pod's sandbox name and is ready; waiting for plegd to report it";
+        return FailedPrecondition(out.error);
+      }
+      if (held.ok()) {
+        (void)runtime_.StopPodSandbox(holder);
+        decision.attempt = std::max(decision.attempt, held->status().metadata().attempt() + 1);
+        created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_), "");
+      }
+    }
+  }
+  if (!created.ok()) {
+    out.error = "create sandbox: " + created.status().message();
+    out.events.push_back(MakeEvent(pod, "Warning", "FailedCreatePodSandBox",
+                                   "Failed to create pod sandbox: " + created.status().message()));
+    return created.status();
+  }
+  return *created;
+}
+
 SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
   SyncOutcome out;
   WaitingMap waiting;
@@ -238,7 +316,6 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     }
     volume_paths = std::move(v->paths);
   }
-  const SandboxRecordT* sandbox = NewestSandbox(rec);
   const auto latest_any = Latest(rec);
   auto next_attempt = [&](const std::string& name) -> uint32_t {
     auto it = latest_any.find(name);
@@ -247,15 +324,15 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
 
   std::string sandbox_id;
   std::map<std::string, const ContainerRecordT*> latest;
-  uint32_t sandbox_attempt = 0;
-  if (sandbox != nullptr && sandbox->state == ipc::pleg::SandboxState::Ready) {
-    sandbox_id = sandbox->id;
-    sandbox_attempt = sandbox->attempt;
+  const std::vector<SandboxView> known = SandboxViews(rec);
+  SandboxDecision decision = DecideSandbox(pod, known);
+  if (!decision.create) {
+    sandbox_id = decision.keep_id;
     latest = Latest(rec, &sandbox_id);
   } else {
-    // No ready sandbox. A pod that already ran and has nothing left to restart stays done
+    // No usable sandbox. A pod that already ran and has nothing left to restart stays done
     // (the kubelet does not re-create the sandbox of a finished pod).
-    if (sandbox != nullptr) {
+    if (!known.empty()) {
       bool anything_to_run = false;
       for (const auto& c : pod.spec.containers) {
         auto it = latest_any.find(c.name);
@@ -269,26 +346,49 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         out.status = MakeStatus(pod, rec, waiting, true);
         return out;
       }
-      // Stop what still runs of the old sandbox, then replace it.
-      for (const auto& c : rec->containers) {
-        if (c->state == ContainerState::Running) (void)runtime_.StopContainer(c->id, grace);
-      }
-      (void)runtime_.StopPodSandbox(sandbox->id);
-      sandbox_attempt = sandbox->attempt + 1;
     }
-    auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, sandbox_attempt, log_dir_), "");
-    out.changed_runtime = true;
+    auto created = CreateSandbox(pod, rec, decision, grace, out);
     if (!created.ok()) {
-      out.error = "create sandbox: " + created.status().message();
+      for (const auto& c : pod.spec.init_containers) waiting[c.name] = {"ContainerCreating", ""};
       for (const auto& c : pod.spec.containers) waiting[c.name] = {"ContainerCreating", ""};
       out.status = MakeStatus(pod, rec, waiting, false);
-      out.status.reason = "";
-      out.status.message = "Failed to create pod sandbox: " + created.status().message();
+      // Waiting for plegd to report a sandbox the runtime already has is not a failure.
+      if (created.status().code() != StatusCode::kFailedPrecondition) {
+        out.status.reason = "CreatePodSandboxError";
+        out.status.message = "Failed to create pod sandbox: " + created.status().message();
+      }
       return out;
     }
     sandbox_id = *created;
   }
+  const uint32_t sandbox_attempt = decision.attempt;
   const v1::PodSandboxConfig sandbox_config = MakeSandboxConfig(pod, sandbox_attempt, log_dir_);
+
+  // A container CRI reports as CONTAINER_UNKNOWN: containerd could not load its task after a
+  // restart (a shim that did not answer in time), and it stays unknown until containerd restarts
+  // again, so waiting would be forever. The kubelet's rule: we do not know whether it runs, so
+  // kill it (whatever is left of it) and start a new instance, whatever the restartPolicy.
+  auto replace_unknown = [&](const pod::Container& c, const ContainerRecordT& s) {
+    out.events.push_back(MakeEvent(pod, "Normal", "Killing",
+                                   "Container " + c.name +
+                                       " is in \"unknown\" state, try killing it before restart"));
+    (void)runtime_.StopContainer(s.id, grace);
+    out.changed_runtime = true;
+    return StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
+                          volume_paths, waiting, out);
+  };
+  // A container created but never started (its StartContainer lost to a runtime restart or to
+  // podworkerd's own death): start it now.
+  auto start_created = [&](const pod::Container& c, const ContainerRecordT& s) {
+    out.changed_runtime = true;
+    if (Status st = runtime_.StartContainer(s.id); !st.ok()) {
+      waiting[c.name] = {"RunContainerError", st.message()};
+      out.error = "start container " + c.name + ": " + st.message();
+      return false;
+    }
+    out.events.push_back(MakeEvent(pod, "Normal", "Started", "Started container " + c.name));
+    return true;
+  };
 
   // Init containers, one at a time, in order.
   bool inits_done = true;
@@ -303,6 +403,14 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     }
     if (s->state == ContainerState::Exited && s->exit_code == 0) continue;
     inits_done = false;
+    if (s->state == ContainerState::Created) {
+      start_created(ic, *s);
+      break;
+    }
+    if (s->state == ContainerState::Unknown) {
+      replace_unknown(ic, *s);
+      break;
+    }
     if (s->state != ContainerState::Exited) break;  // still running: wait for it
     // Failed init container.
     if (!ShouldRestart(pod, *s)) {
@@ -366,11 +474,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         any_running = true;
         break;
       case ContainerState::Created:
-        if (Status st = runtime_.StartContainer(s->id); !st.ok()) {
-          waiting[c.name] = {"RunContainerError", st.message()};
-          out.error = "start container " + c.name + ": " + st.message();
-        }
-        out.changed_runtime = true;
+        start_created(c, *s);
         any_running = true;
         break;
       case ContainerState::Exited: {
@@ -392,7 +496,12 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         break;
       }
       default:
-        any_running = true;  // unknown: wait for the runtime to make up its mind
+        if (replace_unknown(c, *s)) {
+          any_running = true;
+        } else {
+          any_to_restart = true;
+        }
+        break;
     }
   }
   out.pod_finished = !any_running && !any_to_restart && !pod.spec.containers.empty();
@@ -446,7 +555,8 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds) {
   auto sandboxes = runtime_.ListPodSandbox(sf);
   if (!sandboxes.ok()) return sandboxes.status();
   for (const auto& s : *sandboxes) {
-    if (s.state() != v1::SANDBOX_READY) continue;
+    // Every sandbox, ready or not: one the runtime could not load after a restart is listed as
+    // not ready while its shim may still run, and stopping a stopped sandbox is a no-op.
     Status st = runtime_.StopPodSandbox(s.id());
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
   }

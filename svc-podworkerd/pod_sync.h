@@ -29,6 +29,7 @@
 #include "svc-podworkerd/crash_loop_backoff.h"
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/probe_manager.h"
+#include "svc-podworkerd/sandbox_decision.h"
 
 namespace nodelet::podworkerd {
 
@@ -102,6 +103,11 @@ class PodSyncer {
   // events.
   Status EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
                      SyncOutcome& out);
+  // Makes the pod's new sandbox per `decision` (killing what runs first when it replaces one)
+  // and returns its id; `decision.attempt` ends as the attempt used. FAILED_PRECONDITION when
+  // the runtime has a ready sandbox that plegd's record does not show yet (wait, not a failure).
+  Result<std::string> CreateSandbox(const pod::Pod& pod, const ipc::pleg::PodRecordT* rec,
+                                    SandboxDecision& decision, int64_t grace, SyncOutcome& out);
   // Creates and starts `c` in the sandbox; `previous` is its last instance (for the restart
   // count and the backoff). Fills `waiting` on failure.
   bool StartContainer(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,

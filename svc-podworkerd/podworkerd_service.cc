@@ -1,5 +1,6 @@
 #include "svc-podworkerd/podworkerd_service.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -197,6 +198,35 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
   if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
     tasks_ = std::move(*tasks);
+    // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
+    // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
+    // Or the shim alone, the task already deleted: containerd does not know it any more, and
+    // only its pid reaches it (leftover_cgroups.h, OrphanShimPids).
+    std::string socket = config_.runtime_endpoint;
+    if (socket.rfind("unix://", 0) == 0) socket = socket.substr(7);
+    counting_->set_after_sandbox_removal([this, socket](const std::vector<std::string>& ids) {
+      for (const auto& id : ids) {
+        bool existed = false;
+        Status s = tasks_->KillAndDelete(id, &existed);
+        if (existed) {
+          GetLogger("podworkerd")->warn(
+              "Removed the task {} that containerd kept after removing its sandbox: {}", id,
+              s.ok() ? "deleted" : s.message());
+        }
+        for (int pid : OrphanShimPids(id, socket)) {
+          GetLogger("podworkerd")->warn(
+              "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows it",
+              pid, id);
+          kill(pid, SIGKILL);
+        }
+      }
+    });
+    // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
+    counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
+      GetLogger("podworkerd")->warn(
+          "Removed the cgroup {} ({} hierarchies) that the runtime left of a removed container",
+          path, dirs);
+    });
     counting_->set_stuck_task_repair([this](const std::string& id) {
       GetLogger("podworkerd")->warn(
           "Container {}: containerd kept its task after a cancelled start and refuses to remove "
@@ -453,7 +483,7 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
 }
 
 void PodworkerdService::KillOrphans() {
-  if (!mirror_->in_sync()) return;
+  if (!mirror_->ready()) return;
   for (const auto& [uid, rec] : mirror_->pods()) {
     if (rec.foreign || pods_.count(uid)) continue;
     bool live = false;
@@ -477,7 +507,7 @@ void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
 void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
-    if (!mirror_->in_sync() || (e.fresh_after_ns != 0 &&
+    if (!mirror_->ready() || (e.fresh_after_ns != 0 &&
                                 mirror_->relist_started_ns() <= e.fresh_after_ns)) {
       parked_[work.uid] = std::move(work);
       return;
@@ -490,7 +520,7 @@ void PodworkerdService::Dispatch(Work<pod::Pod> work) {
 }
 
 void PodworkerdService::RunParked() {
-  if (parked_.empty() || !mirror_->in_sync()) return;
+  if (parked_.empty() || !mirror_->ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
     const Entry& e = pods_[it->first];
     if (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns) {
@@ -571,8 +601,13 @@ void PodworkerdService::HandleDone() {
         }
         if (!o.error.empty()) {
           ++sync_errors_;
-          if (o.error != last_error_) log->warn("Failed to sync pod {}: {}", d.uid, o.error);
-          last_error_ = o.error;
+          if (e.logged_errors.size() >= 32) e.logged_errors.clear();  // errors naming ids vary
+          if (e.logged_errors.insert(o.error).second) {
+            log->warn("Failed to sync pod {} ({}): {}", d.uid,
+                      e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
+                      o.error);
+          }
+          e.last_error = o.error;
         }
         if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
         e.retry_at = o.retry_at;
@@ -586,6 +621,9 @@ void PodworkerdService::HandleDone() {
           if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
         } else {
           e.error_backoff = std::chrono::milliseconds(0);
+          if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
+          e.last_error.clear();
+          e.logged_errors.clear();
         }
         if (o.pod_finished) e.finished = true;
         ReportStatus(d.uid, o.status);
@@ -674,7 +712,7 @@ void PodworkerdService::ReportStatus(const std::string& uid, const status::PodSt
 }
 
 HealthReport PodworkerdService::Health() const {
-  if (mirror_ && !mirror_->in_sync()) {
+  if (mirror_ && !mirror_->ready()) {
     return {ipc::control::Health::Degraded, "waiting for plegd's pod cache"};
   }
   return {};

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,6 +103,10 @@ class PodworkerdService : public ServiceHooks {
     bool seeded = false;  // readiness carried over from statusd
     MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
     bool start_recorded = false;
+    // The last sync error, and every error logged since the last successful sync (each is
+    // logged once until a sync succeeds).
+    std::string last_error;
+    std::set<std::string> logged_errors;
   };
   struct Done {
     std::string uid;
@@ -161,7 +166,6 @@ class PodworkerdService : public ServiceHooks {
   uint64_t containers_gc_ = 0;
   uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
   bool bad_logged_ = false;
-  std::string last_error_;
   Histogram pod_start_{Histogram::StartupBuckets()};
   Histogram worker_duration_{Histogram::LatencyBuckets()};
 };

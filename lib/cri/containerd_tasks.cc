@@ -51,7 +51,8 @@ ContainerdTasks::ContainerdTasks(std::string ns, std::chrono::milliseconds timeo
 
 ContainerdTasks::~ContainerdTasks() = default;
 
-Status ContainerdTasks::KillAndDelete(const std::string& container_id) {
+Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* existed) {
+  if (existed != nullptr) *existed = true;
   auto context = [this] {
     auto c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(std::chrono::system_clock::now() + timeout_);
@@ -69,7 +70,10 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id) {
                               stub_->tasks->Kill(c.get(), request, &response));
     // No task: nothing to do. Any other refusal (processes already gone) still goes on to the
     // delete, whose answer is the one that counts.
-    if (s.code() == StatusCode::kNotFound) return Status::Ok();
+    if (s.code() == StatusCode::kNotFound) {
+      if (existed != nullptr) *existed = false;
+      return Status::Ok();
+    }
   }
   tasks::DeleteTaskRequest request;
   request.set_container_id(container_id);

@@ -36,8 +36,9 @@ class ContainerdTasks {
   ~ContainerdTasks();
 
   // SIGKILL to every process of the container's task, then deletes the task (and with it the
-  // task's cgroups and bundle). A task that is already gone is OK.
-  Status KillAndDelete(const std::string& container_id);
+  // task's cgroups and bundle). A task that is already gone is OK; `existed` (optional) tells
+  // whether there was one.
+  Status KillAndDelete(const std::string& container_id, bool* existed = nullptr);
 
  private:
   struct Stub;

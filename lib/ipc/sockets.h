@@ -1,4 +1,4 @@
-// RAII wrappers over cppzmq for the patterns of DESIGN.md: control and work (ROUTER servers,
+// RAII wrappers over cppzmq for the patterns of docs/design.md: control and work (ROUTER servers,
 // DEALER clients with deadlines), events (PUB/SUB). Each socket belongs to one thread. Every
 // socket has linger 0 and a ZeroMQ-level size limit; every receive has a deadline and returns a
 // Status instead of throwing.

@@ -44,6 +44,10 @@ class PlegMirror {
   Status Sync(std::chrono::milliseconds deadline);
 
   bool in_sync() const { return in_sync_; }
+  // In sync with a plegd that has completed a relist: only then does the replica hold every pod
+  // the runtime lists. A plegd that just started (or cannot reach the runtime) serves an empty
+  // snapshot; acting on it would take every pod for one without a sandbox.
+  bool ready() const { return in_sync_ && relist_ > 0; }
   const std::map<std::string, ipc::pleg::PodRecordT>& pods() const { return pods_; }
   // The last relist plegd completed, as far as this replica knows.
   uint64_t relist() const { return relist_; }

@@ -25,6 +25,7 @@
 #include "tests/chaos/chaos_pods.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 namespace nodelet::chaos {
 namespace {
@@ -38,6 +39,9 @@ using testing::ContainerdInstance;
 using testing::NotifyListener;
 using testing::RunCommand;
 using testing::Subprocess;
+using testing::CgroupsNamed;
+using testing::MountsUnder;
+using testing::ProcessesMentioning;
 
 // What podworkerd stamps on what it creates (svc-podworkerd/cri_configs.h; a test does not
 // include a service's code).
@@ -53,58 +57,6 @@ const std::vector<std::string> kServices = {"plegd", "statusd", "podworkerd", "v
 std::string Label(const google::protobuf::Map<std::string, std::string>& m, const std::string& k) {
   auto it = m.find(k);
   return it == m.end() ? "" : it->second;
-}
-
-// Mount points at or under `dir`, deepest (latest) first.
-std::vector<std::string> MountsUnder(const std::string& dir) {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(f >> id >> parent >> devno >> root >> mount_point)) continue;
-    if (mount_point == dir || mount_point.rfind(dir + "/", 0) == 0) out.push_back(mount_point);
-  }
-  std::reverse(out.begin(), out.end());
-  return out;
-}
-
-// Pids whose command line mentions `needle`, except `self_pid`.
-std::vector<pid_t> ProcessesMentioning(const std::string& needle, pid_t except) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    std::string name = e.path().filename();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid == getpid() || pid == except) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmd.find(needle) != std::string::npos && testing::ProcessAlive(pid)) out.push_back(pid);
-  }
-  return out;
-}
-
-// Cgroup directories (any hierarchy, a few levels deep) named after one of `ids`.
-std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids) {
-  std::vector<std::string> out;
-  if (ids.empty()) return out;
-  std::error_code ec;
-  for (const auto& hierarchy : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    std::error_code ec2;
-    for (auto it = fs::recursive_directory_iterator(hierarchy.path(), ec2);
-         it != fs::recursive_directory_iterator(); it.increment(ec2)) {
-      if (ec2) break;
-      if (!it->is_directory(ec2)) continue;
-      if (ids.count(it->path().filename().string()) > 0) {
-        out.push_back(it->path().string());
-        it.disable_recursion_pending();
-      } else if (it.depth() >= 3) {
-        it.disable_recursion_pending();
-      }
-    }
-  }
-  return out;
 }
 
 // One running container of a long-running pod, as recorded before a fault.

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <random>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -43,7 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--pods", o.pods, "Desired pods, kept about constant")
       ->check(CLI::Range(1, 500))
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "Random seed (faults, churn)")->capture_default_str();
+  // Without --seed every run picks a new seed and prints it first, so that repeated runs (CI's
+  // chaos-short) explore different schedules and a failing one can be replayed exactly.
+  std::optional<uint64_t> seed;
+  app.add_option("--seed", seed, "Random seed (faults, churn); default: a new one, printed");
   app.add_option("--bin-dir", o.bin_dir, "Where nodelet, nodeletctl and the services are")
       ->capture_default_str();
   app.add_option("--images-dir", o.images_dir, "Where pause.tar and busybox.tar are")
@@ -56,6 +61,9 @@ int main(int argc, char** argv) {
                "Do not restart containerd halfway (the short run in ./dev test)");
   CLI11_PARSE(app, argc, argv);
   o.containerd_restart = !no_containerd_restart;
+  o.seed = seed ? *seed : std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  std::cout << "nodelet-chaos: seed " << o.seed << (seed ? "" : " (chosen for this run)")
+            << "; replay with --seed " << o.seed << std::endl;
   o.duration = *nodelet::ParseDuration(duration);
   if (geteuid() != 0) {
     std::cerr << "nodelet-chaos: must run as root (containerd, mounts, cgroups)\n";

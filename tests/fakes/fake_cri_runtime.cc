@@ -385,11 +385,17 @@ Result<v1::PodSandboxStatusResponse> FakeCriRuntime::PodSandboxStatus(const std:
   return r;
 }
 
+void FakeCriRuntime::HideFromListing(const std::string& sandbox_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hidden_sandboxes_.insert(sandbox_id);
+}
+
 Result<std::vector<v1::PodSandbox>> FakeCriRuntime::ListPodSandbox(const v1::PodSandboxFilter& filter) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kListPodSandbox, {}); !s.ok()) return s;
   std::vector<v1::PodSandbox> out;
   for (const auto& [id, sb] : sandboxes_) {
+    if (hidden_sandboxes_.count(id) != 0) continue;
     if (!filter.id().empty() && !HasPrefix(id, filter.id())) continue;
     if (filter.has_state() && filter.state().state() != sb.state) continue;
     if (!LabelsMatch(sb.config.labels(), filter.label_selector())) continue;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   // "CRI <call> failed: <CODE>: ".
   void FailCall(CriCall call, Status status, int times = -1, const std::string& id = "");
   void ClearFailures();
+
+  // ListPodSandbox leaves this sandbox out (as containerd's listing right after a restart, taken
+  // before it loaded every sandbox, would); every other call still sees it.
+  void HideFromListing(const std::string& sandbox_id);
 
   // Matching calls block until ReleaseHangs() (or destruction). After the release, a hung call
   // fails with DEADLINE_EXCEEDED (as the client's deadline would have made it) when
@@ -190,6 +195,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   bool destroying_ = false;
 
   std::vector<FailRule> fail_rules_;
+  std::set<std::string> hidden_sandboxes_;
   std::vector<HangRule> hang_rules_;
   std::map<CriCall, int> call_counts_;
 

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
+#include <iostream>
+#include <set>
 #include <fstream>
 #include <thread>
 
@@ -388,6 +391,91 @@ TEST_F(ContainerdHarnessTest, StopCleansUpAfterAKilledContainerd) {
 
   containerd.Stop();
   ExpectNothingLeft(containerd.dir(), pid, shims);
+}
+
+// Evidence for what a CRI listing means right after a containerd restart (docs/runtime.md): a
+// client polls ListPodSandbox and ListContainers as fast as it can while containerd stops and
+// starts again over the same root and state. containerd loads its sandboxes and containers
+// before it serves CRI, so each answer is either an error (not serving yet, or "server is not
+// initialized yet") or the whole set: never fewer sandboxes or containers than exist, and every
+// running one still listed as ready/running. If a containerd ever answered with a partial
+// listing, this test fails and names the answer.
+TEST_F(ContainerdHarnessTest, ListingsAfterARestartAreCompleteOrRefused) {
+  auto started = ContainerdInstance::Start(Options());
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& containerd = **started;
+  constexpr int kPods = 12;
+  for (int i = 0; i < kPods; ++i) RunSleeper(containerd, "listed" + std::to_string(i));
+
+  std::atomic<bool> stop{false};
+  struct Answer {
+    bool ok = false;
+    size_t sandboxes = 0, ready = 0, containers = 0, running = 0;
+    std::string error;
+  };
+  std::vector<Answer> answers;  // the poller's own until it is joined
+  std::atomic<size_t> complete_answers{0};
+  std::thread poller([&] {
+    cri::CriTimeouts timeouts;
+    timeouts.query = milliseconds(2000);
+    timeouts.call = milliseconds(2000);
+    auto client = cri::GrpcCriClient::Create(containerd.endpoint(), timeouts);
+    ASSERT_TRUE(client.ok());
+    while (!stop.load()) {
+      Answer a;
+      auto sandboxes = (*client)->ListPodSandbox({});
+      auto containers = (*client)->ListContainers({});
+      a.ok = sandboxes.ok() && containers.ok();
+      if (!a.ok) {
+        a.error = !sandboxes.ok() ? sandboxes.status().ToString() : containers.status().ToString();
+      } else {
+        a.sandboxes = sandboxes->size();
+        for (const auto& sb : *sandboxes) a.ready += sb.state() == v1::SANDBOX_READY ? 1 : 0;
+        a.containers = containers->size();
+        for (const auto& c : *containers) a.running += c.state() == v1::CONTAINER_RUNNING ? 1 : 0;
+      }
+      if (a.ok) ++complete_answers;
+      const bool refused = !a.ok;
+      answers.push_back(std::move(a));
+      if (refused) {
+        // A new channel connects at once, where the old one would wait out gRPC's reconnect
+        // back-off and miss the first moments of the new daemon.
+        std::this_thread::sleep_for(milliseconds(5));
+        auto fresh = cri::GrpcCriClient::Create(containerd.endpoint(), timeouts);
+        if (fresh.ok()) client = std::move(fresh);
+      }
+    }
+  });
+  Status restarted = containerd.Restart();
+  // A few more answers from the restarted daemon.
+  const size_t seen = complete_answers.load();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (complete_answers.load() < seen + 20 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(20));  // polling the poller's progress, bounded
+  }
+  stop = true;
+  poller.join();
+  ASSERT_TRUE(restarted.ok()) << restarted.ToString();
+  size_t refused = 0, complete = 0;
+  std::set<std::string> refusals;
+  for (const auto& a : answers) {
+    if (!a.ok) {
+      ++refused;
+      refusals.insert(a.error.substr(0, 160));
+      continue;
+    }
+    ++complete;
+    EXPECT_EQ(a.sandboxes, static_cast<size_t>(kPods));
+    EXPECT_EQ(a.ready, static_cast<size_t>(kPods));
+    EXPECT_EQ(a.containers, static_cast<size_t>(kPods));
+    EXPECT_EQ(a.running, static_cast<size_t>(kPods));
+  }
+  std::cout << "listings during the restart: " << complete << " complete, " << refused
+            << " refused" << std::endl;
+  for (const auto& r : refusals) std::cout << "  refused with: " << r << std::endl;
+  EXPECT_GT(complete, 20u);
+  Status stopped = containerd.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
 }
 
 TEST_F(ContainerdHarnessTest, ReleaseAndAttachHandOverTheInstance) {

@@ -312,6 +312,35 @@ TEST_F(PlegdTest, KillNineWhileContainersChurnHealsToRuntimeTruth) {
   EXPECT_EQ(w.mirror().bad_messages(), 0u);
 }
 
+// A plegd that has not completed a relist (here: it cannot reach the runtime) serves an empty
+// snapshot. A replica follows it (in sync) but is not ready, so no consumer takes the empty
+// cache for a node without pods; a plegd that relisted makes it ready, with the pods.
+TEST_F(PlegdTest, AReplicaIsReadyOnlyOncePlegdHasRelisted) {
+  std::string sandbox = RunSandbox("present");
+  ASSERT_FALSE(sandbox.empty());
+  auto plegd = std::make_unique<PlegdProcess>(dir_, "unix://" + dir_.Sub("no-runtime.sock"), "100ms");
+  ASSERT_TRUE(plegd->ready());
+  Watcher w(ctx_, dir_.Sub("run"));
+  ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().in_sync(); }, 10s));
+  // Several relist periods go by, each failing.
+  w.PumpUntil([] { return false; }, 1s);
+  EXPECT_TRUE(w.mirror().in_sync());
+  EXPECT_FALSE(w.mirror().ready());
+  EXPECT_EQ(w.mirror().relist(), 0u);
+  EXPECT_TRUE(w.mirror().pods().empty());
+
+  plegd->process().Signal(SIGKILL);
+  ASSERT_TRUE(plegd->process().Wait(10s).has_value());
+  plegd = std::make_unique<PlegdProcess>(dir_, containerd_->endpoint(), "100ms");
+  ASSERT_TRUE(plegd->ready());
+  ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().ready(); }, 15s));
+  bool found = false;
+  for (const auto& [_, pod] : w.mirror().pods()) {
+    for (const auto& sb : pod.sandboxes) found = found || sb->id == sandbox;
+  }
+  EXPECT_TRUE(found) << w.Describe();
+}
+
 TEST_F(PlegdTest, ContainerdStoppedAndStartedMakesHealthFailingThenOk) {
   FakeSupervisor supervisor(ctx_, dir_.Sub("run"));
   PlegdProcess plegd(dir_, containerd_->endpoint(), "100ms");

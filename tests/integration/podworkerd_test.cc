@@ -25,6 +25,7 @@
 #include "podwork_generated.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/service_node.h"
 
 namespace nodelet::testing {
 namespace {
@@ -34,16 +35,8 @@ using namespace std::chrono_literals;
 using status::PodPhase;
 using status::PodStatusRecord;
 
-// A static pod from a manifest text, as the supervisor would send it.
 pod::Pod MakePod(const std::string& yaml, const std::string& file = "/manifests/test.yaml") {
-  pod::StaticPodOrigin origin;
-  origin.source = file;
-  origin.node_name = "testnode";
-  origin.seen = pod::UnixTime{1700000000, 0};
-  auto r = pod::LoadStaticPods(yaml, origin);
-  EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors[0].message);
-  EXPECT_EQ(r.pods.size(), 1u);
-  return r.pods.empty() ? pod::Pod{} : r.pods[0].pod;
+  return MakeStaticPod(yaml, file);
 }
 
 std::string PodYaml(const std::string& name, const std::string& restart_policy,
@@ -65,131 +58,21 @@ std::string PodYaml(const std::string& name, const std::string& restart_policy,
 // otherwise ignore SIGTERM).
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
-class Node {
+// The shared node (tests/testing/service_node.h) and what these tests read from CRI.
+class Node : public ServiceNode {
  public:
-  explicit Node(const TempDir& dir) : dir_(dir) {}
-  bool Start() {
-    ContainerdOptions opts;
-    opts.dir = dir_.Sub("ctrd");
-    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
-    auto c = ContainerdInstance::Start(opts);
-    if (!c.ok()) {
-      ADD_FAILURE() << c.status().ToString();
-      return false;
-    }
-    containerd_ = std::move(*c);
-    plegd_ = StartService("plegd", {"--runtime-endpoint", containerd_->endpoint(),
-                                    "--relist-period", "100ms"});
-    statusd_ = StartService("statusd", {});
-    podworkerd_ = StartPodworkerd();
-    status_ = std::make_unique<status::StatusClient>(ctx_, dir_.Sub("run"));
-    watcher_ = std::make_unique<status::StatusWatcher>(ctx_, dir_.Sub("run"));
-    work_ = std::make_unique<ipc::DealerClient>(ctx_, 64 * 1024 * 1024);
-    return plegd_ && statusd_ && podworkerd_ && status_->Connect().ok() &&
-           watcher_->Connect().ok() &&
-           work_->Connect(ipc::kPodWorkerEndpoint.Uri(dir_.Sub("run"))).ok();
-  }
-  ~Node() {
-    podworkerd_.reset();
-    plegd_.reset();
-    statusd_.reset();
-    if (containerd_) {
-      Status s = containerd_->Stop();
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-  }
-
-  std::unique_ptr<Subprocess> StartService(const std::string& name,
-                                           std::vector<std::string> extra) {
-    NotifyListener notify(dir_.Sub(name + "-" + std::to_string(++starts_) + ".notify"));
-    std::vector<std::string> argv = {BinDir() + "/nodelet-" + name, "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--heartbeat-interval", "200"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<Subprocess>(argv,
-                                          std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify.path()}},
-                                          dir_.Sub(name + "-" + std::to_string(starts_) + ".log"));
-    if (!notify.WaitFor("READY=1", 15s)) {
-      ADD_FAILURE() << name << " did not become ready";
-      return nullptr;
-    }
-    return p;
-  }
-  std::unique_ptr<Subprocess> StartPodworkerd() {
-    return StartService("podworkerd", {"--runtime-endpoint", containerd_->endpoint(),
-                                       "--crashloop-initial", "1s", "--crashloop-max", "4s",
-                                       "--resync-period", "2s"});
-  }
+  using ServiceNode::ServiceNode;
+  // SIGKILL, then a new podworkerd at once.
   void KillPodworkerd() {
-    podworkerd_->Signal(SIGKILL);
-    podworkerd_->Wait(10s);
-    podworkerd_ = StartPodworkerd();
-    ASSERT_NE(podworkerd_, nullptr);
-  }
-
-  // Sends the desired set and waits for podworkerd's WorkAck of it.
-  void SendDesired(const std::vector<pod::Pod>& pods, bool sources_ready = true) {
-    ++generation_;
-    flatbuffers::FlatBufferBuilder fbb(4096);
-    std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> list;
-    for (const auto& p : pods) {
-      auto fp = pod::PodToFlatBuffer(fbb, p);
-      list.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString("file"), 0));
-    }
-    auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(list),
-                                                   sources_ready);
-    auto header = envelope_.Write(fbb);
-    fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
-                                                  desired.Union()),
-               ipc::podwork::PodWorkMessageIdentifier());
-    ASSERT_TRUE(work_->WaitWritable(10s)) << "podworkerd's work socket is not there";
-    ASSERT_TRUE(work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok());
-    auto end = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < end) {
-      auto frame = work_->Receive(500ms);
-      if (!frame.ok()) continue;
-      auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
-          frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
-      ASSERT_TRUE(m.ok());
-      if (auto ack = (*m)->body_as_WorkAck(); ack && ack->generation() == generation_) return;
-      ASSERT_NE((*m)->body_type(), ipc::podwork::Body::ErrorReply);
-    }
-    FAIL() << "no WorkAck for generation " << generation_;
-  }
-
-  // Waits (on statusd's watch stream) until the pod's status satisfies `pred`.
-  std::optional<PodStatusRecord> WaitStatus(const std::string& uid,
-                                            const std::function<bool(const PodStatusRecord&)>& pred,
-                                            std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto r = status_->GetPodStatus(uid);
-      if (r.ok()) last_ = *r;
-      if (r.ok() && pred(*r)) return *r;
-      auto now = std::chrono::steady_clock::now();
-      if (now >= end) return std::nullopt;
-      (void)watcher_->Next(std::min<std::chrono::milliseconds>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(end - now), 500ms));
-    }
-  }
-  // The last status read, for failure messages.
-  std::string Last() const {
-    std::string s = "phase=" + std::to_string(static_cast<int>(last_.status.phase));
-    for (const auto& c : last_.status.container_statuses) {
-      s += " " + c.name + "(restarts=" + std::to_string(c.restart_count);
-      if (c.state.waiting) s += " waiting=" + c.state.waiting->reason;
-      if (c.state.running) s += " running";
-      if (c.state.terminated) s += " exited=" + std::to_string(c.state.terminated->exit_code);
-      s += ")";
-    }
-    return s;
+    ServiceNode::KillPodworkerd();
+    RestartPodworkerd();
   }
 
   // Running containers of a pod, by CRI.
   std::set<std::string> RunningContainers(const std::string& uid) {
     v1::ContainerFilter f;
     (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
-    auto list = containerd_->cri().ListContainers(f);
+    auto list = containerd().cri().ListContainers(f);
     std::set<std::string> ids;
     if (!list.ok()) return ids;
     for (const auto& c : *list) {
@@ -200,14 +83,13 @@ class Node {
   size_t Sandboxes(const std::string& uid) {
     v1::PodSandboxFilter f;
     (*f.mutable_label_selector())["io.kubernetes.pod.uid"] = uid;
-    auto list = containerd_->cri().ListPodSandbox(f);
+    auto list = containerd().cri().ListPodSandbox(f);
     return list.ok() ? list->size() : 0;
   }
-  ContainerdInstance& containerd() { return *containerd_; }
   // The services' logs, for a failed test's output.
   std::string Logs() const {
     std::string out;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir().path())) {
       if (entry.path().extension() != ".log") continue;
       std::ifstream in(entry.path());
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -216,19 +98,6 @@ class Node {
     }
     return out;
   }
-
- private:
-  const TempDir& dir_;
-  ipc::Context ctx_;
-  int starts_ = 0;
-  uint64_t generation_ = 0;
-  ipc::EnvelopeWriter envelope_{ipc::ServiceId::Supervisor, ipc::NewIncarnation()};
-  std::unique_ptr<ContainerdInstance> containerd_;
-  std::unique_ptr<Subprocess> plegd_, statusd_, podworkerd_;
-  std::unique_ptr<status::StatusClient> status_;
-  std::unique_ptr<status::StatusWatcher> watcher_;
-  std::unique_ptr<ipc::DealerClient> work_;
-  PodStatusRecord last_;
 };
 
 bool IsRunning(const PodStatusRecord& r) {

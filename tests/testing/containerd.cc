@@ -25,6 +25,7 @@
 
 #include "lib/common/fs.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 extern char** environ;
 
@@ -33,6 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 using std::chrono::steady_clock;
 
 constexpr char kNamespace[] = "k8s.io";
@@ -151,31 +153,6 @@ std::string FindOnPath(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
-}
-
-// Mount points at or under `dir` in this mount namespace, deepest first.
-std::vector<std::string> MountsUnder(const std::string& dir) {
-  std::vector<std::string> mounts;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    // Unescape \040 (space), \011, \012, \134.
-    std::string path;
-    for (size_t i = 0; i < mount_point.size(); ++i) {
-      if (mount_point[i] == '\\' && i + 3 < mount_point.size()) {
-        path += static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8));
-        i += 3;
-      } else {
-        path += mount_point[i];
-      }
-    }
-    if (path == dir || path.rfind(dir + "/", 0) == 0) mounts.push_back(path);
-  }
-  // Later mounts stack on earlier ones: unmount in reverse order of appearance.
-  std::reverse(mounts.begin(), mounts.end());
-  return mounts;
 }
 
 // Kills `pid` with SIGKILL and waits (pidfd) until it is gone.
@@ -447,11 +424,13 @@ std::vector<pid_t> ContainerdInstance::ShimPids() const {
   return shims;
 }
 
-Status ContainerdInstance::Restart(milliseconds start_timeout) {
+Status ContainerdInstance::Restart(milliseconds start_timeout,
+                                   const std::function<void()>& while_down) {
   if (stopped_) return FailedPrecondition("containerd in '" + dir_ + "' was stopped");
   if (Status s = StopContainerd(); !s.ok()) return s;
   if (pidfd_ >= 0) close(pidfd_);
   pidfd_ = -1;
+  if (while_down) while_down();
   std::string containerd = containerd_path_.empty() ? FindOnPath("containerd") : containerd_path_;
   if (containerd.empty()) return NotFound("'containerd' is not installed (package containerd)");
   std::string log_path = dir_ + "/containerd.log";
@@ -499,8 +478,21 @@ Status ContainerdInstance::RemoveEverythingThroughCri() {
   auto sandboxes = (*client)->ListPodSandbox({});
   if (!sandboxes.ok()) return sandboxes.status();
   for (const auto& sandbox : *sandboxes) {
-    keep((*client)->StopPodSandbox(sandbox.id()));
-    keep((*client)->RemovePodSandbox(sandbox.id()));
+    // A stop can fail for a moment when the test's own processes were stopping the same sandbox
+    // as they were killed ("failed to kill sandbox container: ttrpc: closed" while the shim
+    // exits). What counts is that the sandbox is removed: stop and remove are retried until
+    // the removal succeeds or the deadline passes.
+    const auto deadline = steady_clock::now() + seconds(20);
+    for (;;) {
+      (void)(*client)->StopPodSandbox(sandbox.id());
+      Status removed = (*client)->RemovePodSandbox(sandbox.id());
+      if (removed.ok() || removed.code() == StatusCode::kNotFound) break;
+      if (steady_clock::now() >= deadline) {
+        keep(removed);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(200));  // a retry, bounded by the deadline
+    }
   }
   auto containers = (*client)->ListContainers({});
   if (!containers.ok()) return containers.status();

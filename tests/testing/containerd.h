@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,8 +97,10 @@ class ContainerdInstance {
   // Restarts the containerd daemon alone, as an upgrade or a crash would: SIGTERM (SIGKILL after
   // stop_timeout), then a new containerd over the same config, root and state, and waits for CRI
   // Version (up to `start_timeout`). Sandboxes, containers and their shims keep running; the
-  // new daemon adopts them. FAILED_PRECONDITION after Stop().
-  Status Restart(std::chrono::milliseconds start_timeout = std::chrono::seconds(60));
+  // new daemon adopts them. `while_down`, when set, runs after the old daemon exited and before
+  // the new one starts (a fault test's "meanwhile"). FAILED_PRECONDITION after Stop().
+  Status Restart(std::chrono::milliseconds start_timeout = std::chrono::seconds(60),
+                 const std::function<void()>& while_down = nullptr);
 
   // Removes every sandbox and container (CRI), stops containerd (SIGTERM, then SIGKILL after
   // stop_timeout), kills leftover shims and container processes, unmounts everything under dir,

@@ -209,7 +209,9 @@ TEST_F(FakeCriRuntimeTest, OneHungInspectionDoesNotBlockOthers) {
   auto [sandbox2, container2] = RunPod("uid-2");
   fake_.HangCall(CriCall::kPodSandboxStatus, sandbox1);
 
-  auto hung = std::async(std::launch::async, [&] { return fake_.PodSandboxStatus(sandbox1, false); });
+  auto hung = std::async(std::launch::async, [this, id = sandbox1] {
+    return fake_.PodSandboxStatus(id, false);
+  });
   ASSERT_TRUE(fake_.WaitForHungCalls(1, std::chrono::seconds(10)));
   // Other pods, and other calls about the hung one, still answer while it hangs.
   EXPECT_TRUE(fake_.PodSandboxStatus(sandbox2, false).ok());

@@ -2,8 +2,15 @@
 // comes back after dying in the middle of a StartContainer call.
 #include "svc-podworkerd/pod_sync.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -35,6 +42,7 @@ class PodSyncTest : public ::testing::Test {
     pod_.metadata.namespace_name = "default";
     pod_.metadata.uid = "uid-job";
     pod_.spec.restart_policy = "Never";
+    pod_.spec.host_network = true;
     pod::Container c;
     c.name = "app";
     c.image = kImage;
@@ -42,10 +50,7 @@ class PodSyncTest : public ::testing::Test {
     c.command = {"sh", "-c", "exit 0"};
     pod_.spec.containers.push_back(c);
     // The pod's sandbox, ready, as plegd reports it.
-    v1::PodSandboxConfig sb;
-    sb.mutable_metadata()->set_name(pod_.metadata.name);
-    sb.mutable_metadata()->set_uid(pod_.metadata.uid);
-    sb.mutable_metadata()->set_namespace_(pod_.metadata.namespace_name);
+    v1::PodSandboxConfig sb = MakeSandboxConfig(pod_, 0, "/nonexistent-log-dir");
     auto id = runtime_.RunPodSandbox(sb, "");
     ASSERT_TRUE(id.ok());
     record_.uid = pod_.metadata.uid;
@@ -55,7 +60,38 @@ class PodSyncTest : public ::testing::Test {
     s->id = *id;
     s->state = SandboxState::Ready;
     s->created_at_ns = 1;
+    s->host_network = true;
     record_.sandboxes.push_back(std::move(s));
+  }
+
+  // A sandbox of the pod made behind plegd's back (not in record_), with `attempt`.
+  std::string UnseenSandbox(uint32_t attempt, bool ready) {
+    v1::PodSandboxConfig sb = MakeSandboxConfig(pod_, attempt, "/nonexistent-log-dir");
+    auto id = runtime_.RunPodSandbox(sb, "");
+    EXPECT_TRUE(id.ok());
+    if (!ready) {
+      EXPECT_TRUE(runtime_.StopPodSandbox(*id).ok());
+    }
+    return id.ok() ? *id : "";
+  }
+
+  // The attempts of the pod's sandboxes in the runtime, by id.
+  std::map<std::string, std::pair<uint32_t, bool>> RuntimeSandboxes() {
+    std::map<std::string, std::pair<uint32_t, bool>> out;
+    auto list = runtime_.ListPodSandbox({});
+    EXPECT_TRUE(list.ok());
+    if (!list.ok()) return out;
+    for (const auto& s : *list) {
+      out[s.id()] = {s.metadata().attempt(), s.state() == v1::SANDBOX_READY};
+    }
+    return out;
+  }
+
+  bool HasEvent(const SyncOutcome& out, const std::string& reason) {
+    for (const auto& e : out.events) {
+      if (e.reason == reason) return true;
+    }
+    return false;
   }
 
   // The app container's first instance, exited without ever running.
@@ -129,6 +165,343 @@ TEST_F(PodSyncTest, InterruptedInitContainerStartIsStartedAgainUnderNever) {
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].metadata().name(), "init");
+}
+
+// ---- Sandbox decisions (the kubelet's PodSandboxChanged) ----------------------------------
+
+SandboxView View(const std::string& id, bool ready, uint32_t attempt, int64_t created,
+                 bool host_network = true, const std::string& ip = "") {
+  SandboxView v;
+  v.id = id;
+  v.ready = ready;
+  v.attempt = attempt;
+  v.created_at_ns = created;
+  v.host_network = host_network;
+  v.ip = ip;
+  return v;
+}
+
+pod::Pod HostNetworkPod(bool host_network = true) {
+  pod::Pod p;
+  p.metadata.uid = "u";
+  p.spec.host_network = host_network;
+  return p;
+}
+
+TEST(SandboxDecisionTest, NoSandboxMeansANewOneWithAttemptZero) {
+  SandboxDecision d = DecideSandbox(HostNetworkPod(), {});
+  EXPECT_TRUE(d.create);
+  EXPECT_EQ(d.attempt, 0u);
+  EXPECT_TRUE(d.reason.empty());
+  EXPECT_TRUE(d.stop.empty());
+}
+
+TEST(SandboxDecisionTest, TheNewestReadySandboxIsKept) {
+  SandboxDecision d = DecideSandbox(
+      HostNetworkPod(), {View("old", false, 0, 10), View("new", true, 1, 20)});
+  EXPECT_FALSE(d.create);
+  EXPECT_EQ(d.keep_id, "new");
+  EXPECT_EQ(d.attempt, 1u);
+}
+
+TEST(SandboxDecisionTest, ANotReadyNewestSandboxIsReplacedAboveTheHighestAttempt) {
+  // The highest attempt is not the newest sandbox's: the new name must still be unused.
+  SandboxDecision d = DecideSandbox(
+      HostNetworkPod(), {View("a", false, 5, 10), View("b", false, 2, 20)});
+  EXPECT_TRUE(d.create);
+  EXPECT_EQ(d.attempt, 6u);
+  EXPECT_THAT(d.reason, ::testing::HasSubstr("not ready"));
+  EXPECT_TRUE(d.stop.empty());
+}
+
+TEST(SandboxDecisionTest, TwoReadySandboxesAreBothStoppedAndReplaced) {
+  SandboxDecision d = DecideSandbox(
+      HostNetworkPod(), {View("a", true, 0, 10), View("b", true, 1, 20)});
+  EXPECT_TRUE(d.create);
+  EXPECT_EQ(d.attempt, 2u);
+  EXPECT_THAT(d.stop, ::testing::UnorderedElementsAre("a", "b"));
+}
+
+TEST(SandboxDecisionTest, AChangedNetworkNamespaceReplacesTheSandbox) {
+  SandboxDecision d =
+      DecideSandbox(HostNetworkPod(false), {View("a", true, 0, 10, /*host_network=*/true)});
+  EXPECT_TRUE(d.create);
+  EXPECT_EQ(d.attempt, 1u);
+  EXPECT_THAT(d.stop, ::testing::ElementsAre("a"));
+}
+
+TEST(SandboxDecisionTest, APodNetworkSandboxWithoutAnIpIsReplaced) {
+  EXPECT_TRUE(DecideSandbox(HostNetworkPod(false), {View("a", true, 0, 10, false, "")}).create);
+  EXPECT_FALSE(
+      DecideSandbox(HostNetworkPod(false), {View("a", true, 0, 10, false, "198.18.0.5")}).create);
+}
+
+TEST(SandboxDecisionTest, TheNameHolderIsReadFromContainerdsError) {
+  const std::string id(64, 'a');
+  EXPECT_EQ(SandboxNameHolder("failed to reserve sandbox name \"p_default_u_0\": name "
+                              "\"p_default_u_0\" is reserved for \"" + id + "\""),
+            id);
+  EXPECT_EQ(SandboxNameHolder("failed to reserve container name \"x\": name \"x\" is "
+                              "reserved for \"" + id + "\""),
+            "");
+  EXPECT_EQ(SandboxNameHolder("failed to reserve sandbox name: is reserved for \"../x\""), "");
+  EXPECT_EQ(SandboxNameHolder("connection refused"), "");
+}
+
+// After a runtime restart plegd's record may not show the pod's sandbox yet (or at all, from a
+// plegd that just started): the runtime's own listing shows it ready, so nothing is created and
+// the sync waits for plegd, without calling it a failure to create the sandbox.
+TEST_F(PodSyncTest, AReadySandboxPlegdHasNotReportedIsWaitedForNotDuplicated) {
+  SyncOutcome out = syncer_.SyncPod(pod_, nullptr);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kRunPodSandbox), 1);  // the fixture's own
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 0);
+  EXPECT_THAT(out.error, ::testing::HasSubstr("plegd has not reported"));
+  EXPECT_TRUE(out.changed_runtime);
+  EXPECT_NE(out.status.reason, "CreatePodSandboxError");
+  EXPECT_FALSE(out.pod_finished);
+}
+
+// A not-ready sandbox the record missed (attempt 3) still counts: the new sandbox takes
+// attempt 4, so containerd's name index cannot refuse it, and the old one is stopped.
+TEST_F(PodSyncTest, ANewSandboxStepsOverEveryAttemptTheRuntimeLists) {
+  ASSERT_TRUE(runtime_.StopPodSandbox(record_.sandboxes[0]->id).ok());
+  std::string unseen = UnseenSandbox(3, /*ready=*/false);
+  record_.sandboxes[0]->state = SandboxState::NotReady;
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  int ready = 0;
+  for (const auto& [id, s] : RuntimeSandboxes()) {
+    if (s.second) {
+      ++ready;
+      EXPECT_EQ(s.first, 4u);
+    }
+  }
+  EXPECT_EQ(ready, 1);
+  EXPECT_TRUE(HasEvent(out, "SandboxChanged"));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+}
+
+// containerd can still refuse the name (a listing taken before it loaded every sandbox): the
+// holder is found from the error, stopped when not ready, and the next attempt is used at once.
+TEST_F(PodSyncTest, AReservedSandboxNameIsResolvedThroughItsHolder) {
+  ASSERT_TRUE(runtime_.StopPodSandbox(record_.sandboxes[0]->id).ok());
+  // The fixture's sandbox has attempt 0 and the listing shows it; the holder of attempt 1 is
+  // missing from the listing, so the first try (attempt 1) collides with it.
+  const std::string holder = UnseenSandbox(1, /*ready=*/false);
+  runtime_.HideFromListing(holder);
+  record_.sandboxes.clear();  // plegd shows nothing (a fresh plegd, a partial listing)
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  EXPECT_EQ(runtime_.CallCount(CriCall::kRunPodSandbox), 1 + 1 + 2);  // fixture, unseen, two tries
+  int ready = 0;
+  for (const auto& [id, s] : RuntimeSandboxes()) ready += s.second ? 1 : 0;
+  EXPECT_EQ(ready, 1);
+}
+
+// A sandbox that cannot be made is retried by the caller, and says why in the pod's status (as
+// the kubelet's CreatePodSandboxError) and as a FailedCreatePodSandBox event.
+TEST_F(PodSyncTest, AFailedSandboxCreationIsShownInTheStatusAndAsAnEvent) {
+  record_.sandboxes.clear();
+  ASSERT_TRUE(runtime_.StopPodSandbox(runtime_.ListPodSandbox({})->at(0).id()).ok());
+  runtime_.FailCall(CriCall::kRunPodSandbox,
+                    Status(StatusCode::kUnavailable, "can't get final child's PID from pipe"), 1);
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_THAT(out.error, ::testing::HasSubstr("final child"));
+  EXPECT_EQ(out.status.reason, "CreatePodSandboxError");
+  EXPECT_THAT(out.status.message, ::testing::HasSubstr("Failed to create pod sandbox"));
+  EXPECT_TRUE(HasEvent(out, "FailedCreatePodSandBox"));
+  ASSERT_EQ(out.status.container_statuses.size(), 1u);
+  ASSERT_TRUE(out.status.container_statuses[0].state.waiting.has_value());
+  // The next sync (the failure was one-off) makes it.
+  SyncOutcome again = syncer_.SyncPod(pod_, &record_);
+  EXPECT_TRUE(again.error.empty()) << again.error;
+}
+
+// Two ready sandboxes (one the runtime made again behind plegd's back, both reported): the
+// running container is stopped first, both sandboxes are stopped, and one new sandbox is made.
+TEST_F(PodSyncTest, TwoReadySandboxesHaveTheirContainersKilledAndAreReplaced) {
+  pod_.spec.restart_policy = "Always";
+  v1::ContainerConfig cc = MakeContainerConfig(pod_, pod_.spec.containers[0], 0);
+  v1::PodSandboxConfig sbc = MakeSandboxConfig(pod_, 0, "/nonexistent-log-dir");
+  auto cid = runtime_.CreateContainer(record_.sandboxes[0]->id, cc, sbc);
+  ASSERT_TRUE(cid.ok());
+  ASSERT_TRUE(runtime_.StartContainer(*cid).ok());
+  auto c = std::make_unique<ContainerRecordT>();
+  c->id = *cid;
+  c->name = "app";
+  c->state = ContainerState::Running;
+  c->sandbox_id = record_.sandboxes[0]->id;
+  record_.containers.push_back(std::move(c));
+  auto second = std::make_unique<SandboxRecordT>();
+  second->id = UnseenSandbox(1, /*ready=*/true);
+  second->state = SandboxState::Ready;
+  second->attempt = 1;
+  second->created_at_ns = 5;
+  second->host_network = true;
+  record_.sandboxes.push_back(std::move(second));
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  EXPECT_GE(runtime_.CallCount(CriCall::kStopContainer), 1);
+  auto st = runtime_.ContainerStatus(*cid, false);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->status().state(), v1::CONTAINER_EXITED);
+  EXPECT_TRUE(HasEvent(out, "SandboxChanged"));
+  int ready = 0;
+  for (const auto& [id, s] : RuntimeSandboxes()) {
+    if (s.second) {
+      ++ready;
+      EXPECT_EQ(s.first, 2u);
+    }
+  }
+  EXPECT_EQ(ready, 1);
+}
+
+// plegd's record says the sandbox is not ready, the runtime says it is: the record is stale, so
+// nothing is killed or created.
+TEST_F(PodSyncTest, AStaleNotReadyRecordKillsNothing) {
+  record_.sandboxes[0]->state = SandboxState::NotReady;
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopPodSandbox), 0);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kRunPodSandbox), 1);
+  EXPECT_THAT(out.error, ::testing::HasSubstr("waiting"));
+}
+
+// A container containerd lists as CONTAINER_UNKNOWN after a restart (its task could not be
+// loaded) is never waited on: it is killed and a new instance started, even under Never.
+TEST_F(PodSyncTest, AnUnknownContainerIsKilledAndStartedAgain) {
+  ExitedBeforeRunning("", "");
+  record_.containers[0]->state = ContainerState::Unknown;
+  record_.containers[0]->id = "unknown-one";
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopContainer), 1);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 1);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+  auto list = runtime_.ListContainers({});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].metadata().attempt(), 1u);
+  EXPECT_FALSE(out.pod_finished);
+}
+
+// An init container created but never started (its start lost to a runtime restart) is
+// started, not waited on as if it ran.
+TEST_F(PodSyncTest, ACreatedInitContainerIsStarted) {
+  pod::Container init = pod_.spec.containers[0];
+  init.name = "init";
+  pod_.spec.init_containers.push_back(init);
+  v1::ContainerConfig cc = MakeContainerConfig(pod_, init, 0);
+  v1::PodSandboxConfig sbc = MakeSandboxConfig(pod_, 0, "/nonexistent-log-dir");
+  auto cid = runtime_.CreateContainer(record_.sandboxes[0]->id, cc, sbc);
+  ASSERT_TRUE(cid.ok());
+  auto c = std::make_unique<ContainerRecordT>();
+  c->id = *cid;
+  c->name = "init";
+  c->state = ContainerState::Created;
+  c->sandbox_id = record_.sandboxes[0]->id;
+  record_.containers.push_back(std::move(c));
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 1);  // the test's own
+  auto st = runtime_.ContainerStatus(*cid, false);
+  ASSERT_TRUE(st.ok());
+  EXPECT_NE(st->status().state(), v1::CONTAINER_CREATED);
+  EXPECT_TRUE(out.changed_runtime);
+}
+
+// ---- Leftover cgroups ---------------------------------------------------------------------
+
+TEST(LeftoverCgroupsTest, TheCgroupsPathIsReadFromTheRuntimeSpec) {
+  const std::string id(64, 'c');
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"pid": 1, "runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/)" +
+                                id + R"("}}})"),
+            "/k8s.io/" + id);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/../../etc"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io//x"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "system.slice:cri:x"}}})"),
+            std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": 7}}})"), std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo("not json"), std::nullopt);
+  EXPECT_EQ(CgroupsPathFromInfo("{}"), std::nullopt);
+}
+
+// rmdir in every hierarchy: empty leftovers go, a cgroup with anything in it (here a file, as a
+// live cgroup has its children) stays, symlinked aliases are not followed.
+TEST(LeftoverCgroupsTest, OnlyEmptyDirectoriesOfThePathAreRemoved) {
+  char tmpl[] = "/tmp/leftover-cgroups.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  for (const char* h : {"cpu,cpuacct", "memory", "unified"}) {
+    ASSERT_EQ(mkdir((root + "/" + h).c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((root + "/" + h + "/k8s.io").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((root + "/" + h + "/k8s.io/abc").c_str(), 0755), 0);
+  }
+  ASSERT_EQ(symlink("cpu,cpuacct", (root + "/cpu").c_str()), 0);
+  // memory's is not empty: kept.
+  ASSERT_EQ(mkdir((root + "/memory/k8s.io/abc/child").c_str(), 0755), 0);
+  EXPECT_EQ(RemoveLeftoverCgroups({"/k8s.io/abc", "/k8s.io/missing"}, root), 2);
+  struct stat st {};
+  EXPECT_NE(stat((root + "/cpu,cpuacct/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_NE(stat((root + "/unified/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_EQ(stat((root + "/memory/k8s.io/abc").c_str(), &st), 0);
+  EXPECT_EQ(stat((root + "/memory/k8s.io").c_str(), &st), 0);
+  std::filesystem::remove_all(root);
+}
+
+// After a sandbox's removal the hook hears of the sandbox and of every container that was in it
+// (podworkerd deletes any task containerd kept of them); not after a failed removal.
+TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
+  FakeCriRuntime fake;
+  fake.AddImage(kImage);
+  CountingRuntime runtime(fake, fake);
+  std::vector<std::string> heard;
+  runtime.set_after_sandbox_removal(
+      [&](const std::vector<std::string>& ids) { heard.insert(heard.end(), ids.begin(), ids.end()); });
+  pod::Pod p;
+  p.metadata.name = "p";
+  p.metadata.namespace_name = "default";
+  p.metadata.uid = "u";
+  pod::Container c;
+  c.name = "app";
+  c.image = kImage;
+  p.spec.containers.push_back(c);
+  v1::PodSandboxConfig sbc = MakeSandboxConfig(p, 0, "/nonexistent-log-dir");
+  auto sandbox = fake.RunPodSandbox(sbc, "");
+  ASSERT_TRUE(sandbox.ok());
+  auto container = fake.CreateContainer(*sandbox, MakeContainerConfig(p, c, 0), sbc);
+  ASSERT_TRUE(container.ok());
+  fake.FailCall(CriCall::kRemovePodSandbox, Status(StatusCode::kUnavailable, "down"), 1);
+  EXPECT_FALSE(runtime.RemovePodSandbox(*sandbox).ok());
+  EXPECT_TRUE(heard.empty());
+  EXPECT_TRUE(runtime.RemovePodSandbox(*sandbox).ok());
+  EXPECT_THAT(heard, ::testing::UnorderedElementsAre(*sandbox, *container));
+}
+
+// A shim is found by its argv (containerd-shim*, -id, -address), in a /proc-like tree; a shim
+// of another containerd or another id, and any other process, are not.
+TEST(LeftoverCgroupsTest, OrphanShimsAreFoundByTheirIdAndContainerdSocket) {
+  char tmpl[] = "/tmp/orphan-shims.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  auto process = [&](const std::string& pid, const std::vector<std::string>& argv) {
+    ASSERT_EQ(mkdir((root + "/" + pid).c_str(), 0755), 0);
+    std::string raw;
+    for (const auto& a : argv) raw += a + std::string(1, '\0');
+    std::ofstream(root + "/" + pid + "/cmdline") << raw;
+  };
+  const std::string id(64, 'd');
+  process("100", {"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", id,
+                  "-address", "/run/a/containerd.sock"});
+  process("101", {"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", id,
+                  "-address", "/run/b/containerd.sock"});
+  process("102", {"/usr/bin/containerd-shim-runc-v2", "-id", std::string(64, 'e'), "-address",
+                  "/run/a/containerd.sock"});
+  process("103", {"/bin/sh", "-id", id, "-address", "/run/a/containerd.sock"});
+  ASSERT_EQ(mkdir((root + "/self").c_str(), 0755), 0);
+  EXPECT_EQ(OrphanShimPids(id, "/run/a/containerd.sock", root), std::vector<int>{100});
+  EXPECT_TRUE(OrphanShimPids("", "/run/a/containerd.sock", root).empty());
+  std::filesystem::remove_all(root);
 }
 
 // A removal refused for a task containerd kept (lib/cri/containerd_tasks.h) is repaired through
