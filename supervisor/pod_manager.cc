@@ -179,6 +179,7 @@ Status PodManager::Start() {
   if (!options_.manifest_url.empty()) {
     UrlSourceOptions url_options;
     url_options.ca_file = options_.manifest_url_ca;
+    url_options.period = options_.manifest_url_period;
     url_options.headers = options_.manifest_url_headers;
     url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;

@@ -62,6 +62,7 @@ struct PodManagerOptions {
   std::string manifest_dir;  // --pod-manifest-path; empty: none
   std::string manifest_url;  // --manifest-url; empty: none
   std::string manifest_url_ca;  // --manifest-url-ca: PEM bundle for an https URL
+  std::chrono::milliseconds manifest_url_period{20000};  // --http-check-frequency
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;  // --manifest-url-header
   std::string node_name;
   int max_pods = 110;

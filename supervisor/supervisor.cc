@@ -205,6 +205,7 @@ struct Supervisor::Impl {
     pod_opts.manifest_dir = options.pod_manifest_path;
     pod_opts.manifest_url = options.manifest_url;
     pod_opts.manifest_url_ca = options.manifest_url_ca;
+    pod_opts.manifest_url_period = *ParseDuration(options.http_check_frequency);
     for (const auto& h : options.manifest_url_headers) {
       auto parsed = ParseHeaderFlag(h);
       if (!parsed.ok()) return parsed.status();
@@ -506,7 +507,11 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--pod-manifest-path", o->pod_manifest_path,
                  "Directory of static pod manifests (watched; re-read every 20 s)");
   app.add_option("--manifest-url", o->manifest_url,
-                 "http:// or https:// URL of static pod manifests (polled every 20 s)");
+                 "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
+  app.add_option("--http-check-frequency", o->http_check_frequency,
+                 "How often --manifest-url is read (the kubelet's flag)")
+      ->check(DurationValidator())
+      ->capture_default_str();
   app.add_option("--manifest-url-ca", o->manifest_url_ca,
                  "PEM file of CAs to verify an https --manifest-url with (default: the system's)");
   app.add_option("--manifest-url-header", o->manifest_url_headers,
