@@ -1,7 +1,5 @@
 #include "supervisor/http_endpoint.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -97,6 +95,47 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   RenderHistogram(out, "kubelet_pod_worker_duration_seconds",
                   "Duration in seconds to sync a single pod.", workers,
                   "pod_worker_duration_seconds");
+  // Probes: one histogram and one counter, labelled by probe type (not by pod: the kubelet's
+  // per-pod labels would make the series grow with the pods).
+  {
+    std::ostringstream hist;
+    bool any = false;
+    for (const char* kind : {"liveness", "readiness", "startup"}) {
+      std::ostringstream one;
+      std::string type = kind;
+      type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
+      RenderHistogram(one, "prober_probe_duration_seconds", "", workers,
+                      std::string("probe_duration_seconds_") + kind,
+                      "probe_type=\"" + type + "\"");
+      std::string text = one.str();
+      // Keep the series only: HELP and TYPE are written once below.
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("# ", 0) == 0) continue;
+        hist << line << "\n";
+        any = true;
+      }
+    }
+    if (any) {
+      out << "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n"
+          << "# TYPE prober_probe_duration_seconds histogram\n" << hist.str();
+    }
+    std::ostringstream totals;
+    for (const auto& [k, v] : workers) {
+      if (k.rfind("probe_total:", 0) != 0) continue;
+      std::string rest = k.substr(12);
+      auto colon = rest.find(':');
+      if (colon == std::string::npos) continue;
+      std::string type = rest.substr(0, colon);
+      if (!type.empty()) type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
+      totals << "prober_probe_total{probe_type=\"" << Escape(type) << "\",result=\""
+             << Escape(rest.substr(colon + 1)) << "\"} " << v << "\n";
+    }
+    if (!totals.str().empty()) {
+      out << "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n"
+          << "# TYPE prober_probe_total counter\n" << totals.str();
+    }
+  }
   std::ostringstream ops, errs;
   for (const auto& [k, v] : workers) {
     if (k.rfind("runtime_operations:", 0) == 0) {
@@ -166,16 +205,25 @@ std::string RenderMetrics(const HttpSnapshot& s) {
         << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
   }
   out << "nodelet_ipc_bad_messages_total{service=\"supervisor\"} " << s.bad_control << "\n";
+  out << "# HELP nodelet_pod_source_failures_total Reads of a pod source that failed (its pods were kept), by source and reason.\n"
+      << "# TYPE nodelet_pod_source_failures_total counter\n";
+  for (const auto& [key, n] : s.source_failures) {
+    out << "nodelet_pod_source_failures_total{source=\"" << Escape(key.first) << "\",reason=\""
+        << Escape(key.second) << "\"} " << n << "\n";
+  }
   return out.str();
 }
 
 HttpEndpoint::HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
-                           const NodeView* node)
-    : ctx_(ctx), run_dir_(std::move(run_dir)), address_(std::move(address)), node_(node) {}
+                           const NodeView* node, HttpServerOptions server_options)
+    : ctx_(ctx),
+      run_dir_(std::move(run_dir)),
+      address_(std::move(address)),
+      node_(node),
+      server_options_(server_options) {}
 
 HttpEndpoint::~HttpEndpoint() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
 }
 
 void HttpEndpoint::Update(HttpSnapshot snapshot) {
@@ -186,17 +234,16 @@ void HttpEndpoint::Update(HttpSnapshot snapshot) {
 Status HttpEndpoint::Start() {
   auto colon = address_.rfind(':');
   if (colon == std::string::npos) return InvalidArgument("--http-address " + address_ + ": want HOST:PORT");
-  const std::string host = address_.substr(0, colon);
+  std::string host = address_.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const int port = std::atoi(address_.c_str() + colon + 1);
-  server_ = std::make_unique<httplib::Server>();
-  // One handler thread: the statusd client below belongs to it.
-  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
-  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    HttpSnapshot s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      s = snapshot_;
-    }
+  server_ = std::make_unique<HttpServer>(server_options_);
+  auto snapshot = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return snapshot_;
+  };
+  server_->Get("/healthz", [snapshot] {
+    HttpSnapshot s = snapshot();
     bool ok = !s.services.empty();
     std::string body;
     for (const auto& svc : s.services) {
@@ -206,26 +253,17 @@ Status HttpEndpoint::Start() {
       body += svc.name + ": " + state +
               (svc.description.empty() ? "" : " (" + svc.description + ")") + "\n";
     }
-    res.status = ok ? 200 : 503;
-    res.set_content((ok ? "ok\n" : "unhealthy\n") + body, "text/plain");
+    return HttpReply{ok ? 200 : 503, "text/plain", (ok ? "ok\n" : "unhealthy\n") + body};
   });
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    HttpSnapshot s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      s = snapshot_;
-    }
-    res.set_content(RenderMetrics(s), "text/plain; version=0.0.4");
+  server_->Get("/metrics", [snapshot] {
+    return HttpReply{200, "text/plain; version=0.0.4", RenderMetrics(snapshot())};
   });
-  server_->Get("/node", [this](const httplib::Request&, httplib::Response& res) {
-    if (node_ == nullptr) {
-      res.status = 404;
-      res.set_content("no node status\n", "text/plain");
-      return;
-    }
-    res.set_content(node_->NodeJson(), "application/json");
+  server_->Get("/node", [this] {
+    if (node_ == nullptr) return HttpReply{404, "text/plain", "no node status\n"};
+    return HttpReply{200, "application/json", node_->NodeJson()};
   });
-  server_->Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/pods", [this] {
+    // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
     static thread_local std::unique_ptr<status::StatusClient> client;
     if (!client) {
       status::StatusClientOptions opts;
@@ -236,17 +274,17 @@ Status HttpEndpoint::Start() {
     }
     auto list = client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
     if (!list.ok()) {
-      res.status = 503;
-      res.set_content("statusd unavailable: " + list.status().message() + "\n", "text/plain");
-      return;
+      return HttpReply{503, "text/plain", "statusd unavailable: " + list.status().message() + "\n"};
     }
-    res.set_content(status::PodListToJson(list->records).dump(2), "application/json");
+    return HttpReply{200, "application/json", status::PodListToJson(list->records).dump(2)};
   });
-  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (port_ <= 0) {
-    return Unavailable("cannot listen on " + address_ + " (in use, or a bad address)");
+  auto bound = server_->Listen(host, port);
+  if (!bound.ok()) {
+    server_.reset();
+    return Unavailable("cannot listen on " + address_ + " (in use, or a bad address): " +
+                       bound.status().message());
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  port_ = *bound;
   return Status::Ok();
 }
 

@@ -1,9 +1,11 @@
-// HttpEndpoint: the supervisor's HTTP server (cpp-httplib, `--http-address`, default
+// HttpEndpoint: the supervisor's HTTP endpoint (`--http-address`, default
 // 127.0.0.1:10255): /healthz (200 when every service is RUNNING, 503 otherwise, one line per
 // service), /pods (a v1 PodList from statusd), /node (the v1 Node), /metrics (Prometheus text: the kubelet's metric
 // names where it has them, from the services' heartbeat counters, and nodelet's own).
 //
-// It runs on its own thread; the supervisor's loop hands it a snapshot after each iteration.
+// It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, a deadline
+// per request and a cap on connections, so idle or slow clients cannot hold /healthz back); the
+// supervisor's loop hands it a snapshot after each iteration.
 #pragma once
 
 #include <map>
@@ -15,11 +17,8 @@
 
 #include "lib/common/status.h"
 #include "lib/ipc/sockets.h"
+#include "supervisor/http_server.h"
 #include "supervisor/service_control.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace nodelet::supervisor {
 
@@ -30,6 +29,8 @@ struct HttpSnapshot {
   // service → control messages received from it; "supervisor" → frames it refused.
   std::map<std::string, uint64_t> messages;
   uint64_t bad_control = 0;
+  // (source, reason) → failed reads of that pod source (nodelet_pod_source_failures_total).
+  std::map<std::pair<std::string, std::string>, uint64_t> source_failures;
 };
 
 // The Prometheus text for a snapshot (exposed for tests).
@@ -38,7 +39,7 @@ std::string RenderMetrics(const HttpSnapshot& s);
 class HttpEndpoint {
  public:
   HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
-               const NodeView* node = nullptr);
+               const NodeView* node = nullptr, HttpServerOptions server_options = {});
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
   Status Start();
@@ -53,8 +54,8 @@ class HttpEndpoint {
   int port_ = 0;
   std::mutex mu_;
   HttpSnapshot snapshot_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  HttpServerOptions server_options_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace nodelet::supervisor

@@ -2,11 +2,14 @@
 // (pkg/kubelet/config): ADD (new uid), UPDATE (its spec hash changed), DELETE (a deletion
 // timestamp appeared: graceful delete), REMOVE (gone from its source), RECONCILE (same spec,
 // other metadata changed, e.g. labels or annotations). A source is ready once it has delivered
-// its first snapshot; housekeeping waits until every configured source is.
+// its first snapshot that could be read; housekeeping waits until every configured source is.
+// A source that could not be read (Failed) keeps the pods it served last, and stays not ready if
+// it never was: a restart while a manifest URL is down removes none of its pods.
 //
 // Pod is the pod type carried along (lib/pod's Pod in the supervisor; anything in tests).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -54,6 +57,7 @@ class PodConfig {
   // A uid claimed by another source is ignored (first source wins), as the kubelet does.
   std::vector<PodChange<Pod>> Merge(const std::string& source, std::vector<SourcePod<Pod>> pods) {
     seen_.insert(source);
+    failing_.erase(source);
     auto& current = by_source_[source];
     std::map<std::string, SourcePod<Pod>> next;
     for (auto& p : pods) {
@@ -88,6 +92,29 @@ class PodConfig {
     return changes;
   }
 
+  // `source` could not be read (`reason`: a short label such as fetch, http_status, parse):
+  // nothing changes. Returns true when this is a new reason for the source (not the one of its
+  // previous failure, with no successful read in between): the caller logs it and sends an event
+  // once per new reason, not once per attempt.
+  bool Failed(const std::string& source, const std::string& reason) {
+    ++failures_[{source, reason}];
+    auto [it, inserted] = failing_.emplace(source, reason);
+    if (inserted) return true;
+    if (it->second == reason) return false;
+    it->second = reason;
+    return true;
+  }
+  // Failed reads by (source, reason), since start.
+  const std::map<std::pair<std::string, std::string>, uint64_t>& failures() const {
+    return failures_;
+  }
+  // How many pods `source` serves now.
+  size_t PodsOf(const std::string& source) const {
+    auto it = by_source_.find(source);
+    return it == by_source_.end() ? 0 : it->second.size();
+  }
+  bool Ready(const std::string& source) const { return seen_.count(source) != 0; }
+
   // True once every configured source delivered a snapshot.
   bool AllSourcesReady() const {
     for (const auto& s : expected_) {
@@ -109,6 +136,8 @@ class PodConfig {
   std::set<std::string> seen_;
   std::map<std::string, std::map<std::string, SourcePod<Pod>>> by_source_;
   std::map<std::string, std::string> owner_;  // uid -> source
+  std::map<std::string, std::string> failing_;  // source -> reason of its current failure
+  std::map<std::pair<std::string, std::string>, uint64_t> failures_;
 };
 
 }  // namespace nodelet::supervisor

@@ -177,7 +177,11 @@ Status PodManager::Start() {
     sources.insert("file");
   }
   if (!options_.manifest_url.empty()) {
-    url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, UrlSourceOptions{});
+    UrlSourceOptions url_options;
+    url_options.ca_file = options_.manifest_url_ca;
+    url_options.period = options_.manifest_url_period;
+    url_options.headers = options_.manifest_url_headers;
+    url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;
     sources.insert("http");
   }
@@ -225,8 +229,31 @@ void PodManager::Tick() {
 
 void PodManager::OnPodworkerdReady() { Send(); }
 
+void PodManager::SourceFailed(const std::string& source, const SourceFailure& failure) {
+  if (!config_->Failed(source, failure.reason)) return;
+  const std::string what = source == "http" ? "manifest URL" : "manifest directory";
+  const std::string message = "Failed to read the " + what + " (" + failure.reason + "): " +
+                              failure.error.message() + "; keeping the " +
+                              std::to_string(config_->PodsOf(source)) + " pods it served last";
+  GetLogger("supervisor")->error("{}", message);
+  status::PodEvent e;
+  e.pod_uid = "node";  // a node event (see ctl's events)
+  e.pod_name = options_.node_name;
+  e.type = "Warning";
+  e.reason = "PodSourceFailed";
+  e.message = message;
+  e.source = "nodelet";
+  e.first_unix_s = e.last_unix_s = NowUnix().seconds;
+  if (events_.size() < 100) events_.push_back(std::move(e));
+  FlushEvents();
+}
+
 void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   auto log = GetLogger("supervisor");
+  if (snapshot.failure) {
+    SourceFailed(snapshot.source, *snapshot.failure);
+    return;
+  }
   std::vector<SourcePod<pod::Pod>> pods;
   std::vector<ConfigData> configs;
   std::set<std::string> errors_now;
@@ -270,6 +297,14 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
       sp.pod = std::make_shared<const pod::Pod>(std::move(doc.pod));
       pods.push_back(std::move(sp));
     }
+  }
+  // A manifest URL's body is one document set: if any of it does not parse, none of it is
+  // taken (the kubelet keeps a URL's pods when its body cannot be decoded).
+  if (snapshot.source == "http" && !errors_now.empty()) {
+    SourceFailed(snapshot.source,
+                 SourceFailure{"parse", InvalidArgument(*errors_now.begin() +
+                                                        (errors_now.size() > 1 ? " (and more)" : ""))});
+    return;
   }
   // Forget errors that were fixed, so they are logged again if they come back.
   for (auto it = logged_errors_.begin(); it != logged_errors_.end();) {
@@ -348,6 +383,23 @@ void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
   FlushRejected();
 }
 
+void PodManager::FlushEvents() {
+  if (events_.empty()) return;
+  if (!status_client_) {
+    status::StatusClientOptions opts;
+    opts.sender = ipc::ServiceId::Supervisor;
+    opts.attempt_timeout = std::chrono::milliseconds(200);
+    opts.deadline = std::chrono::milliseconds(400);
+    status_client_ = std::make_unique<status::StatusClient>(ctx_, options_.run_dir, opts);
+    if (!status_client_->Connect().ok()) {
+      status_client_.reset();
+      return;
+    }
+  }
+  // statusd may not be up yet: what fails is tried again at the next housekeeping tick.
+  if (status_client_->RecordEvents(events_).ok()) events_.clear();
+}
+
 void PodManager::FlushRejected() {
   if (unreported_.empty()) return;
   if (!status_client_) {
@@ -377,6 +429,7 @@ void PodManager::FlushRejected() {
 void PodManager::Send() {
   next_send_ = clock_.Now() + options_.housekeeping;
   FlushRejected();
+  FlushEvents();
   flatbuffers::FlatBufferBuilder fbb(16 * 1024);
   std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> pods;
   for (const auto& [uid, p] : admitted_) {

@@ -61,6 +61,9 @@ struct PodManagerOptions {
   std::string run_dir;
   std::string manifest_dir;  // --pod-manifest-path; empty: none
   std::string manifest_url;  // --manifest-url; empty: none
+  std::string manifest_url_ca;  // --manifest-url-ca: PEM bundle for an https URL
+  std::chrono::milliseconds manifest_url_period{20000};  // --http-check-frequency
+  std::vector<std::pair<std::string, std::string>> manifest_url_headers;  // --manifest-url-header
   std::string node_name;
   int max_pods = 110;
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
@@ -83,9 +86,16 @@ class PodManager {
   size_t rejected() const { return rejected_.size(); }
   uint64_t generation() const { return generation_; }
   uint64_t acked_generation() const { return acked_; }
+  // Failed reads of each source, by (source, reason): nodelet_pod_source_failures_total.
+  std::map<std::pair<std::string, std::string>, uint64_t> source_failures() const {
+    return config_ ? config_->failures() : std::map<std::pair<std::string, std::string>, uint64_t>{};
+  }
 
  private:
   void TakeSnapshot(const SourceSnapshot& snapshot);
+  // The source could not be read: keep its pods; log and send a node event once per new reason.
+  void SourceFailed(const std::string& source, const SourceFailure& failure);
+  void FlushEvents();
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
   void Send();
   void DrainReplies();
@@ -113,6 +123,7 @@ class PodManager {
   std::set<std::string> logged_errors_;
   // Rejections not yet recorded in statusd.
   std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> unreported_;
+  std::vector<status::PodEvent> events_;  // node events not yet recorded in statusd
   std::unique_ptr<status::StatusClient> status_client_;
   uint64_t generation_ = 0, acked_ = 0;
   bool dirty_ = true;

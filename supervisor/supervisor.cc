@@ -218,6 +218,13 @@ struct Supervisor::Impl {
     pod_opts.run_dir = c.run_dir;
     pod_opts.manifest_dir = options.pod_manifest_path;
     pod_opts.manifest_url = options.manifest_url;
+    pod_opts.manifest_url_ca = options.manifest_url_ca;
+    pod_opts.manifest_url_period = *ParseDuration(options.http_check_frequency);
+    for (const auto& h : options.manifest_url_headers) {
+      auto parsed = ParseHeaderFlag(h);
+      if (!parsed.ok()) return parsed.status();
+      pod_opts.manifest_url_headers.push_back(*parsed);
+    }
     pod_opts.node_name = options.node_name;
     pod_opts.max_pods = options.max_pods;
     NodeResourceList alloc = node->Allocatable();
@@ -457,7 +464,11 @@ struct Supervisor::Impl {
       services->Tick();
       mirror->Tick();
       if (!stopping) pods->Tick();
-      if (http) http->Update(HttpSnapshot{services->List(), service_counters, service_messages, bad_control});
+      if (http) {
+        HttpSnapshot snap{services->List(), service_counters, service_messages, bad_control};
+        snap.source_failures = pods->source_failures();
+        http->Update(std::move(snap));
+      }
       node->SetServices(services->AllRunning(), services->Summary());
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
@@ -513,7 +524,17 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
       ->check(DurationValidator());
   app.add_option("--pod-manifest-path", o->pod_manifest_path,
                  "Directory of static pod manifests (watched; re-read every 20 s)");
-  app.add_option("--manifest-url", o->manifest_url, "URL of static pod manifests (polled every 20 s)");
+  app.add_option("--manifest-url", o->manifest_url,
+                 "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
+  app.add_option("--http-check-frequency", o->http_check_frequency,
+                 "How often --manifest-url is read (the kubelet's flag)")
+      ->check(DurationValidator())
+      ->capture_default_str();
+  app.add_option("--manifest-url-ca", o->manifest_url_ca,
+                 "PEM file of CAs to verify an https --manifest-url with (default: the system's)");
+  app.add_option("--manifest-url-header", o->manifest_url_headers,
+                 "'Name: value' header sent with every --manifest-url request (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
   app.add_option("--system-reserved", o->system_reserved,

@@ -457,6 +457,9 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
   }
   for (auto& [uid, e] : pods_) {
     if (!e.desired || seen.count(uid)) continue;
+    // Until every source has reported, a missing pod may belong to a source that has not been
+    // read yet (a manifest URL that is down across a supervisor restart): keep it.
+    if (!sources_ready_) continue;
     e.desired = false;
     ++kills_;
     // A finished pod (every container done for good) is terminated but kept while desired; its
@@ -735,6 +738,9 @@ CounterList PodworkerdService::Counters() const {
     c.emplace_back("containers_garbage_collected", containers_gc_ + node_wide);
   } else {
     c.emplace_back("containers_garbage_collected", containers_gc_);
+  }
+  if (probes_) {
+    for (auto& kv : probes_->Counters()) c.push_back(std::move(kv));
   }
   pod_start_.Export("pod_start_duration_seconds", c);
   worker_duration_.Export("pod_worker_duration_seconds", c);

@@ -8,10 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
-#include <httplib.h>
+#include "svc-podworkerd/http_probe.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -81,15 +83,14 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
     if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp) {
       return {false, "scheme " + h.scheme + " is not supported"};
     }
-    httplib::Client client(h.host.empty() ? default_host : h.host, *port);
-    client.set_connection_timeout(timeout);
-    client.set_read_timeout(timeout);
-    httplib::Headers headers;
-    for (const auto& hh : h.http_headers) headers.emplace(hh.name, hh.value);
-    auto res = client.Get(h.path.empty() ? "/" : h.path, headers);
-    if (!res) return {false, "HTTP probe failed: " + httplib::to_string(res.error())};
-    if (res->status >= 200 && res->status < 400) return {true, ""};
-    return {false, "HTTP probe failed with statuscode: " + std::to_string(res->status)};
+    HttpProbeRequest req;
+    req.host = h.host.empty() ? default_host : h.host;
+    req.port = *port;
+    req.path = h.path.empty() ? "/" : h.path;
+    for (const auto& hh : h.http_headers) req.headers.emplace_back(hh.name, hh.value);
+    req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    HttpProbeResult r = DoHttpProbe(req);
+    return {r.success, r.message};
   }
   if (probe.tcp_socket) {
     auto port = ResolvePort(probe.tcp_socket->port, container);
@@ -100,19 +101,58 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
   return {false, "probe has no handler"};
 }
 
-ProbeManager::ProbeManager(cri::RuntimeService& runtime, int threads) : runtime_(runtime) {
+const char* ProbeKindName(ProbeKind kind) {
+  switch (kind) {
+    case ProbeKind::kLiveness: return "Liveness";
+    case ProbeKind::kReadiness: return "Readiness";
+    case ProbeKind::kStartup: return "Startup";
+  }
+  return "?";
+}
+
+ProbeManager::ProbeManager(cri::RuntimeService& runtime, int min_threads)
+    : runtime_(runtime), min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  std::lock_guard<std::mutex> lock(mu_);
+  GrowLocked();
 }
 
 ProbeManager::~ProbeManager() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;
   cv_.notify_all();
-  for (auto& t : threads_) t.join();
+  // An attempt in flight ends by its own deadline (timeoutSeconds, or the CRI call's).
+  exited_.wait(lock, [this] { return alive_ == 0; });
+  lock.unlock();
   if (event_fd_ >= 0) close(event_fd_);
+}
+
+void ProbeManager::GrowLocked() {
+  // One thread per probe (each has at most one attempt in flight), never fewer than the minimum.
+  const size_t want = std::max(min_threads_, probes_.size());
+  while (alive_ < want) {
+    ++alive_;
+    std::thread([this] { Loop(); }).detach();
+  }
+}
+
+size_t ProbeManager::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alive_;
+}
+
+std::vector<std::pair<std::string, uint64_t>> ProbeManager::Counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (int k = 0; k < 3; ++k) {
+    std::string kind = ProbeKindName(static_cast<ProbeKind>(k));
+    for (auto& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    durations_[k].Export("probe_duration_seconds_" + kind, out);
+    out.emplace_back("probe_total:" + kind + ":successful", successes_[k]);
+    out.emplace_back("probe_total:" + kind + ":failed", failures_[k]);
+  }
+  out.emplace_back("probe_threads", alive_);
+  return out;
 }
 
 void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
@@ -152,6 +192,7 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
   add(ProbeKind::kStartup, container.startup_probe);
   add(ProbeKind::kLiveness, container.liveness_probe);
   add(ProbeKind::kReadiness, container.readiness_probe);
+  GrowLocked();
   cv_.notify_all();
 }
 
@@ -203,8 +244,12 @@ std::set<std::string> ProbeManager::TakeChanged() {
   return out;
 }
 
-void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome) {
+void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome,
+                          std::chrono::microseconds took) {
   std::lock_guard<std::mutex> lock(mu_);
+  const int k = static_cast<int>(key.second);
+  durations_[k].Observe(took);
+  ++(outcome.success ? successes_[k] : failures_[k]);
   auto it = probes_.find(key);
   if (it == probes_.end()) return;  // removed meanwhile
   Probe& p = it->second;
@@ -229,6 +274,8 @@ void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome) {
 void ProbeManager::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    // More threads than probes (and than the minimum): this one is not needed any more.
+    if (alive_ > std::max(min_threads_, probes_.size())) break;
     // The earliest due probe that is not in flight and not held back by a startup probe.
     auto now = SteadyClock::now();
     auto next_wake = now + std::chrono::seconds(1);
@@ -250,15 +297,21 @@ void ProbeManager::Loop() {
       continue;
     }
     due->running = true;
+    ++busy_;
     Key key{due->container_id, due->kind};
     pod::Probe spec = due->spec;
     pod::Container container = due->container;
     std::string host = due->host;
     lock.unlock();
+    const auto start = SteadyClock::now();
     ProbeOutcome outcome = RunProbe(runtime_, spec, container, key.first, host);
-    Record(key, outcome);
+    Record(key, outcome,
+           std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start));
     lock.lock();
+    --busy_;
   }
+  --alive_;
+  exited_.notify_all();  // under the lock: the destructor may free *this right after
 }
 
 }  // namespace nodelet::podworkerd

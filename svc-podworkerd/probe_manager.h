@@ -1,8 +1,13 @@
 // ProbeManager: podworkerd's liveness, readiness and startup probes (the kubelet's prober).
 //
-// One probe per (container instance, kind), run on a small pool of threads at its period after
-// its initial delay: exec through CRI ExecSync under the probe's timeout, httpGet (200-399 is a
-// success) and tcpSocket with the timeout. successThreshold consecutive successes make a probe
+// One probe per (container instance, kind), run at its period after its initial delay: exec
+// through CRI ExecSync under the probe's timeout (plus the CRI call's own gRPC deadline),
+// httpGet through DoHttpProbe (http_probe.h: one deadline for the whole attempt, a 10 KiB body
+// cap, the kubelet's redirect rules) and tcpSocket with a connect deadline. No probe can hold
+// back another: the pool has at least one thread per registered probe (it grows in Ensure and
+// idle threads above that number exit), and each probe has at most one attempt in flight, so a
+// due probe always finds a free thread however many endpoints hang (each for at most its
+// timeoutSeconds). successThreshold consecutive successes make a probe
 // pass, failureThreshold consecutive failures make it fail. A startup probe, while it has not
 // passed, holds the other two back. Results are read by the pod syncer (is this container ready?
 // did its liveness fail?) from any thread; a change of result is queued for the main loop, which
@@ -25,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/common/histogram.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
@@ -39,6 +45,8 @@ struct ProbeOutcome {
   std::string message;
 };
 
+const char* ProbeKindName(ProbeKind kind);  // "Liveness", "Readiness", "Startup" (the kubelet's)
+
 // Runs one probe attempt against a container (exec / httpGet / tcpSocket). `host` is the pod's
 // IP (127.0.0.1 for host-network pods) unless the probe names a host.
 ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
@@ -47,7 +55,8 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
 
 class ProbeManager {
  public:
-  ProbeManager(cri::RuntimeService& runtime, int threads = 4);
+  // `min_threads` stay up while idle; more are started as probes are registered.
+  explicit ProbeManager(cri::RuntimeService& runtime, int min_threads = 2);
   ~ProbeManager();
 
   // Makes sure the probes of a running container instance exist (started at `started_at`).
@@ -71,6 +80,14 @@ class ProbeManager {
   std::set<std::string> TakeChanged();
   int notify_fd() const { return event_fd_; }
 
+  // Metrics: per probe kind, the duration of each attempt (prober_probe_duration_seconds) and
+  // the attempts by result (prober_probe_total), as heartbeat counters:
+  //   probe_duration_seconds_<kind>_bucket:LE, ..._sum_us, ..._count   (lib/common/histogram.h)
+  //   probe_total:<kind>:<successful|failed>
+  std::vector<std::pair<std::string, uint64_t>> Counters() const;
+  // Threads in the pool now (tests).
+  size_t threads() const;
+
  private:
   struct Probe {
     std::string pod_uid;
@@ -87,7 +104,8 @@ class ProbeManager {
   using Key = std::pair<std::string, ProbeKind>;  // container id, kind
 
   void Loop();
-  void Record(const Key& key, const ProbeOutcome& outcome);
+  void GrowLocked();
+  void Record(const Key& key, const ProbeOutcome& outcome, std::chrono::microseconds took);
   bool StartedLocked(const std::string& container_id) const;
 
   cri::RuntimeService& runtime_;
@@ -98,7 +116,16 @@ class ProbeManager {
   std::set<std::string> changed_;
   bool stopping_ = false;
   int event_fd_ = -1;
-  std::vector<std::thread> threads_;
+  // The pool: detached threads, counted; the destructor waits for `alive_` to reach 0.
+  size_t min_threads_;
+  size_t alive_ = 0;
+  size_t busy_ = 0;
+  std::condition_variable exited_;
+  // Metrics, by kind (index: ProbeKind).
+  Histogram durations_[3] = {Histogram(Histogram::LatencyBuckets()),
+                             Histogram(Histogram::LatencyBuckets()),
+                             Histogram(Histogram::LatencyBuckets())};
+  uint64_t successes_[3] = {0, 0, 0}, failures_[3] = {0, 0, 0};
 };
 
 }  // namespace nodelet::podworkerd

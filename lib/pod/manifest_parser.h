@@ -27,8 +27,12 @@
 
 namespace nodelet::pod {
 
+// The most bytes of one manifest: a file of --pod-manifest-path, or the body of --manifest-url
+// (the URL source aborts a longer body, so what it fetches the parser always accepts by size).
+inline constexpr size_t kMaxManifestBytes = 1024 * 1024;
+
 struct ManifestLimits {
-  size_t max_file_bytes = 1024 * 1024;  // a manifest file or a manifest URL's body
+  size_t max_file_bytes = kMaxManifestBytes;  // a manifest file or a manifest URL's body
   size_t max_depth = 64;                // nested mappings and sequences in one document
   size_t max_nodes = 200000;            // nodes visited per document, aliases each time
   size_t max_documents = 1000;          // non-empty documents per file

@@ -67,9 +67,26 @@ SourceSnapshot ManifestDirSource::Read() {
   SourceSnapshot snap;
   snap.source = "file";
   DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) return snap;  // missing directory: no pods from it, not an error
+  if (d == nullptr) {
+    if (errno == ENOENT) return snap;  // missing directory: no pods from it, not an error
+    snap.failure = SourceFailure{"unreadable_dir",
+                                 ErrnoStatus("Failed to read manifest directory '" + dir_ + "'", errno)};
+    return snap;
+  }
   std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
+  for (;;) {
+    errno = 0;
+    dirent* e = readdir(d);
+    if (e == nullptr) {
+      if (errno != 0) {
+        int err = errno;
+        closedir(d);
+        snap.failure = SourceFailure{
+            "unreadable_dir", ErrnoStatus("Failed to read manifest directory '" + dir_ + "'", err)};
+        return snap;
+      }
+      break;
+    }
     std::string name = e->d_name;
     if (name.empty() || name[0] == '.') continue;
     names.push_back(name);

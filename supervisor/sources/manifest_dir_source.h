@@ -3,13 +3,16 @@
 // inotify overflows. Files whose name starts with '.' are ignored (editors' swap files, the
 // kubelet's convention), as are directories and anything that is not a regular file. Each file
 // is read with a size limit; an unreadable or oversized file becomes a ManifestFile with an
-// error, so the pod config reports it and every other manifest goes on.
+// error, so the pod config reports it and every other manifest goes on. A missing directory holds
+// no pods (as for the kubelet); one that exists but cannot be read (permissions, not a
+// directory, I/O error) yields a snapshot with `failure`, which keeps the pods it served.
 #pragma once
 
 #include <chrono>
 #include <string>
 
 #include "lib/common/clock.h"
+#include "lib/pod/manifest_parser.h"
 #include "supervisor/sources/manifest_source.h"
 
 namespace nodelet::supervisor {
@@ -18,7 +21,7 @@ class ManifestDirSource {
  public:
   ManifestDirSource(std::string dir, const Clock& clock,
                     std::chrono::milliseconds resync = std::chrono::seconds(20),
-                    size_t max_file_bytes = 1024 * 1024);
+                    size_t max_file_bytes = pod::kMaxManifestBytes);
   ~ManifestDirSource();
   ManifestDirSource(const ManifestDirSource&) = delete;
   ManifestDirSource& operator=(const ManifestDirSource&) = delete;

@@ -1,6 +1,9 @@
 // Pod sources: where the supervisor's pod manager gets desired pods from. Each source delivers
 // full snapshots (every manifest it has, never a diff); the pod config merger turns consecutive
-// snapshots into ADD/UPDATE/DELETE/REMOVE/RECONCILE. A source is ready after its first snapshot.
+// snapshots into ADD/UPDATE/DELETE/REMOVE/RECONCILE. A source is ready after its first
+// successful read: a snapshot with `failure` set says the source could not be read this time
+// (URL down, HTTP error, body too large, unreadable directory), and the pods it served last
+// stay as they are.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +22,18 @@ struct ManifestFile {
   Status error;         // not OK: content is empty and this says why (too large, unreadable)
 };
 
+// Why a source could not be read. `reason` is a short metric label: fetch, tls, http_status,
+// too_large, timeout, unreadable_dir (and parse, set by the pod manager for a URL body that does
+// not parse).
+struct SourceFailure {
+  std::string reason;
+  Status error;
+};
+
 struct SourceSnapshot {
   std::string source;  // "file" or "http"
   std::vector<ManifestFile> manifests;
+  std::optional<SourceFailure> failure;  // set: nothing was read, `manifests` is empty
 };
 
 }  // namespace nodelet::supervisor

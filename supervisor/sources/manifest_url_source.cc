@@ -4,12 +4,20 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cctype>
+
 namespace nodelet::supervisor {
 
 Result<UrlParts> ParseHttpUrl(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) {
-    return InvalidArgument("manifest URL '" + url + "' must start with http://");
+  std::string scheme;
+  for (const char* s : {"http://", "https://"}) {
+    if (url.rfind(s, 0) == 0) scheme = s;
+  }
+  if (scheme.empty()) {
+    return InvalidArgument("manifest URL '" + url + "' must start with http:// or https://");
+  }
+  if (url.find_first_of(" \r\n\t") != std::string::npos) {
+    return InvalidArgument("manifest URL '" + url + "' contains whitespace");
   }
   auto slash = url.find('/', scheme.size());
   UrlParts p;
@@ -19,6 +27,33 @@ Result<UrlParts> ParseHttpUrl(const std::string& url) {
     return InvalidArgument("manifest URL '" + url + "' has no host");
   }
   return p;
+}
+
+Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& flag) {
+  auto colon = flag.find(':');
+  if (colon == std::string::npos) {
+    return InvalidArgument("--manifest-url-header '" + flag + "': want 'Name: value'");
+  }
+  auto trim = [](std::string v) {
+    size_t b = v.find_first_not_of(" \t");
+    size_t e = v.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+  };
+  std::string name = trim(flag.substr(0, colon));
+  std::string value = trim(flag.substr(colon + 1));
+  static const std::string kTokenPunct = "!#$%&'*+-.^_`|~";
+  if (name.empty()) return InvalidArgument("--manifest-url-header '" + flag + "': empty name");
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && kTokenPunct.find(c) == std::string::npos) {
+      return InvalidArgument("--manifest-url-header '" + flag + "': bad character in the name");
+    }
+  }
+  for (char c : value) {
+    if (c == '\r' || c == '\n' || c == '\0') {
+      return InvalidArgument("--manifest-url-header '" + flag + "': line break in the value");
+    }
+  }
+  return std::make_pair(name, value);
 }
 
 ManifestUrlSource::ManifestUrlSource(std::string url, UrlSourceOptions options)
@@ -64,7 +99,13 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
     parts_ = *parts;
   }
   ++fetches_;
+  failure_reason_.clear();
   httplib::Client client(parts_.scheme_host_port);
+  if (parts_.scheme_host_port.rfind("https://", 0) == 0) {
+    // Verified always (chain and host name); the system's CAs unless a bundle is given.
+    client.enable_server_certificate_verification(true);
+    if (!options_.ca_file.empty()) client.set_ca_cert_path(options_.ca_file.c_str());
+  }
   auto secs = [](std::chrono::milliseconds ms) {
     return std::make_pair(static_cast<time_t>(ms.count() / 1000),
                           static_cast<time_t>((ms.count() % 1000) * 1000));
@@ -74,6 +115,7 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
   client.set_read_timeout(cs, cus);
   client.set_write_timeout(cs, cus);
   httplib::Headers headers;
+  for (const auto& [name, value] : options_.headers) headers.emplace(name, value);
   if (!etag_.empty()) headers.emplace("If-None-Match", etag_);
   UrlResponse response(url_, options_.max_bytes,
                        std::chrono::steady_clock::now() + options_.deadline);
@@ -84,7 +126,20 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
       });
   auto outcome = res ? response.Finish("", res->status, res->get_header_value("ETag"), have_last_)
                      : response.Finish(httplib::to_string(res.error()), 0, "", have_last_);
-  if (!outcome.ok()) return outcome.status();
+  if (!outcome.ok()) {
+    switch (outcome.status().code()) {
+      case StatusCode::kResourceExhausted: failure_reason_ = "too_large"; break;
+      case StatusCode::kDeadlineExceeded: failure_reason_ = "timeout"; break;
+      case StatusCode::kFailedPrecondition: failure_reason_ = "http_status"; break;
+      default:
+        failure_reason_ = !res && (res.error() == httplib::Error::SSLConnection ||
+                                   res.error() == httplib::Error::SSLServerVerification ||
+                                   res.error() == httplib::Error::SSLLoadingCerts)
+                              ? "tls"
+                              : "fetch";
+    }
+    return outcome.status();
+  }
   if (outcome->kind == UrlResponse::Outcome::Kind::kNotModified) {
     ++not_modified_;
     return last_;
@@ -127,7 +182,7 @@ Result<UrlResponse::Outcome> UrlResponse::Finish(const std::string& transport_er
     return out;
   }
   if (status != 200) {
-    return Unavailable("manifest URL '" + url_ + "' answered HTTP " + std::to_string(status));
+    return FailedPrecondition("manifest URL '" + url_ + "' answered HTTP " + std::to_string(status));
   }
   out.etag = std::move(etag);
   out.snapshot.source = "http";
@@ -147,10 +202,11 @@ void ManifestUrlSource::Loop() {
     if (result.ok()) {
       ready_ = std::move(result).value();
     } else {
-      // Keep the previous pods; report the error as a manifest error so it is logged once by
-      // the pod config and shown to the operator.
-      SourceSnapshot snap = have_last_ ? last_ : SourceSnapshot{"http", {}};
-      snap.manifests.push_back(ManifestFile{url_, "", result.status()});
+      // Nothing read: the pod manager keeps the pods served last and reports why.
+      SourceSnapshot snap;
+      snap.source = "http";
+      snap.failure = SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_,
+                                   result.status()};
       ready_ = std::move(snap);
     }
     uint64_t one = 1;

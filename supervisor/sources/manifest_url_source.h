@@ -2,7 +2,11 @@
 // poll period (20 s, the kubelet's default), with If-None-Match so an unchanged document costs
 // a 304, a connect and read deadline plus a deadline for the whole fetch so a hanging or
 // trickling server only delays this source, and a size limit so a server that returns gigabytes
-// is cut off (the transfer is aborted) with a clear error. Snapshots are handed to the
+// is cut off (the transfer is aborted) with a clear error; the size limit is the parser's
+// (pod::kMaxManifestBytes), so a body that arrives whole is never refused for its size later.
+// https is verified against the system's CAs or `ca_file` (host name included); `headers` are
+// sent with every request. A fetch that fails in any way yields a snapshot with `failure` (and
+// no manifests): the pods the URL served last stay. Snapshots are handed to the
 // supervisor's loop through an eventfd. UrlResponse is the network-free half of one fetch (body
 // collection under the limits, the status code, the snapshot), fuzzed by fuzz/url_response.
 #pragma once
@@ -14,26 +18,34 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "lib/common/status.h"
+#include "lib/pod/manifest_parser.h"
 #include "supervisor/sources/manifest_source.h"
 
 namespace nodelet::supervisor {
 
 struct UrlParts {
-  std::string scheme_host_port;  // "http://127.0.0.1:8080"
+  std::string scheme_host_port;  // "http://127.0.0.1:8080" or "https://host"
   std::string path;              // "/pods.yaml"
 };
 
-// Splits an http:// URL; only plain http is supported (the kubelet's manifest URL is usually on
-// the node's loopback or a metadata server).
+// Splits an http:// or https:// URL.
 Result<UrlParts> ParseHttpUrl(const std::string& url);
+
+// Parses one `--manifest-url-header` value, "Name: value". The name must be an HTTP token and
+// neither part may hold a line break (no header injection).
+Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& flag);
 
 struct UrlSourceOptions {
   std::chrono::milliseconds period{20000};
   std::chrono::milliseconds timeout{10000};   // connect, and each read
   std::chrono::milliseconds deadline{30000};  // the whole fetch (a trickling server)
-  size_t max_bytes = 4 * 1024 * 1024;
+  size_t max_bytes = pod::kMaxManifestBytes;
+  std::string ca_file;  // https: PEM bundle to verify the server with; empty: the system's CAs
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
 };
 
 // The response half of one fetch: the body is collected piece by piece under the size limit and
@@ -84,6 +96,8 @@ class ManifestUrlSource {
   // One fetch, on the calling thread: the snapshot, or an error when the URL could not be read
   // (in which case the previous snapshot stays in force). Exposed for tests.
   Result<SourceSnapshot> FetchOnce();
+  // The metric label of the last FetchOnce's failure (SourceFailure::reason).
+  const std::string& last_failure_reason() const { return failure_reason_; }
 
  private:
   void Loop();
@@ -95,6 +109,7 @@ class ManifestUrlSource {
   std::string etag_;
   SourceSnapshot last_;
   bool have_last_ = false;
+  std::string failure_reason_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -55,5 +55,27 @@ TEST(PodConfigTest, SourcesAreIndependentAndReadyAfterFirstSnapshot) {
   EXPECT_EQ(cfg.Pods().size(), 2u);
 }
 
+// A source that cannot be read changes nothing: its pods stay, it does not become ready by
+// failing, and each new reason (not each attempt) is reported once.
+TEST(PodConfigTest, FailedReadKeepsPodsAndReportsEachReasonOnce) {
+  PodConfig<P> cfg({"file", "http"});
+  cfg.Merge("file", {Pod("f", "1")});
+  EXPECT_TRUE(cfg.Failed("http", "fetch"));
+  EXPECT_FALSE(cfg.Failed("http", "fetch"));
+  EXPECT_FALSE(cfg.Ready("http"));
+  EXPECT_FALSE(cfg.AllSourcesReady()) << "a source that never read must hold housekeeping back";
+  EXPECT_EQ(Ops(cfg.Merge("http", {Pod("h", "1")})), (V{{PodOp::kAdd, "h"}}));
+  EXPECT_TRUE(cfg.AllSourcesReady());
+  // Down after a good read: the pod stays, the failure is new again after the success.
+  EXPECT_TRUE(cfg.Failed("http", "fetch"));
+  EXPECT_TRUE(cfg.Failed("http", "parse"));
+  EXPECT_FALSE(cfg.Failed("http", "parse"));
+  EXPECT_EQ(cfg.PodsOf("http"), 1u);
+  EXPECT_EQ(cfg.Pods().size(), 2u);
+  EXPECT_EQ((cfg.failures().at({"http", "fetch"})), 2u);
+  EXPECT_EQ((cfg.failures().at({"http", "parse"})), 2u);
+  EXPECT_TRUE(cfg.AllSourcesReady());
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor

@@ -1,0 +1,243 @@
+#include "supervisor/http_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace nodelet::supervisor {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+  }
+  return "Status";
+}
+
+void SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      if (left.count() <= 0) return;
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) return;
+      continue;
+    }
+    return;
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpServerOptions options) : options_(options) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Get(const std::string& path, Handler handler) {
+  handlers_[path] = std::move(handler);
+}
+
+Result<int> HttpServer::Listen(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+      rc != 0 || res == nullptr) {
+    return InvalidArgument("cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    return ErrnoStatus("socket", errno);
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+    int err = errno;
+    freeaddrinfo(res);
+    close(fd);
+    return ErrnoStatus("bind " + host + ":" + service, err);
+  }
+  freeaddrinfo(res);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  listen_fd_ = fd;
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return ErrnoStatus("eventfd", errno);
+  event_thread_ = std::thread([this] { EventLoop(); });
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  return bound;
+}
+
+void HttpServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_fd_ >= 0) {
+    uint64_t v = 1;
+    (void)!write(wake_fd_, &v, sizeof v);
+  }
+  cv_.notify_all();
+  if (event_thread_.joinable()) event_thread_.join();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  for (auto& job : jobs_) CloseConn(job.fd);
+  jobs_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  listen_fd_ = wake_fd_ = -1;
+}
+
+void HttpServer::CloseConn(int fd) {
+  close(fd);
+  --open_;
+}
+
+void HttpServer::EventLoop() {
+  std::map<int, Conn> conns;
+  std::vector<pollfd> fds;
+  while (!stopping_) {
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    auto now = SteadyClock::now();
+    auto next = now + std::chrono::seconds(1);
+    for (const auto& [fd, c] : conns) {
+      fds.push_back({fd, POLLIN, 0});
+      next = std::min(next, c.deadline);
+    }
+    int wait_ms = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+    if (stopping_) break;
+    // New connections: accept all that wait; one over the cap is closed at once.
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (open_.load() >= options_.max_connections) {
+          close(fd);
+          ++refused_;
+          continue;
+        }
+        ++open_;
+        conns[fd] = Conn{fd, "", SteadyClock::now() + options_.request_deadline};
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto it = conns.find(fds[i].fd);
+      if (it == conns.end()) continue;
+      Conn& c = it->second;
+      char buf[4096];
+      ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {  // EOF or error before a complete request
+        CloseConn(c.fd);
+        conns.erase(it);
+        continue;
+      }
+      c.head.append(buf, static_cast<size_t>(n));
+      auto end = c.head.find("\r\n\r\n");
+      if (end == std::string::npos) end = c.head.find("\n\n");
+      if (end == std::string::npos) {
+        if (c.head.size() > kMaxRequestHeadBytes) {
+          CloseConn(c.fd);
+          conns.erase(it);
+        }
+        continue;
+      }
+      Job job;
+      job.fd = c.fd;
+      std::string line = c.head.substr(0, c.head.find_first_of("\r\n"));
+      auto sp1 = line.find(' ');
+      auto sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
+      if (sp1 != std::string::npos) {
+        job.method = line.substr(0, sp1);
+        job.path = line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
+        job.path = job.path.substr(0, job.path.find('?'));
+      }
+      conns.erase(it);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_.push_back(std::move(job));
+      }
+      cv_.notify_one();
+    }
+    // Requests that did not arrive whole in time.
+    now = SteadyClock::now();
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (it->second.deadline <= now) {
+        ++timed_out_;
+        CloseConn(it->first);
+        it = conns.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [fd, _] : conns) CloseConn(fd);
+}
+
+void HttpServer::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) return;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    Serve(job);
+    lock.lock();
+  }
+}
+
+void HttpServer::Serve(const Job& job) {
+  HttpReply reply;
+  const bool head = job.method == "HEAD";
+  if (job.method.empty() || job.path.empty() || job.path[0] != '/') {
+    reply = {400, "text/plain", "bad request\n"};
+  } else if (job.method != "GET" && !head) {
+    reply = {405, "text/plain", "method not allowed\n"};
+  } else if (auto h = handlers_.find(job.path); h == handlers_.end()) {
+    reply = {404, "text/plain", "not found\n"};
+  } else {
+    reply = h->second();
+  }
+  std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " " + Reason(reply.status) +
+                    "\r\nContent-Type: " + reply.content_type +
+                    "\r\nContent-Length: " + std::to_string(reply.body.size()) +
+                    "\r\nConnection: close\r\n\r\n";
+  if (!head) out += reply.body;
+  SendAll(job.fd, out, SteadyClock::now() + options_.write_deadline);
+  shutdown(job.fd, SHUT_WR);
+  CloseConn(job.fd);
+}
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,165 @@
+// HttpServer: no client can take the endpoint from the others. Idle connections cost an fd and
+// are closed at the request deadline, connections over the cap are closed at once, and a slow
+// handler holds one worker, not the server.
+#include "supervisor/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace nodelet::supervisor {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `request` and reads the whole answer (the server closes every connection), up to
+// `timeout`; "" when nothing came.
+std::string Ask(int port, const std::string& request, std::chrono::milliseconds timeout = 5s) {
+  int fd = Connect(port);
+  if (fd < 0) return "";
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+// True when the peer closed `fd` within `timeout` (recv returns 0 or an error).
+bool ClosedByPeer(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
+  HttpServer server;
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    int fd = Connect(*port);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  send(idle[0], "GET /hea", 8, MSG_NOSIGNAL);  // one of them half a request
+  const auto start = Clock::now();
+  const std::string reply = Ask(*port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply;
+  EXPECT_NE(reply.find("\r\n\r\nok\n"), std::string::npos) << reply;
+  std::cout << "healthz beside 100 idle connections: "
+            << std::chrono::duration_cast<std::chrono::microseconds>(took).count() << " us\n";
+  for (int fd : idle) close(fd);
+}
+
+TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
+  HttpServerOptions opts;
+  opts.request_deadline = 300ms;
+  HttpServer server(opts);
+  server.Get("/healthz", [] { return HttpReply{}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  int silent = Connect(*port);
+  int trickle = Connect(*port);
+  ASSERT_GE(silent, 0);
+  ASSERT_GE(trickle, 0);
+  const auto start = Clock::now();
+  // A byte every 50 ms never completes the head in time.
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed; ++i) {
+    send(trickle, "G", 1, MSG_NOSIGNAL);
+    closed = ClosedByPeer(trickle, 50ms);
+  }
+  EXPECT_TRUE(closed) << "a trickling request must be cut at its deadline";
+  EXPECT_TRUE(ClosedByPeer(silent, 2s));
+  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_GE(server.timed_out(), 2u);
+  close(silent);
+  close(trickle);
+}
+
+TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
+  HttpServerOptions opts;
+  opts.max_connections = 4;
+  HttpServer server(opts);
+  server.Get("/healthz", [] { return HttpReply{}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) held.push_back(Connect(*port));
+  int extra = Connect(*port);
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(ClosedByPeer(extra, 2s));
+  EXPECT_GE(server.refused(), 1u);
+  close(extra);
+  // Freed slots serve again.
+  for (int fd : held) close(fd);
+  std::string reply;
+  for (int i = 0; i < 50 && reply.empty(); ++i) {
+    reply = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 500ms);
+  }
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply;
+}
+
+TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
+  HttpServerOptions opts;
+  opts.workers = 2;
+  HttpServer server(opts);
+  std::atomic<bool> release{false};
+  server.Get("/slow", [&] {
+    const auto end = Clock::now() + 5s;
+    while (!release && Clock::now() < end) std::this_thread::sleep_for(10ms);
+    return HttpReply{200, "text/plain", "slow\n"};
+  });
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
+  const std::string fast = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s);
+  EXPECT_NE(fast.find("ok\n"), std::string::npos) << fast;
+  release = true;
+  slow.join();
+  // Methods and paths it does not serve.
+  EXPECT_EQ(Ask(*port, "POST /healthz HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405 ", 0), 0u);
+  EXPECT_EQ(Ask(*port, "GET /nosuch HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 ", 0), 0u);
+  const std::string head = Ask(*port, "HEAD /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 ", 0), 0u) << head;
+  EXPECT_EQ(head.find("ok\n"), std::string::npos) << "HEAD has no body";
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
