@@ -23,7 +23,6 @@ bool IsUuid(std::string_view v) {
   return true;
 }
 
-
 constexpr char kNonNegative[] = "must be greater than or equal to 0";
 constexpr char kPortRange[] = "must be between 1 and 65535, inclusive";
 constexpr char kFileModeError[] = "must be a number between 0 and 0777 (octal), both inclusive";
