@@ -117,8 +117,8 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
   httplib::Headers headers;
   for (const auto& [name, value] : options_.headers) headers.emplace(name, value);
   if (!etag_.empty()) headers.emplace("If-None-Match", etag_);
-  UrlResponse response(url_, options_.max_bytes,
-                       std::chrono::steady_clock::now() + options_.deadline);
+  const auto started = std::chrono::steady_clock::now();
+  UrlResponse response(url_, options_.max_bytes, started + options_.deadline);
   auto res = client.Get(
       parts_.path.c_str(), headers, [](const httplib::Response&) { return true; },
       [&](const char* data, size_t len) {
@@ -132,11 +132,20 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
       case StatusCode::kDeadlineExceeded: failure_reason_ = "timeout"; break;
       case StatusCode::kFailedPrecondition: failure_reason_ = "http_status"; break;
       default:
-        failure_reason_ = !res && (res.error() == httplib::Error::SSLConnection ||
-                                   res.error() == httplib::Error::SSLServerVerification ||
-                                   res.error() == httplib::Error::SSLLoadingCerts)
-                              ? "tls"
-                              : "fetch";
+        if (res) {
+          failure_reason_ = "fetch";
+        } else if (res.error() == httplib::Error::SSLConnection ||
+                   res.error() == httplib::Error::SSLServerVerification ||
+                   res.error() == httplib::Error::SSLLoadingCerts) {
+          failure_reason_ = "tls";
+        } else if (res.error() == httplib::Error::ConnectionTimeout ||
+                   (res.error() == httplib::Error::Read &&
+                    std::chrono::steady_clock::now() - started >= options_.timeout)) {
+          // httplib says Read for a read that timed out: told apart by the time it took.
+          failure_reason_ = "timeout";
+        } else {
+          failure_reason_ = "fetch";
+        }
     }
     return outcome.status();
   }

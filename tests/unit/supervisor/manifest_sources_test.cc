@@ -340,7 +340,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   TempDir dir;
   const std::string key = dir.Sub("key.pem"), cert = dir.Sub("cert.pem");
   auto made = nodelet::testing::RunCommand(
-      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
        "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
        "-keyout", key, "-out", cert},
       std::chrono::seconds(20));
@@ -364,7 +364,9 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   ManifestUrlSource good(url, opts);
   auto r = good.FetchOnce();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) EXPECT_EQ(r->manifests.at(0).content, "kind: Pod");
+  if (r.ok()) {
+    EXPECT_EQ(r->manifests.at(0).content, "kind: Pod");
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(auth, "Bearer s3cret");

@@ -72,7 +72,7 @@ TEST(PodConfigTest, FailedReadKeepsPodsAndReportsEachReasonOnce) {
   EXPECT_FALSE(cfg.Failed("http", "parse"));
   EXPECT_EQ(cfg.PodsOf("http"), 1u);
   EXPECT_EQ(cfg.Pods().size(), 2u);
-  EXPECT_EQ((cfg.failures().at({"http", "fetch"})), 2u);
+  EXPECT_EQ((cfg.failures().at({"http", "fetch"})), 3u);
   EXPECT_EQ((cfg.failures().at({"http", "parse"})), 2u);
   EXPECT_TRUE(cfg.AllSourcesReady());
 }
