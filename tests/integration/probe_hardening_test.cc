@@ -296,10 +296,15 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
     auto r = http.Get("/metrics");
     return r ? r->body : std::string();
   };
-  auto failed = [&](const std::string& reason) {
-    return metrics().find("nodelet_pod_source_failures_total{source=\"http\",reason=\"" + reason + "\"}") !=
-           std::string::npos;
+  // How many reads of the URL failed for `reason` (0 when the series is absent).
+  auto failures = [&](const std::string& reason) {
+    const std::string key = "nodelet_pod_source_failures_total{source=\"http\",reason=\"" + reason + "\"} ";
+    const std::string text = metrics();
+    auto at = text.find(key);
+    return at == std::string::npos ? 0L : std::atol(text.c_str() + at + key.size());
   };
+  // Three failed reads, each a second apart: time enough for any removal to have happened.
+  auto failed = [&](const std::string& reason) { return failures(reason) >= 3; };
   for (auto [m, reason] : {std::pair{"down", "http_status"}, std::pair{"junk", "too_large"},
                            std::pair{"garbage", "parse"}}) {
     set(m);
