@@ -130,7 +130,51 @@ Opened OpenAndConfigure(const std::string& path) {
   return o;
 }
 
+// Moves the database and its -wal/-shm to PATH.corrupt-TIME; returns that path.
+Result<std::string> MoveAside(const std::string& path) {
+  std::string aside = path + ".corrupt-" + std::to_string(RealClock::Get().WallSeconds());
+  if (rename(path.c_str(), aside.c_str()) != 0) {
+    return ErrnoStatus("Failed to move the corrupt database '" + path + "' aside", errno);
+  }
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::string from = path + suffix;
+    std::string to = aside + suffix;
+    if (rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoStatus("Failed to move '" + from + "' aside", errno);
+    }
+  }
+  return aside;
+}
+
 }  // namespace
+
+Status SqliteStatusStore::QuickCheck() {
+  std::string check;
+  int rc = Exec(db_, "PRAGMA quick_check", &check);
+  if (rc != SQLITE_OK) {
+    const std::string what = "'" + path_ + "' could not be checked: " + ErrorText(db_, rc);
+    return IsCorruption(rc) ? FailedPrecondition(what) : Internal(what);
+  }
+  if (check != "ok") {
+    return FailedPrecondition("'" + path_ + "' failed its integrity check: " + check);
+  }
+  return Status::Ok();
+}
+
+Status SqliteStatusStore::Recreate(OpenReport* report) {
+  sqlite3_finalize(upsert_);
+  sqlite3_finalize(remove_);
+  upsert_ = remove_ = nullptr;
+  sqlite3_close_v2(db_);
+  db_ = nullptr;
+  auto aside = MoveAside(path_);
+  if (!aside.ok()) return aside.status();
+  if (report != nullptr) report->moved_aside_to = *aside;
+  Opened o = OpenAndConfigure(path_);
+  if (o.db == nullptr) return Internal(o.error);
+  db_ = o.db;
+  return Prepare();
+}
 
 Result<std::unique_ptr<SqliteStatusStore>> SqliteStatusStore::Open(const std::string& path,
                                                                    OpenReport* report) {
@@ -139,19 +183,10 @@ Result<std::unique_ptr<SqliteStatusStore>> SqliteStatusStore::Open(const std::st
   if (o.db == nullptr && IsCorruption(o.rc)) {
     // An unreadable database must not keep statusd down for good: keep it for a post-mortem
     // and start afresh; podworkerd re-sends every pod's status at its next sync.
-    std::string aside = path + ".corrupt-" + std::to_string(RealClock::Get().WallSeconds());
-    if (rename(path.c_str(), aside.c_str()) != 0) {
-      return ErrnoStatus("Failed to move the corrupt database '" + path + "' aside", errno);
-    }
-    for (const char* suffix : {"-wal", "-shm"}) {
-      std::string from = path + suffix;
-      std::string to = aside + suffix;
-      if (rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
-        return ErrnoStatus("Failed to move '" + from + "' aside", errno);
-      }
-    }
+    auto aside = MoveAside(path);
+    if (!aside.ok()) return aside.status();
     if (report != nullptr) {
-      report->moved_aside_to = aside;
+      report->moved_aside_to = *aside;
       report->corruption = o.error;
     }
     o = OpenAndConfigure(path);

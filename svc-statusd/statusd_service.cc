@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "lib/common/logging.h"
+#include "lib/service/options.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
 
@@ -16,8 +17,9 @@ constexpr size_t kMaxLoggedRefusals = 10000;
 
 std::string DatabasePath(const std::string& root_dir) { return root_dir + "/statusd/status.db"; }
 
-StatusdService::StatusdService(const CommonOptions& options)
-    : options_(options), log_(GetLogger("statusd")) {}
+StatusdService::StatusdService(const CommonOptions& options,
+                               std::chrono::milliseconds db_check_period)
+    : options_(options), db_check_period_(db_check_period), log_(GetLogger("statusd")) {}
 
 StatusdService::~StatusdService() { Stop(); }
 
@@ -54,14 +56,8 @@ Status StatusdService::Start(ServiceContext& ctx) {
 
   server_ =
       std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation, status::kMaxRequestBytes);
-  auto events = EventStore::Open(path);
-  if (!events.ok()) return events.status();
-  events_ = std::move(events).value();
-  server_->set_event_store(events_.get());
-  auto node = NodeStore::Open(path);
-  if (!node.ok()) return node.status();
-  node_ = std::move(node).value();
-  server_->set_node_store(node_.get());
+  if (Status s = OpenSideStores(); !s.ok()) return s;
+  if (db_check_period_.count() > 0) next_db_check_ = ctx.clock.Now() + db_check_period_;
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
   // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
   // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
@@ -142,6 +138,65 @@ void StatusdService::NoteCommit(const BatchResult& result) {
   }
 }
 
+Status StatusdService::OpenSideStores() {
+  // Events and the node status live in the same file as the pod statuses.
+  const std::string path = DatabasePath(options_.root_dir);
+  auto events = EventStore::Open(path);
+  if (!events.ok()) return events.status();
+  events_ = std::move(events).value();
+  server_->set_event_store(events_.get());
+  auto node = NodeStore::Open(path);
+  if (!node.ok()) return node.status();
+  node_ = std::move(node).value();
+  server_->set_node_store(node_.get());
+  return Status::Ok();
+}
+
+void StatusdService::OnTimer(MonoTime now) {
+  if (now < next_db_check_) return;
+  next_db_check_ = now + db_check_period_;
+  CheckDatabase();
+}
+
+void StatusdService::CheckDatabase() {
+  ++db_checks_;
+  Status check = store_->QuickCheck();
+  if (check.ok()) return;
+  if (check.code() != StatusCode::kFailedPrecondition) {
+    log_->warn("Failed to check the status database: {}", check.message());
+    return;
+  }
+  ++db_recoveries_;
+  log_->error("The status database failed its periodic check: {}; moving it aside", check.message());
+  server_->set_event_store(nullptr);
+  server_->set_node_store(nullptr);
+  events_.reset();
+  node_.reset();
+  SqliteStatusStore::OpenReport report;
+  if (Status s = store_->Recreate(&report); !s.ok()) {
+    store_error_ = "recreating the corrupt status database: " + s.message();
+    log_->error("Failed to recreate the status database: {}", s.message());
+    return;
+  }
+  // Every status held in memory goes into the fresh file, with its version: nothing a client
+  // was told is lost, and no version goes backwards. Events start anew; the node status comes
+  // back with the supervisor's next report.
+  std::vector<StatusChange> all;
+  for (const PodStatusRecord* r : manager_->List()) all.push_back({StatusChange::Kind::kUpdated, *r});
+  if (Status s = store_->Commit(all); !s.ok()) {
+    store_error_ = s.message();
+    log_->error("Failed to write the statuses back: {}", s.message());
+  }
+  if (Status s = OpenSideStores(); !s.ok()) {
+    store_error_ = s.message();
+    log_->error("Failed to reopen the event and node stores: {}", s.message());
+  }
+  corruption_notice_ = "the status database failed its periodic check (" + check.message() +
+                       ") and was moved to '" + report.moved_aside_to + "'; the " +
+                       std::to_string(all.size()) + " statuses held in memory were written to a fresh one";
+  log_->error("{}", corruption_notice_);
+}
+
 HealthReport StatusdService::Health() const {
   HealthReport h;
   if (!store_error_.empty()) {
@@ -174,6 +229,8 @@ CounterList StatusdService::Counters() const {
   if (manager_) out.emplace_back("status_pods", manager_->size());
   out.emplace_back("status_send_failures", send_failures_);
   out.emplace_back("status_unreadable_rows", unreadable_rows_);
+  out.emplace_back("status_db_checks", db_checks_);
+  out.emplace_back("status_db_recoveries", db_recoveries_);
   return out;
 }
 
@@ -187,8 +244,15 @@ ServiceSpec MakeSpec() {
   spec.name = "statusd";
   spec.id = ipc::ServiceId::Statusd;
   spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
-  spec.make_hooks = [](const CommonOptions& opts) {
-    return std::make_unique<StatusdService>(opts);
+  auto check_period = std::make_shared<std::string>("10m");
+  spec.add_flags = [check_period](CLI::App& app) {
+    app.add_option("--db-check-period", *check_period,
+                   "How often the status database is checked (PRAGMA quick_check); 0: never")
+        ->check(DurationValidator())
+        ->capture_default_str();
+  };
+  spec.make_hooks = [check_period](const CommonOptions& opts) {
+    return std::make_unique<StatusdService>(opts, *ParseDuration(*check_period));
   };
   return spec;
 }

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -36,7 +37,9 @@ std::string DatabasePath(const std::string& root_dir);
 
 class StatusdService : public ServiceHooks {
  public:
-  explicit StatusdService(const CommonOptions& options);
+  // db_check_period: how often the open database is checked (PRAGMA quick_check); 0: never.
+  explicit StatusdService(const CommonOptions& options,
+                          std::chrono::milliseconds db_check_period = std::chrono::minutes(10));
   ~StatusdService() override;
 
   // Adds a sink before Start() (none are built in yet; an API-server sink plugs in here).
@@ -45,6 +48,8 @@ class StatusdService : public ServiceHooks {
   Status Start(ServiceContext& ctx) override;
   std::vector<zmq::pollitem_t> PollItems() override;
   void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
+  MonoTime NextTimer() const override { return next_db_check_; }
+  void OnTimer(MonoTime now) override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
@@ -53,8 +58,16 @@ class StatusdService : public ServiceHooks {
   void HandleRequests();
   void LogRefused(const Status& s);
   void NoteCommit(const BatchResult& result);
+  // The periodic check; on corruption, recovers as Open() does at start-up (the file is moved
+  // aside, a fresh one is made) and writes back every status held in memory.
+  void CheckDatabase();
+  Status OpenSideStores();
 
   const CommonOptions& options_;
+  std::chrono::milliseconds db_check_period_;
+  MonoTime next_db_check_ = MonoTime::max();
+  uint64_t db_checks_ = 0;
+  uint64_t db_recoveries_ = 0;
   std::shared_ptr<spdlog::logger> log_;
   const Clock* clock_ = nullptr;
   std::unique_ptr<SqliteStatusStore> store_;
@@ -69,7 +82,7 @@ class StatusdService : public ServiceHooks {
 
   // Health.
   std::string store_error_;        // the last commit error; empty when the last commit worked
-  std::string corruption_notice_;  // set when the database was moved aside at start
+  std::string corruption_notice_;  // set when the database was moved aside (at start or later)
   // Refusals already logged (each distinct message once).
   std::unordered_set<std::string> logged_;
   uint64_t send_failures_ = 0;
