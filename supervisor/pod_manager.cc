@@ -383,36 +383,28 @@ void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
   FlushRejected();
 }
 
+bool PodManager::ConnectStatusClient() {
+  if (status_client_) return true;
+  status::StatusClientOptions opts;
+  opts.sender = ipc::ServiceId::Supervisor;
+  opts.attempt_timeout = std::chrono::milliseconds(200);
+  opts.deadline = std::chrono::milliseconds(400);
+  status_client_ = std::make_unique<status::StatusClient>(ctx_, options_.run_dir, opts);
+  if (status_client_->Connect().ok()) return true;
+  status_client_.reset();
+  return false;
+}
+
 void PodManager::FlushEvents() {
   if (events_.empty()) return;
-  if (!status_client_) {
-    status::StatusClientOptions opts;
-    opts.sender = ipc::ServiceId::Supervisor;
-    opts.attempt_timeout = std::chrono::milliseconds(200);
-    opts.deadline = std::chrono::milliseconds(400);
-    status_client_ = std::make_unique<status::StatusClient>(ctx_, options_.run_dir, opts);
-    if (!status_client_->Connect().ok()) {
-      status_client_.reset();
-      return;
-    }
-  }
+  if (!ConnectStatusClient()) return;
   // statusd may not be up yet: what fails is tried again at the next housekeeping tick.
   if (status_client_->RecordEvents(events_).ok()) events_.clear();
 }
 
 void PodManager::FlushRejected() {
   if (unreported_.empty()) return;
-  if (!status_client_) {
-    status::StatusClientOptions opts;
-    opts.sender = ipc::ServiceId::Supervisor;
-    opts.attempt_timeout = std::chrono::milliseconds(200);
-    opts.deadline = std::chrono::milliseconds(400);
-    status_client_ = std::make_unique<status::StatusClient>(ctx_, options_.run_dir, opts);
-    if (!status_client_->Connect().ok()) {
-      status_client_.reset();
-      return;
-    }
-  }
+  if (!ConnectStatusClient()) return;
   // statusd may not be up yet (pods are admitted before the services start): what fails is
   // tried again at the next housekeeping tick.
   for (auto it = unreported_.begin(); it != unreported_.end();) {

@@ -95,6 +95,8 @@ class PodManager {
   void TakeSnapshot(const SourceSnapshot& snapshot);
   // The source could not be read: keep its pods; log and send a node event once per new reason.
   void SourceFailed(const std::string& source, const SourceFailure& failure);
+  // The status client, connected on first use; false when statusd cannot be reached now.
+  bool ConnectStatusClient();
   void FlushEvents();
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
   void Send();

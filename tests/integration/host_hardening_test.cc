@@ -55,11 +55,6 @@ std::set<std::string> Entries(const std::string& dir) {
   return out;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // fd number -> link target ("socket:[123]", "pipe:[45]", "/path", "anon_inode:[eventfd]").
 std::map<int, std::string> Fds(pid_t pid) {
   std::map<int, std::string> out;
@@ -91,33 +86,6 @@ std::string ListenerInode(int port) {
 
 class HostHardeningTest : public NodeletTest {
  protected:
-  nlohmann::json Pod(const std::string& name) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name, "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j;
-  }
-  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() >= end) return false;
-      notify_->Receive(200ms);
-    }
-    return true;
-  }
-  std::string RunningContainer(const std::string& pod_name) {
-    v1::ContainerFilter f;
-    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
-    auto list = containerd_->cri().ListContainers(f);
-    if (!list.ok()) return "";
-    for (const auto& c : *list) {
-      if (c.state() == v1::CONTAINER_RUNNING) return c.id();
-    }
-    return "";
-  }
-  pid_t ServicePid(const std::string& service) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
-    return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
-  }
   std::vector<std::string> NodeletArgs(const std::string& root, const std::string& run,
                                        const std::string& log) {
     return {BinDir() + "/nodelet", "--root-dir", root, "--run-dir", run, "--log-dir", log,
@@ -137,24 +105,24 @@ TEST_F(HostHardeningTest, UidThatLeavesTheRootIsRefusedAndNothingOutsideIsTouche
   const auto outside_before = Entries(dir_.path());
   StartNodelet();
   ASSERT_TRUE(WaitFor([&] { return !RunningContainer("good-node1").empty(); }, 40s))
-      << Pod("good-node1").dump(2);
+      << PodJson("good-node1").dump(2);
 
-  const std::string log = ReadFile(dir_.Sub("nodelet.log"));
+  const std::string log = ReadTextFile(dir_.Sub("nodelet.log"));
   for (const char* file : {"evil.yaml", "evil2.yaml"}) {
     EXPECT_THAT(log, HasSubstr(manifests() + "/" + file)) << file << " must be reported";
   }
   EXPECT_THAT(log, HasSubstr("metadata.uid: Invalid value: \"../../victim\""));
-  EXPECT_TRUE(Pod("evil-node1").is_null()) << Pod("evil-node1").dump(2);
+  EXPECT_TRUE(PodJson("evil-node1").is_null()) << PodJson("evil-node1").dump(2);
   EXPECT_TRUE(RunningContainer("evil-node1").empty());
 
   // Every manifest removed: the good pod goes (its directory too); the refused ones had none.
-  const std::string uid = Pod("good-node1")["metadata"].value("uid", "");
+  const std::string uid = PodJson("good-node1")["metadata"].value("uid", "");
   ASSERT_FALSE(uid.empty());
   for (const char* file : {"good.yaml", "evil.yaml", "evil2.yaml"}) fs::remove(manifests() + "/" + file);
   EXPECT_TRUE(WaitFor([&] { return !fs::exists(dir_.Sub("root/pods/" + uid)); }, 30s));
 
   EXPECT_EQ(Entries(victim), std::set<std::string>{"keep"}) << "nothing may be made or removed in it";
-  EXPECT_EQ(ReadFile(victim + "/keep"), "keep");
+  EXPECT_EQ(ReadTextFile(victim + "/keep"), "keep");
   std::set<std::string> made;
   for (const auto& e : Entries(dir_.path())) {
     if (!outside_before.count(e)) made.insert(e);

@@ -26,6 +26,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -37,90 +38,6 @@ using Clock = std::chrono::steady_clock;
 using ::testing::HasSubstr;
 
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
-
-bool SendAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// A loopback HTTP server that hands each connection's request line to `route`, one thread per
-// connection; `route` writes whatever it likes and returns when done (or when stopping()).
-class LoopbackServer {
- public:
-  using Route = std::function<void(int fd, const std::string& path)>;
-  explicit LoopbackServer(Route route) : route_(std::move(route)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    listen(fd_, 64);
-    acceptor_ = std::thread([this] { Accept(); });
-  }
-  ~LoopbackServer() { Stop(); }
-  void Stop() {
-    if (stop_.exchange(true)) return;
-    acceptor_.join();
-    std::vector<std::thread> ws;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ws.swap(workers_);
-    }
-    for (auto& t : ws) t.join();
-    close(fd_);
-  }
-  int port() const { return port_; }
-  bool stopping() const { return stop_; }
-  // Waits up to `d` unless the server stops first.
-  void Pause(std::chrono::milliseconds d) const {
-    const auto end = Clock::now() + d;
-    while (!stop_ && Clock::now() < end) std::this_thread::sleep_for(20ms);
-  }
-
- private:
-  void Accept() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      workers_.emplace_back([this, c] {
-        std::string req;
-        char buf[2048];
-        while (!stop_ && req.find("\r\n\r\n") == std::string::npos && req.size() < 65536) {
-          pollfd p{c, POLLIN, 0};
-          if (poll(&p, 1, 100) <= 0) continue;
-          ssize_t n = recv(c, buf, sizeof buf, 0);
-          if (n <= 0) break;
-          req.append(buf, static_cast<size_t>(n));
-        }
-        auto sp1 = req.find(' ');
-        auto sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
-        if (sp2 != std::string::npos) route_(c, req.substr(sp1 + 1, sp2 - sp1 - 1));
-        close(c);
-      });
-    }
-  }
-
-  Route route_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread acceptor_;
-  std::mutex mu_;
-  std::vector<std::thread> workers_;
-};
 
 long PeakRssKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -141,11 +58,6 @@ std::string ProbedPod(const std::string& name, const std::string& probe) {
 
 class ProbeHardeningTest : public NodeletTest {
  protected:
-  nlohmann::json Pod(const std::string& name) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name, "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j;
-  }
   static int RestartCount(const nlohmann::json& pod) {
     if (!pod.contains("status") || !pod["status"].contains("containerStatuses")) return -1;
     for (const auto& c : pod["status"]["containerStatuses"]) return c.value("restartCount", 0);
@@ -156,34 +68,13 @@ class ProbeHardeningTest : public NodeletTest {
     for (const auto& c : pod["status"]["containerStatuses"]) return c.value("ready", false);
     return false;
   }
-  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    auto end = Clock::now() + timeout;
-    while (!pred()) {
-      if (Clock::now() >= end) return false;
-      notify_->Receive(200ms);
-    }
-    return true;
-  }
-  std::string RunningContainer(const std::string& pod_name) {
-    v1::ContainerFilter f;
-    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
-    auto list = containerd_->cri().ListContainers(f);
-    if (!list.ok()) return "";
-    for (const auto& c : *list) {
-      if (c.state() == v1::CONTAINER_RUNNING) return c.id();
-    }
-    return "";
-  }
-  pid_t ServicePid(const std::string& service) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
-    return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
-  }
 };
 
 TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   std::atomic<bool> healthy{false};
   std::atomic<uint64_t> streamed{0};
-  LoopbackServer server([&](int fd, const std::string& path) {
+  LoopbackServer server([&](int fd, const std::string& request) {
+    const std::string path = RequestPath(request);
     if (path == "/hang") {
       server.Pause(120s);  // accept, read, never answer
     } else if (path == "/stream") {
@@ -215,24 +106,24 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   // Every hanging liveness probe fails at its 1 s deadline: each container is restarted.
   EXPECT_TRUE(WaitFor([&] {
     for (int i = 0; i < 4; ++i) {
-      if (RestartCount(Pod("hang" + std::to_string(i) + "-node1")) < 1) return false;
+      if (RestartCount(PodJson("hang" + std::to_string(i) + "-node1")) < 1) return false;
     }
     return true;
-  }, 60s)) << Pod("hang0-node1").dump(2);
+  }, 60s)) << PodJson("hang0-node1").dump(2);
 
   // The healthy pod: unready while its endpoint says 503, ready within 2 periods (4 s, plus a
   // second for the status to reach nodeletctl) of saying 200, with the five others still going.
   ASSERT_TRUE(WaitFor([&] { return !RunningContainer("healthy-node1").empty(); }, 30s));
-  EXPECT_FALSE(Ready(Pod("healthy-node1")));
+  EXPECT_FALSE(Ready(PodJson("healthy-node1")));
   healthy = true;
   const auto flipped_at = Clock::now();
-  ASSERT_TRUE(WaitFor([&] { return Ready(Pod("healthy-node1")); }, 20s));
+  ASSERT_TRUE(WaitFor([&] { return Ready(PodJson("healthy-node1")); }, 20s));
   EXPECT_LT(Clock::now() - flipped_at, 5s) << "readiness must flip within 2 periods";
 
   // The streaming endpoint was read by at least one probe and cost podworkerd no more than
   // 64 MiB of peak memory (the probe reads 10 KiB of it).
   ASSERT_TRUE(WaitFor([&] { return streamed > 0; }, 20s));
-  EXPECT_EQ(RestartCount(Pod("stream-node1")), 0) << "a 200 with a long body is a success";
+  EXPECT_EQ(RestartCount(PodJson("stream-node1")), 0) << "a 200 with a long body is a success";
   const long rss_after = PeakRssKiB(podworkerd);
   ASSERT_GT(rss_before, 0);
   EXPECT_LT(rss_after - rss_before, 64 * 1024) << "peak RSS grew by " << (rss_after - rss_before) << " KiB";
@@ -321,7 +212,7 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   EXPECT_EQ(RunningContainer("fromurl-node1"), id) << "the pod must survive a restart while its URL is down";
   set("good");
   // Back: the same container, nothing restarted.
-  EXPECT_TRUE(WaitFor([&] { return !Pod("fromurl-node1").is_null(); }, 20s));
+  EXPECT_TRUE(WaitFor([&] { return !PodJson("fromurl-node1").is_null(); }, 20s));
   EXPECT_EQ(RunningContainer("fromurl-node1"), id);
   server.Stop();
 }

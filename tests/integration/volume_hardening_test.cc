@@ -49,30 +49,6 @@ class VolumeHardeningTest : public NodeletTest {
     EXPECT_TRUE(left.empty()) << "a mount was left: " << (left.empty() ? "" : left.front());
     for (const auto& m : left) umount2(m.c_str(), MNT_DETACH);
   }
-  nlohmann::json Pod(const std::string& name) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name, "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j;
-  }
-  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() >= end) return false;
-      notify_->Receive(200ms);
-    }
-    return true;
-  }
-  std::string RunningContainer(const std::string& pod_name, const std::string& container = "") {
-    v1::ContainerFilter f;
-    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
-    if (!container.empty()) (*f.mutable_label_selector())["io.kubernetes.container.name"] = container;
-    auto list = containerd_->cri().ListContainers(f);
-    if (!list.ok()) return "";
-    for (const auto& c : *list) {
-      if (c.state() == v1::CONTAINER_RUNNING) return c.id();
-    }
-    return "";
-  }
   // Runs `sh -c script` in the container; exit code and stdout, then stderr.
   std::pair<int, std::string> Exec(const std::string& id, const std::string& script) {
     auto r = containerd_->cri().ExecSync(id, {"sh", "-c", script}, 10);
@@ -81,7 +57,7 @@ class VolumeHardeningTest : public NodeletTest {
   }
   // Removes the manifest of `pod` and waits until its directory and every mount in it are gone.
   void RemovePod(const std::string& file, const std::string& pod) {
-    auto uid = Pod(pod)["metadata"].value("uid", "");
+    auto uid = PodJson(pod)["metadata"].value("uid", "");
     ASSERT_FALSE(uid.empty());
     const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
     fs::remove(manifests() + "/" + file);
@@ -90,7 +66,7 @@ class VolumeHardeningTest : public NodeletTest {
   }
   // The waiting state {reason, message} of `container` in the pod's status.
   std::pair<std::string, std::string> Waiting(const std::string& pod, const std::string& container) {
-    auto p = Pod(pod);
+    auto p = PodJson(pod);
     if (!p.contains("status") || !p["status"].contains("containerStatuses")) return {};
     for (const auto& c : p["status"]["containerStatuses"]) {
       if (c.value("name", "") != container || !c.contains("state") || !c["state"].contains("waiting")) continue;
@@ -123,7 +99,7 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
   StartNodelet();
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("ro-node1")).empty(); }, 40s))
-      << Pod("ro-node1").dump(2);
+      << PodJson("ro-node1").dump(2);
   ASSERT_EQ(Exec(id, "cat /config/greeting").second, "hello");
 
   for (const char* mnt : {"/config", "/secret", "/info"}) {
@@ -180,19 +156,19 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
   StartNodelet();
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("sp-node1", "good")).empty(); }, 40s))
-      << Pod("sp-node1").dump(2);
+      << PodJson("sp-node1").dump(2);
   EXPECT_EQ(Exec(id, "cat /sub/f").second, "inside\n");
   for (const auto& [name, sub] : {std::pair{"evil", "abs"}, std::pair{"evil2", "rel/x"}}) {
     std::pair<std::string, std::string> w;
     EXPECT_TRUE(WaitFor([&] { return (w = Waiting("sp-node1", name)).first == "CreateContainerConfigError"; }, 20s))
-        << name << ": " << Pod("sp-node1").dump(2);
+        << name << ": " << PodJson("sp-node1").dump(2);
     EXPECT_THAT(w.second, HasSubstr(std::string("subPath \"") + sub + "\"")) << name;
     EXPECT_THAT(w.second, HasSubstr("resolves outside its volume")) << name;
     EXPECT_TRUE(RunningContainer("sp-node1", name).empty()) << name;
   }
   EXPECT_FALSE(fs::exists(marker + "/x")) << "nothing may be created outside the volume";
   // The staging mount is nodelet's; it goes with the pod.
-  auto uid = Pod("sp-node1")["metadata"].value("uid", "");
+  auto uid = PodJson("sp-node1")["metadata"].value("uid", "");
   ASSERT_FALSE(uid.empty());
   EXPECT_EQ(volumed::MountsUnder(dir_.Sub("root") + "/pods/" + uid + "/volume-subpaths").size(), 1u)
       << "one staging mount, for the subPath that was allowed";

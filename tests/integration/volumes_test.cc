@@ -75,31 +75,6 @@ class VolumesTest : public NodeletTest {
     // Nothing of ours may stay mounted.
     EXPECT_TRUE(volumed::MountsUnder(dir_.path()).empty());
   }
-  // The pod's status as `nodeletctl pod NAME -o json` prints it (empty when unknown).
-  nlohmann::json Pod(const std::string& name) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name,
-                         "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j;
-  }
-  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() >= end) return false;
-      notify_->Receive(200ms);
-    }
-    return true;
-  }
-  std::string RunningContainer(const std::string& pod_name) {
-    v1::ContainerFilter f;
-    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
-    auto list = containerd_->cri().ListContainers(f);
-    if (!list.ok()) return "";
-    for (const auto& c : *list) {
-      if (c.state() == v1::CONTAINER_RUNNING) return c.id();
-    }
-    return "";
-  }
   // Runs `sh -c script` in the container; returns exit code and stdout.
   std::pair<int, std::string> Exec(const std::string& id, const std::string& script) {
     auto r = containerd_->cri().ExecSync(id, {"sh", "-c", script}, 10);
@@ -117,7 +92,7 @@ TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
   StartNodelet();
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("vols-node1")).empty(); }, 40s))
-      << Pod("vols-node1").dump(2);
+      << PodJson("vols-node1").dump(2);
 
   EXPECT_EQ(Exec(id, "cat /config/greeting").second, "hello");
   EXPECT_EQ(Exec(id, "cat /secret/password").second, "secret");
@@ -142,7 +117,7 @@ TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
   EXPECT_EQ(RunningContainer("vols-node1"), id);
 
   // Removed: every mount under the pod's directory is gone, and the directory too.
-  auto uid = Pod("vols-node1")["metadata"].value("uid", "");
+  auto uid = PodJson("vols-node1")["metadata"].value("uid", "");
   ASSERT_FALSE(uid.empty());
   const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
   ASSERT_FALSE(volumed::MountsUnder(pod_dir).empty());
@@ -165,7 +140,7 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
   StartNodelet();
   std::string message;
   ASSERT_TRUE(WaitFor([&] {
-    auto p = Pod("waiter-node1");
+    auto p = PodJson("waiter-node1");
     if (!p.contains("status") || !p["status"].contains("containerStatuses")) return false;
     for (const auto& c : p["status"]["containerStatuses"]) {
       if (c.contains("state") && c["state"].contains("waiting")) {
@@ -173,7 +148,7 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
       }
     }
     return message.find("not a directory") != std::string::npos;
-  }, 30s)) << Pod("waiter-node1").dump(2);
+  }, 30s)) << PodJson("waiter-node1").dump(2);
   EXPECT_THAT(message, HasSubstr(missing));
   EXPECT_TRUE(RunningContainer("waiter-node1").empty());
   auto ctl = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes",

@@ -217,4 +217,9 @@ int FreeLoopbackPort() {
   return port;
 }
 
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 }  // namespace nodelet::testing

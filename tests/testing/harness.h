@@ -97,4 +97,7 @@ bool WaitProcessGone(pid_t pid, milliseconds timeout);
 // test server or probe target.
 int FreeLoopbackPort();
 
+// The whole file as text; "" when it cannot be read.
+std::string ReadTextFile(const std::string& path);
+
 }  // namespace nodelet::testing

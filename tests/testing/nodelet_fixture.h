@@ -7,11 +7,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -74,6 +78,41 @@ class NodeletTest : public ::testing::Test {
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
         dir_.Sub(starts_ == 1 ? "nodelet.log" : "nodelet-" + std::to_string(starts_) + ".log"));
     ASSERT_TRUE(notify_->WaitFor("READY=1", std::chrono::seconds(30)).has_value());
+  }
+
+  // The pod as `nodeletctl pod NAME -o json` prints it (null when unknown).
+  nlohmann::json PodJson(const std::string& name) {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name,
+                         "-o", "json"}, std::chrono::seconds(5));
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    return j.is_discarded() ? nlohmann::json() : j;
+  }
+  // Waits until `pred` holds; each round waits for nodelet's next notify datagram or 200 ms.
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= end) return false;
+      notify_->Receive(std::chrono::milliseconds(200));
+    }
+    return true;
+  }
+  // The id of a running container of the pod (of `container` when given), or "".
+  std::string RunningContainer(const std::string& pod_name, const std::string& container = "") {
+    ::runtime::v1::ContainerFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
+    if (!container.empty()) (*f.mutable_label_selector())["io.kubernetes.container.name"] = container;
+    auto list = containerd_->cri().ListContainers(f);
+    if (!list.ok()) return "";
+    for (const auto& c : *list) {
+      if (c.state() == ::runtime::v1::CONTAINER_RUNNING) return c.id();
+    }
+    return "";
+  }
+  // A service's pid as `nodeletctl pid SERVICE` prints it; 0 when it cannot.
+  pid_t ServicePid(const std::string& service) {
+    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service},
+                        std::chrono::seconds(5));
+    return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
   }
 
   TempDir dir_;

@@ -18,92 +18,16 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/loopback_server.h"
+
 namespace nodelet::podworkerd {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A loopback server that runs `handler(fd, request)` for each connection, one thread each.
-// `request` is what arrived up to the end of the headers.
-class ScriptedServer {
- public:
-  using Handler = std::function<void(int fd, const std::string& request)>;
-  explicit ScriptedServer(Handler handler) : handler_(std::move(handler)) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    listen(listen_fd_, 16);
-    acceptor_ = std::thread([this] { Accept(); });
-  }
-  ~ScriptedServer() {
-    stop_ = true;
-    shutdown(listen_fd_, SHUT_RDWR);
-    acceptor_.join();
-    for (auto& t : workers_) t.join();
-    close(listen_fd_);
-  }
-  int port() const { return port_; }
-  bool stopping() const { return stop_; }
-  std::vector<std::string> requests() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return requests_;
-  }
-
- private:
-  void Accept() {
-    for (;;) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) {
-        if (stop_) return;
-        continue;
-      }
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      workers_.emplace_back([this, fd] {
-        std::string req;
-        char buf[4096];
-        while (req.find("\r\n\r\n") == std::string::npos) {
-          pollfd p{fd, POLLIN, 0};
-          if (poll(&p, 1, 2000) <= 0) break;
-          ssize_t n = recv(fd, buf, sizeof buf, 0);
-          if (n <= 0) break;
-          req.append(buf, static_cast<size_t>(n));
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          requests_.push_back(req);
-        }
-        handler_(fd, req);
-        close(fd);
-      });
-    }
-  }
-
-  Handler handler_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread acceptor_;
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::vector<std::string> requests_;
-};
-
-bool SendAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
+using testing::LoopbackServer;
+using testing::SendAll;
 
 HttpProbeRequest Request(int port, const std::string& path = "/", std::chrono::milliseconds timeout = 2s) {
   HttpProbeRequest r;
@@ -115,7 +39,7 @@ HttpProbeRequest Request(int port, const std::string& path = "/", std::chrono::m
 }
 
 TEST(HttpProbeTest, StatusCodeDecides) {
-  ScriptedServer server([](int fd, const std::string& req) {
+  LoopbackServer server([](int fd, const std::string& req) {
     const bool bad = req.rfind("GET /bad ", 0) == 0;
     SendAll(fd, bad ? "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 3\r\n\r\nbad"
                     : "HTTP/1.1 204 No Content\r\n\r\n");
@@ -130,7 +54,7 @@ TEST(HttpProbeTest, StatusCodeDecides) {
 }
 
 TEST(HttpProbeTest, RequestCarriesTheProbesHeadersAndHost) {
-  ScriptedServer server([](int fd, const std::string&) { SendAll(fd, "HTTP/1.1 200 OK\r\n\r\n"); });
+  LoopbackServer server([](int fd, const std::string&) { SendAll(fd, "HTTP/1.1 200 OK\r\n\r\n"); });
   auto req = Request(server.port(), "/p?q=1");
   req.headers = {{"Host", "app.example"}, {"X-Probe", "yes"}};
   EXPECT_TRUE(DoHttpProbe(req).success);
@@ -154,7 +78,7 @@ TEST(HttpProbeTest, RequestCarriesTheProbesHeadersAndHost) {
 // A server that sends one byte every 100 ms: per-read timeouts never fire, the whole-probe
 // deadline does, in the headers and in the body alike.
 TEST(HttpProbeTest, TricklingServerIsCutAtTheDeadline) {
-  ScriptedServer server([&](int fd, const std::string& req) {
+  LoopbackServer server([&](int fd, const std::string& req) {
     const bool in_body = req.rfind("GET /body ", 0) == 0;
     if (in_body && !SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")) return;
     while (!server.stopping() && SendAll(fd, "x")) std::this_thread::sleep_for(100ms);
@@ -174,7 +98,7 @@ TEST(HttpProbeTest, TricklingServerIsCutAtTheDeadline) {
 // status code without waiting for the rest.
 TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
   std::atomic<size_t> sent{0};
-  ScriptedServer server([&](int fd, const std::string&) {
+  LoopbackServer server([&](int fd, const std::string&) {
     if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 268435456\r\n\r\n")) return;
     const std::string chunk(64 * 1024, 'y');
     while (!server.stopping() && sent < (256u << 20) && SendAll(fd, chunk)) sent += chunk.size();
@@ -185,7 +109,7 @@ TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
   EXPECT_LE(r.body_bytes, kMaxProbeBodyBytes);
   EXPECT_LT(Clock::now() - start, 2s);
   // Chunked, endless too.
-  ScriptedServer chunked([&](int fd, const std::string&) {
+  LoopbackServer chunked([&](int fd, const std::string&) {
     if (!SendAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")) return;
     const std::string chunk = "1000\r\n" + std::string(0x1000, 'z') + "\r\n";
     for (int i = 0; i < 4096 && !chunked.stopping() && SendAll(fd, chunk); ++i) {
@@ -197,7 +121,7 @@ TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
 }
 
 TEST(HttpProbeTest, RedirectsFollowTheKubeletsRules) {
-  ScriptedServer server([&](int fd, const std::string& req) {
+  LoopbackServer server([&](int fd, const std::string& req) {
     if (req.rfind("GET /start ", 0) == 0) {
       SendAll(fd, "HTTP/1.1 302 Found\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n");
     } else if (req.rfind("GET /next ", 0) == 0) {
@@ -227,7 +151,7 @@ TEST(HttpProbeTest, RedirectsFollowTheKubeletsRules) {
 TEST(HttpProbeTest, NothingListeningFailsAtOnce) {
   int port = 0;
   {
-    ScriptedServer gone([](int, const std::string&) {});
+    LoopbackServer gone([](int, const std::string&) {});
     port = gone.port();
   }
   const auto start = Clock::now();

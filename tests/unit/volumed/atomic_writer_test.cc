@@ -24,10 +24,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
 
 class AtomicWriterTest : public ::testing::Test {
  protected:

@@ -26,10 +26,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
 
 ino_t InodeOf(int fd) {
   struct stat st{};

@@ -23,10 +23,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
 
 std::shared_ptr<const pod::Pod> MakePod(const std::string& uid, std::vector<pod::Volume> volumes) {
   auto p = std::make_shared<pod::Pod>();
