@@ -252,4 +252,15 @@ Status AtomicWriteFiles(const std::string& dir, const Payload& files) {
   return s;
 }
 
+Status RemoveTreeNoFollow(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), kDirFlags));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status::Ok();
+    return Fail("open " + path, errno);
+  }
+  if (Status s = EmptyDirectoryAt(fd.get(), 0); !s.ok()) return s;
+  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return Fail("remove " + path, errno);
+  return Status::Ok();
+}
+
 }  // namespace nodelet::volumed

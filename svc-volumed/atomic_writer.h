@@ -41,4 +41,9 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp);
 // wall clock in ns.
 Status AtomicWriteFiles(const std::string& dir, const Payload& files);
 
+// Removes the directory `path` and everything in it on directory fds, never following a link:
+// a directory a container swapped for a link meanwhile is removed as the link. The components
+// of `path` above its last one must be nodelet's own (ROOT/pods/UID). Missing: OK.
+Status RemoveTreeNoFollow(const std::string& path);
+
 }  // namespace nodelet::volumed

@@ -288,10 +288,8 @@ Status VolumeManager::TearDownPod(const std::string& uid) {
     }
   }
   if (!MountsUnder(dir).empty()) return FailedPrecondition(dir + " still has mounts");
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (ec) return FailedPrecondition("remove " + dir + ": " + ec.message());
-  return Status::Ok();
+  // The pod's emptyDirs were writable by its containers: no link in them is followed.
+  return RemoveTreeNoFollow(dir);
 }
 
 std::set<std::string> VolumeManager::Reconcile() {

@@ -185,5 +185,24 @@ TEST_F(AtomicWriterTest, PayloadNames) {
   }
 }
 
+// A pod directory whose emptyDir a container filled with links to a host directory (and a
+// directory deep inside): the whole tree goes, the links as links; the host directory stays.
+TEST_F(AtomicWriterTest, RemoveTreeNeverFollowsALink) {
+  fs::create_directories(vol_ + "/a/b/c");
+  std::ofstream(vol_ + "/a/b/c/f") << "x";
+  fs::create_directory_symlink(outside_, vol_ + "/a/to-outside");
+  fs::create_directory_symlink(outside_ + "/sub", vol_ + "/a/b/sub");
+  fs::create_symlink(outside_ + "/sentinel", vol_ + "/file-link");
+  ASSERT_TRUE(RemoveTreeNoFollow(vol_).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(vol_)));
+  ExpectOutsideIntact();
+  EXPECT_TRUE(RemoveTreeNoFollow(vol_).ok()) << "a missing tree is removed already";
+  // The tree itself a link: refused, and nothing behind it touched.
+  fs::create_directory_symlink(outside_, vol_);
+  EXPECT_FALSE(RemoveTreeNoFollow(vol_).ok());
+  ExpectOutsideIntact();
+  fs::remove(vol_);
+}
+
 }  // namespace
 }  // namespace nodelet::volumed
