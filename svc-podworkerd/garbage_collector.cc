@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "lib/common/logging.h"
@@ -76,6 +78,7 @@ void GarbageCollector::Loop() {
   Steady::time_point next_image = Steady::now() + std::min<std::chrono::milliseconds>(
                                                       config_.image_gc_period, std::chrono::seconds(5));
   Steady::time_point next_containers = Steady::now();
+  Steady::time_point next_sweep = Steady::time_point::max();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!desired_pods_) {
@@ -83,9 +86,16 @@ void GarbageCollector::Loop() {
       cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || desired_pods_; });
       continue;
     }
-    cv_.wait_until(lock, std::min(next_image, next_containers), [&] { return stopping_; });
+    if (sweep_ && next_sweep == Steady::time_point::max()) next_sweep = Steady::now() + sweep_period_;
+    cv_.wait_until(lock, std::min({next_image, next_containers, next_sweep}), [&] { return stopping_; });
     if (stopping_) break;
     const auto now = Steady::now();
+    if (now >= next_sweep) {
+      lock.unlock();
+      sweep_();
+      lock.lock();
+      next_sweep = Steady::now() + sweep_period_;
+    }
     if (now >= next_containers) {
       std::set<std::string> live = *desired_pods_;
       lock.unlock();

@@ -51,6 +51,13 @@ class GarbageCollector {
   GarbageCollector(const GarbageCollector&) = delete;
   GarbageCollector& operator=(const GarbageCollector&) = delete;
 
+  // A further periodic pass on the same thread (podworkerd's orphaned-shim sweep): `sweep` runs
+  // every `period`, the first time one period after the first SetDesired. Before Start().
+  void set_periodic_sweep(std::chrono::milliseconds period, std::function<void()> sweep) {
+    sweep_period_ = period;
+    sweep_ = std::move(sweep);
+  }
+
   void Start();
   // The pods podworkerd runs (uids) and the images they name. Thread-safe.
   void SetDesired(std::set<std::string> pod_uids, std::set<std::string> images);
@@ -70,6 +77,8 @@ class GarbageCollector {
   ImageGc image_gc_;
   ContainerGc container_gc_;
   std::string node_name_;
+  std::chrono::milliseconds sweep_period_{0};
+  std::function<void()> sweep_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -29,19 +29,3 @@ int RemoveLeftoverCgroups(const std::vector<std::string>& paths,
                           const std::string& cgroup_root = "/sys/fs/cgroup");
 
 }  // namespace nodelet::podworkerd
-
-namespace nodelet::podworkerd {
-
-// The pids of containerd shims serving `id` (a sandbox or container id) for the containerd whose
-// socket is `containerd_socket` (a path, without "unix://"): processes whose argv[0] is a
-// `containerd-shim*` binary and whose arguments hold `-id ID` and `-address SOCKET`, read from
-// `proc_root` (/proc).
-//
-// Why: a StopPodSandbox cancelled by its caller's death (podworkerd SIGKILLed) can leave the
-// sandbox's shim running after containerd deleted the task and CRI removed the sandbox: containerd
-// no longer knows it (its task service answers NOT_FOUND), so nothing but its pid reaches it. A
-// shim with no task runs nothing; podworkerd ends it after the sandbox's removal.
-std::vector<int> OrphanShimPids(const std::string& id, const std::string& containerd_socket,
-                                const std::string& proc_root = "/proc");
-
-}  // namespace nodelet::podworkerd

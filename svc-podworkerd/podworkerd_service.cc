@@ -201,7 +201,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
     // Or the shim alone, the task already deleted: containerd does not know it any more, and
-    // only its pid reaches it (leftover_cgroups.h, OrphanShimPids).
+    // only its pid reaches it (orphan_shims.h).
     std::string socket = config_.runtime_endpoint;
     if (socket.rfind("unix://", 0) == 0) socket = socket.substr(7);
     counting_->set_after_sandbox_removal([this, socket](const std::vector<std::string>& ids) {
@@ -213,14 +213,34 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
               "Removed the task {} that containerd kept after removing its sandbox: {}", id,
               s.ok() ? "deleted" : s.message());
         }
-        for (int pid : OrphanShimPids(id, socket)) {
+        for (const auto& shim : ListShims(socket)) {
+          if (shim.id != id) continue;
           GetLogger("podworkerd")->warn(
               "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows it",
-              pid, id);
-          kill(pid, SIGKILL);
+              shim.pid, id);
+          if (Status e = EndShimTree(shim, std::chrono::seconds(10)); !e.ok()) {
+            GetLogger("podworkerd")->error("Shim {} of removed sandbox {}: {}", shim.pid, id, e.message());
+          }
         }
       }
     });
+    // Shims that nothing reaches any more, however they were left (orphan_shims.h).
+    orphan_shims_ = std::make_unique<OrphanShimSweeper>(
+        "k8s.io",
+        OrphanSweepDeps{
+            [socket] { return ListShims(socket); },
+            [this]() -> Result<std::set<std::string>> {
+              auto sandboxes = cri_->ListPodSandbox({});
+              if (!sandboxes.ok()) return sandboxes.status();
+              auto containers = cri_->ListContainers({});
+              if (!containers.ok()) return containers.status();
+              std::set<std::string> ids;
+              for (const auto& sb : *sandboxes) ids.insert(sb.id());
+              for (const auto& c : *containers) ids.insert(c.id());
+              return ids;
+            },
+            [this](const std::string& id) { return tasks_->ContainerKnown(id); },
+            [](const ShimProcess& shim) { return EndShimTree(shim, std::chrono::seconds(10)); }});
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
       GetLogger("podworkerd")->warn(
@@ -263,6 +283,9 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   gc_ = std::make_unique<GarbageCollector>(
       *counting_, *counting_, fs_stats_, ctx.clock, config_.gc,
       [sender = status_.get()](status::PodEvent e) { sender->SendEvents({std::move(e)}); });
+  if (orphan_shims_) {
+    gc_->set_periodic_sweep(config_.orphan_shim_period, [this] { SweepOrphanShims(false); });
+  }
   gc_->Start();
   done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (done_fd_ < 0) return Internal("eventfd failed");
@@ -282,10 +305,28 @@ void PodworkerdService::Stop() {
   for (auto& t : threads_) t.join();
   threads_.clear();
   gc_.reset();
+  // No CRI call of this podworkerd is in flight any more: whatever shim is orphaned now stays
+  // so (a RunPodSandbox cancelled by an earlier podworkerd's death), so it is ended at once.
+  if (orphan_shims_) SweepOrphanShims(true);
   probes_.reset();
   status_.reset();
   if (done_fd_ >= 0) close(done_fd_);
   done_fd_ = -1;
+}
+
+void PodworkerdService::SweepOrphanShims(bool final_sweep) {
+  OrphanSweepResult r = orphan_shims_->Sweep(final_sweep);
+  auto log = GetLogger("podworkerd");
+  for (const auto& shim : r.ended) {
+    log->warn("Ended containerd shim pid {} of {}: neither CRI nor containerd knows the id (a "
+              "creation or removal cancelled midway left it)",
+              shim.pid, shim.id);
+  }
+  for (const auto& [shim, status] : r.failed) {
+    log->error("Could not end orphaned containerd shim pid {} of {}: {}", shim.pid, shim.id,
+               status.message());
+  }
+  orphan_shims_ended_ += r.ended.size();
 }
 
 void PodworkerdService::WorkerLoop() {
@@ -726,6 +767,7 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("sync_errors", sync_errors_);
   c.emplace_back("kills", kills_);
   c.emplace_back("orphans_killed", orphans_killed_);
+  c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
   c.emplace_back("bad_messages", bad_messages_);
   c.emplace_back("parked", parked_.size());
   if (gc_) {
@@ -768,6 +810,7 @@ ServiceSpec MakeSpec() {
   auto container_gc_period = std::make_shared<std::string>("1m");
   auto image_gc_period = std::make_shared<std::string>("5m");
   auto image_min_age = std::make_shared<std::string>("2m");
+  auto orphan_shim_period = std::make_shared<std::string>("10s");
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
@@ -793,6 +836,11 @@ ServiceSpec MakeSpec() {
     app.add_option("--maximum-dead-containers", config->gc.containers.max_containers,
                    "Dead containers kept on the node (-1: no limit); the newest instance of a "
                    "running pod's container always stays")
+        ->capture_default_str();
+    app.add_option("--orphan-shim-period", *orphan_shim_period,
+                   "How often shims of the runtime that neither CRI nor containerd knows are "
+                   "looked for; one found in two sweeps in a row is ended")
+        ->check(DurationValidator())
         ->capture_default_str();
     app.add_option("--container-gc-period", *container_gc_period,
                    "How often the node-wide dead-container pass runs")
@@ -845,6 +893,7 @@ ServiceSpec MakeSpec() {
     c.gc.container_gc_period = std::max(*ParseDuration(*container_gc_period), std::chrono::milliseconds(100));
     c.gc.image_gc_period = std::max(*ParseDuration(*image_gc_period), std::chrono::milliseconds(100));
     c.gc.image.minimum_age = *ParseDuration(*image_min_age);
+    c.orphan_shim_period = std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
     c.workers = std::max(1, c.workers);
     return std::make_unique<PodworkerdService>(c);
   };

@@ -6,6 +6,7 @@
 // worker back).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -31,6 +32,7 @@
 #include "lib/common/histogram.h"
 #include "svc-podworkerd/counting_runtime.h"
 #include "svc-podworkerd/image_puller.h"
+#include "svc-podworkerd/orphan_shims.h"
 #include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
@@ -49,6 +51,9 @@ struct PodworkerdConfig {
   GarbageCollectionConfig gc;
   // A pod is synced at least this often even without events.
   std::chrono::milliseconds resync_period{10000};
+  // How often shims of the runtime that nothing can reach are looked for (orphan_shims.h); an
+  // orphan is ended at its second sighting, and at podworkerd's stop.
+  std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
 };
 
 // Sends the latest status of each pod to statusd on its own thread, coalescing per pod and
@@ -134,7 +139,9 @@ class PodworkerdService : public ServiceHooks {
   PodworkerdConfig config_;
   ServiceContext* ctx_ = nullptr;
   std::unique_ptr<cri::GrpcCriClient> cri_;
-  std::unique_ptr<cri::ContainerdTasks> tasks_;  // repairs stuck tasks (lib/cri/containerd_tasks.h)
+  std::unique_ptr<cri::ContainerdTasks> tasks_;
+  std::unique_ptr<OrphanShimSweeper> orphan_shims_;  // when the runtime is containerd
+  void SweepOrphanShims(bool final_sweep);  // repairs stuck tasks (lib/cri/containerd_tasks.h)
   std::unique_ptr<CountingRuntime> counting_;
   std::unique_ptr<ProbeManager> probes_;
   std::unique_ptr<PodSyncer> syncer_;
@@ -164,6 +171,7 @@ class PodworkerdService : public ServiceHooks {
   std::vector<std::thread> threads_;
 
   uint64_t containers_gc_ = 0;
+  std::atomic<uint64_t> orphan_shims_ended_{0};  // written by the GC thread
   uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
   bool bad_logged_ = false;
   Histogram pod_start_{Histogram::StartupBuckets()};
@@ -174,7 +182,8 @@ class PodworkerdService : public ServiceHooks {
 // --pod-workers, --resync-period, --serialize-image-pulls, --max-parallel-image-pulls,
 // --image-pull-backoff-initial, --image-pull-backoff-max, --maximum-dead-containers-per-container,
 // --maximum-dead-containers, --container-gc-period, --image-gc-high-threshold,
-// --image-gc-low-threshold, --image-minimum-gc-age, --image-gc-period, --pod-infra-container-image.
+// --image-gc-low-threshold, --image-minimum-gc-age, --image-gc-period, --pod-infra-container-image,
+// --orphan-shim-period.
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::podworkerd

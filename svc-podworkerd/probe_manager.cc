@@ -297,7 +297,6 @@ void ProbeManager::Loop() {
       continue;
     }
     due->running = true;
-    ++busy_;
     Key key{due->container_id, due->kind};
     pod::Probe spec = due->spec;
     pod::Container container = due->container;
@@ -308,7 +307,6 @@ void ProbeManager::Loop() {
     Record(key, outcome,
            std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start));
     lock.lock();
-    --busy_;
   }
   --alive_;
   exited_.notify_all();  // under the lock: the destructor may free *this right after

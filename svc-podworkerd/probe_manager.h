@@ -119,7 +119,6 @@ class ProbeManager {
   // The pool: detached threads, counted; the destructor waits for `alive_` to reach 0.
   size_t min_threads_;
   size_t alive_ = 0;
-  size_t busy_ = 0;
   std::condition_variable exited_;
   // Metrics, by kind (index: ProbeKind).
   Histogram durations_[3] = {Histogram(Histogram::LatencyBuckets()),

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lib/common/beneath.h"
+#include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
 
@@ -251,11 +253,22 @@ Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& stat
   if (!volume_dir.ok()) return volume_dir.status();
   const std::string dir = *volume_dir;
   state.host_path = dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return FailedPrecondition("create " + dir + ": " + ec.message());
+  // Made on directory fds beneath ROOT/pods, no link followed out of it: a component swapped for
+  // a link is refused, not followed (lib/common/beneath.h).
+  if (Status s = EnsureDirectory(root_ + "/pods", 0755); !s.ok()) return s;
+  UniqueFd pods_fd(open((root_ + "/pods").c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (pods_fd.get() < 0) return Errno("open", root_ + "/pods");
+  auto parent = OpenOrCreateBeneath(pods_fd.get(), uid + "/volumes/kubernetes.io~" + plugin, 0755,
+                                    "volume directory of " + v.name);
+  if (!parent.ok()) return parent.status();
+  auto made = OpenOrCreateBeneath(parent->get(), v.name, plugin == "empty-dir" ? 0777 : 0755,
+                                  "volume directory of " + v.name);
+  if (!made.ok()) return made.status();
   if (plugin == "empty-dir") {
-    chmod(dir.c_str(), 0777);
+    // World-writable as the kubelet makes it, also when it was there already (an O_PATH fd is
+    // changed through its /proc/self/fd link, which names the opened inode, not a path).
+    const std::string by_fd = "/proc/self/fd/" + std::to_string(made->get());
+    if (chmod(by_fd.c_str(), 0777) != 0) return Errno("chmod", dir);
     if (v.empty_dir && v.empty_dir->medium == "Memory") {
       int64_t size = v.empty_dir->size_limit ? v.empty_dir->size_limit->Value() : 0;
       if (Status s = MountTmpfs(dir, size); !s.ok()) return s;

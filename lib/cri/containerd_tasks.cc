@@ -6,12 +6,14 @@
 #include <thread>
 #include <utility>
 
+#include "lib/cri/containerd_containers.grpc.pb.h"
 #include "lib/cri/containerd_tasks.grpc.pb.h"
 #include "lib/cri/grpc_cri_client.h"
 
 namespace nodelet::cri {
 
 namespace tasks = ::containerd::services::tasks::v1;
+namespace containers = ::containerd::services::containers::v1;
 
 std::optional<std::string> StuckTaskContainerId(const Status& removal_error) {
   if (removal_error.ok()) return std::nullopt;
@@ -27,8 +29,10 @@ std::optional<std::string> StuckTaskContainerId(const Status& removal_error) {
 }
 
 struct ContainerdTasks::Stub {
-  explicit Stub(const std::shared_ptr<grpc::Channel>& channel) : tasks(tasks::Tasks::NewStub(channel)) {}
+  explicit Stub(const std::shared_ptr<grpc::Channel>& channel)
+      : tasks(tasks::Tasks::NewStub(channel)), containers(containers::Containers::NewStub(channel)) {}
   std::unique_ptr<tasks::Tasks::Stub> tasks;
+  std::unique_ptr<containers::Containers::Stub> containers;
 };
 
 Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(const std::string& endpoint,
@@ -92,6 +96,20 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* exi
     // poll, which the real-containerd test exercises, is kept.)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+Result<bool> ContainerdTasks::ContainerKnown(const std::string& id) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + timeout_);
+  c.AddMetadata("containerd-namespace", ns_);
+  containers::GetContainerRequest request;
+  request.set_id(id);
+  containers::GetContainerResponse response;
+  Status s = GrpcCallStatus("containerd Containers.Get of " + id,
+                            stub_->containers->Get(&c, request, &response));
+  if (s.ok()) return true;
+  if (s.code() == StatusCode::kNotFound) return false;
+  return s;
 }
 
 }  // namespace nodelet::cri

@@ -1,4 +1,5 @@
-// ContainerdTasks: containerd's native task service, for the one repair CRI cannot make.
+// ContainerdTasks: containerd's native task and containers services, for the repairs CRI cannot
+// make.
 //
 // When a StartContainer call is cancelled (its caller died) after containerd created the task
 // but before it read the task's pid, containerd's CRI plugin marks the container exited
@@ -39,6 +40,13 @@ class ContainerdTasks {
   // task's cgroups and bundle). A task that is already gone is OK; `existed` (optional) tells
   // whether there was one.
   Status KillAndDelete(const std::string& container_id, bool* existed = nullptr);
+
+  // Whether containerd holds a container record (its metadata, not CRI's view) of `id`: true,
+  // false (NOT_FOUND), or the error of the call. containerd writes the record before it starts a
+  // task's shim and deletes it only when the container is removed or its creation failed, so a
+  // shim whose id has no record serves nothing containerd will ever reach again (see
+  // svc-podworkerd/orphan_shims.h).
+  Result<bool> ContainerKnown(const std::string& id);
 
  private:
   struct Stub;

@@ -12,7 +12,10 @@
 // under the test's directory (tests/testing/leak_check.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -89,6 +92,7 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& m, cons
 class FaultNode : public ServiceNode {
  public:
   explicit FaultNode(const TempDir& dir) : ServiceNode(dir, {.fault_proxy = true}) {}
+  FaultNode(const TempDir& dir, ServiceNodeOptions options) : ServiceNode(dir, std::move(options)) {}
 
   // What CRI has, all of it (this containerd is the test's own); every id is remembered for the
   // cgroup leak check, every running container's pid for the process leak check.
@@ -400,6 +404,136 @@ TEST_F(RuntimeFaultsTest, InitStartContainerAnsweredThenPodworkerdKilled) {
 }
 TEST_F(RuntimeFaultsTest, InitStartContainerAnsweredAndExitedWhileContainerdWasDown) {
   RunWindow({kStartContainer, true, Gate::kWhileRuntimeDown}, Fault::kContainerdRestart);
+}
+
+// An orphaned shim (svc-podworkerd/orphan_shims.h): a containerd shim serving an id that neither
+// CRI nor containerd knows, as a RunPodSandbox cancelled while its shim created the task left one
+// in the soak (docs/chaos.md, "A shim left by a cancelled RunPodSandbox"). That schedule depends
+// on containerd's cleanup timing (in tries here the shim more often exited by itself after
+// containerd's 5-second cleanup), so the test makes the state it leaves directly, the way
+// containerd starts every shim: containerd's runc-v2 shim binary, `start`, in a bundle directory,
+// with -address = this containerd's socket and a fresh id. podworkerd must end it (and log it),
+// while a running pod's shims, and a shim of another containerd namespace, are left alone.
+class OrphanShimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = std::make_unique<FaultNode>(
+        dir_, ServiceNodeOptions{.podworkerd_args = {"--orphan-shim-period", "1s"}});
+    ASSERT_TRUE(node_->Start());
+  }
+  void TearDown() override {
+    for (pid_t p : started_) {
+      if (ProcessAlive(p)) kill(p, SIGKILL);
+    }
+    if (HasFailure() && node_) {
+      const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+      node_->KeepLogs(std::string(info->name()) + "-" + std::to_string(getpid()));
+    }
+    node_.reset();
+    for (int fd : log_fds_) close(fd);
+  }
+
+  // Starts a shim as containerd does and returns its pid (-1 with a failure added).
+  pid_t StartShim(const std::string& name, const std::string& ns, const std::string& id) {
+    const std::string bundle = dir_.Sub(name);
+    fs::create_directories(bundle);
+    std::ofstream(bundle + "/config.json") << "{}\n";
+    // The shim writes its log into this fifo (containerd reads it): held open, never read.
+    if (mkfifo((bundle + "/log").c_str(), 0600) != 0) return -1;
+    log_fds_.push_back(open((bundle + "/log").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    const std::vector<pid_t> shims_before = node_->containerd().ShimPids();
+    const std::set<pid_t> before(shims_before.begin(), shims_before.end());
+    std::string shim_bin, containerd_bin;
+    for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+      if (shim_bin.empty() && access((std::string(d) + "/containerd-shim-runc-v2").c_str(), X_OK) == 0) shim_bin = std::string(d) + "/containerd-shim-runc-v2";
+      if (containerd_bin.empty() && access((std::string(d) + "/containerd").c_str(), X_OK) == 0) containerd_bin = std::string(d) + "/containerd";
+    }
+    if (shim_bin.empty() || containerd_bin.empty()) {
+      ADD_FAILURE() << "containerd-shim-runc-v2 or containerd is not installed";
+      return -1;
+    }
+    CommandResult r = RunCommand({"/bin/sh", "-c", "cd '" + bundle + "' && exec '" + shim_bin +
+                                  "' -namespace " + ns + " -id " + id + " -address '" +
+                                  node_->containerd().socket_path() + "' -publish-binary '" +
+                                  containerd_bin + "' start </dev/null"},
+                                 30s);
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << "the shim's start failed: " << r.output;
+      return -1;
+    }
+    for (pid_t p : node_->containerd().ShimPids()) {
+      if (before.count(p) == 0 && ReadTextFile("/proc/" + std::to_string(p) + "/cmdline").find(id) != std::string::npos) {
+        started_.push_back(p);
+        return p;
+      }
+    }
+    ADD_FAILURE() << "the shim started (" << r.output << ") but no process serves " << id;
+    return -1;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FaultNode> node_;
+  std::vector<pid_t> started_;
+  std::vector<int> log_fds_;
+};
+
+TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
+  pod::Pod pod = MakePod(PodYaml("keeper", false, false));
+  const std::string uid = pod.metadata.uid;
+  node_->SendDesired({pod});
+  FaultNode::RuntimeView view;
+  auto running = node_->WaitStatus(uid, [&](const PodStatusRecord& r) { return AppRunning(r); }, 90s);
+  ASSERT_TRUE(running) << node_->Last();
+  view = node_->Runtime();
+  std::string app_id;
+  for (const auto& c : view.containers) {
+    if (c.state() == v1::CONTAINER_RUNNING) app_id = c.id();
+  }
+  ASSERT_FALSE(app_id.empty());
+  const std::vector<pid_t> pod_shims = node_->containerd().ShimPids();
+  ASSERT_FALSE(pod_shims.empty());
+
+  const pid_t orphan = StartShim("orphan", "k8s.io", std::string(64, 'a'));
+  const pid_t other_ns = StartShim("other", "nodelet-test-other", std::string(64, 'b'));
+  ASSERT_GT(orphan, 0);
+  ASSERT_GT(other_ns, 0);
+
+  EXPECT_TRUE(WaitProcessGone(orphan, 30s)) << "the orphaned shim " << orphan << " still runs";
+  std::string podworkerd_logs;
+  for (const auto& e : fs::directory_iterator(dir_.path())) {
+    if (e.path().filename().string().rfind("podworkerd-", 0) == 0) podworkerd_logs += ReadTextFile(e.path());
+  }
+  EXPECT_NE(podworkerd_logs.find("Ended containerd shim pid " + std::to_string(orphan) + " of " +
+                                 std::string(64, 'a')),
+            std::string::npos)
+      << "podworkerd's log does not name the shim it ended";
+
+  // Three more sweeps: the other namespace's shim and the pod's shims stay, the pod keeps its
+  // container.
+  EXPECT_FALSE(WaitProcessGone(other_ns, 3500ms)) << "a shim of another namespace was ended";
+  for (pid_t p : pod_shims) EXPECT_TRUE(ProcessAlive(p)) << "the pod's shim " << p << " was ended";
+  view = node_->Runtime();
+  bool same = false;
+  for (const auto& c : view.containers) same |= c.id() == app_id && c.state() == v1::CONTAINER_RUNNING;
+  EXPECT_TRUE(same) << "the pod's container changed:" << view.Describe();
+  kill(other_ns, SIGKILL);
+  EXPECT_TRUE(WaitProcessGone(other_ns, 10s));
+
+  node_->SendDesired({});
+  auto end = steady_clock::now() + 60s;
+  while (steady_clock::now() < end) {
+    view = node_->Runtime();
+    if (view.sandboxes.empty() && view.containers.empty()) break;
+    node_->WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 300ms);
+  }
+  EXPECT_TRUE(view.sandboxes.empty() && view.containers.empty()) << view.Describe();
+  node_->StopServices();
+  LeakScope scope;
+  scope.dir = dir_.path();
+  scope.containerd = &node_->containerd();
+  scope.ids = node_->seen_ids();
+  scope.container_pids = node_->container_pids();
+  EXPECT_THAT(FindLeaks(scope), ::testing::IsEmpty());
 }
 
 }  // namespace

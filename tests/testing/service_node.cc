@@ -94,8 +94,10 @@ std::unique_ptr<Subprocess> ServiceNode::StartService(const std::string& name,
 
 std::unique_ptr<Subprocess> ServiceNode::StartPodworkerd() {
   const std::string endpoint = proxy_ ? proxy_->endpoint() : containerd_->endpoint();
-  return StartService("podworkerd", {"--runtime-endpoint", endpoint, "--crashloop-initial", "1s",
-                                     "--crashloop-max", "4s", "--resync-period", "2s"});
+  std::vector<std::string> args = {"--runtime-endpoint", endpoint, "--crashloop-initial", "1s",
+                                   "--crashloop-max", "4s", "--resync-period", "2s"};
+  args.insert(args.end(), options_.podworkerd_args.begin(), options_.podworkerd_args.end());
+  return StartService("podworkerd", args);
 }
 
 void ServiceNode::KillPodworkerd() {

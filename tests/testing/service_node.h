@@ -26,6 +26,7 @@ pod::Pod MakeStaticPod(const std::string& yaml, const std::string& file = "/mani
 
 struct ServiceNodeOptions {
   bool fault_proxy = false;  // podworkerd talks to containerd through a CriFaultProxy
+  std::vector<std::string> podworkerd_args;  // added to podworkerd's flags, every start
 };
 
 class ServiceNode {

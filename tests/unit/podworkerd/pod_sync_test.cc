@@ -478,32 +478,6 @@ TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
   EXPECT_THAT(heard, ::testing::UnorderedElementsAre(*sandbox, *container));
 }
 
-// A shim is found by its argv (containerd-shim*, -id, -address), in a /proc-like tree; a shim
-// of another containerd or another id, and any other process, are not.
-TEST(LeftoverCgroupsTest, OrphanShimsAreFoundByTheirIdAndContainerdSocket) {
-  char tmpl[] = "/tmp/orphan-shims.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string root = tmpl;
-  auto process = [&](const std::string& pid, const std::vector<std::string>& argv) {
-    ASSERT_EQ(mkdir((root + "/" + pid).c_str(), 0755), 0);
-    std::string raw;
-    for (const auto& a : argv) raw += a + std::string(1, '\0');
-    std::ofstream(root + "/" + pid + "/cmdline") << raw;
-  };
-  const std::string id(64, 'd');
-  process("100", {"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", id,
-                  "-address", "/run/a/containerd.sock"});
-  process("101", {"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", id,
-                  "-address", "/run/b/containerd.sock"});
-  process("102", {"/usr/bin/containerd-shim-runc-v2", "-id", std::string(64, 'e'), "-address",
-                  "/run/a/containerd.sock"});
-  process("103", {"/bin/sh", "-id", id, "-address", "/run/a/containerd.sock"});
-  ASSERT_EQ(mkdir((root + "/self").c_str(), 0755), 0);
-  EXPECT_EQ(OrphanShimPids(id, "/run/a/containerd.sock", root), std::vector<int>{100});
-  EXPECT_TRUE(OrphanShimPids("", "/run/a/containerd.sock", root).empty());
-  std::filesystem::remove_all(root);
-}
-
 // A removal refused for a task containerd kept (lib/cri/containerd_tasks.h) is repaired through
 // the hook and tried again; any other removal error is returned as it is, without a repair.
 TEST(CountingRuntimeTest, RepairsAStuckTaskAndRemovesAgain) {
