@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/common/check.h"
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/safe_path.h"
@@ -181,6 +182,19 @@ TEST(PidLockTest, OneHolderAtATimeAndTheOthersAreToldWho) {
   // A lock path that is a link is not followed.
   symlink(path.c_str(), dir.Sub("link.lock").c_str());
   EXPECT_FALSE(TryPidLock(dir.Sub("link.lock")).ok());
+}
+
+// A failed check names the file, the line, the condition and the message, and aborts; a check
+// that holds evaluates nothing of its message.
+TEST(CheckDeathTest, AFailedCheckAbortsWithWhereAndWhy) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int parts = 0;
+  NODELET_CHECK(parts == 0) << "never " << ++parts;
+  EXPECT_EQ(parts, 0);
+  const int answer = 41;
+  EXPECT_DEATH(NODELET_CHECK(answer + 1 == 43) << "the answer is " << answer + 1,
+               "common_test.cc:[0-9]+: check failed: answer \\+ 1 == 43: the answer is 42");
+  EXPECT_DEATH(NODELET_CHECK(answer == 0), "check failed: answer == 0\n");
 }
 
 }  // namespace
