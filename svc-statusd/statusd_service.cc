@@ -59,12 +59,13 @@ Status StatusdService::Start(ServiceContext& ctx) {
   if (Status s = OpenSideStores(); !s.ok()) return s;
   if (db_check_period_.count() > 0) next_db_check_ = ctx.clock.Now() + db_check_period_;
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
-  // A client may pipeline many requests; a whole batch of replies to one peer must fit in its
-  // queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
+  // A client may pipeline many requests; the replies to all it may have in flight must fit in
+  // its queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
   router_->raw().set(zmq::sockopt::sndhwm, kReplyQueueLimit);
-  router_->raw().set(zmq::sockopt::rcvhwm, kReplyQueueLimit);
+  router_->BoundReceiveQueue(kRequestQueueBudgetBytes);
   if (Status s = router_->Bind(ipc::kStatusEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
-  watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, kTransportMaxBytes);
+  watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, status::kMaxWatchMessageBytes,
+                                            status::kWatchQueueBudgetBytes);
   if (Status s = watch_->Bind(ipc::kStatusWatchEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
 
   if (!pending_sinks_.empty()) {

@@ -26,11 +26,22 @@ namespace nodelet::statusd {
 // The most requests handled in one batch (one transaction); the rest wait for the next poll
 // iteration, so heartbeats are never delayed by more than one commit.
 inline constexpr size_t kMaxBatch = 2048;
-// Per-peer queue limit (messages) of the status socket, both ways; well above kMaxBatch.
-inline constexpr int kReplyQueueLimit = 100000;
 // Frames above this are dropped by ZeroMQ itself (the peer is disconnected); frames between
-// the request limit and this get an ErrorReply.
-inline constexpr size_t kTransportMaxBytes = 16 * 1024 * 1024;
+// the request limit (1 MiB) and this get an ErrorReply.
+inline constexpr size_t kTransportMaxBytes = 4 * 1024 * 1024;
+// Bytes of requests one peer can have queued in statusd before statusd reads them: the inbound
+// high-water mark is kRequestQueueBudgetBytes / kTransportMaxBytes = 64 frames per peer. Past it
+// ZeroMQ stops reading that peer's connection (its DEALER queue fills and its sends wait:
+// back-pressure, nothing is dropped).
+inline constexpr size_t kRequestQueueBudgetBytes = 256 * 1024 * 1024;
+// Per-peer limit (messages) of queued replies: above a pipelined client's limit of requests in
+// flight (status::kPipelinedMaxInFlightRequests), so a client within its budget never loses a
+// reply. A reply over it is dropped (router_mandatory + dontwait) and counted; the client resends.
+inline constexpr int kReplyQueueLimit = 4096;
+// The watch stream: a message is one record (at most a request's 1 MiB plus versions), refused
+// over status::kMaxWatchMessageBytes; each subscriber's queue holds at most
+// status::kWatchQueueBudgetBytes (128 messages). A slow watcher misses messages, sees the gap
+// and lists again (StatusWatcher).
 
 // The database under the root directory.
 std::string DatabasePath(const std::string& root_dir);

@@ -46,6 +46,13 @@ SocketBase::~SocketBase() {
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
+void SocketBase::BoundReceiveQueue(size_t budget_bytes) {
+  socket_.set(zmq::sockopt::rcvhwm, HwmForBudget(budget_bytes, max_bytes_));
+}
+
+int SocketBase::ReceiveHwm() { return socket_.get(zmq::sockopt::rcvhwm); }
+int SocketBase::SendHwm() { return socket_.get(zmq::sockopt::sndhwm); }
+
 zmq::pollitem_t SocketBase::PollItem(short events) {
   return zmq::pollitem_t{socket_.handle(), 0, events, 0};
 }
@@ -207,14 +214,19 @@ RequestClient::RequestClient(Context& ctx, std::string uri, size_t max_bytes)
 
 Status RequestClient::Connect() { return dealer_.Connect(uri_); }
 
-Publisher::Publisher(Context& ctx, size_t max_bytes)
+Publisher::Publisher(Context& ctx, size_t max_bytes, size_t queue_budget_bytes)
     : SocketBase(ctx, zmq::socket_type::pub, max_bytes) {
-  socket_.set(zmq::sockopt::sndhwm, 100000);
+  socket_.set(zmq::sockopt::sndhwm, HwmForBudget(queue_budget_bytes, max_bytes));
 }
 
 Status Publisher::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
 
 Status Publisher::Publish(const void* data, size_t size) {
+  if (size > max_bytes_) {
+    return ResourceExhausted("message of " + std::to_string(size) +
+                             " bytes exceeds the publisher's limit of " +
+                             std::to_string(max_bytes_));
+  }
   try {
     socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
@@ -223,10 +235,10 @@ Status Publisher::Publish(const void* data, size_t size) {
   return Status::Ok();
 }
 
-Subscriber::Subscriber(Context& ctx, size_t max_bytes)
+Subscriber::Subscriber(Context& ctx, size_t max_bytes, size_t queue_budget_bytes)
     : SocketBase(ctx, zmq::socket_type::sub, max_bytes) {
   socket_.set(zmq::sockopt::subscribe, "");
-  socket_.set(zmq::sockopt::rcvhwm, 100000);
+  socket_.set(zmq::sockopt::rcvhwm, HwmForBudget(queue_budget_bytes, max_bytes));
   socket_.set(zmq::sockopt::reconnect_ivl, 20);
   socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
 }

@@ -28,6 +28,31 @@ class Context {
   zmq::context_t ctx_;
 };
 
+// Byte bounds on the queues (docs/security.md section 9). ZeroMQ's high-water marks count
+// messages, not bytes, so a byte budget becomes a message count through the largest message the
+// queue can hold: hwm = budget / max message bytes (at least 1), and hwm x max <= budget.
+//   - Inbound queues are exact: ZeroMQ refuses (and disconnects) a peer whose frame is over the
+//     socket's maxmsgsize, so every queued inbound frame is at most max_bytes.
+//   - Outbound queues of PUB sockets are exact too: Publish() refuses a frame over max_bytes.
+//   - Request/reply clients that pipeline account their bytes in flight themselves (see
+//     status::PipelinedStatusClient) and refuse a send over their budget.
+// A budget of kCountBoundOnly keeps the old count-only bound (kCountOnlyHwm messages of up to
+// max_bytes each): the channels that have not chosen a budget yet (plegd's events, volumed's
+// events) pass nothing and keep it; see docs/security.md section 9 for which channels are bounded.
+inline constexpr size_t kCountBoundOnly = 0;
+inline constexpr int kCountOnlyHwm = 100000;
+
+// The message high-water mark that keeps `max_message_bytes`-sized messages within
+// `budget_bytes`; at least 1 (one message of the largest size is always allowed).
+constexpr int HwmForBudget(size_t budget_bytes, size_t max_message_bytes) {
+  if (budget_bytes == kCountBoundOnly) return kCountOnlyHwm;
+  if (max_message_bytes == 0) return 1;
+  size_t n = budget_bytes / max_message_bytes;
+  if (n < 1) n = 1;
+  if (n > 1000000) n = 1000000;
+  return static_cast<int>(n);
+}
+
 // A message body (one frame).
 using Frame = zmq::message_t;
 
@@ -51,6 +76,12 @@ class SocketBase {
   bool Readable();
   zmq::socket_t& raw() { return socket_; }
   size_t max_bytes() const { return max_bytes_; }
+  // Bounds the inbound queue (per peer) to `budget_bytes`: rcvhwm = HwmForBudget(budget,
+  // max_bytes()), kCountBoundOnly for the count-only default. Call before Bind/Connect.
+  void BoundReceiveQueue(size_t budget_bytes);
+  // The receive high-water mark in force (messages per peer).
+  int ReceiveHwm();
+  int SendHwm();
 
  protected:
   // Binds to `uri`. For ipc:// endpoints it first takes an flock on PATH.lock (held until this
@@ -117,18 +148,25 @@ class RequestClient {
 };
 
 // PUB side of the events pattern. Slow subscribers drop messages (high-water mark); sequence
-// numbers in the envelope let them notice and resynchronise.
+// numbers in the envelope let them notice and resynchronise. The queue to each subscriber holds
+// at most `queue_budget_bytes`: sndhwm = HwmForBudget(queue_budget_bytes, max_bytes), and a
+// message over max_bytes is refused. At the high-water mark ZeroMQ drops the message for that
+// subscriber only (PUB never blocks); the publisher cannot tell which subscriber missed it.
 class Publisher : public SocketBase {
  public:
-  explicit Publisher(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  explicit Publisher(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes,
+                     size_t queue_budget_bytes = kCountBoundOnly);
   Status Bind(const std::string& uri, unsigned mode = 0600);
+  // ResourceExhausted for a message over max_bytes() (nothing is sent).
   Status Publish(const void* data, size_t size);
 };
 
-// SUB side: subscribes to everything.
+// SUB side: subscribes to everything. Its inbound queue holds at most `queue_budget_bytes`
+// (rcvhwm from the budget and max_bytes); past it ZeroMQ drops messages (sequence gaps).
 class Subscriber : public SocketBase {
  public:
-  explicit Subscriber(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  explicit Subscriber(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes,
+                      size_t queue_budget_bytes = kCountBoundOnly);
   Status Connect(const std::string& uri);
   Result<Frame> Receive(std::chrono::milliseconds timeout);
 };

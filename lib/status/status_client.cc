@@ -212,17 +212,30 @@ PipelinedStatusClient::PipelinedStatusClient(ipc::Context& ctx, const std::strin
                                              ipc::ServiceId sender)
     : uri_(ipc::kStatusEndpoint.Uri(run_dir)),
       envelope_(sender, ipc::NewIncarnation()),
-      dealer_(ctx, kMaxReplyBytes),
+      dealer_(ctx, kPipelinedReplyMaxBytes),
       next_id_(FirstRequestId()) {
-  // Many requests (and their replies) may be in flight at once.
-  dealer_.raw().set(zmq::sockopt::sndhwm, 100000);
-  dealer_.raw().set(zmq::sockopt::rcvhwm, 100000);
+  // The bytes sent are accounted in SendFinished; the count limit keeps ZeroMQ's own queue from
+  // refusing first. Every reply is at most kPipelinedReplyMaxBytes (a larger frame disconnects
+  // statusd's pipe before it is read), so the inbound queue holds at most
+  // kPipelinedMaxInFlightRequests x kPipelinedReplyMaxBytes = 64 MiB.
+  dealer_.raw().set(zmq::sockopt::sndhwm, static_cast<int>(kPipelinedMaxInFlightRequests));
+  dealer_.raw().set(zmq::sockopt::rcvhwm, static_cast<int>(kPipelinedMaxInFlightRequests));
 }
 
 Status PipelinedStatusClient::Connect() { return dealer_.Connect(uri_); }
 
 Result<uint64_t> PipelinedStatusClient::SendFinished(FlatBufferBuilder& fbb, uint64_t id,
                                                      std::chrono::milliseconds timeout) {
+  const size_t size = fbb.GetSize();
+  if (in_flight_.size() + 1 > kPipelinedMaxInFlightRequests ||
+      in_flight_bytes_ + size > kPipelinedMaxInFlightBytes) {
+    return ResourceExhausted(
+        "not sending a request of " + std::to_string(size) + " bytes to statusd at '" + uri_ +
+        "': " + std::to_string(in_flight_.size()) + " requests (" +
+        std::to_string(in_flight_bytes_) + " bytes) await replies, the limit is " +
+        std::to_string(kPipelinedMaxInFlightRequests) + " requests or " +
+        std::to_string(kPipelinedMaxInFlightBytes) + " bytes; receive replies first");
+  }
   // The DEALER queues only for a connected peer: wait until it can take the message.
   zmq::pollitem_t item = dealer_.PollItem(ZMQ_POLLOUT);
   try {
@@ -233,8 +246,17 @@ Result<uint64_t> PipelinedStatusClient::SendFinished(FlatBufferBuilder& fbb, uin
   } catch (const zmq::error_t& e) {
     return Internal("Failed to poll '" + uri_ + "': " + e.what());
   }
-  if (Status s = dealer_.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
+  if (Status s = dealer_.Send(fbb.GetBufferPointer(), size); !s.ok()) return s;
+  in_flight_[id] = size;
+  in_flight_bytes_ += size;
   return id;
+}
+
+void PipelinedStatusClient::Forget(uint64_t request_id) {
+  auto it = in_flight_.find(request_id);
+  if (it == in_flight_.end()) return;
+  in_flight_bytes_ -= it->second;
+  in_flight_.erase(it);
 }
 
 Result<uint64_t> PipelinedStatusClient::SendSetPodStatus(const PodIdentity& pod,
@@ -263,10 +285,11 @@ Result<PipelinedStatusClient::Reply> PipelinedStatusClient::Receive(
     std::chrono::milliseconds timeout) {
   auto frame = dealer_.Receive(timeout);
   if (!frame.ok()) return frame.status();
-  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  auto m = DecodeStatusMessage(frame->data(), frame->size(), kPipelinedReplyMaxBytes);
   if (!m.ok()) return BadReply(uri_, m.status().message());
   Reply reply;
   reply.request_id = RequestIdOf(**m);
+  Forget(reply.request_id);
   auto r = ReadSetReply(**m, uri_);
   if (r.ok()) {
     reply.result = *r;
@@ -277,14 +300,14 @@ Result<PipelinedStatusClient::Reply> PipelinedStatusClient::Receive(
 }
 
 StatusWatcher::StatusWatcher(ipc::Context& ctx, const std::string& run_dir)
-    : uri_(ipc::kStatusWatchEndpoint.Uri(run_dir)), subscriber_(ctx, kMaxReplyBytes) {}
+    : uri_(ipc::kStatusWatchEndpoint.Uri(run_dir)), subscriber_(ctx, kMaxWatchMessageBytes, kWatchQueueBudgetBytes) {}
 
 Status StatusWatcher::Connect() { return subscriber_.Connect(uri_); }
 
 Result<WatchEvent> StatusWatcher::Next(std::chrono::milliseconds timeout) {
   auto frame = subscriber_.Receive(timeout);
   if (!frame.ok()) return frame.status();
-  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
+  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxWatchMessageBytes);
   if (!m.ok()) return InvalidArgument("bad watch message: " + m.status().message());
   const auto* msg = *m;
   WatchEvent ev;

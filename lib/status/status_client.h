@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lib/common/status.h"
@@ -24,6 +25,19 @@ namespace nodelet::status {
 inline constexpr size_t kMaxRequestBytes = 1 * 1024 * 1024;
 // Replies (a ListPodStatuses of many pods) and watch messages may be larger.
 inline constexpr size_t kMaxReplyBytes = 64 * 1024 * 1024;
+
+// PipelinedStatusClient's budget (docs/security.md section 9): what it has sent and not yet had
+// a reply to. A send over either limit is refused with ResourceExhausted (nothing is sent, nothing
+// is dropped): the caller receives replies first. The replies to its requests (SetPodStatusReply,
+// ErrorReply) are small, so its inbound queue is bounded by kPipelinedReplyMaxBytes each.
+inline constexpr size_t kPipelinedMaxInFlightRequests = 1024;
+inline constexpr size_t kPipelinedMaxInFlightBytes = 64 * 1024 * 1024;
+inline constexpr size_t kPipelinedReplyMaxBytes = 64 * 1024;
+// The watch stream: one message carries one record (within a request's kMaxRequestBytes plus
+// versions); statusd refuses to publish a larger one. Each side's queue per peer holds at most
+// kWatchQueueBudgetBytes (= 128 messages); a slow watcher misses messages and sees the gap.
+inline constexpr size_t kMaxWatchMessageBytes = 2 * 1024 * 1024;
+inline constexpr size_t kWatchQueueBudgetBytes = 256 * 1024 * 1024;
 
 struct StatusClientOptions {
   // Written into every envelope.
@@ -103,12 +117,19 @@ class PipelinedStatusClient {
                         ipc::ServiceId sender = ipc::ServiceId::Unknown);
   Status Connect();
   // Queues one request; waits up to `timeout` for the connection to be writable. Returns the
-  // request id.
+  // request id. ResourceExhausted when the request would take the requests or bytes awaiting a
+  // reply over kPipelinedMaxInFlightRequests / kPipelinedMaxInFlightBytes: receive first.
   Result<uint64_t> SendSetPodStatus(const PodIdentity& pod, const PodStatus& status,
                                     std::chrono::milliseconds timeout);
   Result<uint64_t> SendTerminatePod(const std::string& uid, std::chrono::milliseconds timeout);
-  // The next reply; DeadlineExceeded when none came within `timeout`.
+  // The next reply; DeadlineExceeded when none came within `timeout`. Its request no longer
+  // counts as in flight.
   Result<Reply> Receive(std::chrono::milliseconds timeout);
+  // Stops counting a request whose reply the caller no longer expects (statusd restarted, the
+  // caller gave up and will resend).
+  void Forget(uint64_t request_id);
+  size_t in_flight_requests() const { return in_flight_.size(); }
+  size_t in_flight_bytes() const { return in_flight_bytes_; }
 
  private:
   Result<uint64_t> SendFinished(flatbuffers::FlatBufferBuilder& fbb, uint64_t id,
@@ -118,6 +139,9 @@ class PipelinedStatusClient {
   ipc::EnvelopeWriter envelope_;
   ipc::DealerClient dealer_;
   uint64_t next_id_;
+  // Request id -> its size, for requests awaiting a reply.
+  std::unordered_map<uint64_t, size_t> in_flight_;
+  size_t in_flight_bytes_ = 0;
 };
 
 // One message of the watch stream.
