@@ -142,8 +142,8 @@ void HttpServer::EventLoop() {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         if (open_.load() >= options_.max_connections) {
+          ++refused_;  // before the close, which whoever watches the peer sees at once
           close(fd);
-          ++refused_;
           continue;
         }
         ++open_;
