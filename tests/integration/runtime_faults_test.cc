@@ -499,14 +499,23 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
   ASSERT_GT(other_ns, 0);
 
   EXPECT_TRUE(WaitProcessGone(orphan, 30s)) << "the orphaned shim " << orphan << " still runs";
-  std::string podworkerd_logs;
-  for (const auto& e : fs::directory_iterator(dir_.path())) {
-    if (e.path().filename().string().rfind("podworkerd-", 0) == 0) podworkerd_logs += ReadTextFile(e.path());
+  // podworkerd logs the end once the shim and everything below it have exited, i.e. a moment
+  // after the exit seen above.
+  const std::string ended = "Ended containerd shim pid " + std::to_string(orphan) + " of " +
+                            std::string(64, 'a');
+  auto logged = [&] {
+    for (const auto& e : fs::directory_iterator(dir_.path())) {
+      if (e.path().filename().string().rfind("podworkerd-", 0) == 0 &&
+          ReadTextFile(e.path()).find(ended) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (auto until = steady_clock::now() + 10s; !logged() && steady_clock::now() < until;) {
+    node_->WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 100ms);  // bounded poll
   }
-  EXPECT_NE(podworkerd_logs.find("Ended containerd shim pid " + std::to_string(orphan) + " of " +
-                                 std::string(64, 'a')),
-            std::string::npos)
-      << "podworkerd's log does not name the shim it ended";
+  EXPECT_TRUE(logged()) << "podworkerd's log does not name the shim it ended";
 
   // Three more sweeps: the other namespace's shim and the pod's shims stay, the pod keeps its
   // container.
