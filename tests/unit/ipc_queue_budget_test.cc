@@ -18,6 +18,21 @@ using namespace std::chrono_literals;
 
 constexpr size_t kMiB = 1024 * 1024;
 
+// Under ASan and TSan the allocator keeps freed memory resident (ASan's quarantine alone holds
+// up to 256 MiB of it), so RSS says nothing there about what the queues hold; the message counts
+// below still do, and the plain build checks RSS too.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssMeaningful = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kRssMeaningful = false;
+#else
+constexpr bool kRssMeaningful = true;
+#endif
+#else
+constexpr bool kRssMeaningful = true;
+#endif
+
 size_t RssBytes() {
   std::ifstream in("/proc/self/status");
   std::string key;
@@ -69,7 +84,9 @@ TEST(IpcQueueBudgetTest, StoppedSubscriberHoldsAtMostTheBudgetAndRecovers) {
   while (std::chrono::steady_clock::now() < settle) (void)sub.Readable();
   const size_t grown = RssBytes() > before ? RssBytes() - before : 0;
   // Both queues (8 MiB each) plus slack; without the bound all 200 MiB stay queued.
-  EXPECT_LT(grown, 40 * kMiB) << "RSS grew by " << grown << " bytes";
+  if (kRssMeaningful) {
+    EXPECT_LT(grown, 40 * kMiB) << "RSS grew by " << grown << " bytes";
+  }
 
   int received = 0;
   for (;;) {
@@ -121,7 +138,9 @@ TEST(IpcQueueBudgetTest, FloodedRouterBackPressuresTheDealerWithinTheBudgetAndRe
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << "sent " << sent;
   EXPECT_LE(sent, 8 + 4 + 4) << "more queued than the two high-water marks";
   const size_t grown = RssBytes() > before ? RssBytes() - before : 0;
-  EXPECT_LT(grown, 40 * kMiB) << "RSS grew by " << grown << " bytes";
+  if (kRssMeaningful) {
+    EXPECT_LT(grown, 40 * kMiB) << "RSS grew by " << grown << " bytes";
+  }
 
   // The server reads: everything that was accepted arrives, and the client can send again.
   int got = 0;
