@@ -106,7 +106,8 @@ bool Measure(BenchNodelet& b, const std::string& bin_dir, const std::string& per
       }
       if (!seen_runtime) {
         auto st = cri.ContainerStatus(id, false);
-        if (st.ok() && st->status().state() == v1::CONTAINER_EXITED) seen_runtime = Ms(SteadyClock::now() - t0);
+        if (st.ok() && st->status().state() == v1::CONTAINER_EXITED)
+          seen_runtime = Ms(SteadyClock::now() - t0);
       }
       auto ev = watcher.Next(milliseconds(seen_runtime ? 200 : 2));
       if (!ev.ok() || ev->record.pod.name != latest.pod.name) continue;
@@ -133,14 +134,20 @@ int main(int argc, char** argv) {
   int exits = 40;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--images-dir" && i + 1 < argc) images_dir = argv[++i];
-    else if (a == "--exits" && i + 1 < argc) exits = std::atoi(argv[++i]);
-    else if (a == "--periods" && i + 1 < argc) periods_arg = argv[++i];
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--images-dir" && i + 1 < argc)
+      images_dir = argv[++i];
+    else if (a == "--exits" && i + 1 < argc)
+      exits = std::atoi(argv[++i]);
+    else if (a == "--periods" && i + 1 < argc)
+      periods_arg = argv[++i];
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: event-bench --bin-dir DIR --images-dir DIR [--exits N] "
-                           "[--periods 1s,100ms] [--json FILE]\n");
+      std::fprintf(stderr,
+                   "usage: event-bench --bin-dir DIR --images-dir DIR [--exits N] "
+                   "[--periods 1s,100ms] [--json FILE]\n");
       return 2;
     }
   }
@@ -155,12 +162,14 @@ int main(int argc, char** argv) {
   for (std::string period; std::getline(ss, period, ',');) {
     Latency l;
     if (!Measure(*b, bin_dir, period, exits, l)) return 1;
-    Figure f = Distribution("event latency, relist " + period + " (kill → status terminated)",
-                            "ms", l.status_ms);
+    Figure f = Distribution("event latency, relist " + period + " (kill → status terminated)", "ms",
+                            l.status_ms);
     SetReference(f, "CRI reports EXITED (containerd's floor)", l.runtime_ms);
     if (period == "100ms") SetGoal(f, "p99", "<", 150);
-    std::printf("event latency, relist %-6s p50 %7.1f ms  p99 %7.1f ms   (CRI floor p50 %6.1f ms, "
-                "%d exits)\n", period.c_str(), *f.p50, *f.p99, *f.ref_p50, exits);
+    std::printf(
+        "event latency, relist %-6s p50 %7.1f ms  p99 %7.1f ms   (CRI floor p50 %6.1f ms, "
+        "%d exits)\n",
+        period.c_str(), *f.p50, *f.p99, *f.ref_p50, exits);
     figures.push_back(f);
   }
   WriteReport(json_path, figures, {{"exits_per_period", exits}});

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "bench/bench_nodelet.h"
-#include "bench/bench_stats.h"
 #include "bench/bench_report.h"
+#include "bench/bench_stats.h"
 
 using namespace nodelet;
 using namespace nodelet::bench;
@@ -215,23 +215,33 @@ int main(int argc, char** argv) {
   int window = 60, settle = 5;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--images-dir" && i + 1 < argc) images_dir = argv[++i];
-    else if (a == "--window" && i + 1 < argc) window = std::atoi(argv[++i]);
-    else if (a == "--settle" && i + 1 < argc) settle = std::atoi(argv[++i]);
-    else if (a == "--pods" && i + 1 < argc) pods_arg = argv[++i];
-    else if (a == "--relist-period" && i + 1 < argc) relist = argv[++i];
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (a == "--data-dir" && i + 1 < argc) data_dir = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--images-dir" && i + 1 < argc)
+      images_dir = argv[++i];
+    else if (a == "--window" && i + 1 < argc)
+      window = std::atoi(argv[++i]);
+    else if (a == "--settle" && i + 1 < argc)
+      settle = std::atoi(argv[++i]);
+    else if (a == "--pods" && i + 1 < argc)
+      pods_arg = argv[++i];
+    else if (a == "--relist-period" && i + 1 < argc)
+      relist = argv[++i];
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (a == "--data-dir" && i + 1 < argc)
+      data_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: footprint-bench --bin-dir DIR --images-dir DIR [--window S] "
-                           "[--settle S] [--pods 0,10,100] [--relist-period 1s] [--json FILE] "
-                           "[--data-dir DIR]\n");
+      std::fprintf(stderr,
+                   "usage: footprint-bench --bin-dir DIR --images-dir DIR [--window S] "
+                   "[--settle S] [--pods 0,10,100] [--relist-period 1s] [--json FILE] "
+                   "[--data-dir DIR]\n");
       return 2;
     }
   }
   if (bin_dir.empty() || images_dir.empty() || window < 2) {
-    std::fprintf(stderr, "footprint-bench: --bin-dir and --images-dir are required, --window >= 2\n");
+    std::fprintf(stderr,
+                 "footprint-bench: --bin-dir and --images-dir are required, --window >= 2\n");
     return 2;
   }
   std::vector<int> phases;
@@ -259,8 +269,9 @@ int main(int argc, char** argv) {
     double stop = start + window;
     while (sampler.Now() < stop) (void)watcher.Next(milliseconds(200));
     Phase ph = Summarize(pods, sampler.Between(start, stop));
-    std::printf("footprint at %3d pods: PSS %6.1f MiB  RSS %6.1f MiB  CPU %.4f cores (%zu samples)\n",
-                pods, ph.pss_sum, ph.rss_sum, ph.cores_sum, ph.samples);
+    std::printf(
+        "footprint at %3d pods: PSS %6.1f MiB  RSS %6.1f MiB  CPU %.4f cores (%zu samples)\n", pods,
+        ph.pss_sum, ph.rss_sum, ph.cores_sum, ph.samples);
     for (const auto& [name, pss] : ph.pss_mib) {
       std::printf("  %-20s PSS %6.1f MiB  RSS %6.1f MiB  CPU %.4f cores\n", name.c_str(), pss,
                   ph.rss_mib[name], ph.cores[name]);
@@ -280,8 +291,10 @@ int main(int argc, char** argv) {
   details["settle_s"] = settle;
   for (const auto& ph : results) {
     const std::string at = std::to_string(ph.pods) + (ph.pods == 1 ? " pod" : " pods");
-    Figure pss = Value("footprint PSS, all nodelet processes, " + at, "MiB", ph.pss_sum, ph.samples);
-    Figure rss = Value("footprint RSS, all nodelet processes, " + at, "MiB", ph.rss_sum, ph.samples);
+    Figure pss =
+        Value("footprint PSS, all nodelet processes, " + at, "MiB", ph.pss_sum, ph.samples);
+    Figure rss =
+        Value("footprint RSS, all nodelet processes, " + at, "MiB", ph.rss_sum, ph.samples);
     Figure cpu = Value("CPU, all nodelet processes, " + at + ", relist " + relist, "cores",
                        ph.cores_sum, ph.samples);
     pss.note = "median of the samples; max " + std::to_string(ph.pss_sum_max).substr(0, 5) + " MiB";

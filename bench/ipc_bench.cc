@@ -32,10 +32,10 @@ void BuildHeartbeat(flatbuffers::FlatBufferBuilder& fbb, EnvelopeWriter& w) {
   fbb.Clear();
   auto h = w.Write(fbb);
   std::vector<flatbuffers::Offset<control::Counter>> cs;
-  static const char* kNames[] = {"events_published", "inspections", "inspection_errors",
-                                 "ipc_bad_messages", "ipc_control_messages", "pods",
-                                 "relist_errors", "relists", "snapshot_requests", "containers",
-                                 "sandboxes", "subscribers"};
+  static const char* kNames[] = {
+      "events_published",     "inspections", "inspection_errors", "ipc_bad_messages",
+      "ipc_control_messages", "pods",        "relist_errors",     "relists",
+      "snapshot_requests",    "containers",  "sandboxes",         "subscribers"};
   for (const char* n : kNames) cs.push_back(control::CreateCounterDirect(fbb, n, 123456));
   auto hb = control::CreateHeartbeat(fbb, control::Health::Ok, fbb.CreateString(""), 987654,
                                      fbb.CreateVector(cs));
@@ -57,9 +57,12 @@ int main(int argc, char** argv) {
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--round-trips" && i + 1 < argc) round_trips = std::atoi(argv[++i]);
-    else if (a == "--messages" && i + 1 < argc) messages = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--round-trips" && i + 1 < argc)
+      round_trips = std::atoi(argv[++i]);
+    else if (a == "--messages" && i + 1 < argc)
+      messages = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: ipc-bench [--round-trips N] [--messages N] [--json FILE]\n");
       return 2;
@@ -166,8 +169,8 @@ int main(int argc, char** argv) {
   figures.push_back(Distribution("IPC round trip (heartbeat → reply)", "us", rtt_us));
   SetGoal(figures.back(), "p99", "<", 200);
   figures.back().note = std::to_string(msg_size) + "-byte message";
-  figures.push_back(Value("IPC one-way throughput", "messages/s", throughput,
-                          static_cast<size_t>(messages)));
+  figures.push_back(
+      Value("IPC one-way throughput", "messages/s", throughput, static_cast<size_t>(messages)));
   SetGoal(figures.back(), "value", ">", 200000);
   figures.back().note = std::to_string(msg_size) + "-byte messages";
   WriteReport(json_path, figures, {{"message_bytes", msg_size}});

@@ -100,10 +100,10 @@ bool MeasureEventLatency(ContainerdInstance& containerd, const TempDir& dir,
   const int period_ms = period == "1s" ? 1000 : 100;
   const std::string run_dir = dir.Sub("run-" + period);
   NotifyListener notify(dir.Sub("notify-" + period + ".sock"));
-  Subprocess plegd({bin_dir + "/nodelet-plegd", "--root-dir", dir.Sub("root"), "--run-dir", run_dir,
-                    "--log-dir", dir.Sub("log"), "--runtime-endpoint", containerd.endpoint(),
-                    "--relist-period", period},
-                   {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("plegd-" + period + ".log"));
+  Subprocess plegd(
+      {bin_dir + "/nodelet-plegd", "--root-dir", dir.Sub("root"), "--run-dir", run_dir, "--log-dir",
+       dir.Sub("log"), "--runtime-endpoint", containerd.endpoint(), "--relist-period", period},
+      {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("plegd-" + period + ".log"));
   if (!notify.WaitFor("READY=1", milliseconds(10000))) {
     std::fprintf(stderr, "plegd did not become ready\n");
     return false;
@@ -166,7 +166,8 @@ bool MeasureEventLatency(ContainerdInstance& containerd, const TempDir& dir,
     auto seen_by_runtime = [&] {
       if (runtime_saw == SteadyClock::time_point{}) {
         auto st = cri.ContainerStatus(*id, false);
-        if (st.ok() && st->status().state() == v1::CONTAINER_EXITED) runtime_saw = SteadyClock::now();
+        if (st.ok() && st->status().state() == v1::CONTAINER_EXITED)
+          runtime_saw = SteadyClock::now();
       }
       return runtime_saw != SteadyClock::time_point{} && died.count(*id) != 0;
     };
@@ -190,7 +191,7 @@ struct RelistCost {
   std::string runtime;
   int containers = 0;
   double wall_ms_p50 = 0, wall_ms_p99 = 0;
-  double cpu_ms = 0;             // per relist, this process
+  double cpu_ms = 0;              // per relist, this process
   double containerd_cpu_ms = -1;  // per relist, containerd (real runtime only)
 };
 
@@ -241,10 +242,14 @@ int main(int argc, char** argv) {
   int exits = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--images-dir" && i + 1 < argc) images_dir = argv[++i];
-    else if (a == "--exits" && i + 1 < argc) exits = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--images-dir" && i + 1 < argc)
+      images_dir = argv[++i];
+    else if (a == "--exits" && i + 1 < argc)
+      exits = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: pleg-bench --bin-dir DIR --images-dir DIR [--exits N] [--json FILE]\n");
@@ -313,8 +318,9 @@ int main(int argc, char** argv) {
   }
   std::vector<Figure> figures;
   for (const auto& r : latency) {
-    figures.push_back(Distribution("plegd event latency, relist " + r.period +
-                                       " (kill → ContainerDied at a subscriber)", "ms", r.ms));
+    figures.push_back(Distribution(
+        "plegd event latency, relist " + r.period + " (kill → ContainerDied at a subscriber)", "ms",
+        r.ms));
     SetReference(figures.back(), "CRI reports EXITED (containerd's floor)", r.runtime_ms);
     if (r.period == "100ms") SetGoal(figures.back(), "p99", "<", 150);
   }

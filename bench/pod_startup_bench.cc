@@ -89,7 +89,8 @@ bool MeasureNodelet(const std::string& manifests, const std::string& run_dir, in
     if (!ev.ok()) continue;
     const auto& r = ev->record;
     if (!names.count(r.pod.name) || running.count(r.pod.name)) continue;
-    bool up = r.status.phase == status::PodPhase::kRunning && !r.status.container_statuses.empty() &&
+    bool up = r.status.phase == status::PodPhase::kRunning &&
+              !r.status.container_statuses.empty() &&
               r.status.container_statuses[0].state.running.has_value();
     if (up) running[r.pod.name] = Ms(SteadyClock::now() - t0);
   }
@@ -103,7 +104,8 @@ bool MeasureNodelet(const std::string& manifests, const std::string& run_dir, in
   out = Summarize(n, ms, all);
   // Remove them and wait until the runtime is empty again.
   for (int i = 0; i < n; ++i) {
-    std::filesystem::remove(manifests + "/r" + std::to_string(round) + "p" + std::to_string(i) + ".yaml");
+    std::filesystem::remove(manifests + "/r" + std::to_string(round) + "p" + std::to_string(i) +
+                            ".yaml");
   }
   return true;
 }
@@ -139,7 +141,8 @@ bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, in
         sc.mutable_metadata()->set_uid("floor-uid-" + std::to_string(i));
         sc.mutable_metadata()->set_namespace_("bench");
         sc.set_log_directory(log_dir + "/floor" + std::to_string(i));
-        sc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+        sc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
+            v1::NODE);
         auto sb = (*client)->RunPodSandbox(sc, "");
         if (!sb.ok()) {
           failed = true;
@@ -149,9 +152,11 @@ bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, in
         v1::ContainerConfig cc;
         cc.mutable_metadata()->set_name("app");
         cc.mutable_image()->set_image(kBusyboxImage);
-        for (const char* a : {"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}) cc.add_command(a);
+        for (const char* a : {"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"})
+          cc.add_command(a);
         cc.set_log_path("app.log");
-        cc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+        cc.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
+            v1::NODE);
         auto id = (*client)->CreateContainer(*sb, cc, sc);
         if (!id.ok() || !(*client)->StartContainer(*id).ok()) {
           failed = true;
@@ -179,15 +184,22 @@ int main(int argc, char** argv) {
   std::string bin_dir, images_dir, json_path, data_dir, sizes_arg = "1,30,100", relist = "100ms";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--images-dir" && i + 1 < argc) images_dir = argv[++i];
-    else if (a == "--sizes" && i + 1 < argc) sizes_arg = argv[++i];
-    else if (a == "--relist-period" && i + 1 < argc) relist = argv[++i];
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (a == "--data-dir" && i + 1 < argc) data_dir = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--images-dir" && i + 1 < argc)
+      images_dir = argv[++i];
+    else if (a == "--sizes" && i + 1 < argc)
+      sizes_arg = argv[++i];
+    else if (a == "--relist-period" && i + 1 < argc)
+      relist = argv[++i];
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (a == "--data-dir" && i + 1 < argc)
+      data_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] "
-                           "[--relist-period 100ms] [--json FILE] [--data-dir DIR]\n");
+      std::fprintf(stderr,
+                   "usage: pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] "
+                   "[--relist-period 100ms] [--json FILE] [--data-dir DIR]\n");
       return 2;
     }
   }
@@ -210,11 +222,11 @@ int main(int argc, char** argv) {
   const std::string manifests = dir.Sub("manifests");
   std::filesystem::create_directories(manifests);
   NotifyListener notify(dir.Sub("notify.sock"));
-  Subprocess nodelet({bin_dir + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir",
-                      dir.Sub("run"), "--log-dir", dir.Sub("log"), "--runtime-endpoint",
-                      containerd->endpoint(), "--relist-period", relist, "--pod-manifest-path",
-                      manifests, "--node-name", "bench"},
-                     {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
+  Subprocess nodelet(
+      {bin_dir + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir", dir.Sub("run"),
+       "--log-dir", dir.Sub("log"), "--runtime-endpoint", containerd->endpoint(), "--relist-period",
+       relist, "--pod-manifest-path", manifests, "--node-name", "bench"},
+      {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
   if (!notify.WaitFor("READY=1", milliseconds(30000))) {
     std::fprintf(stderr, "nodelet did not become ready\n");
     return 1;
@@ -238,8 +250,10 @@ int main(int argc, char** argv) {
   nodelet.Wait(milliseconds(30000));
   (void)containerd->Stop();
 
-  std::printf("pod startup (manifest written → Running in statusd), relist %s, vs the CRI floor "
-              "(%d at a time)\n", relist.c_str(), kConcurrency);
+  std::printf(
+      "pod startup (manifest written → Running in statusd), relist %s, vs the CRI floor "
+      "(%d at a time)\n",
+      relist.c_str(), kConcurrency);
   std::printf("%6s %12s %12s %12s %12s %12s %12s %8s\n", "pods", "nodelet p50", "p99", "all",
               "floor p50", "p99", "all", "ratio");
   std::vector<Figure> figures;
@@ -253,8 +267,10 @@ int main(int argc, char** argv) {
     Figure fig = Distribution("pod startup, " + std::to_string(a.pods) +
                                   (a.pods == 1 ? " pod" : " pods") + " (manifest → Running)",
                               "ms", a.ms);
-    SetReference(fig, "the same pods through CRI directly, " + std::to_string(kConcurrency) +
-                          " at a time (floor)", f.ms);
+    SetReference(fig,
+                 "the same pods through CRI directly, " + std::to_string(kConcurrency) +
+                     " at a time (floor)",
+                 f.ms);
     SetGoal(fig, "ratio", "<", 1.2);
     fig.note = "all Running after " + std::to_string(static_cast<long>(a.all)) + " ms, floor " +
                std::to_string(static_cast<long>(f.all)) + " ms";

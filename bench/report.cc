@@ -23,11 +23,16 @@ using nlohmann::json;
 std::string Num(double v) {
   char buf[64];
   double a = std::fabs(v);
-  if (a >= 1000) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else if (a >= 100) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else if (a >= 10) std::snprintf(buf, sizeof buf, "%.1f", v);
-  else if (a >= 1) std::snprintf(buf, sizeof buf, "%.2f", v);
-  else std::snprintf(buf, sizeof buf, "%.3g", v);
+  if (a >= 1000)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (a >= 100)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (a >= 10)
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  else if (a >= 1)
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
 
@@ -78,13 +83,17 @@ int main(int argc, char** argv) {
       return eq == std::string::npos ? std::make_pair(s, std::string())
                                      : std::make_pair(s.substr(0, eq), s.substr(eq + 1));
     };
-    if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
+    if (a == "--out" && i + 1 < argc)
+      out_dir = argv[++i];
     else if (a == "--info" && i + 1 < argc) {
       auto [k, v] = split(argv[++i]);
       info[k] = v;
-    } else if (a == "--plot" && i + 1 < argc) plots.push_back(split(argv[++i]));
-    else if (a == "--failed" && i + 1 < argc) failed.push_back(argv[++i]);
-    else if (a.find('=') != std::string::npos && a[0] != '-') benches.push_back(split(a));
+    } else if (a == "--plot" && i + 1 < argc)
+      plots.push_back(split(argv[++i]));
+    else if (a == "--failed" && i + 1 < argc)
+      failed.push_back(argv[++i]);
+    else if (a.find('=') != std::string::npos && a[0] != '-')
+      benches.push_back(split(a));
     else {
       std::cerr << "usage: bench-report --out DIR [--info KEY=VALUE]... [--plot FILE=CAPTION]... "
                    "[--failed NAME]... NAME=FILE...\n";

@@ -40,12 +40,18 @@ int main(int argc, char** argv) {
   int kills = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--kills" && i + 1 < argc) kills = std::atoi(argv[++i]);
-    else if ((a == "--services" || a == "--service") && i + 1 < argc) services_arg = argv[++i];
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--kills" && i + 1 < argc)
+      kills = std::atoi(argv[++i]);
+    else if ((a == "--services" || a == "--service") && i + 1 < argc)
+      services_arg = argv[++i];
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: restart-bench --bin-dir DIR [--kills N] [--services A,B,...] [--json FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: restart-bench --bin-dir DIR [--kills N] [--services A,B,...] [--json FILE]\n");
       return 2;
     }
   }
@@ -66,10 +72,10 @@ int main(int argc, char** argv) {
     std::ofstream cfg(dir.Sub("config.yaml"));
     cfg << "supervisor:\n  restart-intensity: 100000\n";
   }
-  Subprocess nodelet({bin_dir + "/nodelet", "--config", dir.Sub("config.yaml"), "--root-dir",
-                      dir.Sub("root"), "--run-dir", run_dir, "--log-dir", dir.Sub("log"),
-                      "--backoff-max", "100ms"},
-                     {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
+  Subprocess nodelet(
+      {bin_dir + "/nodelet", "--config", dir.Sub("config.yaml"), "--root-dir", dir.Sub("root"),
+       "--run-dir", run_dir, "--log-dir", dir.Sub("log"), "--backoff-max", "100ms"},
+      {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
   if (!notify.WaitFor("READY=1", milliseconds(20000))) {
     std::fprintf(stderr, "nodelet did not become ready\n");
     return 1;
@@ -95,7 +101,8 @@ int main(int argc, char** argv) {
       // Let the reaper and the log pump settle before the next kill; not part of the figure.
       if (!WaitProcessGone(pid, milliseconds(5000))) return 1;
     }
-    figures.push_back(Distribution("service restart, " + service + " (kill -9 → RUNNING)", "ms", ms));
+    figures.push_back(
+        Distribution("service restart, " + service + " (kill -9 → RUNNING)", "ms", ms));
     SetGoal(figures.back(), "p50", "<", 150);
     figures.back().note = "includes the 100 ms first restart delay";
     std::printf("%-36s p50 %7.1f ms  p99 %7.1f ms  (%d kills)\n", ("restart " + service).c_str(),

@@ -57,13 +57,20 @@ int main(int argc, char** argv) {
   int updates = 50000, pods = 100, window = 256;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--updates" && i + 1 < argc) updates = std::atoi(argv[++i]);
-    else if (a == "--pods" && i + 1 < argc) pods = std::atoi(argv[++i]);
-    else if (a == "--window" && i + 1 < argc) window = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--updates" && i + 1 < argc)
+      updates = std::atoi(argv[++i]);
+    else if (a == "--pods" && i + 1 < argc)
+      pods = std::atoi(argv[++i]);
+    else if (a == "--window" && i + 1 < argc)
+      window = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: status-bench --bin-dir DIR [--updates N] [--pods N] [--window N] [--json FILE]\n");
+      std::fprintf(stderr,
+                   "usage: status-bench --bin-dir DIR [--updates N] [--pods N] [--window N] "
+                   "[--json FILE]\n");
       return 2;
     }
   }
@@ -112,9 +119,13 @@ int main(int argc, char** argv) {
     }
     auto it = in_flight.find(reply->request_id);
     if (it == in_flight.end()) continue;
-    latency_us.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - it->second).count());
+    latency_us.push_back(
+        std::chrono::duration<double, std::micro>(SteadyClock::now() - it->second).count());
     in_flight.erase(it);
-    if (reply->status.ok()) ++acked; else ++errors;
+    if (reply->status.ok())
+      ++acked;
+    else
+      ++errors;
   }
   double secs = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   statusd.Signal(SIGTERM);
@@ -124,10 +135,11 @@ int main(int argc, char** argv) {
   std::printf("%-36s %9.0f /s %12s\n", "statusd durable updates", rate, "> 10000");
   std::printf("%-36s %9.0f us\n", "statusd SetPodStatus p50", p50);
   std::printf("%-36s %9.0f us\n", "statusd SetPodStatus p99", p99);
-  std::printf("(%d updates over %d pods, %d in flight, %d errors)\n", updates, pods, window, errors);
+  std::printf("(%d updates over %d pods, %d in flight, %d errors)\n", updates, pods, window,
+              errors);
   std::vector<Figure> figures;
-  figures.push_back(Value("statusd durable updates (acknowledged after commit)", "updates/s",
-                          rate, static_cast<size_t>(acked)));
+  figures.push_back(Value("statusd durable updates (acknowledged after commit)", "updates/s", rate,
+                          static_cast<size_t>(acked)));
   SetGoal(figures.back(), "value", ">", 10000);
   figures.push_back(Distribution("statusd SetPodStatus latency (send → ack)", "us", latency_us));
   figures.back().note = std::to_string(window) + " in flight";

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,11 +87,11 @@ class Driver {
         fbb, fbb.CreateString("mode"),
         fbb.CreateVector(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
     std::vector<flatbuffers::Offset<ipc::podwork::ConfigEntry>> entries = {entry};
-    auto cm = ipc::podwork::CreateConfigObject(fbb, fbb.CreateString("default"),
-                                               fbb.CreateString("settings"), fbb.CreateVector(entries));
+    auto cm = ipc::podwork::CreateConfigObject(
+        fbb, fbb.CreateString("default"), fbb.CreateString("settings"), fbb.CreateVector(entries));
     std::vector<flatbuffers::Offset<ipc::podwork::ConfigObject>> cms = {cm};
-    auto desired = ipc::podwork::CreateDesiredPods(fbb, ++generation_, fbb.CreateVector(list), true, 0,
-                                                   fbb.CreateVector(cms));
+    auto desired = ipc::podwork::CreateDesiredPods(fbb, ++generation_, fbb.CreateVector(list), true,
+                                                   0, fbb.CreateVector(cms));
     auto header = envelope_.Write(fbb);
     fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
                                                   desired.Union()),
@@ -99,14 +99,15 @@ class Driver {
     (void)dealer_.Send(fbb.GetBufferPointer(), fbb.GetSize());
   }
   // Waits for VolumesChanged(ready) of each uid; returns ms since t0 per uid.
-  std::map<std::string, double> WaitReady(const std::set<std::string>& uids, SteadyClock::time_point t0) {
+  std::map<std::string, double> WaitReady(const std::set<std::string>& uids,
+                                          SteadyClock::time_point t0) {
     std::map<std::string, double> out;
     auto end = SteadyClock::now() + std::chrono::seconds(60);
     while (out.size() < uids.size() && SteadyClock::now() < end) {
       auto frame = events_.Receive(milliseconds(500));
       if (!frame.ok()) continue;
-      auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
-                                                              ipc::volume::VolumeMessageIdentifier());
+      auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
+          frame->data(), frame->size(), ipc::volume::VolumeMessageIdentifier());
       if (!m.ok()) continue;
       const auto* ev = (*m)->body_as_VolumesChanged();
       if (!ev || !ev->ready() || !ev->pod_uid()) continue;
@@ -120,7 +121,7 @@ class Driver {
     return out;
   }
 
- // Reads (and drops) events for up to `ms`.
+  // Reads (and drops) events for up to `ms`.
   void Drain(milliseconds ms) { (void)events_.Receive(ms); }
 
  private:
@@ -137,9 +138,12 @@ int main(int argc, char** argv) {
   int rounds = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bin-dir" && i + 1 < argc) bin_dir = argv[++i];
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--bin-dir" && i + 1 < argc)
+      bin_dir = argv[++i];
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: volume-bench --bin-dir DIR [--rounds N] [--json FILE]\n");
       return 2;
@@ -201,16 +205,19 @@ int main(int argc, char** argv) {
   volumed.Signal(SIGTERM);
   volumed.Wait(milliseconds(5000));
 
-  std::printf("%-48s %9s %9s %9s\n", "volumed ADD → volumes ready (5 volumes)", "p50", "p99", "goal p99");
-  std::printf("  %-46s %6.1f ms %6.1f ms %9s\n", ("one pod (" + std::to_string(rounds) + " rounds)").c_str(),
-              Percentile(one, 50), Percentile(one, 99), "< 50 ms");
+  std::printf("%-48s %9s %9s %9s\n", "volumed ADD → volumes ready (5 volumes)", "p50", "p99",
+              "goal p99");
+  std::printf("  %-46s %6.1f ms %6.1f ms %9s\n",
+              ("one pod (" + std::to_string(rounds) + " rounds)").c_str(), Percentile(one, 50),
+              Percentile(one, 99), "< 50 ms");
   std::printf("  %-46s %6.1f ms %6.1f ms\n", "100 pods at once", Percentile(hundred, 50),
               Percentile(hundred, 99));
   std::vector<Figure> figures;
-  figures.push_back(Distribution("volume readiness, 1 pod with 5 volumes (ADD → ready)", "ms", one));
+  figures.push_back(
+      Distribution("volume readiness, 1 pod with 5 volumes (ADD → ready)", "ms", one));
   SetGoal(figures.back(), "p99", "<", 50);
-  figures.push_back(Distribution("volume readiness, 100 pods at once (ADD → each ready)", "ms",
-                                 hundred));
+  figures.push_back(
+      Distribution("volume readiness, 100 pods at once (ADD → each ready)", "ms", hundred));
   WriteReport(json_path, figures, {{"rounds", rounds}});
   return 0;
 }

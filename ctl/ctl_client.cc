@@ -47,13 +47,15 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
   const auto end = std::chrono::steady_clock::now() + deadline;
   zmq::pollitem_t out{dealer.raw().handle(), 0, ZMQ_POLLOUT, 0};
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
     if (left.count() <= 0) return DeadlineExceeded("could not connect within the deadline");
     zmq::poll(&out, 1, left);
     if (out.revents & ZMQ_POLLOUT) break;
   }
   if (Status s = dealer.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
   auto frame = dealer.Receive(std::max(left, std::chrono::milliseconds(1)));
   if (!frame.ok()) {
     if (frame.status().code() == StatusCode::kDeadlineExceeded) {
@@ -61,9 +63,8 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
     }
     return frame.status();
   }
-  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(frame->data(), frame->size(),
-                                                      ipc::ctl::CtlMessageIdentifier(),
-                                                      64 * 1024 * 1024);
+  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(
+      frame->data(), frame->size(), ipc::ctl::CtlMessageIdentifier(), 64 * 1024 * 1024);
   if (!msg.ok()) return InvalidArgument("bad reply: " + msg.status().message());
   const auto* reply = (*msg)->body_as_CtlReply();
   if (reply == nullptr) return InvalidArgument("bad reply: not a CtlReply");

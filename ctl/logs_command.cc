@@ -61,7 +61,8 @@ int RunLogs(const CtlOptions& o, const std::string& pod, const std::string& cont
   for (const auto& e : fs::directory_iterator(pods_dir, ec)) {
     std::string d = e.path().filename();
     // NAMESPACE_NAME_UID; the UID (32 hex digits or an API UID) has no '_'.
-    if (d.rfind(prefix, 0) == 0 && d.find('_', prefix.size()) == std::string::npos) pod_dir = e.path();
+    if (d.rfind(prefix, 0) == 0 && d.find('_', prefix.size()) == std::string::npos)
+      pod_dir = e.path();
   }
   if (pod_dir.empty()) {
     err << "nodeletctl: no logs for pod " << ns << "/" << name << " under " << pods_dir.string()

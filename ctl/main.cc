@@ -1,6 +1,5 @@
 // nodeletctl: the operator's CLI (flags and subcommands; the logic is in ctl/*_command*.cc).
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "ctl/logs_command.h"
@@ -22,7 +21,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> names;
   bool json = false;
 
-  auto* status = app.add_subcommand("status", "Show the services' states (exit 0 all running, 3 some not, 4 unknown)");
+  auto* status = app.add_subcommand(
+      "status", "Show the services' states (exit 0 all running, 3 some not, 4 unknown)");
   status->add_option("services", names, "Service names (default: all)");
   status->add_flag("--json", json, "Print JSON for scripts");
   status->callback([&] { rc = nodelet::ctl::RunStatus(o, names, json, std::cout, std::cerr); });
@@ -30,12 +30,12 @@ int main(int argc, char** argv) {
   for (auto [cmd, kind, help] :
        {std::tuple{"start", RequestKind::Start, "Start services (names or 'all'); clears FATAL"},
         std::tuple{"stop", RequestKind::Stop, "Stop services (names or 'all')"},
-        std::tuple{"restart", RequestKind::Restart, "Restart services; the others are not touched"}}) {
+        std::tuple{"restart", RequestKind::Restart,
+                   "Restart services; the others are not touched"}}) {
     auto* sub = app.add_subcommand(cmd, help);
     sub->add_option("services", names, "Service names or 'all'")->required();
-    sub->callback([&, kind = kind] {
-      rc = nodelet::ctl::RunAction(o, kind, names, std::cout, std::cerr);
-    });
+    sub->callback(
+        [&, kind = kind] { rc = nodelet::ctl::RunAction(o, kind, names, std::cout, std::cerr); });
   }
 
   auto* pid = app.add_subcommand("pid", "Pid of the supervisor, or of the named services ('all')");
@@ -55,9 +55,8 @@ int main(int argc, char** argv) {
   tail->add_flag("-f,--follow", follow, "Keep printing what is appended");
   tail->add_option("-n,--lines", tail_lines, "Number of lines")->capture_default_str();
   tail->add_option("service", tail_name, "Service name")->required();
-  tail->callback([&] {
-    rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr);
-  });
+  tail->callback(
+      [&] { rc = nodelet::ctl::RunTail(o, tail_name, tail_lines, follow, std::cout, std::cerr); });
 
   bool node_json = false;
   auto* node = app.add_subcommand("node", "The node's status: conditions, capacity, versions");
@@ -65,7 +64,8 @@ int main(int argc, char** argv) {
   node->callback([&] { rc = nodelet::ctl::RunNode(o, node_json, std::cout, std::cerr); });
 
   bool runtime_json = false;
-  auto* runtime = app.add_subcommand("runtime", "plegd's view of the runtime: sandboxes and containers");
+  auto* runtime =
+      app.add_subcommand("runtime", "plegd's view of the runtime: sandboxes and containers");
   runtime->add_flag("--json", runtime_json, "Print JSON for scripts");
   runtime->callback([&] { rc = nodelet::ctl::RunRuntime(o, runtime_json, std::cout, std::cerr); });
 

@@ -428,7 +428,8 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
   });
 
   auto events_pod = std::make_shared<std::string>();
-  CLI::App* events = app.add_subcommand("events", "Pod events (Created, Started, BackOff, ...), deduplicated with counts");
+  CLI::App* events = app.add_subcommand(
+      "events", "Pod events (Created, Started, BackOff, ...), deduplicated with counts");
   events->add_option("POD", *events_pod, "Only this pod (name, NAMESPACE/NAME or uid)");
   events->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
       ->capture_default_str();

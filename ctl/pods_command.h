@@ -34,7 +34,8 @@ int RunPods(const PodsOptions& options, std::ostream& out, std::ostream& err);
 // `events [POD]`: LAST SEEN (with xCOUNT), TYPE, REASON, OBJECT, MESSAGE, oldest first.
 int RunEvents(const PodsOptions& options, const std::string& pod, std::ostream& out,
               std::ostream& err);
-std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t now, bool with_object);
+std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t now,
+                         bool with_object);
 // `pod NAME`: NAME is a pod name, "namespace/name" or a uid.
 int RunPod(const PodsOptions& options, const std::string& name, std::ostream& out,
            std::ostream& err);

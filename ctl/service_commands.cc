@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "ctl/ctl_client.h"
-#include "nodelet_version.h"
 #include "lib/ipc/process_state_name.h"
+#include "nodelet_version.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -62,7 +62,8 @@ std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStat
   return out.str();
 }
 
-std::string FormatStatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+std::string FormatStatusJson(
+    const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : services) {
     arr.push_back({{"name", s->name},
@@ -147,10 +148,14 @@ std::string ShortId(const std::string& id) { return id.substr(0, 13); }
 
 const char* ContainerStateName(ipc::pleg::ContainerState s) {
   switch (s) {
-    case ipc::pleg::ContainerState::Created: return "CREATED";
-    case ipc::pleg::ContainerState::Running: return "RUNNING";
-    case ipc::pleg::ContainerState::Exited: return "EXITED";
-    case ipc::pleg::ContainerState::Unknown: return "UNKNOWN";
+    case ipc::pleg::ContainerState::Created:
+      return "CREATED";
+    case ipc::pleg::ContainerState::Running:
+      return "RUNNING";
+    case ipc::pleg::ContainerState::Exited:
+      return "EXITED";
+    case ipc::pleg::ContainerState::Unknown:
+      return "UNKNOWN";
   }
   return "UNKNOWN";
 }
@@ -168,13 +173,15 @@ std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply) {
       state = p->sandboxes[0]->state == ipc::pleg::SandboxState::Ready ? "READY" : "NOTREADY";
     }
     std::string note = p->foreign ? "foreign (not nodelet's)" : "";
-    if (!p->inspect_error.empty()) note += (note.empty() ? "" : "; ") + ("stale: " + p->inspect_error);
+    if (!p->inspect_error.empty())
+      note += (note.empty() ? "" : "; ") + ("stale: " + p->inspect_error);
     out << Pad(p->name.empty() ? p->uid : p->name, 40) << Pad(p->namespace_, 14) << Pad(sandbox, 15)
         << Pad(state, 10) << note << "\n";
     for (const auto& c : p->containers) {
       std::string detail;
       if (c->state == ipc::pleg::ContainerState::Exited) {
-        detail = "exit " + std::to_string(c->exit_code) + (c->reason.empty() ? "" : " (" + c->reason + ")");
+        detail = "exit " + std::to_string(c->exit_code) +
+                 (c->reason.empty() ? "" : " (" + c->reason + ")");
       }
       out << "  " << Pad(c->name, 38) << Pad("", 14) << Pad(ShortId(c->id), 15)
           << Pad(ContainerStateName(c->state), 10) << detail << "\n";
@@ -195,21 +202,31 @@ int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& 
   for (const auto& p : reply->runtime_pods) {
     nlohmann::json containers = nlohmann::json::array();
     for (const auto& c : p->containers) {
-      containers.push_back({{"id", c->id}, {"name", c->name}, {"state", ContainerStateName(c->state)},
-                            {"exit_code", c->exit_code}, {"attempt", c->attempt},
+      containers.push_back({{"id", c->id},
+                            {"name", c->name},
+                            {"state", ContainerStateName(c->state)},
+                            {"exit_code", c->exit_code},
+                            {"attempt", c->attempt},
                             {"image", c->image}});
     }
     nlohmann::json sandboxes = nlohmann::json::array();
     for (const auto& s : p->sandboxes) {
-      sandboxes.push_back({{"id", s->id},
-                           {"state", s->state == ipc::pleg::SandboxState::Ready ? "READY" : "NOTREADY"}});
+      sandboxes.push_back(
+          {{"id", s->id},
+           {"state", s->state == ipc::pleg::SandboxState::Ready ? "READY" : "NOTREADY"}});
     }
-    pods.push_back({{"uid", p->uid}, {"name", p->name}, {"namespace", p->namespace_},
-                    {"foreign", p->foreign}, {"sandboxes", sandboxes},
-                    {"containers", containers}, {"inspect_error", p->inspect_error}});
+    pods.push_back({{"uid", p->uid},
+                    {"name", p->name},
+                    {"namespace", p->namespace_},
+                    {"foreign", p->foreign},
+                    {"sandboxes", sandboxes},
+                    {"containers", containers},
+                    {"inspect_error", p->inspect_error}});
   }
-  out << nlohmann::json{{"relist", reply->runtime_relist}, {"error", reply->runtime_error},
-                        {"pods", pods}}.dump(2)
+  out << nlohmann::json{{"relist", reply->runtime_relist},
+                        {"error", reply->runtime_error},
+                        {"pods", pods}}
+             .dump(2)
       << "\n";
   return kExitOk;
 }
@@ -244,8 +261,8 @@ std::string LastLines(const std::string& path, int lines) {
   return lines <= 0 ? "" : data.substr(start);
 }
 
-int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow,
-            std::ostream& out, std::ostream& err) {
+int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow, std::ostream& out,
+            std::ostream& err) {
   auto reply = CtlRequest(o.run_dir, RequestKind::LogPath, {name}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!reply->results.empty() || reply->services.empty()) {
@@ -343,7 +360,8 @@ int RunNode(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err
   out << "Capacity:    ";
   for (const auto& [k, v] : st["capacity"].items()) out << k << "=" << v.get<std::string>() << " ";
   out << "\nAllocatable: ";
-  for (const auto& [k, v] : st["allocatable"].items()) out << k << "=" << v.get<std::string>() << " ";
+  for (const auto& [k, v] : st["allocatable"].items())
+    out << k << "=" << v.get<std::string>() << " ";
   out << "\nImages:      " << st["images"].size() << "\n";
   return kExitOk;
 }

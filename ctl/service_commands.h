@@ -22,7 +22,7 @@ inline constexpr int kExitUnknown = 4;
 
 struct CtlOptions {
   std::string run_dir = "/run/nodelet";
-  std::chrono::milliseconds timeout{5000};         // status, pid, version, tail
+  std::chrono::milliseconds timeout{5000};          // status, pid, version, tail
   std::chrono::milliseconds action_timeout{90000};  // start, stop, restart
 };
 
@@ -32,20 +32,21 @@ std::string FormatUptime(uint64_t uptime_ms);
 // "pid N, uptime H:MM:SS" for RUNNING or the supervisor's description otherwise.
 std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services);
 // The JSON form of `status --json`.
-std::string FormatStatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services);
+std::string FormatStatusJson(
+    const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services);
 
 int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool json,
               std::ostream& out, std::ostream& err);
 // kind: Start, Stop or Restart.
-int RunAction(const CtlOptions& o, ipc::ctl::RequestKind kind, const std::vector<std::string>& names,
-              std::ostream& out, std::ostream& err);
+int RunAction(const CtlOptions& o, ipc::ctl::RequestKind kind,
+              const std::vector<std::string>& names, std::ostream& out, std::ostream& err);
 int RunPid(const CtlOptions& o, const std::vector<std::string>& names, std::ostream& out,
            std::ostream& err);
 int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err);
 // Prints the last `lines` lines of the service's log; with `follow`, keeps printing what is
 // appended (reopening the file when it is rotated) until interrupted.
-int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow,
-            std::ostream& out, std::ostream& err);
+int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow, std::ostream& out,
+            std::ostream& err);
 
 // `runtime`: plegd's view of the runtime through the supervisor: one line per pod (sandbox
 // state, foreign pods marked), one indented line per container. 0, or 4 when unreachable.

@@ -31,8 +31,9 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
   auto q = ipc::volume::CreateVolumesQueryDirect(fbb, 1, "");
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
   auto header = envelope.Write(fbb);
-  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesQuery, q.Union()),
-             ipc::volume::VolumeMessageIdentifier());
+  fbb.Finish(
+      ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesQuery, q.Union()),
+      ipc::volume::VolumeMessageIdentifier());
   auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), std::chrono::milliseconds(1000),
                            std::chrono::milliseconds(3000), [](const ipc::Frame& f) {
                              auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
@@ -40,8 +41,8 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
                              return m.ok() && (*m)->body_as_VolumesReport() != nullptr;
                            });
   if (!frame.ok()) {
-    err << "Error: volumed is not running or did not answer (" << run_dir << "): "
-        << frame.status().message() << "\n";
+    err << "Error: volumed is not running or did not answer (" << run_dir
+        << "): " << frame.status().message() << "\n";
     return 4;
   }
   auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
@@ -52,8 +53,8 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
   }
   const auto* report = (*m)->body_as_VolumesReport();
   nlohmann::json list = nlohmann::json::array();
-  std::string table = Pad("POD", 28) + Pad("VOLUME", 16) + Pad("PLUGIN", 14) + Pad("STATE", 10) +
-                      "PATH / REASON\n";
+  std::string table =
+      Pad("POD", 28) + Pad("VOLUME", 16) + Pad("PLUGIN", 14) + Pad("STATE", 10) + "PATH / REASON\n";
   bool found = pod.empty();
   if (report->volumes()) {
     for (const auto* v : *report->volumes()) {
@@ -61,11 +62,15 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
       if (!pod.empty() && pod != uid && pod != name) continue;
       found = true;
       const std::string state = Str(v->state()), error = Str(v->error());
-      list.push_back({{"pod", name}, {"uid", uid}, {"volume", Str(v->name())},
-                      {"plugin", Str(v->plugin())}, {"state", state}, {"error", error},
+      list.push_back({{"pod", name},
+                      {"uid", uid},
+                      {"volume", Str(v->name())},
+                      {"plugin", Str(v->plugin())},
+                      {"state", state},
+                      {"error", error},
                       {"host_path", Str(v->host_path())}});
-      table += Pad(name, 28) + Pad(Str(v->name()), 16) + Pad(Str(v->plugin()), 14) + Pad(state, 10) +
-               (error.empty() ? Str(v->host_path()) : error) + "\n";
+      table += Pad(name, 28) + Pad(Str(v->name()), 16) + Pad(Str(v->plugin()), 14) +
+               Pad(state, 10) + (error.empty() ? Str(v->host_path()) : error) + "\n";
     }
   }
   if (!found) {

@@ -59,16 +59,29 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Names the writer reads, writes or removes, plus ordinary ones; some are nested.
-const char* const kNames[] = {"..data",  "..data_tmp", "..data_1",   "..data_2",     "..data_9",
-                              "a",       "b",          "d",          "..data_1/a",   "..data_1/d",
-                              "d/e",     "d/e/f",      "..data_2/x", "..data_1/d/e", "..data"};
+const char* const kNames[] = {"..data", "..data_tmp", "..data_1",   "..data_2",     "..data_9",
+                              "a",      "b",          "d",          "..data_1/a",   "..data_1/d",
+                              "d/e",    "d/e/f",      "..data_2/x", "..data_1/d/e", "..data"};
 // Link targets: inside the volume, into a payload, and out (never past BASE).
-const char* const kTargets[] = {"..data_1",        "..data_2",     "..data/a",        "a",
-                                "../outside",      "../../outside", "../outside/sub", "..",
-                                "../..",           ".",             "..data_1/d",      "d",
-                                "../outside/sentinel", "nowhere",   "..data_1/../..",  "../../outer"};
+const char* const kTargets[] = {"..data_1",
+                                "..data_2",
+                                "..data/a",
+                                "a",
+                                "../outside",
+                                "../../outside",
+                                "../outside/sub",
+                                "..",
+                                "../..",
+                                ".",
+                                "..data_1/d",
+                                "d",
+                                "../outside/sentinel",
+                                "nowhere",
+                                "..data_1/../..",
+                                "../../outer"};
 // Payload paths, hostile ones included.
-const char* const kKeys[] = {"a", "b", "d/e/f", "d/g", "..data", "../a", "/abs", "a/b", "c", "..x", "e"};
+const char* const kKeys[] = {"a",    "b",   "d/e/f", "d/g", "..data", "../a",
+                             "/abs", "a/b", "c",     "..x", "e"};
 
 void Reset() {
   std::error_code ec;
@@ -81,8 +94,8 @@ void Reset() {
 }
 
 void Check() {
-  if (ReadFile(Outside() + "/sentinel") != "keep" || ReadFile(Outside() + "/sub/sentinel") != "keep" ||
-      ReadFile(Base() + "/outer") != "keep") {
+  if (ReadFile(Outside() + "/sentinel") != "keep" ||
+      ReadFile(Outside() + "/sub/sentinel") != "keep" || ReadFile(Base() + "/outer") != "keep") {
     fprintf(stderr, "a sentinel outside the volume changed\n");
     abort();
   }
@@ -90,7 +103,8 @@ void Check() {
   for (const auto& e : fs::recursive_directory_iterator(Outside())) (void)e, ++outside;
   for (const auto& e : fs::directory_iterator(Base())) (void)e, ++base;
   if (outside != 3 || base != 2) {
-    fprintf(stderr, "entries outside the volume changed: %zu in outside/, %zu in BASE\n", outside, base);
+    fprintf(stderr, "entries outside the volume changed: %zu in outside/, %zu in BASE\n", outside,
+            base);
     abort();
   }
 }
@@ -99,8 +113,9 @@ void Check() {
 // building the state never writes through a link itself.
 bool ParentsAreDirectories(const std::string& rel) {
   for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
-    struct stat st{};
-    if (lstat((Vol() + "/" + rel.substr(0, slash)).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    struct stat st {};
+    if (lstat((Vol() + "/" + rel.substr(0, slash)).c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return false;
   }
   return true;
 }

@@ -9,7 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using nodelet::ipc::ctl::CtlMessage;
   auto msg = nodelet::ipc::DecodeMessage<CtlMessage>(data, size,
-                                                      nodelet::ipc::ctl::CtlMessageIdentifier());
+                                                     nodelet::ipc::ctl::CtlMessageIdentifier());
   if (!msg.ok()) return 0;
   const CtlMessage* m = *msg;
   volatile size_t sink = 0;

@@ -17,8 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   origin.node_name = "node1";
   ParseOptions options;
   options.other_kinds = {"ConfigMap", "Secret"};
-  auto result = LoadStaticPods(std::string_view(reinterpret_cast<const char*>(data), size), origin,
-                               options);
+  auto result =
+      LoadStaticPods(std::string_view(reinterpret_cast<const char*>(data), size), origin, options);
   volatile size_t sink = result.errors.size() + result.others.size();
   for (const ManifestError& e : result.errors) sink = sink + e.message.size();
   for (const PodDocument& doc : result.pods) {

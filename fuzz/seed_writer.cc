@@ -6,20 +6,20 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "control_generated.h"
 #include "ctl_generated.h"
-#include "pleg_generated.h"
-#include "podwork_generated.h"
-#include "status_generated.h"
-#include "volume_generated.h"
 #include "lib/ipc/codec.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
+#include "pleg_generated.h"
+#include "podwork_generated.h"
+#include "status_generated.h"
 #include "tests/unit/pod/test_manifests.h"
+#include "volume_generated.h"
 
 namespace {
 
@@ -37,7 +37,8 @@ void WriteText(const std::string& path, std::string_view text) {
 nlohmann::json ToJson(const YAML::Node& n) {
   if (n.IsMap()) {
     nlohmann::json out = nlohmann::json::object();
-    for (auto it = n.begin(); it != n.end(); ++it) out[it->first.as<std::string>()] = ToJson(it->second);
+    for (auto it = n.begin(); it != n.end(); ++it)
+      out[it->first.as<std::string>()] = ToJson(it->second);
     return out;
   }
   if (n.IsSequence()) {
@@ -69,16 +70,18 @@ void WritePodSeeds(const std::string& dir) {
       {"minimal.yaml", testing::kMinimalPodYaml},
       {"multi.yaml", std::string(testing::kMinimalPodYaml) +
                          "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n"
-                         "---\n" + testing::kSmallPodJson},
-      {"anchors.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: &l {x: y}}\n"
-                       "spec: {containers: [{name: c, image: i, env: [{name: A, value: *l}]}]}\n"},
+                         "---\n" +
+                         testing::kSmallPodJson},
+      {"anchors.yaml",
+       "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: &l {x: y}}\n"
+       "spec: {containers: [{name: c, image: i, env: [{name: A, value: *l}]}]}\n"},
       {"badkind.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"},
-      {"badqty.yaml", std::string(testing::kMinimalPodYaml) +
-                          "    resources: {limits: {memory: 12xyz}}\n"},
+      {"badqty.yaml",
+       std::string(testing::kMinimalPodYaml) + "    resources: {limits: {memory: 12xyz}}\n"},
   };
   for (const auto& [name, text] : manifests) WriteText(dir + "/manifest/" + name, text);
-  const char* quantities[] = {"100m", "0.5", "64Mi", "1Gi", "1e3", "500k", "-1.5E-3", ".5",
-                              "12xyz", "1Ei", "0.0000000001"};
+  const char* quantities[] = {"100m",    "0.5", "64Mi",  "1Gi", "1e3",         "500k",
+                              "-1.5E-3", ".5",  "12xyz", "1Ei", "0.0000000001"};
   int i = 0;
   for (const char* q : quantities) WriteText(dir + "/quantity/q" + std::to_string(i++), q);
   StaticPodOrigin origin;
@@ -87,8 +90,8 @@ void WritePodSeeds(const std::string& dir) {
   auto loaded = LoadStaticPods(testing::kFullPodYaml, origin);
   for (const PodDocument& doc : loaded.pods) {
     auto buf = EncodePod(doc.pod);
-    WriteText(dir + "/pod/full", std::string_view(reinterpret_cast<const char*>(buf.data()),
-                                                  buf.size()));
+    WriteText(dir + "/pod/full",
+              std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
   }
   auto empty = EncodePod(Pod{});
   WriteText(dir + "/pod/empty",
@@ -305,7 +308,8 @@ void WriteUrlResponseSeeds(const std::string& dir) {
   };
   const std::string pod = nodelet::pod::testing::kMinimalPodYaml;
   WriteText(dir + "/ok", std::string("\x00\xff", 2) + pieces(pod, 100));
-  WriteText(dir + "/json", std::string("\x00\xff", 2) + pieces(nodelet::pod::testing::kSmallPodJson, 50));
+  WriteText(dir + "/json",
+            std::string("\x00\xff", 2) + pieces(nodelet::pod::testing::kSmallPodJson, 50));
   WriteText(dir + "/not-modified", std::string("\x41\x10", 2) + pieces(pod, 200));
   WriteText(dir + "/too-large", std::string("\x00\x00", 2) + pieces(pod, 30));
   WriteText(dir + "/reset", std::string("\x80\xff", 2) + pieces(pod, 10));
@@ -322,10 +326,11 @@ void WriteJsonSeeds(const std::string& dir) {
   // The full example as JSON (YAML -> JSON through the JSON library).
   auto doc = YAML::Load(nodelet::pod::testing::kFullPodYaml);
   WriteText(dir + "/full.json", ToJson(doc).dump(2));
-  WriteText(dir + "/escapes.json",
-            R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w\u0065b","labels":{"a\/b":"\u00e9"}},)"
-            R"("spec":{"containers":[{"name":"app","image":"busybox","command":["sh","-c","echo \"hi\"\n"],)"
-            R"("ports":[{"containerPort":8080}],"resources":{"limits":{"cpu":0.5,"memory":"64Mi"}}}]}})");
+  WriteText(
+      dir + "/escapes.json",
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w\u0065b","labels":{"a\/b":"\u00e9"}},)"
+      R"("spec":{"containers":[{"name":"app","image":"busybox","command":["sh","-c","echo \"hi\"\n"],)"
+      R"("ports":[{"containerPort":8080}],"resources":{"limits":{"cpu":0.5,"memory":"64Mi"}}}]}})");
 }
 
 }  // namespace
@@ -350,9 +355,9 @@ int main(int argc, char** argv) {
     std::vector<flatbuffers::Offset<control::Counter>> cs = {
         control::CreateCounterDirect(fbb, "relists", 10),
         control::CreateCounterDirect(fbb, "events", 3)};
-    auto body = control::CreateHeartbeat(fbb, control::Health::Failing,
-                                         fbb.CreateString("runtime down"), 5000,
-                                         fbb.CreateVector(cs));
+    auto body =
+        control::CreateHeartbeat(fbb, control::Health::Failing, fbb.CreateString("runtime down"),
+                                 5000, fbb.CreateVector(cs));
     fbb.Finish(control::CreateControlMessage(fbb, h, control::Body::Heartbeat, body.Union()),
                control::ControlMessageIdentifier());
     Write(dir + "/control/heartbeat", fbb);
@@ -370,8 +375,8 @@ int main(int argc, char** argv) {
     flatbuffers::FlatBufferBuilder fbb;
     auto h = c.Write(fbb);
     std::vector<std::string> names = {"plegd", "statusd"};
-    auto body = ctl::CreateCtlRequest(fbb, ctl::RequestKind::Restart,
-                                      fbb.CreateVectorOfStrings(names));
+    auto body =
+        ctl::CreateCtlRequest(fbb, ctl::RequestKind::Restart, fbb.CreateVectorOfStrings(names));
     fbb.Finish(ctl::CreateCtlMessage(fbb, h, ctl::Body::CtlRequest, body.Union()),
                ctl::CtlMessageIdentifier());
     Write(dir + "/ctl/request", fbb);
@@ -380,8 +385,8 @@ int main(int argc, char** argv) {
     flatbuffers::FlatBufferBuilder fbb;
     auto h = c.Write(fbb);
     std::vector<flatbuffers::Offset<ctl::ServiceStatus>> ss = {ctl::CreateServiceStatusDirect(
-        fbb, "plegd", ctl::ProcessState::Running, 1234, 62000, "pid 1234, uptime 0:01:02", 1,
-        "ok", "/var/log/nodelet/plegd.log", 1700000000)};
+        fbb, "plegd", ctl::ProcessState::Running, 1234, 62000, "pid 1234, uptime 0:01:02", 1, "ok",
+        "/var/log/nodelet/plegd.log", 1700000000)};
     auto body = ctl::CreateCtlReply(fbb, true, 0, fbb.CreateVector(ss));
     fbb.Finish(ctl::CreateCtlMessage(fbb, h, ctl::Body::CtlReply, body.Union()),
                ctl::CtlMessageIdentifier());

@@ -34,8 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pos += len;
   }
   if (response.body_bytes() > limit) std::abort();
-  auto out = response.Finish(transport_error ? "Connection reset" : "", status, "\"etag\"",
-                             have_previous);
+  auto out =
+      response.Finish(transport_error ? "Connection reset" : "", status, "\"etag\"", have_previous);
   if (aborted && out.ok()) std::abort();  // an aborted transfer is never a snapshot
   if (!out.ok()) {
     if (out.status().message().find("http://127.0.0.1/pods") == std::string::npos) std::abort();

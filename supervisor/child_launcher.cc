@@ -1,12 +1,12 @@
 #include "supervisor/child_launcher.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <linux/close_range.h>
+#include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -56,7 +56,8 @@ void RotatingLog::Write(const char* data, size_t len) {
 Result<std::unique_ptr<NotifySocket>> NotifySocket::Bind(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("notify socket path too long: " + path);
+  if (path.size() >= sizeof addr.sun_path)
+    return InvalidArgument("notify socket path too long: " + path);
   std::strcpy(addr.sun_path, path.c_str());
   Result<int> lock = LockSocketPath(path);
   if (!lock.ok()) return lock.status();

@@ -29,7 +29,10 @@ struct Result {
 
 struct CtlServer::Impl {
   Impl(ipc::Context& ctx, ServiceControl& s, const Clock& c, CtlServerOptions o)
-      : services(s), clock(c), options(std::move(o)), router(ctx, kMaxCtlBytes),
+      : services(s),
+        clock(c),
+        options(std::move(o)),
+        router(ctx, kMaxCtlBytes),
         envelope(ipc::ServiceId::Supervisor, ipc::NewIncarnation()),
         log(GetLogger("ctl")) {}
 
@@ -69,7 +72,8 @@ struct CtlServer::Impl {
     if (results != nullptr) {
       std::vector<flatbuffers::Offset<ipc::ctl::ActionResult>> v;
       for (const auto& r : *results) {
-        v.push_back(ipc::ctl::CreateActionResultDirect(fbb, r.name.c_str(), r.ok, r.message.c_str()));
+        v.push_back(
+            ipc::ctl::CreateActionResultDirect(fbb, r.name.c_str(), r.ok, r.message.c_str()));
       }
       res = fbb.CreateVector(v);
     }
@@ -89,7 +93,8 @@ struct CtlServer::Impl {
   void SendNode(const std::string& peer) {
     flatbuffers::FlatBufferBuilder fbb(16 * 1024);
     std::string json = options.node ? options.node->NodeJson() : "";
-    auto err = fbb.CreateString(options.node ? "" : "this nodelet has no runtime endpoint: no node status");
+    auto err = fbb.CreateString(
+        options.node ? "" : "this nodelet has no runtime endpoint: no node status");
     auto node = fbb.CreateString(json);
     ipc::ctl::CtlReplyBuilder b(fbb);
     b.add_ok(options.node != nullptr);
@@ -171,7 +176,8 @@ struct CtlServer::Impl {
     return out;
   }
 
-  void Handle(std::shared_ptr<Impl> self, const std::string& peer, const ipc::ctl::CtlRequest& req) {
+  void Handle(std::shared_ptr<Impl> self, const std::string& peer,
+              const ipc::ctl::CtlRequest& req) {
     std::vector<Result> unknown;
     std::vector<std::string> names = Expand(req, unknown);
     switch (req.kind()) {

@@ -83,12 +83,16 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       << "kubelet_running_containers{container_state=\"running\"} "
       << Get(pleg, "running_containers") << "\n";
   RenderHistogram(out, "kubelet_pleg_relist_duration_seconds",
-                  "Duration in seconds for relisting pods in PLEG.", pleg, "relist_duration_seconds");
+                  "Duration in seconds for relisting pods in PLEG.", pleg,
+                  "relist_duration_seconds");
   RenderHistogram(out, "kubelet_pleg_relist_interval_seconds",
-                  "Interval in seconds between relisting in PLEG.", pleg, "relist_interval_seconds");
-  out << "# HELP kubelet_pleg_last_seen_seconds Timestamp in seconds when PLEG was last seen active.\n"
+                  "Interval in seconds between relisting in PLEG.", pleg,
+                  "relist_interval_seconds");
+  out << "# HELP kubelet_pleg_last_seen_seconds Timestamp in seconds when PLEG was last seen "
+         "active.\n"
       << "# TYPE kubelet_pleg_last_seen_seconds gauge\n"
-      << "kubelet_pleg_last_seen_seconds " << Seconds(Get(pleg, "last_relist_unix_ms") * 1000) << "\n";
+      << "kubelet_pleg_last_seen_seconds " << Seconds(Get(pleg, "last_relist_unix_ms") * 1000)
+      << "\n";
   RenderHistogram(out, "kubelet_pod_start_duration_seconds",
                   "Duration in seconds from a pod's ADD to its status Running.", workers,
                   "pod_start_duration_seconds");
@@ -105,8 +109,7 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       std::string type = kind;
       type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
       RenderHistogram(one, "prober_probe_duration_seconds", "", workers,
-                      std::string("probe_duration_seconds_") + kind,
-                      "probe_type=\"" + type + "\"");
+                      std::string("probe_duration_seconds_") + kind, "probe_type=\"" + type + "\"");
       std::string text = one.str();
       // Keep the series only: HELP and TYPE are written once below.
       std::istringstream lines(text);
@@ -118,7 +121,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
     }
     if (any) {
       out << "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n"
-          << "# TYPE prober_probe_duration_seconds histogram\n" << hist.str();
+          << "# TYPE prober_probe_duration_seconds histogram\n"
+          << hist.str();
     }
     std::ostringstream totals;
     for (const auto& [k, v] : workers) {
@@ -127,13 +131,16 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       auto colon = rest.find(':');
       if (colon == std::string::npos) continue;
       std::string type = rest.substr(0, colon);
-      if (!type.empty()) type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
+      if (!type.empty())
+        type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
       totals << "prober_probe_total{probe_type=\"" << Escape(type) << "\",result=\""
              << Escape(rest.substr(colon + 1)) << "\"} " << v << "\n";
     }
     if (!totals.str().empty()) {
-      out << "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n"
-          << "# TYPE prober_probe_total counter\n" << totals.str();
+      out << "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup "
+             "probe for a container by result.\n"
+          << "# TYPE prober_probe_total counter\n"
+          << totals.str();
     }
   }
   std::ostringstream ops, errs;
@@ -146,15 +153,20 @@ std::string RenderMetrics(const HttpSnapshot& s) {
            << "\"} " << v << "\n";
     }
   }
-  out << "# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.\n"
-      << "# TYPE kubelet_runtime_operations_total counter\n" << ops.str();
-  out << "# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.\n"
-      << "# TYPE kubelet_runtime_operations_errors_total counter\n" << errs.str();
+  out << "# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by "
+         "operation type.\n"
+      << "# TYPE kubelet_runtime_operations_total counter\n"
+      << ops.str();
+  out << "# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation "
+         "errors by operation type.\n"
+      << "# TYPE kubelet_runtime_operations_errors_total counter\n"
+      << errs.str();
 
-  out << "# HELP kubelet_garbage_collected_containers_total Dead containers removed by garbage collection.\n"
+  out << "# HELP kubelet_garbage_collected_containers_total Dead containers removed by garbage "
+         "collection.\n"
       << "# TYPE kubelet_garbage_collected_containers_total counter\n"
-      << "kubelet_garbage_collected_containers_total " << Get(workers, "containers_garbage_collected")
-      << "\n";
+      << "kubelet_garbage_collected_containers_total "
+      << Get(workers, "containers_garbage_collected") << "\n";
   auto counter = [&](const char* name, const char* help, const char* type, const char* key) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
         << name << " " << Get(workers, key) << "\n";
@@ -188,7 +200,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   out << "# HELP nodelet_service_restarts_total Automatic restarts of the service.\n"
       << "# TYPE nodelet_service_restarts_total counter\n";
   for (const auto& svc : s.services) {
-    out << "nodelet_service_restarts_total{service=\"" << svc.name << "\"} " << svc.restarts << "\n";
+    out << "nodelet_service_restarts_total{service=\"" << svc.name << "\"} " << svc.restarts
+        << "\n";
   }
   out << "# HELP nodelet_ipc_messages_total Control messages the supervisor received, by sender.\n"
       << "# TYPE nodelet_ipc_messages_total counter\n";
@@ -197,7 +210,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
     out << "nodelet_ipc_messages_total{service=\"" << svc.name << "\"} "
         << (it == s.messages.end() ? 0 : it->second) << "\n";
   }
-  out << "# HELP nodelet_ipc_bad_messages_total Messages refused by verification, by receiving service.\n"
+  out << "# HELP nodelet_ipc_bad_messages_total Messages refused by verification, by receiving "
+         "service.\n"
       << "# TYPE nodelet_ipc_bad_messages_total counter\n";
   for (const auto& svc : s.services) {
     const auto& c = CountersOf(s, svc.name);
@@ -205,7 +219,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
         << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
   }
   out << "nodelet_ipc_bad_messages_total{service=\"supervisor\"} " << s.bad_control << "\n";
-  out << "# HELP nodelet_pod_source_failures_total Reads of a pod source that failed (its pods were kept), by source and reason.\n"
+  out << "# HELP nodelet_pod_source_failures_total Reads of a pod source that failed (its pods "
+         "were kept), by source and reason.\n"
       << "# TYPE nodelet_pod_source_failures_total counter\n";
   for (const auto& [key, n] : s.source_failures) {
     out << "nodelet_pod_source_failures_total{source=\"" << Escape(key.first) << "\",reason=\""
@@ -233,9 +248,11 @@ void HttpEndpoint::Update(HttpSnapshot snapshot) {
 
 Status HttpEndpoint::Start() {
   auto colon = address_.rfind(':');
-  if (colon == std::string::npos) return InvalidArgument("--http-address " + address_ + ": want HOST:PORT");
+  if (colon == std::string::npos)
+    return InvalidArgument("--http-address " + address_ + ": want HOST:PORT");
   std::string host = address_.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const int port = std::atoi(address_.c_str() + colon + 1);
   server_ = std::make_unique<HttpServer>(server_options_);
   auto snapshot = [this] {
@@ -272,7 +289,8 @@ Status HttpEndpoint::Start() {
       client = std::make_unique<status::StatusClient>(ctx_, run_dir_, opts);
       if (!client->Connect().ok()) client.reset();
     }
-    auto list = client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+    auto list =
+        client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
     if (!list.ok()) {
       return HttpReply{503, "text/plain", "statusd unavailable: " + list.status().message() + "\n"};
     }
@@ -281,8 +299,8 @@ Status HttpEndpoint::Start() {
   auto bound = server_->Listen(host, port);
   if (!bound.ok()) {
     server_.reset();
-    return Unavailable("cannot listen on " + address_ + " (in use, or a bad address): " +
-                       bound.status().message());
+    return Unavailable("cannot listen on " + address_ +
+                       " (in use, or a bad address): " + bound.status().message());
   }
   port_ = *bound;
   return Status::Ok();

@@ -1,7 +1,8 @@
 // HttpEndpoint: the supervisor's HTTP endpoint (`--http-address`, default
 // 127.0.0.1:10255): /healthz (200 when every service is RUNNING, 503 otherwise, one line per
-// service), /pods (a v1 PodList from statusd), /node (the v1 Node), /metrics (Prometheus text: the kubelet's metric
-// names where it has them, from the services' heartbeat counters, and nodelet's own).
+// service), /pods (a v1 PodList from statusd), /node (the v1 Node), /metrics (Prometheus text: the
+// kubelet's metric names where it has them, from the services' heartbeat counters, and nodelet's
+// own).
 //
 // It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, a deadline
 // per request and a cap on connections, so idle or slow clients cannot hold /healthz back); the

@@ -18,12 +18,18 @@ using SteadyClock = std::chrono::steady_clock;
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
   }
   return "Status";
 }
@@ -38,7 +44,8 @@ void SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
       if (left.count() <= 0) return;
       pollfd p{fd, POLLOUT, 0};
       if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) return;
@@ -132,8 +139,8 @@ void HttpServer::EventLoop() {
       fds.push_back({fd, POLLIN, 0});
       next = std::min(next, c.deadline);
     }
-    int wait_ms = static_cast<int>(
-        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+    int wait_ms = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
     if (stopping_) break;
     // New connections: accept all that wait; one over the cap is closed at once.
@@ -180,7 +187,8 @@ void HttpServer::EventLoop() {
       auto sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
       if (sp1 != std::string::npos) {
         job.method = line.substr(0, sp1);
-        job.path = line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
+        job.path =
+            line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
         job.path = job.path.substr(0, job.path.find('?'));
       }
       conns.erase(it);

@@ -73,14 +73,19 @@ Result<NodeResourceList> ParseReservation(const std::string& text) {
   for (std::string item; std::getline(ss, item, ',');) {
     if (item.empty()) continue;
     auto eq = item.find('=');
-    if (eq == std::string::npos) return InvalidArgument("reservation \"" + item + "\": want NAME=QUANTITY");
+    if (eq == std::string::npos)
+      return InvalidArgument("reservation \"" + item + "\": want NAME=QUANTITY");
     std::string name = item.substr(0, eq);
     auto q = pod::Quantity::Parse(item.substr(eq + 1));
     if (!q.ok()) return InvalidArgument("reservation " + name + ": " + q.status().message());
-    if (name == "cpu") out.cpu_milli = q->MilliValue();
-    else if (name == "memory") out.memory_bytes = q->Value();
-    else if (name == "ephemeral-storage") out.ephemeral_storage_bytes = q->Value();
-    else return InvalidArgument("reservation: unknown resource " + name);
+    if (name == "cpu")
+      out.cpu_milli = q->MilliValue();
+    else if (name == "memory")
+      out.memory_bytes = q->Value();
+    else if (name == "ephemeral-storage")
+      out.ephemeral_storage_bytes = q->Value();
+    else
+      return InvalidArgument("reservation: unknown resource " + name);
   }
   return out;
 }
@@ -101,7 +106,8 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
       opts.deadline = std::chrono::milliseconds(1000);
       auto client = std::make_unique<status::StatusClient>(ctx, run_dir, opts);
       if (Status s = client->Connect(); !s.ok()) {
-        if (state->last_error != s.message()) log->warn("Failed to connect to statusd: {}", s.message());
+        if (state->last_error != s.message())
+          log->warn("Failed to connect to statusd: {}", s.message());
         state->last_error = s.message();
         return false;
       }
@@ -208,8 +214,11 @@ nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status
                                             int64_t now) {
   auto& t = transitions_[type];
   if (t.second == 0 || t.first != status) t = {status, now};
-  return {{"type", type}, {"status", status ? "True" : "False"}, {"reason", reason},
-          {"message", message}, {"lastHeartbeatTime", Time(now)},
+  return {{"type", type},
+          {"status", status ? "True" : "False"},
+          {"reason", reason},
+          {"message", message},
+          {"lastHeartbeatTime", Time(now)},
           {"lastTransitionTime", Time(t.second)}};
 }
 
@@ -224,10 +233,11 @@ void NodeStatusManager::Refresh() {
     disk_avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
   }
   NodeResourceList alloc;
-  alloc.cpu_milli = std::max<int64_t>(0, cap.cpu_milli - options_.system_reserved.cpu_milli -
-                                             options_.kube_reserved.cpu_milli);
-  alloc.memory_bytes = std::max<int64_t>(0, cap.memory_bytes - options_.system_reserved.memory_bytes -
-                                                options_.kube_reserved.memory_bytes);
+  alloc.cpu_milli = std::max<int64_t>(
+      0, cap.cpu_milli - options_.system_reserved.cpu_milli - options_.kube_reserved.cpu_milli);
+  alloc.memory_bytes =
+      std::max<int64_t>(0, cap.memory_bytes - options_.system_reserved.memory_bytes -
+                               options_.kube_reserved.memory_bytes);
   alloc.ephemeral_storage_bytes =
       std::max<int64_t>(0, disk_total - options_.system_reserved.ephemeral_storage_bytes -
                                options_.kube_reserved.ephemeral_storage_bytes);
@@ -254,51 +264,61 @@ void NodeStatusManager::Refresh() {
   nlohmann::json conditions = nlohmann::json::array();
   const bool ready = runtime_ready_ && services_ok_;
   std::string ready_msg = "nodelet is posting ready status";
-  if (!runtime_ready_) ready_msg = runtime_error_;
-  else if (!services_ok_) ready_msg = services_why_;
-  else if (!network_ready_) ready_msg += " (network plugin not ready: host-network pods only)";
+  if (!runtime_ready_)
+    ready_msg = runtime_error_;
+  else if (!services_ok_)
+    ready_msg = services_why_;
+  else if (!network_ready_)
+    ready_msg += " (network plugin not ready: host-network pods only)";
   const bool mem_pressure = mem_avail >= 0 && mem_avail < options_.memory_available_min_bytes;
   const bool disk_pressure =
-      disk_total > 0 && static_cast<double>(disk_avail) < options_.disk_available_min_fraction * static_cast<double>(disk_total);
-  const bool pid_pressure =
-      static_cast<double>(pids_max - pids_used) < options_.pid_available_min_fraction * static_cast<double>(pids_max);
-  conditions.push_back(Condition("MemoryPressure", mem_pressure,
-                                 mem_pressure ? "KubeletHasInsufficientMemory" : "KubeletHasSufficientMemory",
-                                 mem_pressure ? "node has memory pressure" : "nodelet has sufficient memory available", now));
-  conditions.push_back(Condition("DiskPressure", disk_pressure,
-                                 disk_pressure ? "KubeletHasDiskPressure" : "KubeletHasNoDiskPressure",
-                                 disk_pressure ? "node has disk pressure" : "nodelet has no disk pressure", now));
-  conditions.push_back(Condition("PIDPressure", pid_pressure,
-                                 pid_pressure ? "KubeletHasInsufficientPID" : "KubeletHasSufficientPID",
-                                 pid_pressure ? "node has PID pressure" : "nodelet has sufficient PID available", now));
-  conditions.push_back(Condition("Ready", ready, ready ? "KubeletReady" : "KubeletNotReady", ready_msg, now));
+      disk_total > 0 && static_cast<double>(disk_avail) <
+                            options_.disk_available_min_fraction * static_cast<double>(disk_total);
+  const bool pid_pressure = static_cast<double>(pids_max - pids_used) <
+                            options_.pid_available_min_fraction * static_cast<double>(pids_max);
+  conditions.push_back(Condition(
+      "MemoryPressure", mem_pressure,
+      mem_pressure ? "KubeletHasInsufficientMemory" : "KubeletHasSufficientMemory",
+      mem_pressure ? "node has memory pressure" : "nodelet has sufficient memory available", now));
+  conditions.push_back(
+      Condition("DiskPressure", disk_pressure,
+                disk_pressure ? "KubeletHasDiskPressure" : "KubeletHasNoDiskPressure",
+                disk_pressure ? "node has disk pressure" : "nodelet has no disk pressure", now));
+  conditions.push_back(Condition(
+      "PIDPressure", pid_pressure,
+      pid_pressure ? "KubeletHasInsufficientPID" : "KubeletHasSufficientPID",
+      pid_pressure ? "node has PID pressure" : "nodelet has sufficient PID available", now));
+  conditions.push_back(
+      Condition("Ready", ready, ready ? "KubeletReady" : "KubeletNotReady", ready_msg, now));
 
-  node_ = {
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", options_.node_name},
-        {"labels",
-         {{"kubernetes.io/hostname", options_.node_name},
-          {"kubernetes.io/os", "linux"},
-          {"kubernetes.io/arch", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}}}},
-      {"status",
-       {{"capacity",
-         {{"cpu", Milli(cap.cpu_milli)}, {"memory", Ki(cap.memory_bytes)},
-          {"ephemeral-storage", Ki(disk_total)}, {"pods", std::to_string(options_.max_pods)}}},
-        {"allocatable",
-         {{"cpu", Milli(alloc.cpu_milli)}, {"memory", Ki(alloc.memory_bytes)},
-          {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
-          {"pods", std::to_string(options_.max_pods)}}},
-        {"conditions", conditions},
-        {"nodeInfo",
-         {{"kubeletVersion", "nodelet-" + options_.version},
-          {"containerRuntimeVersion", runtime_version_},
-          {"kernelVersion", u.release},
-          {"osImage", OsImage()},
-          {"operatingSystem", "linux"},
-          {"architecture", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}},
-        {"images", images}}}};
+  node_ = {{"apiVersion", "v1"},
+           {"kind", "Node"},
+           {"metadata",
+            {{"name", options_.node_name},
+             {"labels",
+              {{"kubernetes.io/hostname", options_.node_name},
+               {"kubernetes.io/os", "linux"},
+               {"kubernetes.io/arch", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}}}},
+           {"status",
+            {{"capacity",
+              {{"cpu", Milli(cap.cpu_milli)},
+               {"memory", Ki(cap.memory_bytes)},
+               {"ephemeral-storage", Ki(disk_total)},
+               {"pods", std::to_string(options_.max_pods)}}},
+             {"allocatable",
+              {{"cpu", Milli(alloc.cpu_milli)},
+               {"memory", Ki(alloc.memory_bytes)},
+               {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
+               {"pods", std::to_string(options_.max_pods)}}},
+             {"conditions", conditions},
+             {"nodeInfo",
+              {{"kubeletVersion", "nodelet-" + options_.version},
+               {"containerRuntimeVersion", runtime_version_},
+               {"kernelVersion", u.release},
+               {"osImage", OsImage()},
+               {"operatingSystem", "linux"},
+               {"architecture", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}},
+             {"images", images}}}};
 }
 
 std::string NodeStatusManager::NodeJson() const {

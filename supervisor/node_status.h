@@ -17,10 +17,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
@@ -67,7 +66,8 @@ class NodeStatusManager : public NodeView {
  public:
   // `runtime` and `images` may be null (no runtime endpoint): the runtime is then "not
   // configured" and Ready is false.
-  NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime, cri::ImageService* images);
+  NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime,
+                    cri::ImageService* images);
   ~NodeStatusManager() override;
   void Start();
   // Asks the thread to stop without waiting for it: it makes no new runtime call, so the

@@ -22,11 +22,16 @@ enum class PodOp { kAdd, kUpdate, kDelete, kRemove, kReconcile };
 
 inline const char* PodOpName(PodOp op) {
   switch (op) {
-    case PodOp::kAdd: return "ADD";
-    case PodOp::kUpdate: return "UPDATE";
-    case PodOp::kDelete: return "DELETE";
-    case PodOp::kRemove: return "REMOVE";
-    case PodOp::kReconcile: return "RECONCILE";
+    case PodOp::kAdd:
+      return "ADD";
+    case PodOp::kUpdate:
+      return "UPDATE";
+    case PodOp::kDelete:
+      return "DELETE";
+    case PodOp::kRemove:
+      return "REMOVE";
+    case PodOp::kReconcile:
+      return "RECONCILE";
   }
   return "?";
 }
@@ -135,7 +140,7 @@ class PodConfig {
   std::set<std::string> expected_;
   std::set<std::string> seen_;
   std::map<std::string, std::map<std::string, SourcePod<Pod>>> by_source_;
-  std::map<std::string, std::string> owner_;  // uid -> source
+  std::map<std::string, std::string> owner_;    // uid -> source
   std::map<std::string, std::string> failing_;  // source -> reason of its current failure
   std::map<std::pair<std::string, std::string>, uint64_t> failures_;
 };

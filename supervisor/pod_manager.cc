@@ -1,11 +1,10 @@
 #include "supervisor/pod_manager.h"
 
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
@@ -123,8 +122,8 @@ NodeResources ReadNodeCapacity() {
   return r;
 }
 
-AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& admitted,
-                      int max_pods, const NodeResources& allocatable) {
+AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& admitted, int max_pods,
+                      const NodeResources& allocatable) {
   AdmissionResult r;
   if (static_cast<int>(admitted.size()) >= max_pods) {
     r.admitted = false;
@@ -232,8 +231,8 @@ void PodManager::OnPodworkerdReady() { Send(); }
 void PodManager::SourceFailed(const std::string& source, const SourceFailure& failure) {
   if (!config_->Failed(source, failure.reason)) return;
   const std::string what = source == "http" ? "manifest URL" : "manifest directory";
-  const std::string message = "Failed to read the " + what + " (" + failure.reason + "): " +
-                              failure.error.message() + "; keeping the " +
+  const std::string message = "Failed to read the " + what + " (" + failure.reason +
+                              "): " + failure.error.message() + "; keeping the " +
                               std::to_string(config_->PodsOf(source)) + " pods it served last";
   GetLogger("supervisor")->error("{}", message);
   status::PodEvent e;
@@ -277,7 +276,8 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     for (const auto& other : loaded.others) {
       auto obj = ParseConfigObject(other);
       if (!obj.ok()) {
-        std::string msg = m.origin + ": " + other.kind + " " + other.name + ": " + obj.status().message();
+        std::string msg =
+            m.origin + ": " + other.kind + " " + other.name + ": " + obj.status().message();
         errors_now.insert(msg);
         if (logged_errors_.insert(msg).second) log->error("Rejected manifest {}", msg);
         continue;
@@ -301,9 +301,10 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   // A manifest URL's body is one document set: if any of it does not parse, none of it is
   // taken (the kubelet keeps a URL's pods when its body cannot be decoded).
   if (snapshot.source == "http" && !errors_now.empty()) {
-    SourceFailed(snapshot.source,
-                 SourceFailure{"parse", InvalidArgument(*errors_now.begin() +
-                                                        (errors_now.size() > 1 ? " (and more)" : ""))});
+    SourceFailed(
+        snapshot.source,
+        SourceFailure{"parse", InvalidArgument(*errors_now.begin() +
+                                               (errors_now.size() > 1 ? " (and more)" : ""))});
     return;
   }
   // Forget errors that were fixed, so they are logged again if they come back.
@@ -442,16 +443,15 @@ void PodManager::Send() {
             fbb, fbb.CreateString(k),
             fbb.CreateVector(reinterpret_cast<const uint8_t*>(v.data()), v.size())));
       }
-      auto obj = ipc::podwork::CreateConfigObject(fbb, fbb.CreateString(cd.namespace_name),
-                                                  fbb.CreateString(cd.name), fbb.CreateVector(entries));
+      auto obj =
+          ipc::podwork::CreateConfigObject(fbb, fbb.CreateString(cd.namespace_name),
+                                           fbb.CreateString(cd.name), fbb.CreateVector(entries));
       (cd.kind == "Secret" ? secrets : config_maps).push_back(obj);
     }
   }
-  auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(pods),
-                                                 config_->AllSourcesReady(),
-                                                 fbb.CreateVector(rejected),
-                                                 fbb.CreateVector(config_maps),
-                                                 fbb.CreateVector(secrets));
+  auto desired = ipc::podwork::CreateDesiredPods(
+      fbb, generation_, fbb.CreateVector(pods), config_->AllSourcesReady(),
+      fbb.CreateVector(rejected), fbb.CreateVector(config_maps), fbb.CreateVector(secrets));
   auto header = envelope_.Write(fbb);
   fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
                                                 desired.Union()),
@@ -475,8 +475,9 @@ void PodManager::DrainReplies() {
     if (!m.ok()) continue;
     if (const auto* ack = (*m)->body_as_WorkAck()) acked_ = ack->generation();
     if (const auto* err = (*m)->body_as_ErrorReply()) {
-      GetLogger("supervisor")->warn("podworkerd refused desired pods (generation {}): {}",
-                                    err->generation(), err->error() ? err->error()->str() : "");
+      GetLogger("supervisor")
+          ->warn("podworkerd refused desired pods (generation {}): {}", err->generation(),
+                 err->error() ? err->error()->str() : "");
     }
   }
 }

@@ -59,10 +59,10 @@ struct ConfigData {
 
 struct PodManagerOptions {
   std::string run_dir;
-  std::string manifest_dir;  // --pod-manifest-path; empty: none
-  std::string manifest_url;  // --manifest-url; empty: none
+  std::string manifest_dir;     // --pod-manifest-path; empty: none
+  std::string manifest_url;     // --manifest-url; empty: none
   std::string manifest_url_ca;  // --manifest-url-ca: PEM bundle for an https URL
-  std::chrono::milliseconds manifest_url_period{20000};  // --http-check-frequency
+  std::chrono::milliseconds manifest_url_period{20000};                   // --http-check-frequency
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;  // --manifest-url-header
   std::string node_name;
   int max_pods = 110;
@@ -88,7 +88,8 @@ class PodManager {
   uint64_t acked_generation() const { return acked_; }
   // Failed reads of each source, by (source, reason): nodelet_pod_source_failures_total.
   std::map<std::pair<std::string, std::string>, uint64_t> source_failures() const {
-    return config_ ? config_->failures() : std::map<std::pair<std::string, std::string>, uint64_t>{};
+    return config_ ? config_->failures()
+                   : std::map<std::pair<std::string, std::string>, uint64_t>{};
   }
 
  private:

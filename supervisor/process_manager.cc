@@ -178,7 +178,8 @@ bool ProcessManager::OnReady(const std::string& name, pid_t pid) {
   return true;
 }
 
-bool ProcessManager::OnHeartbeat(const std::string& name, Health health, const std::string& reason) {
+bool ProcessManager::OnHeartbeat(const std::string& name, Health health,
+                                 const std::string& reason) {
   Service* s = Find(name);
   if (s == nullptr) return false;
   const auto now = clock_.Now();
@@ -265,10 +266,11 @@ MonoTime ProcessManager::NextDeadline() const {
   for (const auto& s : services_) {
     switch (s.state) {
       case ProcessState::Running: {
-        next = std::min(next, s.last_heartbeat + policy_.heartbeat_deadline +
-                                  std::chrono::milliseconds(1));
+        next = std::min(
+            next, s.last_heartbeat + policy_.heartbeat_deadline + std::chrono::milliseconds(1));
         if (s.health == Health::Failing) {
-          next = std::min(next, s.failing_since + policy_.failing_grace + std::chrono::milliseconds(1));
+          next = std::min(next,
+                          s.failing_since + policy_.failing_grace + std::chrono::milliseconds(1));
         }
         break;
       }
@@ -300,16 +302,23 @@ std::string ProcessManager::Summary() const {
     }
     if (!others.empty()) others += ", ";
     others += s.name + " " + ([&] {
-      switch (s.state) {
-        case ProcessState::Stopped: return "STOPPED";
-        case ProcessState::Starting: return "STARTING";
-        case ProcessState::Backoff: return "BACKOFF";
-        case ProcessState::Stopping: return "STOPPING";
-        case ProcessState::Exited: return "EXITED";
-        case ProcessState::Fatal: return "FATAL";
-        default: return "RUNNING";
-      }
-    })();
+                switch (s.state) {
+                  case ProcessState::Stopped:
+                    return "STOPPED";
+                  case ProcessState::Starting:
+                    return "STARTING";
+                  case ProcessState::Backoff:
+                    return "BACKOFF";
+                  case ProcessState::Stopping:
+                    return "STOPPING";
+                  case ProcessState::Exited:
+                    return "EXITED";
+                  case ProcessState::Fatal:
+                    return "FATAL";
+                  default:
+                    return "RUNNING";
+                }
+              })();
     if (!s.reason.empty() && (s.state == ProcessState::Backoff || s.state == ProcessState::Fatal ||
                               s.state == ProcessState::Stopping)) {
       others += " (" + s.reason + ")";
@@ -330,7 +339,8 @@ std::string ProcessManager::Describe(const Service& s) const {
     case ProcessState::Starting:
       return "pid " + std::to_string(s.pid) + ", starting";
     case ProcessState::Stopping:
-      return "pid " + std::to_string(s.pid) + ", stopping" + (s.reason.empty() ? "" : " (" + s.reason + ")");
+      return "pid " + std::to_string(s.pid) + ", stopping" +
+             (s.reason.empty() ? "" : " (" + s.reason + ")");
     case ProcessState::Stopped:
       return s.was_running || s.restart_count > 0 ? "stopped" : "Not started";
     default:
@@ -356,9 +366,15 @@ std::vector<ServiceInfo> ProcessManager::List() const {
     i.restarts = s.restart_count;
     if (s.heard) {
       switch (s.health) {
-        case Health::Ok: i.health = "ok"; break;
-        case Health::Degraded: i.health = "degraded: " + s.health_reason; break;
-        case Health::Failing: i.health = "failing: " + s.health_reason; break;
+        case Health::Ok:
+          i.health = "ok";
+          break;
+        case Health::Degraded:
+          i.health = "degraded: " + s.health_reason;
+          break;
+        case Health::Failing:
+          i.health = "failing: " + s.health_reason;
+          break;
       }
     }
     i.log_path = launcher_.LogPath(s.name);

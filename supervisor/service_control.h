@@ -1,6 +1,7 @@
 // ServiceControl: what the operator API (CtlServer, nodeletctl) may see and ask of the
 // supervisor's process manager. Implemented by the process manager (standalone mode) and by
-// SystemdServiceControl (systemd mode); faked in tests. All calls run on the supervisor's loop thread.
+// SystemdServiceControl (systemd mode); faked in tests. All calls run on the supervisor's loop
+// thread.
 #pragma once
 
 #include <sys/types.h>
@@ -19,14 +20,14 @@ using ProcessState = ipc::ctl::ProcessState;
 
 // One service as the operator sees it.
 struct ServiceInfo {
-  std::string name;          // "plegd"
+  std::string name;  // "plegd"
   ProcessState state = ProcessState::Stopped;
-  pid_t pid = 0;             // 0 unless STARTING, RUNNING or STOPPING
-  uint64_t uptime_ms = 0;    // time RUNNING, 0 otherwise
+  pid_t pid = 0;           // 0 unless STARTING, RUNNING or STOPPING
+  uint64_t uptime_ms = 0;  // time RUNNING, 0 otherwise
   // supervisorctl-style: "pid 1234, uptime 0:01:02", "exit 1, restart in 0.4s", ...
   std::string description;
-  uint32_t restarts = 0;     // automatic restarts since the supervisor started
-  std::string health;        // "ok", "degraded: why", "failing: why", "" when unknown
+  uint32_t restarts = 0;  // automatic restarts since the supervisor started
+  std::string health;     // "ok", "degraded: why", "failing: why", "" when unknown
   std::string log_path;
   int64_t state_since_epoch_s = 0;
 };

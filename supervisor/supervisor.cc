@@ -1,9 +1,9 @@
 #include "supervisor/supervisor.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -20,16 +20,16 @@
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
+#include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "lib/pod/static_pod.h"
 #include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
-#include "supervisor/pleg_runtime_view.h"
-#include "lib/cri/grpc_cri_client.h"
 #include "supervisor/http_endpoint.h"
 #include "supervisor/node_status.h"
+#include "supervisor/pleg_runtime_view.h"
 #include "supervisor/pod_manager.h"
 #include "supervisor/systemd_service_control.h"
 
@@ -41,11 +41,16 @@ using ipc::control::ControlMessage;
 
 std::string NameOf(ipc::ServiceId id) {
   switch (id) {
-    case ipc::ServiceId::Plegd: return "plegd";
-    case ipc::ServiceId::Statusd: return "statusd";
-    case ipc::ServiceId::Volumed: return "volumed";
-    case ipc::ServiceId::Podworkerd: return "podworkerd";
-    default: return "";
+    case ipc::ServiceId::Plegd:
+      return "plegd";
+    case ipc::ServiceId::Statusd:
+      return "statusd";
+    case ipc::ServiceId::Volumed:
+      return "volumed";
+    case ipc::ServiceId::Podworkerd:
+      return "podworkerd";
+    default:
+      return "";
   }
 }
 
@@ -73,11 +78,16 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
       spec.argv = svc.command;
     } else {
       spec.argv = {o.service_dir + "/nodelet-" + svc.name,
-                   "--root-dir", o.common.root_dir,
-                   "--run-dir", o.common.run_dir,
-                   "--log-dir", o.common.log_dir,
-                   "--log-level", o.common.log_level,
-                   "--heartbeat-interval", std::to_string(o.common.heartbeat_interval_ms)};
+                   "--root-dir",
+                   o.common.root_dir,
+                   "--run-dir",
+                   o.common.run_dir,
+                   "--log-dir",
+                   o.common.log_dir,
+                   "--log-level",
+                   o.common.log_level,
+                   "--heartbeat-interval",
+                   std::to_string(o.common.heartbeat_interval_ms)};
       if (!o.common.config_file.empty()) {
         spec.argv.push_back("--config");
         spec.argv.push_back(o.common.config_file);
@@ -104,7 +114,7 @@ struct Supervisor::Impl {
 
   SupervisorOptions options;
   int signal_fd = -1;
-  int lock_fd = -1;          // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
+  int lock_fd = -1;           // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
   std::string lock_conflict;  // set when another nodelet holds the lock
   std::shared_ptr<spdlog::logger> log = GetLogger("supervisor");
   RealClock& clock = RealClock::Get();
@@ -163,9 +173,9 @@ struct Supervisor::Impl {
     }
     lock_fd = lock->fd;
     // The kubelet's setupDataDirs: pod directories (volumes), plugins, container logs.
-    for (auto [dir, mode] : {std::pair{c.root_dir + "/pods", 0750},
-                             std::pair{c.root_dir + "/plugins", 0750},
-                             std::pair{c.log_dir + "/pods", 0755}}) {
+    for (auto [dir, mode] :
+         {std::pair{c.root_dir + "/pods", 0750}, std::pair{c.root_dir + "/plugins", 0750},
+          std::pair{c.log_dir + "/pods", 0755}}) {
       if (Status s = EnsureDirectory(dir, static_cast<mode_t>(mode)); !s.ok()) return s;
     }
 
@@ -243,8 +253,8 @@ struct Supervisor::Impl {
       }
     }
 
-    CtlServerOptions ctl_opts{c.run_dir, options.ctl_group, getpid(), NODELET_VERSION,
-                              runtime_view.get(), node.get()};
+    CtlServerOptions ctl_opts{c.run_dir,       options.ctl_group,  getpid(),
+                              NODELET_VERSION, runtime_view.get(), node.get()};
     ctl = std::make_unique<CtlServer>(*ctx, *services, clock, ctl_opts);
     return ctl->Bind();
   }
@@ -277,7 +287,8 @@ struct Supervisor::Impl {
         continue;
       }
       if (!stopping) {
-        log->info("received {}, stopping every service", strsignal(static_cast<int>(info.ssi_signo)));
+        log->info("received {}, stopping every service",
+                  strsignal(static_cast<int>(info.ssi_signo)));
         stopping = true;
         notifier.Notify("STOPPING=1\nSTATUS=stopping");
         services->StopAll();
@@ -353,7 +364,8 @@ struct Supervisor::Impl {
         services->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
         // A service that outlived a supervisor restart (systemd mode) has not said hello to
         // this incarnation: ask it to, so its pid is known.
-        if (new_peer && hello_seen.count(in->peer) == 0) SendCommand(in->peer, ipc::control::CommandKind::Hello);
+        if (new_peer && hello_seen.count(in->peer) == 0)
+          SendCommand(in->peer, ipc::control::CommandKind::Hello);
         if (hb->counters()) {
           auto& mine = service_counters[name];
           mine.clear();
@@ -387,8 +399,8 @@ struct Supervisor::Impl {
     }
     if (!ready_sent && !stopping && services->AllRunning()) {
       // Sending never blocks; READY=1 that found the queue full is sent again next iteration.
-      ready_sent = notifier.Notify("READY=1\nSTATUS=" + summary) ||
-                   std::getenv("NOTIFY_SOCKET") == nullptr;
+      ready_sent =
+          notifier.Notify("READY=1\nSTATUS=" + summary) || std::getenv("NOTIFY_SOCKET") == nullptr;
     }
   }
 
@@ -432,7 +444,8 @@ struct Supervisor::Impl {
         items.push_back(item);
         handlers.push_back([this] { pods->OnReadable(); });
       }
-      for (const auto& p : launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
+      for (const auto& p :
+           launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
         items.push_back({nullptr, p.fd, ZMQ_POLLIN, 0});
         std::string name = p.name;
         if (p.is_notify) {
@@ -441,8 +454,8 @@ struct Supervisor::Impl {
           handlers.push_back([this, name] { launcher->PumpLog(name); });
         }
       }
-      MonoTime next = std::min({services->NextDeadline(), watchdog.NextDue(), mirror->NextTick(),
-                                pods->NextTick()});
+      MonoTime next = std::min(
+          {services->NextDeadline(), watchdog.NextDue(), mirror->NextTick(), pods->NextTick()});
       long timeout = MillisUntil(clock, next, 1000);
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -481,7 +494,8 @@ struct Supervisor::Impl {
   }
 };
 
-Supervisor::Supervisor(SupervisorOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Supervisor::Supervisor(SupervisorOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 Supervisor::~Supervisor() = default;
 
 int Supervisor::Run() {
@@ -500,8 +514,8 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
   AddCommonOptions(app, o->common, "supervisor");
   std::map<std::string, std::string> durations = {
-      {"backoff-initial", "100ms"}, {"backoff-max", "10s"},     {"backoff-reset-after", "60s"},
-      {"restart-period", "60s"},    {"fatal-cooldown", "5m"},   {"start-timeout", "10s"},
+      {"backoff-initial", "100ms"}, {"backoff-max", "10s"},       {"backoff-reset-after", "60s"},
+      {"restart-period", "60s"},    {"fatal-cooldown", "5m"},     {"start-timeout", "10s"},
       {"stop-timeout", "10s"},      {"heartbeat-deadline", "5s"}, {"failing-grace", "30s"}};
   for (auto& [name, value] : durations) {
     app.add_option("--" + name, value, "Supervision policy (duration)")
@@ -518,14 +532,16 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
       ->capture_default_str();
   std::string ctl_group;
-  app.add_option("--ctl-group", ctl_group, "Group allowed to use the ctl socket (default: root only)");
+  app.add_option("--ctl-group", ctl_group,
+                 "Group allowed to use the ctl socket (default: root only)");
   app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
   app.add_option("--relist-period", o->relist_period, "plegd's relist period")
       ->check(DurationValidator());
   app.add_option("--pod-manifest-path", o->pod_manifest_path,
                  "Directory of static pod manifests (watched; re-read every 20 s)");
-  app.add_option("--manifest-url", o->manifest_url,
-                 "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
+  app.add_option(
+      "--manifest-url", o->manifest_url,
+      "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
   app.add_option("--http-check-frequency", o->http_check_frequency,
                  "How often --manifest-url is read (the kubelet's flag)")
       ->check(DurationValidator())
@@ -539,7 +555,8 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
-  app.add_option("--kube-reserved", o->kube_reserved, "Resources kept for nodelet itself (same syntax)");
+  app.add_option("--kube-reserved", o->kube_reserved,
+                 "Resources kept for nodelet itself (same syntax)");
   app.add_option("--http-address", o->http_address,
                  "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
       ->capture_default_str();

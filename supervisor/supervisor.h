@@ -44,10 +44,10 @@ struct SupervisorOptions {
   // The sync loop's pod sources and admission (pod_manager.h).
   std::string pod_manifest_path;
   std::string manifest_url;
-  std::string http_check_frequency = "20s";     // --http-check-frequency: URL read period
-  std::string manifest_url_ca;                   // --manifest-url-ca
+  std::string http_check_frequency = "20s";       // --http-check-frequency: URL read period
+  std::string manifest_url_ca;                    // --manifest-url-ca
   std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
-  std::string node_name;  // default: the hostname, lowercased
+  std::string node_name;                          // default: the hostname, lowercased
   int max_pods = 110;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
   std::string http_address = "127.0.0.1:10255";

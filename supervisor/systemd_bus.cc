@@ -78,7 +78,9 @@ class SystemdBusImpl : public SystemdBus {
 
   Result<std::string> StartUnit(const std::string& unit) override { return Job("StartUnit", unit); }
   Result<std::string> StopUnit(const std::string& unit) override { return Job("StopUnit", unit); }
-  Result<std::string> RestartUnit(const std::string& unit) override { return Job("RestartUnit", unit); }
+  Result<std::string> RestartUnit(const std::string& unit) override {
+    return Job("RestartUnit", unit);
+  }
 
   Status ResetFailedUnit(const std::string& unit) override {
     MessageRef reply;

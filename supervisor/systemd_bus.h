@@ -6,13 +6,12 @@
 
 #include <sys/types.h>
 
-#include <zmq.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "lib/common/status.h"
 
@@ -20,12 +19,15 @@ namespace nodelet::supervisor {
 
 // A unit's properties (org.freedesktop.systemd1.Unit and .Service) that map to a ServiceInfo.
 struct UnitStatus {
-  std::string load_state;    // "loaded", "not-found", "masked", ...
-  std::string active_state;  // "active", "activating", "deactivating", "inactive", "failed", "reloading"
-  std::string sub_state;     // "running", "auto-restart", "dead", "failed", "start", "stop-sigterm", ...
-  std::string result;        // Service.Result: "success", "exit-code", "signal", "watchdog", "start-limit-hit", ...
+  std::string load_state;  // "loaded", "not-found", "masked", ...
+  std::string
+      active_state;  // "active", "activating", "deactivating", "inactive", "failed", "reloading"
+  std::string
+      sub_state;       // "running", "auto-restart", "dead", "failed", "start", "stop-sigterm", ...
+  std::string result;  // Service.Result: "success", "exit-code", "signal", "watchdog",
+                       // "start-limit-hit", ...
   pid_t main_pid = 0;
-  uint32_t n_restarts = 0;                  // automatic restarts since the unit was loaded
+  uint32_t n_restarts = 0;                   // automatic restarts since the unit was loaded
   uint64_t active_enter_monotonic_usec = 0;  // CLOCK_MONOTONIC µs when it last became active
   uint64_t state_change_usec = 0;            // CLOCK_REALTIME µs of the last state change
   int32_t exec_main_code = 0;                // CLD_EXITED (1), CLD_KILLED (2), CLD_DUMPED (3)

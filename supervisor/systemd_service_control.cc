@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "supervisor/process_manager.h"
 #include "lib/ipc/process_state_name.h"
+#include "supervisor/process_manager.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -15,9 +15,12 @@ using Health = ipc::control::Health;
 
 const char* KindName(int kind) {
   switch (kind) {
-    case 0: return "start";
-    case 1: return "stop";
-    default: return "restart";
+    case 0:
+      return "start";
+    case 1:
+      return "stop";
+    default:
+      return "restart";
   }
 }
 
@@ -41,7 +44,8 @@ std::string DescribeUnitFailure(const UnitStatus& st) {
     process = "exit " + std::to_string(st.exec_main_status);
   } else if (st.exec_main_code == 2 || st.exec_main_code == 3) {  // CLD_KILLED, CLD_DUMPED
     const char* name = strsignal(st.exec_main_status);
-    process = "signal " + std::to_string(st.exec_main_status) + (name ? std::string(" (") + name + ")" : "");
+    process = "signal " + std::to_string(st.exec_main_status) +
+              (name ? std::string(" (") + name + ")" : "");
   }
   const std::string& r = st.result;
   if (r.empty() || r == "success") return "";
@@ -147,7 +151,8 @@ void SystemdServiceControl::Settle(Unit& u) {
       DoneCallback done = std::move(op.done);
       it = u.ops.erase(it);
       std::string why = DescribeUnitFailure(u.status);
-      done(false, std::string(ipc::ProcessStateName(state)) + (why.empty() ? "" : " (" + why + ")"));
+      done(false,
+           std::string(ipc::ProcessStateName(state)) + (why.empty() ? "" : " (" + why + ")"));
       continue;
     }
     ++it;
@@ -169,7 +174,8 @@ void SystemdServiceControl::OnJobRemoved(const std::string& job_path, const std:
       if (result == "done") {
         done(true, "stopped");
       } else {
-        done(false, std::string(KindName(static_cast<int>(kind))) + " job of " + unit + ": " + result);
+        done(false,
+             std::string(KindName(static_cast<int>(kind))) + " job of " + unit + ": " + result);
       }
       break;
     }
@@ -323,9 +329,12 @@ std::string SystemdServiceControl::Describe(const Unit& u) const {
   const UnitStatus& st = u.status;
   const std::string pid = "pid " + std::to_string(st.main_pid);
   switch (StateOf(u)) {
-    case ProcessState::Running: return pid + ", uptime";
-    case ProcessState::Starting: return pid + ", starting";
-    case ProcessState::Stopping: return pid + ", stopping";
+    case ProcessState::Running:
+      return pid + ", uptime";
+    case ProcessState::Starting:
+      return pid + ", starting";
+    case ProcessState::Stopping:
+      return pid + ", stopping";
     case ProcessState::Backoff: {
       std::string why = DescribeUnitFailure(st);
       return (why.empty() ? "exited" : why) + ", systemd restarts it";
@@ -360,13 +369,20 @@ std::vector<ServiceInfo> SystemdServiceControl::List() const {
     i.description = Describe(u);
     i.restarts = u.status.n_restarts;
     if (u.heard) {
-      if (i.state == ProcessState::Running && now - u.last_heartbeat > options_.heartbeat_deadline) {
+      if (i.state == ProcessState::Running &&
+          now - u.last_heartbeat > options_.heartbeat_deadline) {
         i.health = "failing: no heartbeat for " + FormatDelay(now - u.last_heartbeat);
       } else {
         switch (u.health) {
-          case Health::Ok: i.health = "ok"; break;
-          case Health::Degraded: i.health = "degraded: " + u.health_reason; break;
-          case Health::Failing: i.health = "failing: " + u.health_reason; break;
+          case Health::Ok:
+            i.health = "ok";
+            break;
+          case Health::Degraded:
+            i.health = "degraded: " + u.health_reason;
+            break;
+          case Health::Failing:
+            i.health = "failing: " + u.health_reason;
+            break;
         }
       }
     }

@@ -7,10 +7,14 @@ namespace {
 
 ContainerState FromCri(cri::v1::ContainerState s) {
   switch (s) {
-    case cri::v1::CONTAINER_CREATED: return ContainerState::Created;
-    case cri::v1::CONTAINER_RUNNING: return ContainerState::Running;
-    case cri::v1::CONTAINER_EXITED: return ContainerState::Exited;
-    default: return ContainerState::Unknown;
+    case cri::v1::CONTAINER_CREATED:
+      return ContainerState::Created;
+    case cri::v1::CONTAINER_RUNNING:
+      return ContainerState::Running;
+    case cri::v1::CONTAINER_EXITED:
+      return ContainerState::Exited;
+    default:
+      return ContainerState::Unknown;
   }
 }
 

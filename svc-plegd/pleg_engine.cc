@@ -180,9 +180,8 @@ void PlegEngine::RelistOnce() {
   // when it returns and does not hold back the RelistDone or the next relist.
   {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait_until(lock, t0 + options_.inspect_wait, [&] {
-      return stopping_ || outstanding_.count(relist) == 0;
-    });
+    done_cv_.wait_until(lock, t0 + options_.inspect_wait,
+                        [&] { return stopping_ || outstanding_.count(relist) == 0; });
     // Late jobs of this relist still count down their own entry; drop ours.
     outstanding_.erase(relist);
   }

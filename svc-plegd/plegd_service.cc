@@ -110,9 +110,9 @@ void PlegdService::HandleEngineOutput() {
       last_relist_started_ns_ = r.started_at_ns;
     }
     flatbuffers::FlatBufferBuilder fbb(256);
-    auto done = ipc::pleg::CreateRelistDoneDirect(
-        fbb, r.relist, static_cast<uint64_t>(r.duration.count()), r.pods, r.containers,
-        r.started_at_ns, r.error.c_str());
+    auto done =
+        ipc::pleg::CreateRelistDoneDirect(fbb, r.relist, static_cast<uint64_t>(r.duration.count()),
+                                          r.pods, r.containers, r.started_at_ns, r.error.c_str());
     Publish(fbb, Body::RelistDone, done.Union());
   }
 }
@@ -139,13 +139,14 @@ void PlegdService::HandleSnapshotRequests() {
       continue;
     }
     std::vector<flatbuffers::Offset<ipc::pleg::PodRecord>> pods;
-    for (const auto& [_, rec] : cache_.pods()) pods.push_back(ipc::pleg::PodRecord::Pack(fbb, &rec));
+    for (const auto& [_, rec] : cache_.pods())
+      pods.push_back(ipc::pleg::PodRecord::Pack(fbb, &rec));
     // The snapshot is current at the last message published on the PUB socket; replies use
     // their own envelope writer so the PUB sequence has no holes.
     ipc::EnvelopeWriter reply_writer(ipc::ServiceId::Plegd, envelope_->incarnation());
-    auto snap = ipc::pleg::CreateSnapshot(
-        fbb, (*msg)->body_as_SnapshotRequest()->request_id(), envelope_->last_sequence(),
-        envelope_->incarnation(), cache_.last_relist(), fbb.CreateVector(pods));
+    auto snap = ipc::pleg::CreateSnapshot(fbb, (*msg)->body_as_SnapshotRequest()->request_id(),
+                                          envelope_->last_sequence(), envelope_->incarnation(),
+                                          cache_.last_relist(), fbb.CreateVector(pods));
     auto header = reply_writer.Write(fbb);
     fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::Snapshot, snap.Union()),
                ipc::pleg::PlegMessageIdentifier());

@@ -14,10 +14,14 @@ Seen ToSeen(const std::map<std::string, ContainerState>& m, const std::string& i
   auto it = m.find(id);
   if (it == m.end()) return Seen::kNonExistent;
   switch (it->second) {
-    case ContainerState::Running: return Seen::kRunning;
-    case ContainerState::Exited: return Seen::kExited;
-    case ContainerState::Created: return Seen::kCreated;
-    case ContainerState::Unknown: return Seen::kUnknown;
+    case ContainerState::Running:
+      return Seen::kRunning;
+    case ContainerState::Exited:
+      return Seen::kExited;
+    case ContainerState::Created:
+      return Seen::kCreated;
+    case ContainerState::Unknown:
+      return Seen::kUnknown;
   }
   return Seen::kUnknown;
 }
@@ -56,9 +60,10 @@ void SandboxEvents(const std::string& uid, const std::string& id, const SandboxS
     return;
   }
   if (old_state != nullptr && *old_state == *new_state) return;
-  out.push_back({uid, *new_state == SandboxState::Ready ? EventType::SandboxReady
-                                                        : EventType::SandboxNotReady,
-                 id, ""});
+  out.push_back(
+      {uid,
+       *new_state == SandboxState::Ready ? EventType::SandboxReady : EventType::SandboxNotReady, id,
+       ""});
 }
 
 }  // namespace
@@ -114,9 +119,8 @@ std::vector<PodChange> RelistDiff::Update(const RuntimeListing& listing) {
     for (const auto& [id, _] : view.containers) ids.insert(id);
     for (const auto& id : ids) {
       auto name_it = view.container_names.find(id);
-      const std::string& name = name_it != view.container_names.end()
-                                    ? name_it->second
-                                    : old.container_names.at(id);
+      const std::string& name =
+          name_it != view.container_names.end() ? name_it->second : old.container_names.at(id);
       ContainerEvents(uid, id, name, ToSeen(old.containers, id), ToSeen(view.containers, id),
                       change.events);
     }

@@ -25,7 +25,7 @@ struct PodView {
   std::string name;
   std::string pod_namespace;
   bool foreign = false;
-  std::vector<std::string> sandbox_ids;    // newest first
+  std::vector<std::string> sandbox_ids;  // newest first
   std::vector<std::string> container_ids;
   std::map<std::string, ContainerState> containers;
   std::map<std::string, SandboxState> sandboxes;
@@ -33,7 +33,7 @@ struct PodView {
 };
 
 struct PodChange {
-  PodView view;          // the new view (empty maps and removed=true when the pod is gone)
+  PodView view;  // the new view (empty maps and removed=true when the pod is gone)
   bool removed = false;
   std::vector<PlegEvent> events;
 };

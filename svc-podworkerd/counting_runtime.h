@@ -41,8 +41,9 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   // runtime left of it (leftover_cgroups.h), under `cgroup_root`. Counted as
   // "repair_leftover_cgroup" (one per directory removed).
   // `removed` (optional) hears of each path that had directories removed, for the log.
-  void set_sweep_leftover_cgroups(std::string cgroup_root,
-                                  std::function<void(const std::string& path, int dirs)> removed = nullptr) {
+  void set_sweep_leftover_cgroups(
+      std::string cgroup_root,
+      std::function<void(const std::string& path, int dirs)> removed = nullptr) {
     cgroup_root_ = std::move(cgroup_root);
     on_swept_ = std::move(removed);
   }
@@ -53,7 +54,9 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return ops_;
   }
 
-  Result<cri::v1::VersionResponse> Version() override { return Count("version", runtime_.Version()); }
+  Result<cri::v1::VersionResponse> Version() override {
+    return Count("version", runtime_.Version());
+  }
   Result<cri::v1::StatusResponse> RuntimeStatus(bool verbose) override {
     return Count("status", runtime_.RuntimeStatus(verbose));
   }
@@ -67,7 +70,8 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   Status RemovePodSandbox(const std::string& id) override {
     std::vector<std::string> ids, cgroups;
     if (!cgroup_root_.empty() || after_removal_) SandboxContents(id, ids, cgroups);
-    Status s = CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
+    Status s =
+        CountStatus("remove_podsandbox", Repaired([&] { return runtime_.RemovePodSandbox(id); }));
     if (s.ok()) {
       if (after_removal_) after_removal_(ids);
       Sweep(cgroups);
@@ -82,7 +86,8 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
       const cri::v1::PodSandboxFilter& filter) override {
     return Count("list_podsandbox", runtime_.ListPodSandbox(filter));
   }
-  Result<std::string> CreateContainer(const std::string& sandbox, const cri::v1::ContainerConfig& config,
+  Result<std::string> CreateContainer(const std::string& sandbox,
+                                      const cri::v1::ContainerConfig& config,
                                       const cri::v1::PodSandboxConfig& sandbox_config) override {
     return Count("create_container", runtime_.CreateContainer(sandbox, config, sandbox_config));
   }
@@ -97,7 +102,8 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     if (!cgroup_root_.empty()) {
       if (auto c = ContainerCgroup(id)) cgroups.push_back(*c);
     }
-    Status s = CountStatus("remove_container", Repaired([&] { return runtime_.RemoveContainer(id); }));
+    Status s =
+        CountStatus("remove_container", Repaired([&] { return runtime_.RemoveContainer(id); }));
     if (s.ok()) Sweep(cgroups);
     return s;
   }
@@ -133,7 +139,8 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
   }
 
  private:
-  static std::optional<std::string> InfoCgroup(const google::protobuf::Map<std::string, std::string>& info) {
+  static std::optional<std::string> InfoCgroup(
+      const google::protobuf::Map<std::string, std::string>& info) {
     auto it = info.find("info");
     if (it == info.end()) return std::nullopt;
     return CgroupsPathFromInfo(it->second);

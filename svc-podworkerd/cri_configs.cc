@@ -9,7 +9,6 @@
 
 #include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
-
 #include "lib/pod/canonical.h"
 
 namespace nodelet::podworkerd {
@@ -67,7 +66,8 @@ v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
   labels[kPodUidLabel] = pod.metadata.uid;
   auto& annotations = *config.mutable_annotations();
   for (const auto& [k, v] : pod.metadata.annotations) annotations[k] = v;
-  SetNamespaces(pod, config.mutable_linux()->mutable_security_context()->mutable_namespace_options());
+  SetNamespaces(pod,
+                config.mutable_linux()->mutable_security_context()->mutable_namespace_options());
   return config;
 }
 
@@ -95,8 +95,9 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
   auto& annotations = *config.mutable_annotations();
   annotations[kContainerHashAnnotation] = pod::ContainerSpecHashHex(c);
   annotations[kRestartCountAnnotation] = std::to_string(restart_count);
-  annotations[kGracePeriodAnnotation] = std::to_string(
-      pod.spec.termination_grace_period_seconds.value_or(pod::kDefaultTerminationGracePeriodSeconds));
+  annotations[kGracePeriodAnnotation] =
+      std::to_string(pod.spec.termination_grace_period_seconds.value_or(
+          pod::kDefaultTerminationGracePeriodSeconds));
   auto* linux = config.mutable_linux();
   SetResources(c, linux->mutable_resources());
   auto* sc = linux->mutable_security_context();
@@ -141,14 +142,14 @@ Result<std::string> StageSubPath(const std::string& volume_path, const std::stri
   auto fd = OpenSubPath(volume_path, sub_path, options);
   if (!fd.ok()) return fd.status();
   if (options.before_use) options.before_use(sub_path);
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd->get(), &st) != 0) return ErrnoStatus("subPath \"" + sub_path + "\": stat", errno);
   const bool dir = S_ISDIR(st.st_mode);
   // The staging path is nodelet's (no container sees ROOT/pods/UID itself).
   if (Status s = EnsureDirectory(staging.substr(0, staging.rfind('/')), 0750); !s.ok()) return s;
   while (umount2(staging.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
   }
-  struct stat old{};
+  struct stat old {};
   if (lstat(staging.c_str(), &old) == 0 && (S_ISDIR(old.st_mode) != dir || S_ISLNK(old.st_mode))) {
     if ((S_ISDIR(old.st_mode) ? rmdir(staging.c_str()) : unlink(staging.c_str())) != 0) {
       return ErrnoStatus("subPath staging " + staging + ": remove", errno);

@@ -72,9 +72,9 @@ Result<std::string> StageSubPath(const std::string& volume_path, const std::stri
 // The CRI mounts of a container's volumeMounts, given each volume's host path (from volumed).
 // configMap, secret and downwardAPI volumes are always read-only (their writer is nodelet, as
 // in the kubelet since CVE-2017-1002102). subPaths are staged under `root_dir`.
-Result<std::vector<cri::v1::Mount>> MakeMounts(const pod::Pod& pod, const pod::Container& container,
-                                               const std::map<std::string, std::string>& volume_paths,
-                                               const std::string& root_dir,
-                                               const SubPathOptions& options = {});
+Result<std::vector<cri::v1::Mount>> MakeMounts(
+    const pod::Pod& pod, const pod::Container& container,
+    const std::map<std::string, std::string>& volume_paths, const std::string& root_dir,
+    const SubPathOptions& options = {});
 
 }  // namespace nodelet::podworkerd

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "lib/common/logging.h"
@@ -44,7 +43,9 @@ GarbageCollector::~GarbageCollector() {
   if (thread_.joinable()) thread_.join();
 }
 
-void GarbageCollector::Start() { thread_ = std::thread([this] { Loop(); }); }
+void GarbageCollector::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void GarbageCollector::SetDesired(std::set<std::string> pod_uids, std::set<std::string> images) {
   bool first = false;
@@ -75,8 +76,9 @@ void GarbageCollector::Loop() {
   using Steady = std::chrono::steady_clock;
   // The first image GC soon after start (the kubelet waits a minute; a restart of podworkerd
   // should not postpone it by a whole period either).
-  Steady::time_point next_image = Steady::now() + std::min<std::chrono::milliseconds>(
-                                                      config_.image_gc_period, std::chrono::seconds(5));
+  Steady::time_point next_image =
+      Steady::now() +
+      std::min<std::chrono::milliseconds>(config_.image_gc_period, std::chrono::seconds(5));
   Steady::time_point next_containers = Steady::now();
   Steady::time_point next_sweep = Steady::time_point::max();
   std::unique_lock<std::mutex> lock(mu_);
@@ -86,8 +88,10 @@ void GarbageCollector::Loop() {
       cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || desired_pods_; });
       continue;
     }
-    if (sweep_ && next_sweep == Steady::time_point::max()) next_sweep = Steady::now() + sweep_period_;
-    cv_.wait_until(lock, std::min({next_image, next_containers, next_sweep}), [&] { return stopping_; });
+    if (sweep_ && next_sweep == Steady::time_point::max())
+      next_sweep = Steady::now() + sweep_period_;
+    cv_.wait_until(lock, std::min({next_image, next_containers, next_sweep}),
+                   [&] { return stopping_; });
     if (stopping_) break;
     const auto now = Steady::now();
     if (now >= next_sweep) {
@@ -118,8 +122,8 @@ void GarbageCollector::RunContainerGc(const std::set<std::string>& live) {
   ContainerGcResult r = container_gc_.GarbageCollect(live);
   containers_removed_ += static_cast<uint64_t>(r.removed);
   if (r.removed > 0) {
-    GetLogger("podworkerd")->info("Container GC removed {} of {} dead containers", r.removed,
-                                  r.dead_before);
+    GetLogger("podworkerd")
+        ->info("Container GC removed {} of {} dead containers", r.removed, r.dead_before);
   }
   if (!r.status.ok()) {
     ++container_gc_failures_;
@@ -143,17 +147,19 @@ void GarbageCollector::RunImageGc() {
   image_bytes_freed_ += r.bytes_freed;
   auto log = GetLogger("podworkerd");
   if (r.over_threshold) {
-    log->info("Image GC: image filesystem {} at {}% (high threshold {}%): freed {} of {} bytes, "
-              "removed {} images",
-              r.mountpoint, r.usage_percent, config_.image.high_threshold_percent, r.bytes_freed,
-              r.bytes_to_free, r.removed.size());
+    log->info(
+        "Image GC: image filesystem {} at {}% (high threshold {}%): freed {} of {} bytes, "
+        "removed {} images",
+        r.mountpoint, r.usage_percent, config_.image.high_threshold_percent, r.bytes_freed,
+        r.bytes_to_free, r.removed.size());
   }
   if (!r.status.ok()) {
     ++image_gc_failures_;
     // Not enough eligible images is the kubelet's FreeDiskSpaceFailed; anything else (the
     // runtime or the filesystem could not be read) its ImageGCFailed.
-    Warn(r.status.code() == StatusCode::kResourceExhausted ? "FreeDiskSpaceFailed" : "ImageGCFailed",
-         r.status.message());
+    Warn(
+        r.status.code() == StatusCode::kResourceExhausted ? "FreeDiskSpaceFailed" : "ImageGCFailed",
+        r.status.message());
   }
 }
 

@@ -182,8 +182,7 @@ std::optional<Target> Resolve(const Target& base, const std::string& location, s
   } else if (!location.empty() && location.front() == '/') {
     t.path = location;
     return t;
-  } else if (location.find(':') != std::string::npos &&
-             location.find(':') < location.find('/')) {
+  } else if (location.find(':') != std::string::npos && location.find(':') < location.find('/')) {
     error = "redirect to an unsupported URL: " + location;
     return std::nullopt;
   } else {
@@ -204,7 +203,8 @@ std::optional<Target> Resolve(const Target& base, const std::string& location, s
       return std::nullopt;
     }
     t.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':') port = authority.substr(close + 2);
+    if (close + 1 < authority.size() && authority[close + 1] == ':')
+      port = authority.substr(close + 2);
   } else {
     auto colon = authority.rfind(':');
     t.host = authority.substr(0, colon);
@@ -247,7 +247,8 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, Clock::time_poi
       host_header = value;
       continue;
     }
-    if (lname == "connection" || lname == "content-length" || lname == "transfer-encoding") continue;
+    if (lname == "connection" || lname == "content-length" || lname == "transfer-encoding")
+      continue;
     user_agent = user_agent || lname == "user-agent";
     accept = accept || lname == "accept";
     extra += name + ": " + value + "\r\n";
@@ -275,7 +276,8 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, Clock::time_poi
       return false;
     }
     if (n <= 0) {
-      error = n == 0 ? "EOF before the response headers" : std::string("read: ") + std::strerror(errno);
+      error =
+          n == 0 ? "EOF before the response headers" : std::string("read: ") + std::strerror(errno);
       return false;
     }
   }
@@ -314,13 +316,15 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, Clock::time_poi
   }
 
   // The body: at most kMaxProbeBodyBytes, and only until its end (length, last chunk, EOF).
-  const bool no_body = out.status == 204 || out.status == 304 || (out.status >= 100 && out.status < 200);
+  const bool no_body =
+      out.status == 204 || out.status == 304 || (out.status >= 100 && out.status < 200);
   size_t want = kMaxProbeBodyBytes;
   if (no_body) want = 0;
   if (content_length && !chunked) want = std::min(want, *content_length);
   auto done = [&] {
     if (body.size() >= want) return true;
-    if (chunked && body.size() >= 5 && body.compare(body.size() - 5, 5, "0\r\n\r\n") == 0) return true;
+    if (chunked && body.size() >= 5 && body.compare(body.size() - 5, 5, "0\r\n\r\n") == 0)
+      return true;
     return false;
   };
   while (!done()) {
@@ -331,7 +335,8 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, Clock::time_poi
       return false;
     }
     if (n <= 0) {
-      error = n == 0 ? "unexpected EOF in the response body" : std::string("read: ") + std::strerror(errno);
+      error = n == 0 ? "unexpected EOF in the response body"
+                     : std::string("read: ") + std::strerror(errno);
       return false;
     }
   }
@@ -375,12 +380,13 @@ HttpProbeResult DoHttpProbe(const HttpProbeRequest& request) {
         // Another host: the kubelet does not follow it and reports the redirect itself.
         result.success = true;
         result.warning = true;
-        result.message = "Probe terminated redirects, Response status: " +
-                         std::to_string(response.status);
+        result.message =
+            "Probe terminated redirects, Response status: " + std::to_string(response.status);
         return result;
       }
       if (other_scheme) {
-        result.message = "redirect to https on the same host is not supported: " + response.location;
+        result.message =
+            "redirect to https on the same host is not supported: " + response.location;
         return result;
       }
       if (attempt + 1 >= kMaxProbeRedirects) {
@@ -399,8 +405,8 @@ HttpProbeResult DoHttpProbe(const HttpProbeRequest& request) {
       result.success = true;
       if (response.status >= 300) {
         result.warning = true;
-        result.message = "Probe terminated redirects, Response status: " +
-                         std::to_string(response.status);
+        result.message =
+            "Probe terminated redirects, Response status: " + std::to_string(response.status);
       }
       return result;
     }

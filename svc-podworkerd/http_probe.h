@@ -33,11 +33,11 @@ struct HttpProbeRequest {
 
 struct HttpProbeResult {
   bool success = false;
-  bool warning = false;    // success, but with a message (a redirect to another host)
-  int status = 0;          // the final response's status code; 0 when none arrived
-  std::string message;     // why it failed, or the warning
-  size_t body_bytes = 0;   // body bytes read from the final response (≤ kMaxProbeBodyBytes)
-  int redirects = 0;       // redirects followed
+  bool warning = false;   // success, but with a message (a redirect to another host)
+  int status = 0;         // the final response's status code; 0 when none arrived
+  std::string message;    // why it failed, or the warning
+  size_t body_bytes = 0;  // body bytes read from the final response (≤ kMaxProbeBodyBytes)
+  int redirects = 0;      // redirects followed
 };
 
 HttpProbeResult DoHttpProbe(const HttpProbeRequest& request);

@@ -23,7 +23,8 @@ Status ValidateImageGcPolicy(const ImageGcPolicy& p) {
                            " must not exceed image-gc-high-threshold " +
                            std::to_string(p.high_threshold_percent));
   }
-  if (p.minimum_age.count() < 0) return InvalidArgument("image-minimum-gc-age must not be negative");
+  if (p.minimum_age.count() < 0)
+    return InvalidArgument("image-minimum-gc-age must not be negative");
   return Status::Ok();
 }
 
@@ -156,7 +157,8 @@ void ImageGc::FreeSpace(uint64_t bytes_to_free, ImageGcResult& result) {
   }
   // Least recently used first; never-used images by when they appeared.
   std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    if (a.second->last_used != b.second->last_used) return a.second->last_used < b.second->last_used;
+    if (a.second->last_used != b.second->last_used)
+      return a.second->last_used < b.second->last_used;
     if (a.second->first_detected != b.second->first_detected) {
       return a.second->first_detected < b.second->first_detected;
     }
@@ -169,7 +171,8 @@ void ImageGc::FreeSpace(uint64_t bytes_to_free, ImageGcResult& result) {
     spec.set_image(id);
     if (Status s = images_.RemoveImage(spec); !s.ok()) {
       if (result.status.ok()) {
-        result.status = Status(s.code(), "remove image '" + r->name + "' (" + id + "): " + s.message());
+        result.status =
+            Status(s.code(), "remove image '" + r->name + "' (" + id + "): " + s.message());
       }
       continue;
     }

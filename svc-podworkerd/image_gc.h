@@ -52,12 +52,12 @@ class StatvfsFsStats final : public FsStatsSource {
 
 // What one GarbageCollect() did.
 struct ImageGcResult {
-  FsStats fs;                       // the image filesystem before GC
-  std::string mountpoint;           // as ImageFsInfo reported it
-  int usage_percent = 0;            // before GC
-  bool over_threshold = false;      // usage >= high threshold: images were to be freed
+  FsStats fs;                   // the image filesystem before GC
+  std::string mountpoint;       // as ImageFsInfo reported it
+  int usage_percent = 0;        // before GC
+  bool over_threshold = false;  // usage >= high threshold: images were to be freed
   uint64_t bytes_to_free = 0;
-  uint64_t bytes_freed = 0;         // the removed images' sizes, as the runtime reports them
+  uint64_t bytes_freed = 0;          // the removed images' sizes, as the runtime reports them
   std::vector<std::string> removed;  // image ids, in removal order
   // Not OK when the usage could not be read, or not enough could be freed (the kubelet's
   // "Failed to garbage collect required amount of images ...").

@@ -35,8 +35,9 @@ Status ValidateImagePullerConfig(const ImagePullerConfig& c) {
                            "time)");
   }
   if (c.backoff_initial.count() <= 0 || c.backoff_max.count() <= 0) {
-    return InvalidArgument("--image-pull-backoff-initial and --image-pull-backoff-max must be "
-                           "positive");
+    return InvalidArgument(
+        "--image-pull-backoff-initial and --image-pull-backoff-max must be "
+        "positive");
   }
   if (c.backoff_initial > c.backoff_max) {
     return InvalidArgument("--image-pull-backoff-initial (" +
@@ -112,8 +113,8 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
     backoff_.erase(image);
   } else {
     Backoff& b = backoff_[image];
-    b.delay = b.delay.count() == 0 ? config_.backoff_initial
-                                   : std::min(b.delay * 2, config_.backoff_max);
+    b.delay =
+        b.delay.count() == 0 ? config_.backoff_initial : std::min(b.delay * 2, config_.backoff_max);
     b.until = clock_.Now() + b.delay;
   }
   flight->ref = ref;
@@ -146,7 +147,8 @@ EnsureImageResult ImagePuller::EnsureImage(const std::string& image,
     }
     if (pull_policy == pod::kPullNever) {
       out.reason = "ErrImageNeverPull";
-      out.message = "Container image " + Quoted(image) + " is not present with pull policy of Never";
+      out.message =
+          "Container image " + Quoted(image) + " is not present with pull policy of Never";
       out.status = FailedPrecondition(out.message);
       out.events.push_back({"Warning", "ErrImageNeverPull", out.message});
       out.events.push_back({"Warning", "Failed", "Error: ErrImageNeverPull"});

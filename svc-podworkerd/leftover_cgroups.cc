@@ -13,8 +13,8 @@ namespace {
 bool PlainComponent(const std::string& c) {
   if (c.empty() || c == "." || c == ".." || c.size() > 255) return false;
   for (char ch : c) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                    ch == '.' || ch == '_' || ch == '-';
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
     if (!ok) return false;
   }
   return true;

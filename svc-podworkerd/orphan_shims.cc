@@ -35,7 +35,8 @@ std::vector<int> NumericEntries(const std::string& proc_root) {
   if (d == nullptr) return pids;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name.empty() || name.size() > 9 || name.find_first_not_of("0123456789") != std::string::npos) {
+    if (name.empty() || name.size() > 9 ||
+        name.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
     pids.push_back(std::stoi(name));
@@ -78,7 +79,8 @@ bool PidfdKill(int pidfd) {
 // Waits until the process behind `pidfd` has exited (its pidfd turns readable), up to `until`.
 bool WaitExited(int pidfd, std::chrono::steady_clock::time_point until) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
     pollfd p{pidfd, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (r > 0) return true;
@@ -102,7 +104,8 @@ std::vector<std::string> CgroupPathsOf(const std::string& proc_root, int pid) {
 
 }  // namespace
 
-std::vector<ShimProcess> ListShims(const std::string& containerd_socket, const std::string& proc_root) {
+std::vector<ShimProcess> ListShims(const std::string& containerd_socket,
+                                   const std::string& proc_root) {
   std::vector<ShimProcess> out;
   if (containerd_socket.empty()) return out;
   for (int pid : NumericEntries(proc_root)) {
@@ -195,7 +198,9 @@ Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
   const auto until = std::chrono::steady_clock::now() + timeout;
   // Hold the shim by pidfd first, then check that it is still the same process.
   int shim_fd = PidfdOpen(shim.pid);
-  if (shim_fd < 0) return errno == ESRCH ? Status::Ok() : ErrnoStatus("pidfd_open of shim " + std::to_string(shim.pid), errno);
+  if (shim_fd < 0)
+    return errno == ESRCH ? Status::Ok()
+                          : ErrnoStatus("pidfd_open of shim " + std::to_string(shim.pid), errno);
   auto stat = ReadStat(proc_root, shim.pid);
   if (!stat || stat->start_time != shim.start_time) {
     close(shim_fd);
@@ -203,8 +208,8 @@ Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
   }
   std::set<std::string> shim_cgroups;
   for (auto& p : CgroupPathsOf(proc_root, shim.pid)) shim_cgroups.insert(std::move(p));
-  std::set<std::string> cgroups;  // of its descendants, to remove once they are gone
-  std::vector<int> held;          // pidfds of killed descendants, waited for
+  std::set<std::string> cgroups;              // of its descendants, to remove once they are gone
+  std::vector<int> held;                      // pidfds of killed descendants, waited for
   std::set<std::pair<int, uint64_t>> killed;  // (pid, start time) already sent SIGKILL
   // Descendants first: the shim is their subreaper, so while it lives a process forked meanwhile
   // stays below it, and the next round finds it. Bounded: a tree that keeps forking faster than
@@ -240,7 +245,9 @@ Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
   }
   Status result = Status::Ok();
   for (int fd : held) {
-    if (!WaitExited(fd, until)) result = DeadlineExceeded("a process below shim " + std::to_string(shim.pid) + " did not exit after SIGKILL");
+    if (!WaitExited(fd, until))
+      result = DeadlineExceeded("a process below shim " + std::to_string(shim.pid) +
+                                " did not exit after SIGKILL");
     close(fd);
   }
   if (!PidfdKill(shim_fd)) {
@@ -252,7 +259,8 @@ Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
   std::vector<std::string> to_remove;
   for (const auto& c : cgroups) {
     const auto slash = c.rfind('/');
-    if (slash != std::string::npos && c.substr(slash + 1) == shim.id && c.find("/..") == std::string::npos) {
+    if (slash != std::string::npos && c.substr(slash + 1) == shim.id &&
+        c.find("/..") == std::string::npos) {
       to_remove.push_back(c);
     }
   }

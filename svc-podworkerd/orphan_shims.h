@@ -40,9 +40,9 @@ namespace nodelet::podworkerd {
 
 struct ShimProcess {
   int pid = 0;
-  std::string id;             // its -id argument (a sandbox id, containerd groups a pod's tasks)
-  std::string ns;             // its -namespace argument
-  uint64_t start_time = 0;    // /proc/PID/stat field 22 (clock ticks after boot): pid reuse check
+  std::string id;           // its -id argument (a sandbox id, containerd groups a pod's tasks)
+  std::string ns;           // its -namespace argument
+  uint64_t start_time = 0;  // /proc/PID/stat field 22 (clock ticks after boot): pid reuse check
 };
 
 // The containerd shims (argv[0] a `containerd-shim*` binary) whose `-address` is

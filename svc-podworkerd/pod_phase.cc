@@ -77,9 +77,9 @@ PodPhase ComputePhase(const PhaseInput& in) {
   return PodPhase::kPending;
 }
 
-std::vector<status::PodCondition> ComputeConditions(const PhaseInput& in, PodPhase phase,
-                                                    const std::vector<status::PodCondition>& previous,
-                                                    int64_t now_unix_s) {
+std::vector<status::PodCondition> ComputeConditions(
+    const PhaseInput& in, PodPhase phase, const std::vector<status::PodCondition>& previous,
+    int64_t now_unix_s) {
   auto make = [&](const std::string& type, bool value, const std::string& reason,
                   const std::string& message) {
     status::PodCondition c;
@@ -89,7 +89,8 @@ std::vector<status::PodCondition> ComputeConditions(const PhaseInput& in, PodPha
     c.message = value ? "" : message;
     c.last_transition_time_unix_s = now_unix_s;
     for (const auto& p : previous) {
-      if (p.type == type && p.status == c.status) c.last_transition_time_unix_s = p.last_transition_time_unix_s;
+      if (p.type == type && p.status == c.status)
+        c.last_transition_time_unix_s = p.last_transition_time_unix_s;
     }
     return c;
   };
@@ -116,8 +117,7 @@ std::vector<status::PodCondition> ComputeConditions(const PhaseInput& in, PodPha
   bool terminal = phase == PodPhase::kSucceeded || phase == PodPhase::kFailed;
   bool containers_ready = unready.empty() && !terminal;
   std::string not_ready_reason = terminal ? "PodCompleted" : "ContainersNotReady";
-  std::string not_ready_msg =
-      terminal ? "" : "containers with unready status: " + join(unready);
+  std::string not_ready_msg = terminal ? "" : "containers with unready status: " + join(unready);
   return {
       make("PodScheduled", true, "", ""),
       make("Initialized", initialized, "ContainersNotInitialized",

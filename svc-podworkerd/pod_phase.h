@@ -33,8 +33,8 @@ status::PodPhase ComputePhase(const PhaseInput& in);
 // did not change: PodScheduled (always True on a node), Initialized (every init container
 // exited 0), ContainersReady (every app container ready), Ready (ContainersReady, and the pod is
 // not terminal).
-std::vector<status::PodCondition> ComputeConditions(const PhaseInput& in, status::PodPhase phase,
-                                                    const std::vector<status::PodCondition>& previous,
-                                                    int64_t now_unix_s);
+std::vector<status::PodCondition> ComputeConditions(
+    const PhaseInput& in, status::PodPhase phase, const std::vector<status::PodCondition>& previous,
+    int64_t now_unix_s);
 
 }  // namespace nodelet::podworkerd

@@ -112,7 +112,7 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 }  // namespace
 
 status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& type,
-                                     const std::string& reason, const std::string& message) {
+                                      const std::string& reason, const std::string& message) {
   status::PodEvent e;
   e.pod_uid = pod.metadata.uid;
   e.namespace_ = pod.metadata.namespace_name;
@@ -149,19 +149,19 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
 bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
                           const ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out) {
   if (InterruptedStart(exited)) return false;  // not a crash: no crash-loop backoff
-  const std::string key = CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
+  const std::string key =
+      CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
   // The exit, on the monotonic clock.
-  MonoTime finished = clock_.Now() - std::chrono::nanoseconds(
-                                         std::max<int64_t>(0, NowEpochNs() - exited.finished_at_ns));
+  MonoTime finished = clock_.Now() - std::chrono::nanoseconds(std::max<int64_t>(
+                                         0, NowEpochNs() - exited.finished_at_ns));
   Duration remaining{};
   std::lock_guard<std::mutex> lock(backoff_mu_);
   if (!backoff_.InBackoff(key, finished, &remaining)) return false;
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(remaining).count() + 1;
-  waiting[c.name] = {"CrashLoopBackOff", "back-off " + std::to_string(secs) +
-                                             "s restarting failed container=" + c.name +
-                                             " pod=" + pod.metadata.name + "_" +
-                                             pod.metadata.namespace_name + "(" +
-                                             pod.metadata.uid + ")"};
+  waiting[c.name] = {"CrashLoopBackOff",
+                     "back-off " + std::to_string(secs) +
+                         "s restarting failed container=" + c.name + " pod=" + pod.metadata.name +
+                         "_" + pod.metadata.namespace_name + "(" + pod.metadata.uid + ")"};
   MonoTime at = clock_.Now() + remaining;
   out.retry_at = out.retry_at ? std::min(*out.retry_at, at) : at;
   out.events.push_back(MakeEvent(pod, "Warning", "BackOff",
@@ -248,9 +248,9 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   }
   if (!decision.reason.empty()) {
     // The kubelet's KillPod before a new sandbox: every container, then the sandboxes.
-    out.events.push_back(MakeEvent(pod, "Normal", "SandboxChanged",
-                                   "Pod sandbox changed, it will be killed and re-created (" +
-                                       decision.reason + ")"));
+    out.events.push_back(MakeEvent(
+        pod, "Normal", "SandboxChanged",
+        "Pod sandbox changed, it will be killed and re-created (" + decision.reason + ")"));
     std::vector<std::future<Status>> stops;
     for (const auto& c : rec->containers) {
       if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
@@ -310,10 +310,13 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
                       : Result<PodVolumeSet>(Unavailable("no volume manager"));
     if (!v.ok() || !v->ready) {
       std::string why = !v.ok() ? "volumed: " + v.status().message() : v->reason;
-      for (const auto& c : pod.spec.init_containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
-      for (const auto& c : pod.spec.containers) waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
+      for (const auto& c : pod.spec.init_containers)
+        waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
+      for (const auto& c : pod.spec.containers)
+        waiting[c.name] = {"ContainerCreating", "volumes not ready: " + why};
       out.error = "volumes not ready: " + why;
-      out.events.push_back(MakeEvent(pod, "Warning", "FailedMount", "MountVolume.SetUp failed: " + why));
+      out.events.push_back(
+          MakeEvent(pod, "Warning", "FailedMount", "MountVolume.SetUp failed: " + why));
       out.retry_at = clock_.Now() + std::chrono::seconds(1);
       out.status = MakeStatus(pod, rec, waiting, false);
       return out;
@@ -373,9 +376,9 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
   // again, so waiting would be forever. The kubelet's rule: we do not know whether it runs, so
   // kill it (whatever is left of it) and start a new instance, whatever the restartPolicy.
   auto replace_unknown = [&](const pod::Container& c, const ContainerRecordT& s) {
-    out.events.push_back(MakeEvent(pod, "Normal", "Killing",
-                                   "Container " + c.name +
-                                       " is in \"unknown\" state, try killing it before restart"));
+    out.events.push_back(MakeEvent(
+        pod, "Normal", "Killing",
+        "Container " + c.name + " is in \"unknown\" state, try killing it before restart"));
     (void)runtime_.StopContainer(s.id, grace);
     out.changed_runtime = true;
     return StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
@@ -400,7 +403,8 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     auto it = latest.find(ic.name);
     const ContainerRecordT* s = it == latest.end() ? nullptr : it->second;
     if (s == nullptr) {
-      StartContainer(pod, ic, sandbox_id, sandbox_config, latest_any.count(ic.name) ? latest_any.at(ic.name) : nullptr,
+      StartContainer(pod, ic, sandbox_id, sandbox_config,
+                     latest_any.count(ic.name) ? latest_any.at(ic.name) : nullptr,
                      next_attempt(ic.name), volume_paths, waiting, out);
       inits_done = false;
       break;
@@ -422,7 +426,8 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
       break;
     }
     if (!InBackoff(pod, ic, *s, waiting, out)) {
-      StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), volume_paths, waiting, out);
+      StartContainer(pod, ic, sandbox_id, sandbox_config, s, next_attempt(ic.name), volume_paths,
+                     waiting, out);
     }
     break;
   }
@@ -456,9 +461,9 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
           // The kubelet's rule: a failed liveness probe kills the container; the exit is then
           // handled like any other (restartPolicy, crash-loop backoff).
           out.events.push_back(MakeEvent(pod, "Warning", "Unhealthy", "Liveness probe failed"));
-          out.events.push_back(MakeEvent(pod, "Normal", "Killing",
-                                         "Container " + c.name +
-                                             " failed liveness probe, will be restarted"));
+          out.events.push_back(
+              MakeEvent(pod, "Normal", "Killing",
+                        "Container " + c.name + " failed liveness probe, will be restarted"));
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
           out.error = "container " + c.name + " failed its liveness probe and was killed";
@@ -467,9 +472,9 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         }
         if (s->spec_hash != 0 && s->spec_hash != want_hash) {
           // Its spec changed: restart it (not a crash, so no backoff).
-          out.events.push_back(MakeEvent(pod, "Normal", "Killing",
-                                         "Container " + c.name +
-                                             " definition changed, will be restarted"));
+          out.events.push_back(
+              MakeEvent(pod, "Normal", "Killing",
+                        "Container " + c.name + " definition changed, will be restarted"));
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
           StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
@@ -485,16 +490,17 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
         if (s->reason == "OOMKilled") {
           std::lock_guard<std::mutex> lock(backoff_mu_);
           if (oom_reported_.insert(s->id).second) {
-            out.events.push_back(MakeEvent(pod, "Warning", "OOMKilling",
-                                           "Container " + c.name + " was killed by the OOM killer"));
+            out.events.push_back(
+                MakeEvent(pod, "Warning", "OOMKilling",
+                          "Container " + c.name + " was killed by the OOM killer"));
           }
         }
         bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
         if (!ShouldRestart(pod, *s) && !spec_changed) break;
         any_to_restart = true;
         if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
-        if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name), volume_paths, waiting,
-                           out)) {
+        if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name),
+                           volume_paths, waiting, out)) {
           any_running = true;
         }
         break;
@@ -521,7 +527,8 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     for (auto& [name, list] : dead) {
       std::sort(list.begin(), list.end(),
                 [](const auto* a, const auto* b) { return a->attempt > b->attempt; });
-      for (size_t i = static_cast<size_t>(std::max(1, max_dead_per_container_)); i < list.size(); ++i) {
+      for (size_t i = static_cast<size_t>(std::max(1, max_dead_per_container_)); i < list.size();
+           ++i) {
         if (runtime_.RemoveContainer(list[i]->id).ok()) ++out.containers_removed;
       }
     }
@@ -545,9 +552,8 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds) {
       grace = pod::kDefaultTerminationGracePeriodSeconds;
       if (it != c.annotations().end()) grace = std::strtoll(it->second.c_str(), nullptr, 10);
     }
-    stops.push_back(std::async(std::launch::async, [this, id, grace] {
-      return runtime_.StopContainer(id, grace);
-    }));
+    stops.push_back(std::async(std::launch::async,
+                               [this, id, grace] { return runtime_.StopContainer(id, grace); }));
   }
   Status first = Status::Ok();
   for (auto& f : stops) {
@@ -591,7 +597,7 @@ status::PodStatus PodSyncer::BuildStatus(const pod::Pod& pod, const PodRecordT* 
 }
 
 status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* rec,
-                                    const WaitingMap& waiting, bool terminal) const {
+                                        const WaitingMap& waiting, bool terminal) const {
   status::PodStatus st;
   const auto latest = Latest(rec);
   // Previous instance of each name (for lastState).

@@ -5,8 +5,8 @@
 // than the pod's last sync) and acts: a new sandbox when there is no ready one (stopping what
 // still runs of the old one), init containers one at a time in order, then every app
 // container; a running container whose spec hash changed is restarted; an exited one is
-// restarted per restartPolicy under crash-loop backoff; images per imagePullPolicy (ImagePuller). It returns
-// the v1 PodStatus to report and whether the pod is finished for good.
+// restarted per restartPolicy under crash-loop backoff; images per imagePullPolicy (ImagePuller).
+// It returns the v1 PodStatus to report and whether the pod is finished for good.
 //
 // Thread-safe: pod workers call it from several threads, one pod per thread at a time.
 #pragma once
@@ -18,8 +18,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/cri/runtime_service.h"
@@ -53,8 +53,8 @@ struct SyncOutcome {
 // A pod's volumes as volumed reports them.
 struct PodVolumeSet {
   bool ready = false;
-  std::string reason;                         // why not ready
-  std::map<std::string, std::string> paths;   // volume name -> host path
+  std::string reason;                        // why not ready
+  std::map<std::string, std::string> paths;  // volume name -> host path
 };
 // Asks volumed (from a worker thread, with a deadline).
 using VolumeLookup = std::function<Result<PodVolumeSet>(const std::string& pod_uid)>;
@@ -119,10 +119,9 @@ class PodSyncer {
                       SyncOutcome& out);
   // True (and `waiting` filled) when an exited container must wait before its restart.
   bool InBackoff(const pod::Pod& pod, const pod::Container& c,
-                 const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting,
-                 SyncOutcome& out);
+                 const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out);
   status::PodStatus MakeStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
-                           const WaitingMap& waiting, bool terminal) const;
+                               const WaitingMap& waiting, bool terminal) const;
 
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;

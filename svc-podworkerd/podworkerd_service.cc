@@ -36,11 +36,10 @@ status::PodIdentity IdentityOf(const pod::Pod& p) {
   id.namespace_ = p.metadata.namespace_name;
   id.name = p.metadata.name;
   id.uid = p.metadata.uid;
-  id.restart_policy = p.spec.restart_policy == pod::kRestartPolicyNever
-                          ? status::RestartPolicy::kNever
-                      : p.spec.restart_policy == pod::kRestartPolicyOnFailure
-                          ? status::RestartPolicy::kOnFailure
-                          : status::RestartPolicy::kAlways;
+  id.restart_policy =
+      p.spec.restart_policy == pod::kRestartPolicyNever       ? status::RestartPolicy::kNever
+      : p.spec.restart_policy == pod::kRestartPolicyOnFailure ? status::RestartPolicy::kOnFailure
+                                                              : status::RestartPolicy::kAlways;
   id.creation_time_unix_s = p.metadata.creation_timestamp.value_or(0);
   id.container_count = static_cast<uint32_t>(p.spec.containers.size());
   id.init_container_count = static_cast<uint32_t>(p.spec.init_containers.size());
@@ -59,7 +58,8 @@ int64_t GraceOf(const pod::Pod& p) {
 }
 
 // Asks volumed for a pod's volumes (one short-lived DEALER per call: called from worker threads).
-Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir, const std::string& uid) {
+Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir,
+                                const std::string& uid) {
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id++;
   ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir));
@@ -86,8 +86,9 @@ Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir, c
   reply = (*m)->body_as_PodVolumes();
   PodVolumeSet set;
   set.ready = reply->known() && reply->ready();
-  set.reason = !reply->known() ? "volumed does not know the pod yet"
-                               : reply->reason() ? reply->reason()->str() : "";
+  set.reason = !reply->known()   ? "volumed does not know the pod yet"
+               : reply->reason() ? reply->reason()->str()
+                                 : "";
   if (reply->volumes()) {
     for (const auto* v : *reply->volumes()) {
       if (v->name() && v->host_path()) set.paths[v->name()->str()] = v->host_path()->str();
@@ -170,8 +171,9 @@ void StatusSender::Loop() {
     }
     ++failed_;
     if (!logged) {
-      GetLogger("podworkerd")->warn("Failed to send the status of pod {} to statusd: {}",
-                                    node.key(), r.status().ToString());
+      GetLogger("podworkerd")
+          ->warn("Failed to send the status of pod {} to statusd: {}", node.key(),
+                 r.status().ToString());
       logged = true;
     }
     // Keep it unless a newer status arrived meanwhile; statusd may be restarting.
@@ -209,17 +211,20 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
         bool existed = false;
         Status s = tasks_->KillAndDelete(id, &existed);
         if (existed) {
-          GetLogger("podworkerd")->warn(
-              "Removed the task {} that containerd kept after removing its sandbox: {}", id,
-              s.ok() ? "deleted" : s.message());
+          GetLogger("podworkerd")
+              ->warn("Removed the task {} that containerd kept after removing its sandbox: {}", id,
+                     s.ok() ? "deleted" : s.message());
         }
         for (const auto& shim : ListShims(socket)) {
           if (shim.id != id) continue;
-          GetLogger("podworkerd")->warn(
-              "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows it",
-              shim.pid, id);
+          GetLogger("podworkerd")
+              ->warn(
+                  "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows "
+                  "it",
+                  shim.pid, id);
           if (Status e = EndShimTree(shim, std::chrono::seconds(10)); !e.ok()) {
-            GetLogger("podworkerd")->error("Shim {} of removed sandbox {}: {}", shim.pid, id, e.message());
+            GetLogger("podworkerd")
+                ->error("Shim {} of removed sandbox {}: {}", shim.pid, id, e.message());
           }
         }
       }
@@ -243,15 +248,18 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
             [](const ShimProcess& shim) { return EndShimTree(shim, std::chrono::seconds(10)); }});
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
-      GetLogger("podworkerd")->warn(
-          "Removed the cgroup {} ({} hierarchies) that the runtime left of a removed container",
-          path, dirs);
+      GetLogger("podworkerd")
+          ->warn(
+              "Removed the cgroup {} ({} hierarchies) that the runtime left of a removed container",
+              path, dirs);
     });
     counting_->set_stuck_task_repair([this](const std::string& id) {
-      GetLogger("podworkerd")->warn(
-          "Container {}: containerd kept its task after a cancelled start and refuses to remove "
-          "it; killing and deleting the task through containerd's task service",
-          id);
+      GetLogger("podworkerd")
+          ->warn(
+              "Container {}: containerd kept its task after a cancelled start and refuses to "
+              "remove "
+              "it; killing and deleting the task through containerd's task service",
+              id);
       Status s = tasks_->KillAndDelete(id);
       if (!s.ok()) GetLogger("podworkerd")->error("Container {}: {}", id, s.message());
       return s;
@@ -270,8 +278,8 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     return s;
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
-  mirror_ = std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir,
-                                               ipc::ServiceId::Podworkerd);
+  mirror_ =
+      std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir, ipc::ServiceId::Podworkerd);
   if (Status s = mirror_->Connect(); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
   volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
@@ -290,8 +298,9 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (done_fd_ < 0) return Internal("eventfd failed");
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
-  GetLogger("podworkerd")->info("pod workers ready ({} threads, runtime {})", config_.workers,
-                                config_.runtime_endpoint);
+  GetLogger("podworkerd")
+      ->info("pod workers ready ({} threads, runtime {})", config_.workers,
+             config_.runtime_endpoint);
   return Status::Ok();
 }
 
@@ -318,9 +327,10 @@ void PodworkerdService::SweepOrphanShims(bool final_sweep) {
   OrphanSweepResult r = orphan_shims_->Sweep(final_sweep);
   auto log = GetLogger("podworkerd");
   for (const auto& shim : r.ended) {
-    log->warn("Ended containerd shim pid {} of {}: neither CRI nor containerd knows the id (a "
-              "creation or removal cancelled midway left it)",
-              shim.pid, shim.id);
+    log->warn(
+        "Ended containerd shim pid {} of {}: neither CRI nor containerd knows the id (a "
+        "creation or removal cancelled midway left it)",
+        shim.pid, shim.id);
   }
   for (const auto& [shim, status] : r.failed) {
     log->error("Could not end orphaned containerd shim pid {} of {}: {}", shim.pid, shim.id,
@@ -424,9 +434,9 @@ void PodworkerdService::HandleWork() {
   for (int i = 0; i < 64 && router_->Readable(); ++i) {
     auto in = router_->Receive(std::chrono::milliseconds(0));
     if (!in.ok()) break;
-    auto msg = ipc::DecodeMessage<PodWorkMessage>(in->payload.data(), in->payload.size(),
-                                                  ipc::podwork::PodWorkMessageIdentifier(),
-                                                  kMaxWorkBytes);
+    auto msg =
+        ipc::DecodeMessage<PodWorkMessage>(in->payload.data(), in->payload.size(),
+                                           ipc::podwork::PodWorkMessageIdentifier(), kMaxWorkBytes);
     flatbuffers::FlatBufferBuilder fbb(256);
     if (!msg.ok() || (*msg)->body_type() != Body::DesiredPods) {
       ++bad_messages_;
@@ -448,14 +458,13 @@ void PodworkerdService::HandleWork() {
       Reply(in->peer, fbb, Body::ErrorReply, err.Union());
       continue;
     }
-    auto ack = ipc::podwork::CreateWorkAck(fbb, generation_,
-                                           static_cast<uint32_t>(lifecycle_.size()), 0);
+    auto ack =
+        ipc::podwork::CreateWorkAck(fbb, generation_, static_cast<uint32_t>(lifecycle_.size()), 0);
     Reply(in->peer, fbb, Body::WorkAck, ack.Union());
   }
 }
 
-void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
-                                     std::string& error) {
+void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired, std::string& error) {
   sources_ready_ = desired.sources_ready();
   std::set<std::string> seen;
   if (desired.pods()) {
@@ -508,7 +517,8 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired,
     if (lifecycle_.Phase(uid) == LifecyclePhase::kTerminated && !lifecycle_.Busy(uid)) {
       lifecycle_.Forget(uid);
     }
-    Update({uid, UpdateType::kKill, nullptr, e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
+    Update({uid, UpdateType::kKill, nullptr,
+            e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
   }
   if (sources_ready_) {
     KillOrphans();
@@ -530,10 +540,12 @@ void PodworkerdService::KillOrphans() {
     if (rec.foreign || pods_.count(uid)) continue;
     bool live = false;
     for (const auto& s : rec.sandboxes) live = live || s->state == ipc::pleg::SandboxState::Ready;
-    for (const auto& c : rec.containers) live = live || c->state == ipc::pleg::ContainerState::Running;
+    for (const auto& c : rec.containers)
+      live = live || c->state == ipc::pleg::ContainerState::Running;
     (void)live;  // dead leftovers are removed the same way
-    GetLogger("podworkerd")->info("Killing orphaned pod {}/{} ({}): no desired pod owns it",
-                                  rec.namespace_, rec.name, uid);
+    GetLogger("podworkerd")
+        ->info("Killing orphaned pod {}/{} ({}): no desired pod owns it", rec.namespace_, rec.name,
+               uid);
     ++orphans_killed_;
     Entry& e = pods_[uid];
     e.desired = false;
@@ -549,8 +561,8 @@ void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
 void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
-    if (!mirror_->ready() || (e.fresh_after_ns != 0 &&
-                                mirror_->relist_started_ns() <= e.fresh_after_ns)) {
+    if (!mirror_->ready() ||
+        (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns)) {
       parked_[work.uid] = std::move(work);
       return;
     }
@@ -638,8 +650,8 @@ void PodworkerdService::HandleDone() {
         containers_gc_ += static_cast<uint64_t>(o.containers_removed);
         if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
           e.start_recorded = true;
-          pod_start_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
-              ctx_->clock.Now() - e.created));
+          pod_start_.Observe(
+              std::chrono::duration_cast<std::chrono::microseconds>(ctx_->clock.Now() - e.created));
         }
         if (!o.error.empty()) {
           ++sync_errors_;
@@ -663,7 +675,8 @@ void PodworkerdService::HandleDone() {
           if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
         } else {
           e.error_backoff = std::chrono::milliseconds(0);
-          if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
+          if (!e.last_error.empty())
+            log->info("Pod {} synced again after: {}", d.uid, e.last_error);
           e.last_error.clear();
           e.logged_errors.clear();
         }
@@ -890,10 +903,13 @@ ServiceSpec MakeSpec() {
     c.resync_period = *ParseDuration(*resync);
     c.image_pulls.backoff_initial = *ParseDuration(*pull_initial);
     c.image_pulls.backoff_max = *ParseDuration(*pull_max);
-    c.gc.container_gc_period = std::max(*ParseDuration(*container_gc_period), std::chrono::milliseconds(100));
-    c.gc.image_gc_period = std::max(*ParseDuration(*image_gc_period), std::chrono::milliseconds(100));
+    c.gc.container_gc_period =
+        std::max(*ParseDuration(*container_gc_period), std::chrono::milliseconds(100));
+    c.gc.image_gc_period =
+        std::max(*ParseDuration(*image_gc_period), std::chrono::milliseconds(100));
     c.gc.image.minimum_age = *ParseDuration(*image_min_age);
-    c.orphan_shim_period = std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
+    c.orphan_shim_period =
+        std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
     c.workers = std::max(1, c.workers);
     return std::make_unique<PodworkerdService>(c);
   };

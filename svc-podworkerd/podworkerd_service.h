@@ -12,16 +12,17 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "lib/cri/grpc_cri_client.h"
+#include "lib/common/histogram.h"
 #include "lib/cri/containerd_tasks.h"
+#include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "lib/pleg/pleg_mirror.h"
@@ -29,11 +30,10 @@
 #include "lib/service/service_runtime.h"
 #include "lib/status/pod_status.h"
 #include "podwork_generated.h"
-#include "lib/common/histogram.h"
 #include "svc-podworkerd/counting_runtime.h"
+#include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/orphan_shims.h"
-#include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -133,8 +133,8 @@ class PodworkerdService : public ServiceHooks {
   void ReportStatus(const std::string& uid, const status::PodStatus& status);
   void EnsureProbes(const std::string& uid);
   void SeedReadiness(const std::string& uid);
-  void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
-             ipc::podwork::Body type, flatbuffers::Offset<void> body);
+  void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb, ipc::podwork::Body type,
+             flatbuffers::Offset<void> body);
 
   PodworkerdConfig config_;
   ServiceContext* ctx_ = nullptr;

@@ -73,8 +73,8 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
     auto r = runtime.ExecSync(container_id, probe.exec->command, timeout.count());
     if (!r.ok()) return {false, r.status().message()};
     if (r->exit_code() == 0) return {true, ""};
-    return {false, "command exited " + std::to_string(r->exit_code()) + ": " + r->stdout() +
-                       r->stderr()};
+    return {false,
+            "command exited " + std::to_string(r->exit_code()) + ": " + r->stdout() + r->stderr()};
   }
   if (probe.http_get) {
     const auto& h = *probe.http_get;
@@ -103,9 +103,12 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
 
 const char* ProbeKindName(ProbeKind kind) {
   switch (kind) {
-    case ProbeKind::kLiveness: return "Liveness";
-    case ProbeKind::kReadiness: return "Readiness";
-    case ProbeKind::kStartup: return "Startup";
+    case ProbeKind::kLiveness:
+      return "Liveness";
+    case ProbeKind::kReadiness:
+      return "Readiness";
+    case ProbeKind::kStartup:
+      return "Startup";
   }
   return "?";
 }
@@ -221,8 +224,7 @@ bool ProbeManager::Ready(const std::string& container_id, bool has_readiness_pro
     return seeded->second;  // carried over, until this incarnation has probed it
   }
   const bool startup_registered = probes_.count({container_id, ProbeKind::kStartup}) != 0;
-  const bool started = has_startup_probe ? startup_registered && StartedLocked(container_id)
-                                         : true;
+  const bool started = has_startup_probe ? startup_registered && StartedLocked(container_id) : true;
   if (!started) return false;
   auto it = probes_.find({container_id, ProbeKind::kReadiness});
   if (it == probes_.end()) return !has_readiness_probe;

@@ -73,7 +73,8 @@ std::string SandboxNameHolder(const std::string& message) {
   if (end == std::string::npos || end == at) return "";
   std::string id = message.substr(at, end - at);
   // A CRI id is hex; anything else is not an id we would act on.
-  if (!std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
+  if (!std::all_of(id.begin(), id.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
     return "";
   }
   return id;

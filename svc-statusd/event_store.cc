@@ -21,8 +21,8 @@ std::string Text(sqlite3_stmt* s, int col) {
 }  // namespace
 
 Result<std::unique_ptr<EventStore>> EventStore::Open(const std::string& path,
-                                                      std::chrono::seconds retention,
-                                                      size_t max_events) {
+                                                     std::chrono::seconds retention,
+                                                     size_t max_events) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
       SQLITE_OK) {
@@ -87,7 +87,8 @@ Result<uint32_t> EventStore::Record(const std::vector<status::PodEvent>& events,
   std::string prune = "DELETE FROM events WHERE last_seen < " +
                       std::to_string(now - retention_.count()) +
                       "; DELETE FROM events WHERE rowid IN (SELECT rowid FROM events ORDER BY"
-                      " last_seen DESC LIMIT -1 OFFSET " + std::to_string(max_events_) + ")";
+                      " last_seen DESC LIMIT -1 OFFSET " +
+                      std::to_string(max_events_) + ")";
   if (sqlite3_exec(db_, prune.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
       sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     Status s = SqlError(db_, "commit");

@@ -18,9 +18,9 @@ namespace nodelet::statusd {
 
 class EventStore {
  public:
-  static Result<std::unique_ptr<EventStore>> Open(const std::string& path,
-                                                  std::chrono::seconds retention = std::chrono::hours(1),
-                                                  size_t max_events = 10000);
+  static Result<std::unique_ptr<EventStore>> Open(
+      const std::string& path, std::chrono::seconds retention = std::chrono::hours(1),
+      size_t max_events = 10000);
   ~EventStore();
   EventStore(const EventStore&) = delete;
   EventStore& operator=(const EventStore&) = delete;

@@ -84,11 +84,12 @@ Result<status::NodeStatusRecord> NodeStore::Set(const std::string& json, int64_t
   next.version = current_ ? current_->version + 1 : 1;
   next.updated_at_unix_s = now;
   sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db_,
-                         "INSERT INTO node_status (id, json, version, updated) VALUES (1, ?1, ?2, ?3)"
-                         " ON CONFLICT(id) DO UPDATE SET json = excluded.json,"
-                         " version = excluded.version, updated = excluded.updated",
-                         -1, &st, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db_,
+          "INSERT INTO node_status (id, json, version, updated) VALUES (1, ?1, ?2, ?3)"
+          " ON CONFLICT(id) DO UPDATE SET json = excluded.json,"
+          " version = excluded.version, updated = excluded.updated",
+          -1, &st, nullptr) != SQLITE_OK) {
     return SqlError(db_, "prepare store");
   }
   sqlite3_bind_text(st, 1, json.data(), static_cast<int>(json.size()), SQLITE_TRANSIENT);

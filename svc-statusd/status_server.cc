@@ -302,10 +302,10 @@ std::string StatusServer::BuildReply(const Pending& p) {
       return Bytes(fbb);
     case fb::Body::GetNodeStatusRequest: {
       auto j = fbb.CreateString(p.node.node_json);
-      status::FinishStatusMessage(fbb, reply_envelope_, fb::Body::GetNodeStatusReply,
-                                  fb::CreateGetNodeStatusReply(fbb, p.id, j, p.node.version,
-                                                               p.node.updated_at_unix_s)
-                                      .Union());
+      status::FinishStatusMessage(
+          fbb, reply_envelope_, fb::Body::GetNodeStatusReply,
+          fb::CreateGetNodeStatusReply(fbb, p.id, j, p.node.version, p.node.updated_at_unix_s)
+              .Union());
       return Bytes(fbb);
     }
     default:

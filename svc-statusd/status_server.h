@@ -15,9 +15,9 @@
 #include "lib/common/status.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
-#include "svc-statusd/status_manager.h"
 #include "svc-statusd/event_store.h"
 #include "svc-statusd/node_store.h"
+#include "svc-statusd/status_manager.h"
 #include "svc-statusd/status_store.h"
 
 namespace nodelet::statusd {

@@ -54,8 +54,8 @@ class SqliteStatusStore : public StatusStore {
   Result<Contents> LoadAll() override;
   Status Commit(const std::vector<StatusChange>& changes) override;
 
-  // PRAGMA quick_check on the open database: OK, or FailedPrecondition with what it found (a corrupt
-  // page, "file is not a database"). Other failures (busy, I/O) are returned as they are.
+  // PRAGMA quick_check on the open database: OK, or FailedPrecondition with what it found (a
+  // corrupt page, "file is not a database"). Other failures (busy, I/O) are returned as they are.
   Status QuickCheck();
   // What Open() does for an unreadable database, on the open store: closes it, moves the file
   // (and its -wal/-shm) aside to PATH.corrupt-TIME and opens a fresh one in its place. The

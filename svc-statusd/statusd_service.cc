@@ -3,8 +3,8 @@
 #include <atomic>
 
 #include "lib/common/logging.h"
-#include "lib/service/options.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/service/options.h"
 #include "lib/status/status_client.h"
 
 namespace nodelet::statusd {
@@ -168,7 +168,8 @@ void StatusdService::CheckDatabase() {
     return;
   }
   ++db_recoveries_;
-  log_->error("The status database failed its periodic check: {}; moving it aside", check.message());
+  log_->error("The status database failed its periodic check: {}; moving it aside",
+              check.message());
   server_->set_event_store(nullptr);
   server_->set_node_store(nullptr);
   events_.reset();
@@ -183,7 +184,8 @@ void StatusdService::CheckDatabase() {
   // was told is lost, and no version goes backwards. Events start anew; the node status comes
   // back with the supervisor's next report.
   std::vector<StatusChange> all;
-  for (const PodStatusRecord* r : manager_->List()) all.push_back({StatusChange::Kind::kUpdated, *r});
+  for (const PodStatusRecord* r : manager_->List())
+    all.push_back({StatusChange::Kind::kUpdated, *r});
   if (Status s = store_->Commit(all); !s.ok()) {
     store_error_ = s.message();
     log_->error("Failed to write the statuses back: {}", s.message());
@@ -194,7 +196,8 @@ void StatusdService::CheckDatabase() {
   }
   corruption_notice_ = "the status database failed its periodic check (" + check.message() +
                        ") and was moved to '" + report.moved_aside_to + "'; the " +
-                       std::to_string(all.size()) + " statuses held in memory were written to a fresh one";
+                       std::to_string(all.size()) +
+                       " statuses held in memory were written to a fresh one";
   log_->error("{}", corruption_notice_);
 }
 

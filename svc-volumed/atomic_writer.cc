@@ -54,7 +54,7 @@ Status EmptyDirectoryAt(int fd, int depth) {
   auto names = ListNames(fd);
   if (!names.ok()) return names.status();
   for (const auto& name : *names) {
-    struct stat st{};
+    struct stat st {};
     if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;
       return Fail("stat " + name, errno);
@@ -108,7 +108,8 @@ Status WriteAll(int fd, const std::string& data) {
 // directories (0755) on fds.
 Status WriteFileAt(int root_fd, const std::string& rel, const std::string& content, int mode) {
   std::vector<std::string> parts;
-  if (!SplitRelative(rel, &parts) || parts.empty()) return InvalidArgument("refusing file path " + rel);
+  if (!SplitRelative(rel, &parts) || parts.empty())
+    return InvalidArgument("refusing file path " + rel);
   UniqueFd parent(openat(root_fd, ".", kDirFlags));
   if (!parent.valid()) return Fail("open payload directory", errno);
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -123,7 +124,8 @@ Status WriteFileAt(int root_fd, const std::string& rel, const std::string& conte
   UniqueFd fd(openat(parent.get(), parts.back().c_str(),
                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return Fail("create " + rel, errno);
-  if (Status s = WriteAll(fd.get(), content); !s.ok()) return Status(s.code(), rel + ": " + s.message());
+  if (Status s = WriteAll(fd.get(), content); !s.ok())
+    return Status(s.code(), rel + ": " + s.message());
   if (fchmod(fd.get(), static_cast<mode_t>(mode) & 07777) != 0) return Fail("chmod " + rel, errno);
   if (close(fd.release()) != 0) return Fail("close " + rel, errno);
   return Status::Ok();
@@ -131,8 +133,10 @@ Status WriteFileAt(int root_fd, const std::string& rel, const std::string& conte
 
 // Points `name` in `dir_fd` at `target` with one renameat of a fresh link over it.
 Status ReplaceLink(int dir_fd, const std::string& name, const std::string& target) {
-  if (unlinkat(dir_fd, kTmpLink, 0) != 0 && errno != ENOENT) return Fail(std::string("remove ") + kTmpLink, errno);
-  if (symlinkat(target.c_str(), dir_fd, kTmpLink) != 0) return Fail(std::string("link ") + kTmpLink, errno);
+  if (unlinkat(dir_fd, kTmpLink, 0) != 0 && errno != ENOENT)
+    return Fail(std::string("remove ") + kTmpLink, errno);
+  if (symlinkat(target.c_str(), dir_fd, kTmpLink) != 0)
+    return Fail(std::string("link ") + kTmpLink, errno);
   if (renameat(dir_fd, kTmpLink, dir_fd, name.c_str()) != 0) {
     int err = errno;
     unlinkat(dir_fd, kTmpLink, 0);
@@ -144,7 +148,8 @@ Status ReplaceLink(int dir_fd, const std::string& name, const std::string& targe
 std::string ReadLink(int dir_fd, const std::string& name) {
   char buf[PATH_MAX];
   ssize_t n = readlinkat(dir_fd, name.c_str(), buf, sizeof buf);
-  return n > 0 && static_cast<size_t>(n) < sizeof buf ? std::string(buf, static_cast<size_t>(n)) : "";
+  return n > 0 && static_cast<size_t>(n) < sizeof buf ? std::string(buf, static_cast<size_t>(n))
+                                                      : "";
 }
 
 }  // namespace
@@ -211,7 +216,7 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
   // 3. The user-visible names, links through ..data.
   for (const auto& name : top) {
     const std::string want = kLinkPrefix + name;
-    struct stat st{};
+    struct stat st {};
     if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno != ENOENT) return Fail("stat " + name, errno);
       if (symlinkat(want.c_str(), dir_fd, name.c_str()) != 0) return Fail("link " + name, errno);
@@ -229,10 +234,12 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
   if (!names.ok()) return names.status();
   for (const auto& name : *names) {
     if (name.rfind("..", 0) == 0 || top.count(name)) continue;
-    struct stat st{};
-    if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(st.st_mode)) continue;
+    struct stat st {};
+    if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(st.st_mode))
+      continue;
     if (ReadLink(dir_fd, name).rfind(kLinkPrefix, 0) != 0) continue;
-    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) return Fail("remove " + name, errno);
+    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT)
+      return Fail("remove " + name, errno);
   }
   for (const auto& name : *names) {
     if (name == ts || !IsPayloadDirName(name)) continue;
@@ -242,12 +249,14 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
 }
 
 Status AtomicWriteFiles(const std::string& dir, const Payload& files) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Fail("create volume directory " + dir, errno);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Fail("create volume directory " + dir, errno);
   UniqueFd fd(open(dir.c_str(), kDirFlags));
   if (!fd.valid()) return Fail("open volume directory " + dir, errno);
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  Status s = AtomicWriteAt(fd.get(), files,
-                           static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  Status s = AtomicWriteAt(
+      fd.get(), files,
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
   if (!s.ok()) return Status(s.code(), dir + ": " + s.message());
   return s;
 }

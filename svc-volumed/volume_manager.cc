@@ -33,8 +33,10 @@ std::string Unescape(const std::string& s) {
       int v = 0;
       bool ok = true;
       for (size_t k = 1; k <= 3; ++k) {
-        if (i + k >= s.size() || s[i + k] < '0' || s[i + k] > '7') ok = false;
-        else v = v * 8 + (s[i + k] - '0');
+        if (i + k >= s.size() || s[i + k] < '0' || s[i + k] > '7')
+          ok = false;
+        else
+          v = v * 8 + (s[i + k] - '0');
       }
       if (ok) {
         out.push_back(static_cast<char>(v));
@@ -83,8 +85,9 @@ Result<std::string> FieldValue(const pod::Pod& pod, const std::string& path) {
   if (path == "metadata.uid") return md.uid;
   if (path == "metadata.labels") return LabelsText(md.labels);
   if (path == "metadata.annotations") return LabelsText(md.annotations);
-  for (const auto& [prefix, map] : {std::pair{std::string("metadata.labels['"), &md.labels},
-                                    std::pair{std::string("metadata.annotations['"), &md.annotations}}) {
+  for (const auto& [prefix, map] :
+       {std::pair{std::string("metadata.labels['"), &md.labels},
+        std::pair{std::string("metadata.annotations['"), &md.annotations}}) {
     if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() + 2 &&
         path.substr(path.size() - 2) == "']") {
       auto key = path.substr(prefix.size(), path.size() - prefix.size() - 2);
@@ -107,9 +110,11 @@ std::vector<std::string> MountsUnder(const std::string& prefix) {
     std::string id, parent, dev, root, mount_point;
     if (!(fields >> id >> parent >> dev >> root >> mount_point)) continue;
     mount_point = Unescape(mount_point);
-    if (mount_point == prefix || mount_point.rfind(prefix + "/", 0) == 0) out.push_back(mount_point);
+    if (mount_point == prefix || mount_point.rfind(prefix + "/", 0) == 0)
+      out.push_back(mount_point);
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.size() > b.size(); });
   return out;
 }
 
@@ -122,7 +127,8 @@ bool IsMountPoint(const std::string& path) {
 
 Status CheckHostPath(const std::string& path, const std::string& type, LookupOptions options) {
   if (type.empty()) return Status::Ok();  // the kubelet's default: no check
-  if (path.empty() || path[0] != '/') return InvalidArgument("hostPath " + path + " must be absolute");
+  if (path.empty() || path[0] != '/')
+    return InvalidArgument("hostPath " + path + " must be absolute");
   options.scope = BeneathScope::kInRoot;  // from the real `/`: an ordinary lookup, no magic links
   UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return Errno("open", "/");
@@ -136,7 +142,7 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
       }
       return FailedPrecondition(fd.status().message());
     }
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd->get(), &st) != 0) return Errno("hostPath: stat", path);
     if (!S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": exists and is not a directory");
     return Status::Ok();
@@ -145,10 +151,12 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
     const size_t slash = rel.rfind('/');
     const std::string parent = slash == std::string::npos ? "" : rel.substr(0, slash);
     const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
-    if (base.empty() || base == "." || base == "..") return InvalidArgument(what + " names no file");
+    if (base.empty() || base == "." || base == "..")
+      return InvalidArgument(what + " names no file");
     auto dir = OpenBeneath(root.get(), parent, O_DIRECTORY, what + ": parent", options);
     if (!dir.ok()) return FailedPrecondition(dir.status().message());
-    UniqueFd made(openat(dir->get(), base.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    UniqueFd made(openat(dir->get(), base.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (made.valid()) {
       if (fchmod(made.get(), 0644) != 0) return Errno("hostPath: chmod", path);
       return Status::Ok();
@@ -156,19 +164,21 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
     if (errno != EEXIST) return Errno("hostPath: create", path);
   }
   int fd = OpenBeneathRaw(root.get(), rel, 0, options);
-  struct stat st{};
+  struct stat st {};
   bool exists = fd >= 0 && fstat(fd, &st) == 0;
   if (fd >= 0) close(fd);
   if (type == "Directory") {
     if (!exists || !S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": not a directory");
   } else if (type == "FileOrCreate") {
-    if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition(what + ": exists and is not a file");
+    if (!exists || !S_ISREG(st.st_mode))
+      return FailedPrecondition(what + ": exists and is not a file");
   } else if (type == "File") {
     if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition(what + ": not a file");
   } else if (type == "Socket") {
     if (!exists || !S_ISSOCK(st.st_mode)) return FailedPrecondition(what + ": not a socket");
   } else if (type == "CharDevice") {
-    if (!exists || !S_ISCHR(st.st_mode)) return FailedPrecondition(what + ": not a character device");
+    if (!exists || !S_ISCHR(st.st_mode))
+      return FailedPrecondition(what + ": not a character device");
   } else if (type == "BlockDevice") {
     if (!exists || !S_ISBLK(st.st_mode)) return FailedPrecondition(what + ": not a block device");
   }
@@ -204,7 +214,8 @@ Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
       if (it == obj.data.end()) {
         return NotFound("key " + item.key + " not found in " + obj.namespace_name + "/" + obj.name);
       }
-      if (!IsSafePayloadPath(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
+      if (!IsSafePayloadPath(item.path))
+        return InvalidArgument("item path " + item.path + " is not safe");
       (*files)[item.path] = {it->second, item.mode.value_or(default_mode)};
     }
     return Status::Ok();
@@ -230,11 +241,14 @@ Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
   }
   if (v.downward_api) {
     for (const auto& item : v.downward_api->items) {
-      if (!IsSafePayloadPath(item.path)) return InvalidArgument("item path " + item.path + " is not safe");
-      if (!item.field_ref) return InvalidArgument("downwardAPI item " + item.path + ": only fieldRef");
+      if (!IsSafePayloadPath(item.path))
+        return InvalidArgument("item path " + item.path + " is not safe");
+      if (!item.field_ref)
+        return InvalidArgument("downwardAPI item " + item.path + ": only fieldRef");
       auto value = FieldValue(pod, item.field_ref->field_path);
       if (!value.ok()) return value.status();
-      (*files)[item.path] = {*value, item.mode.value_or(v.downward_api->default_mode.value_or(pod::kDefaultFileMode))};
+      (*files)[item.path] = {
+          *value, item.mode.value_or(v.downward_api->default_mode.value_or(pod::kDefaultFileMode))};
     }
   }
   return Status::Ok();
@@ -282,7 +296,8 @@ Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& stat
   std::map<std::string, std::pair<std::string, int>> files;
   if (Status s = Files(pod, v, &files); !s.ok()) return s;
   std::string hash;
-  for (const auto& [k, f] : files) hash += k + '\0' + f.first + '\0' + std::to_string(f.second) + '\0';
+  for (const auto& [k, f] : files)
+    hash += k + '\0' + f.first + '\0' + std::to_string(f.second) + '\0';
   hash = pod::Hex128(pod::Fnv1a128(hash));
   if (hash == state.content_hash && state.ready) return Status::Ok();
   if (Status s = AtomicWriteFiles(dir, files); !s.ok()) return s;
@@ -363,8 +378,8 @@ std::set<std::string> VolumeManager::Reconcile() {
         if (state.ready || state.error != s.message()) pod_changed = true;
         state.ready = false;
         state.error = s.message();
-        state.backoff = state.backoff.count() == 0 ? kBackoffInitial
-                                                   : std::min(state.backoff * 2, kBackoffMax);
+        state.backoff =
+            state.backoff.count() == 0 ? kBackoffInitial : std::min(state.backoff * 2, kBackoffMax);
         state.retry_at = now + state.backoff;
       }
     }
@@ -396,19 +411,23 @@ PodVolumesInfo VolumeManager::Get(const std::string& uid) const {
     if (st == nullptr || !st->ready) {
       info.ready = false;
       if (info.reason.empty()) {
-        info.reason = "volume \"" + v.name + "\": " +
-                      (st && !st->error.empty() ? st->error : "not set up yet");
+        info.reason = "volume \"" + v.name +
+                      "\": " + (st && !st->error.empty() ? st->error : "not set up yet");
       }
     }
     vi.host_path = st ? st->host_path : "";
-    vi.state = st == nullptr ? "desired" : st->ready ? "mounted" : st->error.empty() ? "desired" : "failing";
+    vi.state = st == nullptr       ? "desired"
+               : st->ready         ? "mounted"
+               : st->error.empty() ? "desired"
+                                   : "failing";
     vi.error = st ? st->error : "";
     info.volumes.push_back(vi);
   }
   return info;
 }
 
-std::vector<std::pair<std::string, VolumeInfo>> VolumeManager::Report(const std::string& uid) const {
+std::vector<std::pair<std::string, VolumeInfo>> VolumeManager::Report(
+    const std::string& uid) const {
   std::vector<std::pair<std::string, VolumeInfo>> out;
   for (const auto& [id, _] : desired_.pods) {
     if (!uid.empty() && id != uid) continue;

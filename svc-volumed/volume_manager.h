@@ -8,8 +8,8 @@
 // the type checks), downwardAPI, configMap and secret (files written atomically: a new
 // timestamped directory, then a `..data` symlink swapped with rename(2); user-visible names are
 // symlinks through `..data`; secrets on tmpfs; see atomic_writer.h for how a container that
-// tampers with the directory is kept from steering the writer). Everything is idempotent, so a restart rebuilds
-// the actual state by looking (mountinfo, directories) and never mounts twice.
+// tampers with the directory is kept from steering the writer). Everything is idempotent, so a
+// restart rebuilds the actual state by looking (mountinfo, directories) and never mounts twice.
 //
 // Single-threaded (volumed's main loop).
 #pragma once
@@ -38,7 +38,7 @@ struct ConfigObject {
 
 struct DesiredState {
   std::map<std::string, std::shared_ptr<const pod::Pod>> pods;  // by uid
-  std::map<std::string, ConfigObject> config_maps;               // by "namespace/name"
+  std::map<std::string, ConfigObject> config_maps;              // by "namespace/name"
   std::map<std::string, ConfigObject> secrets;
   // Every pod source has reported: pods on disk that are not desired may be removed.
   bool sources_ready = false;
@@ -49,7 +49,7 @@ struct VolumeInfo {
   std::string name;
   std::string plugin;  // empty-dir, host-path, downward-api, configmap, secret
   std::string host_path;
-  std::string state;   // desired, mounted, failing
+  std::string state;  // desired, mounted, failing
   std::string error;
 };
 
@@ -116,7 +116,6 @@ class VolumeManager {
 // CharDevice, BlockDevice; "" checks nothing) on an fd: the path is opened once (links followed
 // as the kubelet's stat does, /proc magic links refused) and the type is read with fstat; what
 // *OrCreate makes is created with mkdirat/openat(O_EXCL) on its parent's fd.
-Status CheckHostPath(const std::string& path, const std::string& type,
-                     LookupOptions options = {});
+Status CheckHostPath(const std::string& path, const std::string& type, LookupOptions options = {});
 
 }  // namespace nodelet::volumed

@@ -40,7 +40,9 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
       if (!dp->pod()) continue;
       auto p = pod::PodFromFlatBuffer(dp->pod());
       if (!p.ok() || p->metadata.uid.empty()) {
-        if (error) *error = "undecodable desired pod: " + (p.ok() ? std::string("no uid") : p.status().message());
+        if (error)
+          *error =
+              "undecodable desired pod: " + (p.ok() ? std::string("no uid") : p.status().message());
         continue;
       }
       std::string uid = p->metadata.uid;
@@ -82,9 +84,9 @@ void VolumedService::Publish(const std::string& uid, bool ready) {
   flatbuffers::FlatBufferBuilder fbb(128);
   auto ev = ipc::volume::CreateVolumesChangedDirect(fbb, uid.c_str(), ready);
   auto header = envelope_->Write(fbb);
-  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesChanged,
-                                              ev.Union()),
-             ipc::volume::VolumeMessageIdentifier());
+  fbb.Finish(
+      ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesChanged, ev.Union()),
+      ipc::volume::VolumeMessageIdentifier());
   (void)events_->Publish(fbb.GetBufferPointer(), fbb.GetSize());
 }
 
@@ -103,7 +105,8 @@ void VolumedService::HandleRequests() {
     if (!in.ok()) break;
     const auto* data = in->payload.data();
     const size_t size = in->payload.size();
-    if (size >= 8 && flatbuffers::BufferHasIdentifier(data, ipc::podwork::PodWorkMessageIdentifier())) {
+    if (size >= 8 &&
+        flatbuffers::BufferHasIdentifier(data, ipc::podwork::PodWorkMessageIdentifier())) {
       auto msg = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
           data, size, ipc::podwork::PodWorkMessageIdentifier(), kMaxBytes);
       if (msg.ok() && (*msg)->body_type() == ipc::podwork::Body::DesiredPods) {
@@ -114,9 +117,11 @@ void VolumedService::HandleRequests() {
         // Reconcile now rather than at the next tick: a new pod's volumes are ready sooner.
         next_reconcile_ = ctx_->clock.Now();
         flatbuffers::FlatBufferBuilder fbb(128);
-        auto ack = ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
+        auto ack =
+            ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
         auto header = envelope_->Write(fbb);
-        fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::WorkAck, ack.Union()),
+        fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::WorkAck,
+                                                      ack.Union()),
                    ipc::podwork::PodWorkMessageIdentifier());
         (void)router_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
         continue;
@@ -141,11 +146,11 @@ void VolumedService::HandleRequests() {
       PodVolumesInfo info = manager_->Get(uid);
       std::vector<flatbuffers::Offset<ipc::volume::VolumePath>> paths;
       for (const auto& v : info.volumes) {
-        paths.push_back(ipc::volume::CreateVolumePathDirect(fbb, v.name.c_str(), v.host_path.c_str(),
-                                                            v.plugin.c_str()));
+        paths.push_back(ipc::volume::CreateVolumePathDirect(fbb, v.name.c_str(),
+                                                            v.host_path.c_str(), v.plugin.c_str()));
       }
-      auto reply = ipc::volume::CreatePodVolumesDirect(fbb, req->request_id(), uid.c_str(), info.known,
-                                                       info.ready, info.reason.c_str(), &paths);
+      auto reply = ipc::volume::CreatePodVolumesDirect(
+          fbb, req->request_id(), uid.c_str(), info.known, info.ready, info.reason.c_str(), &paths);
       SendVolumeReply(in->peer, fbb, ipc::volume::Body::PodVolumes, reply.Union());
     } else if (const auto* q = (*msg)->body_as_VolumesQuery()) {
       std::vector<flatbuffers::Offset<ipc::volume::VolumeState>> states;

@@ -35,7 +35,7 @@ std::vector<std::string> Components(const std::string& path) {
 std::atomic<int> g_has_openat2{-1};
 
 long Openat2(int dir_fd, const char* path, int flags, uint64_t resolve) {
-  struct open_how how{};
+  struct open_how how {};
   how.flags = static_cast<uint64_t>(flags);
   how.resolve = resolve;
   return syscall(SYS_openat2, dir_fd, path, &how, sizeof how);
@@ -64,7 +64,7 @@ int Walk(int dir_fd, const std::string& rel, int flags, BeneathScope scope) {
     const bool last = todo.empty();
     UniqueFd fd(openat(cur(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) return -errno;
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd.get(), &st) != 0) return -errno;
     if (S_ISLNK(st.st_mode)) {
       if (last && (flags & O_NOFOLLOW)) {
@@ -198,8 +198,8 @@ Result<UniqueFd> OpenOrCreateBeneath(int dir_fd, const std::string& rel, mode_t 
     // Missing: made on the parent's fd, then opened without following anything.
     bool made_here = mkdirat(current.get(), parts[i].c_str(), mode) == 0;
     if (!made_here && errno != EEXIST) return ErrnoStatus(what + ": create " + prefix, errno);
-    UniqueFd made(openat(current.get(), parts[i].c_str(),
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd made(
+        openat(current.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!made.valid()) {
       int err = errno;
       return err == ELOOP || err == ENOTDIR

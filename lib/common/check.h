@@ -44,7 +44,7 @@ struct CheckVoidify {
 
 }  // namespace nodelet::internal
 
-#define NODELET_CHECK(condition)                                         \
-  (condition) ? (void)0                                                  \
-              : ::nodelet::internal::CheckVoidify() &                    \
+#define NODELET_CHECK(condition)                      \
+  (condition) ? (void)0                               \
+              : ::nodelet::internal::CheckVoidify() & \
                     ::nodelet::internal::CheckFailure(__FILE__, __LINE__, #condition)

@@ -10,8 +10,8 @@ namespace nodelet {
 using MonoTime = std::chrono::steady_clock::time_point;
 using Duration = std::chrono::steady_clock::duration;
 using std::chrono::milliseconds;
-using std::chrono::seconds;
 using std::chrono::nanoseconds;
+using std::chrono::seconds;
 
 class Clock {
  public:

@@ -17,8 +17,8 @@ Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes);
 
 // An exclusive flock on a lock file that holds its holder's pid.
 struct PidLock {
-  int fd = -1;      // taken: the fd (close-on-exec); the lock lasts while it is open
-  pid_t holder = 0; // not taken: the live holder's pid as it wrote it (0 when unreadable)
+  int fd = -1;       // taken: the fd (close-on-exec); the lock lasts while it is open
+  pid_t holder = 0;  // not taken: the live holder's pid as it wrote it (0 when unreadable)
 };
 // Tries once, without waiting. Errors are for a lock file that cannot be opened or written.
 Result<PidLock> TryPidLock(const std::string& lock_path);

@@ -17,7 +17,8 @@ namespace nodelet {
 class Histogram {
  public:
   // Upper bounds in seconds, ascending; +Inf is implied.
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size()) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size()) {}
 
   // The kubelet's default latency buckets (0.005 s to 10 s) and a wider set for pod start-up.
   static std::vector<double> LatencyBuckets() {

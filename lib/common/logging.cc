@@ -1,13 +1,12 @@
 #include "lib/common/logging.h"
 
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_sinks.h>
 
 namespace nodelet {
 namespace {

@@ -12,20 +12,20 @@ namespace nodelet {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // bad input from a peer, a file or the operator
-  kNotFound,          // the named thing does not exist
+  kInvalidArgument,  // bad input from a peer, a file or the operator
+  kNotFound,         // the named thing does not exist
   kAlreadyExists,
-  kDeadlineExceeded,  // a wait reached its deadline
-  kUnavailable,       // a peer or resource is down; retrying may help
-  kResourceExhausted, // full disk, too large, too many
-  kFailedPrecondition,// refused by a guard (e.g. an illegal status transition)
-  kInternal,          // a system call failed unexpectedly
+  kDeadlineExceeded,    // a wait reached its deadline
+  kUnavailable,         // a peer or resource is down; retrying may help
+  kResourceExhausted,   // full disk, too large, too many
+  kFailedPrecondition,  // refused by a guard (e.g. an illegal status transition)
+  kInternal,            // a system call failed unexpectedly
   kCancelled,
 };
 
 const char* StatusCodeName(StatusCode code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -43,21 +43,29 @@ class Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 // Internal error from errno: "what: strerror(errno)".
 Status ErrnoStatus(const std::string& what, int err);
 
 // Either a value or a non-OK Status.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok() && "Result from an OK status has no value");
   }

@@ -2,12 +2,11 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-
-#include <systemd/sd-daemon.h>
 
 namespace nodelet {
 
@@ -18,8 +17,8 @@ bool NotifySocketSend(const std::string& address, const std::string& state) {
   if (address[0] != '/' && address[0] != '@') return false;  // vsock and others: not supported
   std::memcpy(addr.sun_path, address.data(), address.size());
   if (address[0] == '@') addr.sun_path[0] = '\0';
-  const socklen_t len =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + (address[0] == '/' ? 1 : 0));
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() +
+                                               (address[0] == '/' ? 1 : 0));
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   // The kernel adds our credentials when the receiver asked for them (SO_PASSCRED), as systemd

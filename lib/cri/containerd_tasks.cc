@@ -30,20 +30,22 @@ std::optional<std::string> StuckTaskContainerId(const Status& removal_error) {
 
 struct ContainerdTasks::Stub {
   explicit Stub(const std::shared_ptr<grpc::Channel>& channel)
-      : tasks(tasks::Tasks::NewStub(channel)), containers(containers::Containers::NewStub(channel)) {}
+      : tasks(tasks::Tasks::NewStub(channel)),
+        containers(containers::Containers::NewStub(channel)) {}
   std::unique_ptr<tasks::Tasks::Stub> tasks;
   std::unique_ptr<containers::Containers::Stub> containers;
 };
 
-Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(const std::string& endpoint,
-                                                                 std::string ns,
-                                                                 std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(
+    const std::string& endpoint, std::string ns, std::chrono::milliseconds timeout) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
   auto channel = grpc::CreateChannel("unix://" + *path, grpc::InsecureChannelCredentials());
-  if (channel == nullptr) return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
-  return std::unique_ptr<ContainerdTasks>(new ContainerdTasks(std::move(ns), timeout, std::move(channel)));
+  if (channel == nullptr)
+    return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
+  return std::unique_ptr<ContainerdTasks>(
+      new ContainerdTasks(std::move(ns), timeout, std::move(channel)));
 }
 
 ContainerdTasks::ContainerdTasks(std::string ns, std::chrono::milliseconds timeout,

@@ -50,7 +50,8 @@ class ContainerdTasks {
 
  private:
   struct Stub;
-  ContainerdTasks(std::string ns, std::chrono::milliseconds timeout, std::shared_ptr<grpc::Channel> channel);
+  ContainerdTasks(std::string ns, std::chrono::milliseconds timeout,
+                  std::shared_ptr<grpc::Channel> channel);
   std::string ns_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -20,44 +20,72 @@ constexpr int kReconnectBackoffMaxMs = 1000;
 
 const char* GrpcCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
 StatusCode MapGrpcCode(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return StatusCode::kOk;
-    case grpc::StatusCode::CANCELLED: return StatusCode::kCancelled;
+    case grpc::StatusCode::OK:
+      return StatusCode::kOk;
+    case grpc::StatusCode::CANCELLED:
+      return StatusCode::kCancelled;
     case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::OUT_OF_RANGE: return StatusCode::kInvalidArgument;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return StatusCode::kDeadlineExceeded;
-    case grpc::StatusCode::NOT_FOUND: return StatusCode::kNotFound;
-    case grpc::StatusCode::ALREADY_EXISTS: return StatusCode::kAlreadyExists;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return StatusCode::kResourceExhausted;
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return StatusCode::kInvalidArgument;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return StatusCode::kDeadlineExceeded;
+    case grpc::StatusCode::NOT_FOUND:
+      return StatusCode::kNotFound;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return StatusCode::kAlreadyExists;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return StatusCode::kResourceExhausted;
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::UNIMPLEMENTED: return StatusCode::kFailedPrecondition;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return StatusCode::kFailedPrecondition;
     case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::ABORTED: return StatusCode::kUnavailable;
-    default: return StatusCode::kInternal;
+    case grpc::StatusCode::ABORTED:
+      return StatusCode::kUnavailable;
+    default:
+      return StatusCode::kInternal;
   }
 }
 
@@ -96,7 +124,8 @@ struct GrpcCriClient::Stubs {
 Result<std::string> ParseCriEndpoint(const std::string& endpoint) {
   static constexpr char kScheme[] = "unix://";
   if (endpoint.rfind(kScheme, 0) != 0) {
-    return InvalidArgument("CRI endpoint '" + endpoint + "': only unix:///ABSOLUTE/PATH is supported");
+    return InvalidArgument("CRI endpoint '" + endpoint +
+                           "': only unix:///ABSOLUTE/PATH is supported");
   }
   std::string path = endpoint.substr(sizeof(kScheme) - 1);
   if (path.empty() || path[0] != '/') {
@@ -104,16 +133,17 @@ Result<std::string> ParseCriEndpoint(const std::string& endpoint) {
   }
   // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
   if (path.size() > 107) {
-    return InvalidArgument("CRI endpoint '" + endpoint + "': the socket path is longer than 107 bytes");
+    return InvalidArgument("CRI endpoint '" + endpoint +
+                           "': the socket path is longer than 107 bytes");
   }
   return path;
 }
 
 Status GrpcCallStatus(const std::string& what, const grpc::Status& status) {
   if (status.ok()) return Status::Ok();
-  return Status(MapGrpcCode(status.error_code()),
-                what + " failed: " + GrpcCodeName(status.error_code()) + ": " +
-                    status.error_message());
+  return Status(
+      MapGrpcCode(status.error_code()),
+      what + " failed: " + GrpcCodeName(status.error_code()) + ": " + status.error_message());
 }
 
 Status StatusFromGrpc(const std::string& call, const grpc::Status& status) {
@@ -133,8 +163,10 @@ Result<std::unique_ptr<GrpcCriClient>> GrpcCriClient::Create(const std::string& 
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
-  auto channel = grpc::CreateCustomChannel("unix://" + *path, grpc::InsecureChannelCredentials(), args);
-  if (channel == nullptr) return Internal("CRI endpoint '" + endpoint + "': cannot create a gRPC channel");
+  auto channel =
+      grpc::CreateCustomChannel("unix://" + *path, grpc::InsecureChannelCredentials(), args);
+  if (channel == nullptr)
+    return Internal("CRI endpoint '" + endpoint + "': cannot create a gRPC channel");
   return std::unique_ptr<GrpcCriClient>(new GrpcCriClient(endpoint, timeouts, std::move(channel)));
 }
 
@@ -216,8 +248,8 @@ Status GrpcCriClient::RemovePodSandbox(const std::string& pod_sandbox_id) {
   });
 }
 
-Result<v1::PodSandboxStatusResponse> GrpcCriClient::PodSandboxStatus(const std::string& pod_sandbox_id,
-                                                                     bool verbose) {
+Result<v1::PodSandboxStatusResponse> GrpcCriClient::PodSandboxStatus(
+    const std::string& pod_sandbox_id, bool verbose) {
   v1::PodSandboxStatusRequest request;
   request.set_pod_sandbox_id(pod_sandbox_id);
   request.set_verbose(verbose);
@@ -226,14 +258,17 @@ Result<v1::PodSandboxStatusResponse> GrpcCriClient::PodSandboxStatus(const std::
     return stubs_->runtime->PodSandboxStatus(c, request, &response);
   });
   if (!s.ok()) return s;
-  if (!response.has_status() || response.status().id().empty() || !response.status().has_metadata()) {
-    return CallFailed("PodSandboxStatus",
-                      "the runtime returned a status without id or metadata for '" + pod_sandbox_id + "'");
+  if (!response.has_status() || response.status().id().empty() ||
+      !response.status().has_metadata()) {
+    return CallFailed(
+        "PodSandboxStatus",
+        "the runtime returned a status without id or metadata for '" + pod_sandbox_id + "'");
   }
   return response;
 }
 
-Result<std::vector<v1::PodSandbox>> GrpcCriClient::ListPodSandbox(const v1::PodSandboxFilter& filter) {
+Result<std::vector<v1::PodSandbox>> GrpcCriClient::ListPodSandbox(
+    const v1::PodSandboxFilter& filter) {
   v1::ListPodSandboxRequest request;
   *request.mutable_filter() = filter;
   v1::ListPodSandboxResponse response;
@@ -295,7 +330,8 @@ Status GrpcCriClient::RemoveContainer(const std::string& container_id) {
   });
 }
 
-Result<std::vector<v1::Container>> GrpcCriClient::ListContainers(const v1::ContainerFilter& filter) {
+Result<std::vector<v1::Container>> GrpcCriClient::ListContainers(
+    const v1::ContainerFilter& filter) {
   v1::ListContainersRequest request;
   *request.mutable_filter() = filter;
   v1::ListContainersResponse response;
@@ -319,9 +355,11 @@ Result<v1::ContainerStatusResponse> GrpcCriClient::ContainerStatus(const std::st
     return stubs_->runtime->ContainerStatus(c, request, &response);
   });
   if (!s.ok()) return s;
-  if (!response.has_status() || response.status().id().empty() || !response.status().has_metadata()) {
-    return CallFailed("ContainerStatus",
-                      "the runtime returned a status without id or metadata for '" + container_id + "'");
+  if (!response.has_status() || response.status().id().empty() ||
+      !response.status().has_metadata()) {
+    return CallFailed(
+        "ContainerStatus",
+        "the runtime returned a status without id or metadata for '" + container_id + "'");
   }
   return response;
 }
@@ -358,7 +396,8 @@ Result<std::vector<v1::Image>> GrpcCriClient::ListImages(const v1::ImageFilter& 
   return items;
 }
 
-Result<v1::ImageStatusResponse> GrpcCriClient::ImageStatus(const v1::ImageSpec& image, bool verbose) {
+Result<v1::ImageStatusResponse> GrpcCriClient::ImageStatus(const v1::ImageSpec& image,
+                                                           bool verbose) {
   v1::ImageStatusRequest request;
   *request.mutable_image() = image;
   request.set_verbose(verbose);
@@ -368,7 +407,8 @@ Result<v1::ImageStatusResponse> GrpcCriClient::ImageStatus(const v1::ImageSpec& 
   });
   if (!s.ok()) return s;
   if (response.has_image() && response.image().id().empty()) {
-    return CallFailed("ImageStatus", "the runtime returned an image without id for '" + image.image() + "'");
+    return CallFailed("ImageStatus",
+                      "the runtime returned an image without id for '" + image.image() + "'");
   }
   return response;
 }
@@ -385,7 +425,8 @@ Result<std::string> GrpcCriClient::PullImage(const v1::ImageSpec& image, const v
   });
   if (!s.ok()) return s;
   if (response.image_ref().empty()) {
-    return CallFailed("PullImage", "the runtime returned an empty image ref for '" + image.image() + "'");
+    return CallFailed("PullImage",
+                      "the runtime returned an empty image ref for '" + image.image() + "'");
   }
   return std::move(*response.mutable_image_ref());
 }

@@ -48,7 +48,8 @@ class RuntimeService {
   virtual Result<v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& pod_sandbox_id,
                                                                 bool verbose) = 0;
   // An empty filter (default-constructed) lists every sandbox.
-  virtual Result<std::vector<v1::PodSandbox>> ListPodSandbox(const v1::PodSandboxFilter& filter) = 0;
+  virtual Result<std::vector<v1::PodSandbox>> ListPodSandbox(
+      const v1::PodSandboxFilter& filter) = 0;
 
   // Containers.
   // Creates a container in a sandbox; returns its id. `sandbox_config` is the config the sandbox

@@ -77,7 +77,10 @@ Result<const Root*> DecodeMessage(const void* data, size_t size, const char* ide
   // The verifier accepts a union whose type is set but whose value is absent; receivers (and
   // the generated object API) read such a body as present. Found by fuzz-status, whose
   // RequestIdOf dereferenced the missing body.
-  if constexpr (requires { root->body_type(); root->body(); }) {
+  if constexpr (requires {
+                  root->body_type();
+                  root->body();
+                }) {
     if (static_cast<int>(root->body_type()) != 0 && root->body() == nullptr) {
       return InvalidArgument("message names a body of type " +
                              std::to_string(static_cast<int>(root->body_type())) +

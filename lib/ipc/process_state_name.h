@@ -9,13 +9,20 @@ namespace nodelet::ipc {
 
 inline const char* ProcessStateName(ctl::ProcessState state) {
   switch (state) {
-    case ctl::ProcessState::Stopped: return "STOPPED";
-    case ctl::ProcessState::Starting: return "STARTING";
-    case ctl::ProcessState::Running: return "RUNNING";
-    case ctl::ProcessState::Backoff: return "BACKOFF";
-    case ctl::ProcessState::Stopping: return "STOPPING";
-    case ctl::ProcessState::Exited: return "EXITED";
-    case ctl::ProcessState::Fatal: return "FATAL";
+    case ctl::ProcessState::Stopped:
+      return "STOPPED";
+    case ctl::ProcessState::Starting:
+      return "STARTING";
+    case ctl::ProcessState::Running:
+      return "RUNNING";
+    case ctl::ProcessState::Backoff:
+      return "BACKOFF";
+    case ctl::ProcessState::Stopping:
+      return "STOPPING";
+    case ctl::ProcessState::Exited:
+      return "EXITED";
+    case ctl::ProcessState::Fatal:
+      return "FATAL";
   }
   return "UNKNOWN";
 }

@@ -57,9 +57,7 @@ zmq::pollitem_t SocketBase::PollItem(short events) {
   return zmq::pollitem_t{socket_.handle(), 0, events, 0};
 }
 
-bool SocketBase::Readable() {
-  return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
-}
+bool SocketBase::Readable() { return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0; }
 
 Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
   std::string path;

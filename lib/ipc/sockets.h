@@ -4,13 +4,12 @@
 // Status instead of throwing.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"

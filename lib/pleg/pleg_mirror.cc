@@ -138,9 +138,11 @@ Status PlegMirror::Sync(std::chrono::milliseconds deadline) {
     auto now = std::chrono::steady_clock::now();
     if (now >= end) return DeadlineExceeded("plegd did not answer a snapshot request in time");
     auto items = PollItems();
-    auto wait = std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(100));
-    zmq::poll(items.data(), items.size(),
-              std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
+    auto wait =
+        std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(100));
+    zmq::poll(
+        items.data(), items.size(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
   }
 }
 

@@ -307,8 +307,8 @@ uint64_t Fnv1a64(std::string_view data) {
 
 unsigned __int128 Fnv1a128(std::string_view data) {
   const unsigned __int128 kPrime = (static_cast<unsigned __int128>(1) << 88) + 0x13b;
-  unsigned __int128 h = (static_cast<unsigned __int128>(0x6c62272e07bb0142ULL) << 64) |
-                        0x62b821756295c58dULL;
+  unsigned __int128 h =
+      (static_cast<unsigned __int128>(0x6c62272e07bb0142ULL) << 64) | 0x62b821756295c58dULL;
   for (unsigned char c : data) {
     h ^= c;
     h *= kPrime;

@@ -64,7 +64,8 @@ void ApplyPodDefaults(Pod& pod) {
     if (v.downward_api) {
       if (!v.downward_api->default_mode) v.downward_api->default_mode = kDefaultFileMode;
       for (DownwardApiVolumeFile& file : v.downward_api->items) {
-        if (file.field_ref && file.field_ref->api_version.empty()) file.field_ref->api_version = "v1";
+        if (file.field_ref && file.field_ref->api_version.empty())
+          file.field_ref->api_version = "v1";
       }
     }
   }

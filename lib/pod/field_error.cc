@@ -53,16 +53,30 @@ std::string FieldError::ToString() const {
   std::string out = field_.empty() ? std::string("(document root)") : field_;
   out += ": ";
   switch (type_) {
-    case Type::kNotFound: out += "Not found"; break;
-    case Type::kRequired: out += "Required value"; break;
-    case Type::kDuplicate: out += "Duplicate value"; break;
-    case Type::kInvalid: out += "Invalid value"; break;
-    case Type::kNotSupported: out += "Unsupported value"; break;
-    case Type::kForbidden: out += "Forbidden"; break;
-    case Type::kTooLong: out += "Too long"; break;
+    case Type::kNotFound:
+      out += "Not found";
+      break;
+    case Type::kRequired:
+      out += "Required value";
+      break;
+    case Type::kDuplicate:
+      out += "Duplicate value";
+      break;
+    case Type::kInvalid:
+      out += "Invalid value";
+      break;
+    case Type::kNotSupported:
+      out += "Unsupported value";
+      break;
+    case Type::kForbidden:
+      out += "Forbidden";
+      break;
+    case Type::kTooLong:
+      out += "Too long";
+      break;
   }
-  bool prints_value = type_ != Type::kRequired && type_ != Type::kForbidden &&
-                      type_ != Type::kTooLong;
+  bool prints_value =
+      type_ != Type::kRequired && type_ != Type::kForbidden && type_ != Type::kTooLong;
   if (prints_value) out += ": " + value_;
   if (!detail_.empty()) out += ": " + detail_;
   return out;
@@ -79,11 +93,21 @@ std::string QuoteValue(std::string_view s) {
       break;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           out += "\\x";

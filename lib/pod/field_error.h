@@ -13,13 +13,13 @@ namespace nodelet::pod {
 class FieldError {
  public:
   enum class Type {
-    kNotFound,     // "Not found"
-    kRequired,     // "Required value"
-    kDuplicate,    // "Duplicate value"
-    kInvalid,      // "Invalid value"
-    kNotSupported, // "Unsupported value"
-    kForbidden,    // "Forbidden"
-    kTooLong,      // "Too long"
+    kNotFound,      // "Not found"
+    kRequired,      // "Required value"
+    kDuplicate,     // "Duplicate value"
+    kInvalid,       // "Invalid value"
+    kNotSupported,  // "Unsupported value"
+    kForbidden,     // "Forbidden"
+    kTooLong,       // "Too long"
   };
 
   static FieldError Required(std::string field, std::string detail = {});
@@ -46,7 +46,10 @@ class FieldError {
 
  private:
   FieldError(Type type, std::string field, std::string value, std::string detail)
-      : type_(type), field_(std::move(field)), value_(std::move(value)), detail_(std::move(detail)) {}
+      : type_(type),
+        field_(std::move(field)),
+        value_(std::move(value)),
+        detail_(std::move(detail)) {}
 
   Type type_;
   std::string field_;
@@ -61,8 +64,8 @@ using FieldErrors = std::vector<FieldError>;
 // 256 bytes ("...").
 std::string QuoteValue(std::string_view s);
 
-// Field paths: "spec", Child(p, "containers") = "spec.containers", Index(p, 1) = "spec.containers[1]",
-// Key(p, "cpu") = "...limits[cpu]".
+// Field paths: "spec", Child(p, "containers") = "spec.containers", Index(p, 1) =
+// "spec.containers[1]", Key(p, "cpu") = "...limits[cpu]".
 std::string Child(std::string_view path, std::string_view name);
 std::string Index(std::string_view path, size_t i);
 std::string Key(std::string_view path, std::string_view key);

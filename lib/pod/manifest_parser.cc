@@ -1,5 +1,9 @@
 #include "lib/pod/manifest_parser.h"
 
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <algorithm>
 #include <exception>
 #include <functional>
@@ -7,10 +11,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-
-#include <yaml-cpp/depthguard.h>
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/parser.h>
 
 #include "lib/common/fs.h"
 #include "lib/pod/rfc3339.h"
@@ -24,9 +24,7 @@ namespace {
 // Why `content` is not acceptable text, or empty. Allows tab, LF, CR and valid UTF-8.
 std::string CheckText(std::string_view content) {
   static const char kHex[] = "0123456789abcdef";
-  auto byte = [&](unsigned char c) {
-    return std::string("0x") + kHex[c >> 4] + kHex[c & 15];
-  };
+  auto byte = [&](unsigned char c) { return std::string("0x") + kHex[c >> 4] + kHex[c & 15]; };
   size_t i = 0;
   while (i < content.size()) {
     unsigned char c = static_cast<unsigned char>(content[i]);
@@ -314,10 +312,14 @@ ScalarKind KindOf(const YAML::Node& n) {
 // How a node is shown in an error: strings quoted, other scalars as written.
 std::string Render(const YAML::Node& n) {
   switch (KindOf(n)) {
-    case ScalarKind::kNull: return "null";
-    case ScalarKind::kMap: return "{...}";
-    case ScalarKind::kSequence: return "[...]";
-    case ScalarKind::kString: return QuoteValue(n.Scalar());
+    case ScalarKind::kNull:
+      return "null";
+    case ScalarKind::kMap:
+      return "{...}";
+    case ScalarKind::kSequence:
+      return "[...]";
+    case ScalarKind::kString:
+      return QuoteValue(n.Scalar());
     default: {
       std::string s = n.Scalar().substr(0, 64);
       return s;
@@ -738,11 +740,31 @@ class PodDecoder {
     Sub(f, "configMap", p, v.config_map, &PodDecoder::ConfigMap);
     Sub(f, "secret", p, v.secret, &PodDecoder::Secret);
     Sub(f, "downwardAPI", p, v.downward_api, &PodDecoder::DownwardApi);
-    static const char* const kUnsupportedSources[] = {
-        "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "ephemeral",
-        "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs", "image",
-        "iscsi", "nfs", "persistentVolumeClaim", "photonPersistentDisk", "portworxVolume",
-        "projected", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume"};
+    static const char* const kUnsupportedSources[] = {"awsElasticBlockStore",
+                                                      "azureDisk",
+                                                      "azureFile",
+                                                      "cephfs",
+                                                      "cinder",
+                                                      "csi",
+                                                      "ephemeral",
+                                                      "fc",
+                                                      "flexVolume",
+                                                      "flocker",
+                                                      "gcePersistentDisk",
+                                                      "gitRepo",
+                                                      "glusterfs",
+                                                      "image",
+                                                      "iscsi",
+                                                      "nfs",
+                                                      "persistentVolumeClaim",
+                                                      "photonPersistentDisk",
+                                                      "portworxVolume",
+                                                      "projected",
+                                                      "quobyte",
+                                                      "rbd",
+                                                      "scaleIO",
+                                                      "storageos",
+                                                      "vsphereVolume"};
     for (const char* key : kUnsupportedSources) {
       Forbid(f, key, p,
              "volume type not supported by nodelet (supported: emptyDir, hostPath, configMap, "
@@ -803,8 +825,8 @@ struct DocumentOutcome {
 
 void DecodeDocument(const YAML::Node& root, const ParseOptions& options, DocumentOutcome& out) {
   if (!root.IsMap()) {
-    out.detail = std::string("the document must be a mapping (an object), not ") +
-                 NodeTypeName(root);
+    out.detail =
+        std::string("the document must be a mapping (an object), not ") + NodeTypeName(root);
     return;
   }
   std::string limit = CheckNodeLimits(root, options.limits);
@@ -891,8 +913,8 @@ ManifestParseResult DecodeManifest(std::string_view content, std::string_view so
     try {
       syntax = LoadPiece(piece, node);
     } catch (const YAML::DeepRecursion&) {
-      syntax = "the document nests deeper than " + std::to_string(options.limits.max_depth) +
-               " levels";
+      syntax =
+          "the document nests deeper than " + std::to_string(options.limits.max_depth) + " levels";
     } catch (const YAML::ParserException& e) {
       syntax = "line " + std::to_string(piece.first_line + e.mark.line + 1) + ", column " +
                std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg;
@@ -920,7 +942,8 @@ ManifestParseResult DecodeManifest(std::string_view content, std::string_view so
   const bool multi = outcomes.size() > 1;
   for (DocumentOutcome& o : outcomes) {
     if (!o.detail.empty()) {
-      result.errors.push_back({o.document, ManifestMessage(source, o.document, multi, o.detail), {}});
+      result.errors.push_back(
+          {o.document, ManifestMessage(source, o.document, multi, o.detail), {}});
     } else if (!o.field_errors.empty()) {
       std::string message =
           ManifestMessage(source, o.document, multi, o.field_errors.front().ToString());

@@ -33,9 +33,9 @@ inline constexpr size_t kMaxManifestBytes = 1024 * 1024;
 
 struct ManifestLimits {
   size_t max_file_bytes = kMaxManifestBytes;  // a manifest file or a manifest URL's body
-  size_t max_depth = 64;                // nested mappings and sequences in one document
-  size_t max_nodes = 200000;            // nodes visited per document, aliases each time
-  size_t max_documents = 1000;          // non-empty documents per file
+  size_t max_depth = 64;                      // nested mappings and sequences in one document
+  size_t max_nodes = 200000;                  // nodes visited per document, aliases each time
+  size_t max_documents = 1000;                // non-empty documents per file
 };
 
 struct ParseOptions {

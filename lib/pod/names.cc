@@ -119,9 +119,10 @@ std::vector<std::string> IsEnvVarName(std::string_view value) {
     if (!IsAlnum(c) && c != '-' && c != '.' && c != '_') ok = false;
   }
   if (ok) return {};
-  return {"a valid environment variable name must consist of alphabetic characters, digits, '_', "
-          "'-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  "
-          "or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"};
+  return {
+      "a valid environment variable name must consist of alphabetic characters, digits, '_', "
+      "'-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  "
+      "or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"};
 }
 
 std::vector<std::string> IsValidPortName(std::string_view value) {
@@ -133,8 +134,10 @@ std::vector<std::string> IsValidPortName(std::string_view value) {
     if (c >= 'a' && c <= 'z') has_letter = true;
     if (!IsLowerAlnum(c) && c != '-') chars_ok = false;
   }
-  if (!chars_ok) errs.push_back("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
-  if (value.find("--") != std::string_view::npos) errs.push_back("must not contain consecutive hyphens");
+  if (!chars_ok)
+    errs.push_back("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+  if (value.find("--") != std::string_view::npos)
+    errs.push_back("must not contain consecutive hyphens");
   if (!has_letter) errs.push_back("must contain at least one letter (a-z)");
   if (!value.empty() && (value.front() == '-' || value.back() == '-')) {
     errs.push_back("must not begin or end with a hyphen");
@@ -148,8 +151,9 @@ std::vector<std::string> IsHttpHeaderName(std::string_view value) {
     if (!IsAlnum(c) && c != '-') ok = false;
   }
   if (ok) return {};
-  return {"a valid HTTP header must consist of alphanumeric characters or '-' (e.g. "
-          "'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')"};
+  return {
+      "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. "
+      "'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')"};
 }
 
 }  // namespace nodelet::pod

@@ -68,7 +68,7 @@ struct EnvVar {
 struct ContainerPort {
   std::string name;
   int32_t container_port = 0;
-  std::string protocol;  // TCP (default), UDP, SCTP
+  std::string protocol;   // TCP (default), UDP, SCTP
   int32_t host_port = 0;  // 0: none
   bool operator==(const ContainerPort&) const = default;
 };
@@ -236,7 +236,7 @@ struct PodSpec {
   std::vector<Container> init_containers;
   std::vector<Container> containers;
   std::vector<Volume> volumes;
-  std::string restart_policy;  // Always (default), OnFailure, Never
+  std::string restart_policy;                               // Always (default), OnFailure, Never
   std::optional<int64_t> termination_grace_period_seconds;  // default 30
   std::optional<int64_t> active_deadline_seconds;
   bool host_network = false;

@@ -67,16 +67,17 @@ Offset<fb::Probe> EncodeProbe(FlatBufferBuilder& b, const std::optional<Probe>& 
   Offset<fb::HttpGetAction> http = 0;
   if (p.http_get) {
     const HttpGetAction& h = *p.http_get;
-    auto headers = List<fb::HttpHeader>(b, h.http_headers, [](FlatBufferBuilder& bb,
-                                                               const HttpHeader& hh) {
-      return fb::CreateHttpHeader(bb, Str(bb, hh.name), Str(bb, hh.value));
-    });
+    auto headers =
+        List<fb::HttpHeader>(b, h.http_headers, [](FlatBufferBuilder& bb, const HttpHeader& hh) {
+          return fb::CreateHttpHeader(bb, Str(bb, hh.name), Str(bb, hh.value));
+        });
     http = fb::CreateHttpGetAction(b, Str(b, h.host), EncodePort(b, h.port), Str(b, h.path),
                                    Str(b, h.scheme), headers);
   }
   Offset<fb::TcpSocketAction> tcp = 0;
   if (p.tcp_socket) {
-    tcp = fb::CreateTcpSocketAction(b, Str(b, p.tcp_socket->host), EncodePort(b, p.tcp_socket->port));
+    tcp =
+        fb::CreateTcpSocketAction(b, Str(b, p.tcp_socket->host), EncodePort(b, p.tcp_socket->port));
   }
   return fb::CreateProbe(b, exec, http, tcp, p.initial_delay_seconds, p.period_seconds,
                          p.timeout_seconds, p.success_threshold, p.failure_threshold);
@@ -86,32 +87,31 @@ Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) 
   auto env = List<fb::EnvVar>(b, c.env, [](FlatBufferBuilder& bb, const EnvVar& e) {
     return fb::CreateEnvVar(bb, Str(bb, e.name), Str(bb, e.value));
   });
-  auto ports = List<fb::ContainerPort>(b, c.ports, [](FlatBufferBuilder& bb,
-                                                      const ContainerPort& p) {
-    return fb::CreateContainerPort(bb, Str(bb, p.name), p.container_port, Str(bb, p.protocol),
-                                   p.host_port);
-  });
+  auto ports =
+      List<fb::ContainerPort>(b, c.ports, [](FlatBufferBuilder& bb, const ContainerPort& p) {
+        return fb::CreateContainerPort(bb, Str(bb, p.name), p.container_port, Str(bb, p.protocol),
+                                       p.host_port);
+      });
   Offset<fb::ResourceRequirements> resources = 0;
   if (!c.resources.requests.empty() || !c.resources.limits.empty()) {
     auto req = Resources(b, c.resources.requests);
     auto lim = Resources(b, c.resources.limits);
     resources = fb::CreateResourceRequirements(b, req, lim);
   }
-  auto mounts = List<fb::VolumeMount>(b, c.volume_mounts, [](FlatBufferBuilder& bb,
-                                                             const VolumeMount& m) {
-    return fb::CreateVolumeMount(bb, Str(bb, m.name), Str(bb, m.mount_path), m.read_only,
-                                 Str(bb, m.sub_path));
-  });
+  auto mounts =
+      List<fb::VolumeMount>(b, c.volume_mounts, [](FlatBufferBuilder& bb, const VolumeMount& m) {
+        return fb::CreateVolumeMount(bb, Str(bb, m.name), Str(bb, m.mount_path), m.read_only,
+                                     Str(bb, m.sub_path));
+      });
   auto liveness = EncodeProbe(b, c.liveness_probe);
   auto readiness = EncodeProbe(b, c.readiness_probe);
   auto startup = EncodeProbe(b, c.startup_probe);
   Offset<fb::SecurityContext> sc = 0;
   if (c.security_context) {
     const SecurityContext& s = *c.security_context;
-    sc = fb::CreateSecurityContext(b, Opt(s.run_as_user), Opt(s.run_as_group),
-                                   Opt(s.run_as_non_root), Opt(s.privileged),
-                                   Opt(s.read_only_root_filesystem),
-                                   Opt(s.allow_privilege_escalation));
+    sc = fb::CreateSecurityContext(
+        b, Opt(s.run_as_user), Opt(s.run_as_group), Opt(s.run_as_non_root), Opt(s.privileged),
+        Opt(s.read_only_root_filesystem), Opt(s.allow_privilege_escalation));
   }
   return fb::CreateContainer(b, Str(b, c.name), Str(b, c.image), Str(b, c.image_pull_policy),
                              StrList(b, c.command), StrList(b, c.args), Str(b, c.working_dir), env,
@@ -135,7 +135,8 @@ Offset<fb::Volume> EncodeVolume(FlatBufferBuilder& b, const Volume& v) {
   }
   Offset<fb::HostPathVolumeSource> host_path = 0;
   if (v.host_path) {
-    host_path = fb::CreateHostPathVolumeSource(b, Str(b, v.host_path->path), Str(b, v.host_path->type));
+    host_path =
+        fb::CreateHostPathVolumeSource(b, Str(b, v.host_path->path), Str(b, v.host_path->type));
   }
   Offset<fb::ConfigMapVolumeSource> config_map = 0;
   if (v.config_map) {
@@ -161,9 +162,9 @@ Offset<fb::Volume> EncodeVolume(FlatBufferBuilder& b, const Volume& v) {
           Offset<fb::ResourceFieldSelector> resource_ref = 0;
           if (f.resource_field_ref) {
             const ResourceFieldSelector& r = *f.resource_field_ref;
-            resource_ref = fb::CreateResourceFieldSelector(
-                bb, Str(bb, r.container_name), Str(bb, r.resource),
-                r.divisor ? bb.CreateString(r.divisor->text()) : 0);
+            resource_ref =
+                fb::CreateResourceFieldSelector(bb, Str(bb, r.container_name), Str(bb, r.resource),
+                                                r.divisor ? bb.CreateString(r.divisor->text()) : 0);
           }
           return fb::CreateDownwardApiVolumeFile(bb, Str(bb, f.path), field_ref, resource_ref,
                                                  Opt(f.mode));
@@ -236,11 +237,13 @@ class Decoder {
       a.path = S(h->path());
       a.scheme = S(h->scheme());
       if (h->http_headers()) {
-        for (const auto* hh : *h->http_headers()) a.http_headers.push_back({S(hh->name()), S(hh->value())});
+        for (const auto* hh : *h->http_headers())
+          a.http_headers.push_back({S(hh->name()), S(hh->value())});
       }
       out.http_get = std::move(a);
     }
-    if (const auto* t = p->tcp_socket()) out.tcp_socket = TcpSocketAction{S(t->host()), Port(t->port())};
+    if (const auto* t = p->tcp_socket())
+      out.tcp_socket = TcpSocketAction{S(t->host()), Port(t->port())};
     out.initial_delay_seconds = p->initial_delay_seconds();
     out.period_seconds = p->period_seconds();
     out.timeout_seconds = p->timeout_seconds();
@@ -305,9 +308,11 @@ class Decoder {
     out.name = S(v->name());
     std::string what = "volume " + out.name;
     if (const auto* e = v->empty_dir()) {
-      out.empty_dir = EmptyDirVolumeSource{S(e->medium()), OptQty(e->size_limit(), what + " sizeLimit")};
+      out.empty_dir =
+          EmptyDirVolumeSource{S(e->medium()), OptQty(e->size_limit(), what + " sizeLimit")};
     }
-    if (const auto* h = v->host_path()) out.host_path = HostPathVolumeSource{S(h->path()), S(h->type())};
+    if (const auto* h = v->host_path())
+      out.host_path = HostPathVolumeSource{S(h->path()), S(h->type())};
     if (const auto* c = v->config_map()) {
       out.config_map = ConfigMapVolumeSource{S(c->name()), Items(c->items()), O(c->default_mode()),
                                              O(c->optional())};
@@ -353,10 +358,10 @@ Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
   auto init = List<fb::Container>(b, s.init_containers, EncodeContainer);
   auto containers = List<fb::Container>(b, s.containers, EncodeContainer);
   auto volumes = List<fb::Volume>(b, s.volumes, EncodeVolume);
-  auto spec = fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
-                                Opt(s.termination_grace_period_seconds),
-                                Opt(s.active_deadline_seconds), s.host_network,
-                                Str(b, s.node_name));
+  auto spec =
+      fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
+                        Opt(s.termination_grace_period_seconds), Opt(s.active_deadline_seconds),
+                        s.host_network, Str(b, s.node_name));
   return fb::CreatePod(b, meta, spec);
 }
 
@@ -381,7 +386,8 @@ Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
   pod.metadata.deletion_grace_period_seconds = O(m->deletion_grace_period_seconds());
   Decoder d;
   if (s->init_containers()) {
-    for (const auto* c : *s->init_containers()) pod.spec.init_containers.push_back(d.ContainerFrom(c));
+    for (const auto* c : *s->init_containers())
+      pod.spec.init_containers.push_back(d.ContainerFrom(c));
   }
   if (s->containers()) {
     for (const auto* c : *s->containers()) pod.spec.containers.push_back(d.ContainerFrom(c));

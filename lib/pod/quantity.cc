@@ -58,27 +58,44 @@ Result<Scale> ParseSuffix(std::string_view suffix) {
   if (suffix.empty()) return Scale{};
   if (suffix.size() == 1) {
     switch (suffix[0]) {
-      case 'n': return Scale{-9, 0};
-      case 'u': return Scale{-6, 0};
-      case 'm': return Scale{-3, 0};
-      case 'k': return Scale{3, 0};
-      case 'M': return Scale{6, 0};
-      case 'G': return Scale{9, 0};
-      case 'T': return Scale{12, 0};
-      case 'P': return Scale{15, 0};
-      case 'E': return Scale{18, 0};
-      default: break;
+      case 'n':
+        return Scale{-9, 0};
+      case 'u':
+        return Scale{-6, 0};
+      case 'm':
+        return Scale{-3, 0};
+      case 'k':
+        return Scale{3, 0};
+      case 'M':
+        return Scale{6, 0};
+      case 'G':
+        return Scale{9, 0};
+      case 'T':
+        return Scale{12, 0};
+      case 'P':
+        return Scale{15, 0};
+      case 'E':
+        return Scale{18, 0};
+      default:
+        break;
     }
   }
   if (suffix.size() == 2 && suffix[1] == 'i') {
     switch (suffix[0]) {
-      case 'K': return Scale{0, 10};
-      case 'M': return Scale{0, 20};
-      case 'G': return Scale{0, 30};
-      case 'T': return Scale{0, 40};
-      case 'P': return Scale{0, 50};
-      case 'E': return Scale{0, 60};
-      default: break;
+      case 'K':
+        return Scale{0, 10};
+      case 'M':
+        return Scale{0, 20};
+      case 'G':
+        return Scale{0, 30};
+      case 'T':
+        return Scale{0, 40};
+      case 'P':
+        return Scale{0, 50};
+      case 'E':
+        return Scale{0, 60};
+      default:
+        break;
     }
   }
   if (suffix[0] == 'e' || suffix[0] == 'E') {
@@ -131,8 +148,8 @@ int64_t SaturateDivRoundUp(__int128 nanos, __int128 divisor) {
 std::string Int128ToString(__int128 v) {
   if (v == 0) return "0";
   bool negative = v < 0;
-  unsigned __int128 mag = negative ? static_cast<unsigned __int128>(-(v + 1)) + 1
-                                   : static_cast<unsigned __int128>(v);
+  unsigned __int128 mag =
+      negative ? static_cast<unsigned __int128>(-(v + 1)) + 1 : static_cast<unsigned __int128>(v);
   std::string out;
   while (mag > 0) {
     out.push_back(static_cast<char>('0' + static_cast<int>(mag % 10)));
@@ -163,8 +180,9 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
     frac_digits = text.substr(frac_start, pos - frac_start);
   }
   if (int_digits.empty() && frac_digits.empty()) {
-    return FormatError(pos < text.size() ? "no digits before \"" + Printable(text.substr(pos)) + "\""
-                                         : "no digits");
+    return FormatError(pos < text.size()
+                           ? "no digits before \"" + Printable(text.substr(pos)) + "\""
+                           : "no digits");
   }
   auto scale = ParseSuffix(text.substr(pos));
   if (!scale.ok()) return scale.status();

@@ -22,8 +22,7 @@ namespace nodelet::pod {
 class Quantity {
  public:
   // The regular expression the API server names in its error message.
-  static constexpr std::string_view kFormatRegex =
-      "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
+  static constexpr std::string_view kFormatRegex = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$";
 
   Quantity() = default;  // zero, written "0"
 

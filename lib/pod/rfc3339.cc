@@ -84,9 +84,9 @@ std::optional<UnixTime> ParseRfc3339(std::string_view s) {
     return std::nullopt;
   }
   if (pos != s.size()) return std::nullopt;
-  int64_t secs = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) *
-                     86400 +
-                 hour * 3600 + minute * 60 + (second == 60 ? 59 : second) - offset;
+  int64_t secs =
+      DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) * 86400 +
+      hour * 3600 + minute * 60 + (second == 60 ? 59 : second) - offset;
   return UnixTime{secs, nanos};
 }
 

@@ -80,18 +80,17 @@ ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrig
       pod = InvalidArgument(errors.front().ToString());
     }
     if (!pod.ok()) {
-      out.errors.push_back({doc.document,
-                            ManifestMessage(origin.source, doc.document, multi,
-                                            pod.status().message()),
-                            std::move(errors)});
+      out.errors.push_back(
+          {doc.document,
+           ManifestMessage(origin.source, doc.document, multi, pod.status().message()),
+           std::move(errors)});
       continue;
     }
     out.pods.push_back({doc.document, std::move(*pod)});
   }
-  std::stable_sort(out.errors.begin(), out.errors.end(),
-                   [](const ManifestError& a, const ManifestError& b) {
-                     return a.document < b.document;
-                   });
+  std::stable_sort(
+      out.errors.begin(), out.errors.end(),
+      [](const ManifestError& a, const ManifestError& b) { return a.document < b.document; });
   return out;
 }
 

@@ -54,8 +54,8 @@ std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin);
 // The config.hash described above.
 std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin);
 
-// Defaults, name, namespace, UID, nodeName (normalized) and annotations, then ValidatePod. On failure
-// returns InvalidArgument with the first problem as "FIELD: reason" and, when `errors` is
+// Defaults, name, namespace, UID, nodeName (normalized) and annotations, then ValidatePod. On
+// failure returns InvalidArgument with the first problem as "FIELD: reason" and, when `errors` is
 // given, fills it with every problem.
 Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
                           FieldErrors* errors = nullptr);

@@ -60,8 +60,8 @@ class PodValidator {
     // The uid names directories under the root dir (pods/UID/...): only a UUID or a
     // DNS-1123 label may pass, so it can never hold "/", "..", NUL or an empty component.
     if (!m.uid.empty() && !IsUuid(m.uid) && !IsDns1123Label(m.uid).empty()) {
-      errors_.push_back(FieldError::Invalid("metadata.uid", m.uid,
-                                            "must be a UUID or a DNS-1123 label"));
+      errors_.push_back(
+          FieldError::Invalid("metadata.uid", m.uid, "must be a UUID or a DNS-1123 label"));
     }
     for (const auto& [k, v] : m.labels) {
       Invalid("metadata.labels", k, IsQualifiedName(k));
@@ -115,7 +115,8 @@ class PodValidator {
                                             *s.active_deadline_seconds,
                                             "must be between 1 and 2147483647, inclusive"));
     }
-    if (!s.node_name.empty()) Invalid("spec.nodeName", s.node_name, IsDns1123Subdomain(s.node_name));
+    if (!s.node_name.empty())
+      Invalid("spec.nodeName", s.node_name, IsDns1123Subdomain(s.node_name));
   }
 
   // Host ports must be unique per protocol across the pod's containers.
@@ -197,8 +198,8 @@ class PodValidator {
         }
       }
       if (port.container_port < 1 || port.container_port > 65535) {
-        errors_.push_back(FieldError::Invalid(Child(p, "containerPort"), port.container_port,
-                                              kPortRange));
+        errors_.push_back(
+            FieldError::Invalid(Child(p, "containerPort"), port.container_port, kPortRange));
       }
       if (port.host_port != 0 && (port.host_port < 1 || port.host_port > 65535)) {
         errors_.push_back(FieldError::Invalid(Child(p, "hostPort"), port.host_port, kPortRange));
@@ -353,8 +354,8 @@ class PodValidator {
     NonNegative(Child(path, "successThreshold"), probe.success_threshold);
     NonNegative(Child(path, "failureThreshold"), probe.failure_threshold);
     if (success_must_be_one && probe.success_threshold != 1) {
-      errors_.push_back(
-          FieldError::Invalid(Child(path, "successThreshold"), probe.success_threshold, "must be 1"));
+      errors_.push_back(FieldError::Invalid(Child(path, "successThreshold"),
+                                            probe.success_threshold, "must be 1"));
     }
   }
 
@@ -394,7 +395,8 @@ class PodValidator {
     if (ref.api_version.empty()) {
       errors_.push_back(FieldError::Required(Child(path, "apiVersion")));
     } else if (ref.api_version != "v1") {
-      errors_.push_back(FieldError::NotSupported(Child(path, "apiVersion"), ref.api_version, {"v1"}));
+      errors_.push_back(
+          FieldError::NotSupported(Child(path, "apiVersion"), ref.api_version, {"v1"}));
     }
     std::string p = Child(path, "fieldPath");
     const std::string& f = ref.field_path;
@@ -414,10 +416,10 @@ class PodValidator {
         return;
       }
     }
-    errors_.push_back(FieldError::NotSupported(
-        p, f,
-        {"metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
-         "metadata.uid"}));
+    errors_.push_back(
+        FieldError::NotSupported(p, f,
+                                 {"metadata.annotations", "metadata.labels", "metadata.name",
+                                  "metadata.namespace", "metadata.uid"}));
   }
 
   void ResourceRef(const ResourceFieldSelector& ref, const std::string& path) {
@@ -493,8 +495,8 @@ class PodValidator {
             FieldError::NotSupported(Child(p, "medium"), medium, {"", "HugePages", "Memory"}));
       }
       if (v.empty_dir->size_limit && v.empty_dir->size_limit->IsNegative()) {
-        errors_.push_back(FieldError::Invalid(Child(p, "sizeLimit"), v.empty_dir->size_limit->text(),
-                                              kNonNegative));
+        errors_.push_back(FieldError::Invalid(Child(p, "sizeLimit"),
+                                              v.empty_dir->size_limit->text(), kNonNegative));
       }
     }
     if (v.host_path) {
@@ -506,11 +508,12 @@ class PodValidator {
             FieldError::Invalid(Child(p, "path"), v.host_path->path, "must not contain '..'"));
       }
       static const std::vector<std::string_view> kTypes = {
-          "", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File",
-          "FileOrCreate", "Socket"};
+          "",     "BlockDevice",  "CharDevice", "Directory", "DirectoryOrCreate",
+          "File", "FileOrCreate", "Socket"};
       bool known = false;
       for (auto t : kTypes) known = known || t == v.host_path->type;
-      if (!known) errors_.push_back(FieldError::NotSupported(Child(p, "type"), v.host_path->type, kTypes));
+      if (!known)
+        errors_.push_back(FieldError::NotSupported(Child(p, "type"), v.host_path->type, kTypes));
     }
     if (v.config_map) {
       std::string p = Child(path, "configMap");

@@ -6,9 +6,9 @@
 // Flags given on the command line override the file.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <CLI/CLI.hpp>
 #include <string>
 
 #include "lib/common/status.h"

@@ -66,8 +66,8 @@ class Runtime {
     started_ = clock_.Now();
     SendHello();
     notifier_.Notify("READY=1\nSTATUS=running\nMAINPID=" + std::to_string(getpid()));
-    log_->info("{} {} started (pid {}, incarnation {:016x})", spec_.name, NODELET_VERSION,
-               getpid(), incarnation_);
+    log_->info("{} {} started (pid {}, incarnation {:016x})", spec_.name, NODELET_VERSION, getpid(),
+               incarnation_);
     SendHeartbeat();
 
     while (!stop_) {
@@ -109,7 +109,7 @@ class Runtime {
     signalfd_siginfo info{};
     while (read(signal_fd_, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGHUP) {
-        Reload();
+        (void)Reload();  // Reload logs its own failure; the service goes on.
       } else {
         log_->info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));
         stop_ = true;
@@ -187,9 +187,9 @@ class Runtime {
 
   void SendHello() {
     flatbuffers::FlatBufferBuilder fbb(256);
-    auto hello = ipc::control::CreateHelloDirect(fbb, spec_.name.c_str(), getpid(),
-                                                 NODELET_VERSION,
-                                                 static_cast<uint32_t>(opts_.heartbeat_interval_ms));
+    auto hello =
+        ipc::control::CreateHelloDirect(fbb, spec_.name.c_str(), getpid(), NODELET_VERSION,
+                                        static_cast<uint32_t>(opts_.heartbeat_interval_ms));
     Send(fbb, Body::Hello, hello.Union());
   }
 

@@ -7,14 +7,13 @@
 // heartbeats and watchdog pings stop only when the service is really stuck.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+#include <zmq.hpp>
 
 #include "control_generated.h"
 #include "lib/common/clock.h"
@@ -56,15 +55,18 @@ class ServiceHooks {
   virtual HealthReport Health() const { return {}; }
   virtual CounterList Counters() const { return {}; }
   // ReloadConfig command or SIGHUP, with the freshly read file.
-  virtual Status Reload(const YAML::Node& config) { (void)config; return Status::Ok(); }
+  virtual Status Reload(const YAML::Node& config) {
+    (void)config;
+    return Status::Ok();
+  }
   // Before exit: flush, close.
   virtual void Stop() {}
 };
 
 struct ServiceSpec {
-  std::string name;                  // "plegd"
-  ipc::ServiceId id;                 // ServiceId::Plegd
-  std::string description;           // one line for --help
+  std::string name;         // "plegd"
+  ipc::ServiceId id;        // ServiceId::Plegd
+  std::string description;  // one line for --help
   // Adds the service's own flags; may be empty.
   std::function<void(CLI::App&)> add_flags;
   // Builds the hooks once flags are parsed.

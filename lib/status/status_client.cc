@@ -95,7 +95,8 @@ Result<uint32_t> StatusClient::RecordEvents(const std::vector<PodEvent>& events)
   auto frame = Call(fbb, id);
   if (!frame.ok()) return frame.status();
   const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::RecordEventsReply) return BadReply(uri_, "not a RecordEventsReply");
+  if (m->body_type() != fb::Body::RecordEventsReply)
+    return BadReply(uri_, "not a RecordEventsReply");
   return m->body_as_RecordEventsReply()->stored();
 }
 
@@ -300,7 +301,8 @@ Result<PipelinedStatusClient::Reply> PipelinedStatusClient::Receive(
 }
 
 StatusWatcher::StatusWatcher(ipc::Context& ctx, const std::string& run_dir)
-    : uri_(ipc::kStatusWatchEndpoint.Uri(run_dir)), subscriber_(ctx, kMaxWatchMessageBytes, kWatchQueueBudgetBytes) {}
+    : uri_(ipc::kStatusWatchEndpoint.Uri(run_dir)),
+      subscriber_(ctx, kMaxWatchMessageBytes, kWatchQueueBudgetBytes) {}
 
 Status StatusWatcher::Connect() { return subscriber_.Connect(uri_); }
 

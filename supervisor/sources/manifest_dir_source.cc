@@ -69,8 +69,8 @@ SourceSnapshot ManifestDirSource::Read() {
   DIR* d = opendir(dir_.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) return snap;  // missing directory: no pods from it, not an error
-    snap.failure = SourceFailure{"unreadable_dir",
-                                 ErrnoStatus("Failed to read manifest directory '" + dir_ + "'", errno)};
+    snap.failure = SourceFailure{
+        "unreadable_dir", ErrnoStatus("Failed to read manifest directory '" + dir_ + "'", errno)};
     return snap;
   }
   std::vector<std::string> names;

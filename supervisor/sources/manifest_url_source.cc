@@ -128,9 +128,15 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
                      : response.Finish(httplib::to_string(res.error()), 0, "", have_last_);
   if (!outcome.ok()) {
     switch (outcome.status().code()) {
-      case StatusCode::kResourceExhausted: failure_reason_ = "too_large"; break;
-      case StatusCode::kDeadlineExceeded: failure_reason_ = "timeout"; break;
-      case StatusCode::kFailedPrecondition: failure_reason_ = "http_status"; break;
+      case StatusCode::kResourceExhausted:
+        failure_reason_ = "too_large";
+        break;
+      case StatusCode::kDeadlineExceeded:
+        failure_reason_ = "timeout";
+        break;
+      case StatusCode::kFailedPrecondition:
+        failure_reason_ = "http_status";
+        break;
       default:
         if (res) {
           failure_reason_ = "fetch";
@@ -191,7 +197,8 @@ Result<UrlResponse::Outcome> UrlResponse::Finish(const std::string& transport_er
     return out;
   }
   if (status != 200) {
-    return FailedPrecondition("manifest URL '" + url_ + "' answered HTTP " + std::to_string(status));
+    return FailedPrecondition("manifest URL '" + url_ + "' answered HTTP " +
+                              std::to_string(status));
   }
   out.etag = std::move(etag);
   out.snapshot.source = "http";
@@ -214,8 +221,8 @@ void ManifestUrlSource::Loop() {
       // Nothing read: the pod manager keeps the pods served last and reports why.
       SourceSnapshot snap;
       snap.source = "http";
-      snap.failure = SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_,
-                                   result.status()};
+      snap.failure =
+          SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_, result.status()};
       ready_ = std::move(snap);
     }
     uint64_t one = 1;

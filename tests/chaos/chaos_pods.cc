@@ -13,20 +13,28 @@ constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.3; done";
 std::string Container(const std::string& name, const std::string& command,
                       const std::string& extra = "") {
   return std::string("  - name: ") + name + "\n    image: " + kImage +
-         "\n    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + command + "\"]\n" + extra;
+         "\n    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + command + "\"]\n" +
+         extra;
 }
 
 }  // namespace
 
 const char* PodKindName(PodKind kind) {
   switch (kind) {
-    case PodKind::kLongRunning: return "long-running";
-    case PodKind::kLongWithInit: return "long-running+init";
-    case PodKind::kLongWithVolumes: return "long-running+volumes";
-    case PodKind::kLongWithProbes: return "long-running+probes";
-    case PodKind::kCrashLooping: return "crash-looping";
-    case PodKind::kCompleteNever: return "completing(Never)";
-    case PodKind::kCompleteOnFailure: return "completing(OnFailure)";
+    case PodKind::kLongRunning:
+      return "long-running";
+    case PodKind::kLongWithInit:
+      return "long-running+init";
+    case PodKind::kLongWithVolumes:
+      return "long-running+volumes";
+    case PodKind::kLongWithProbes:
+      return "long-running+probes";
+    case PodKind::kCrashLooping:
+      return "crash-looping";
+    case PodKind::kCompleteNever:
+      return "completing(Never)";
+    case PodKind::kCompleteOnFailure:
+      return "completing(OnFailure)";
   }
   return "?";
 }
@@ -37,11 +45,11 @@ bool IsLongRunning(PodKind kind) {
 }
 
 PodKind KindForIndex(int index) {
-  static constexpr PodKind kRotation[] = {
-      PodKind::kLongRunning,   PodKind::kLongWithVolumes,   PodKind::kCrashLooping,
-      PodKind::kLongWithProbes, PodKind::kCompleteNever,    PodKind::kLongWithInit,
-      PodKind::kLongRunning,   PodKind::kCompleteOnFailure, PodKind::kLongWithVolumes,
-      PodKind::kLongWithProbes};
+  static constexpr PodKind kRotation[] = {PodKind::kLongRunning,     PodKind::kLongWithVolumes,
+                                          PodKind::kCrashLooping,    PodKind::kLongWithProbes,
+                                          PodKind::kCompleteNever,   PodKind::kLongWithInit,
+                                          PodKind::kLongRunning,     PodKind::kCompleteOnFailure,
+                                          PodKind::kLongWithVolumes, PodKind::kLongWithProbes};
   return kRotation[static_cast<size_t>(index) % (sizeof kRotation / sizeof kRotation[0])];
 }
 
@@ -49,35 +57,38 @@ std::string RenderPodManifest(const ChaosPod& pod) {
   std::string restart_policy = "Always";
   if (pod.kind == PodKind::kCompleteNever) restart_policy = "Never";
   if (pod.kind == PodKind::kCompleteOnFailure) restart_policy = "OnFailure";
-  std::string gen_env = "    env:\n    - name: GENERATION\n      value: \"" +
-                        std::to_string(pod.generation) + "\"\n";
+  std::string gen_env =
+      "    env:\n    - name: GENERATION\n      value: \"" + std::to_string(pod.generation) + "\"\n";
   std::string out = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + pod.name +
                     "\n  labels:\n    app: chaos\n    kind: " +
                     std::string(pod.kind == PodKind::kLongRunning ? "plain" : "mixed") +
                     "\n    label-generation: \"" + std::to_string(pod.label_generation) +
                     "\"\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 3\n"
-                    "  restartPolicy: " + restart_policy + "\n";
+                    "  restartPolicy: " +
+                    restart_policy + "\n";
   switch (pod.kind) {
     case PodKind::kLongRunning:
       out += "  containers:\n" + Container("app", kServe, gen_env);
       break;
     case PodKind::kLongWithInit:
-      out += "  volumes:\n  - name: work\n    emptyDir: {}\n"
-             "  initContainers:\n" +
-             Container("prepare", "echo prepared > /work/ready",
-                       "    volumeMounts:\n    - {name: work, mountPath: /work}\n") +
-             "  containers:\n" +
-             Container("app", std::string("test -f /work/ready || exit 3; ") + kServe,
-                       gen_env + "    volumeMounts:\n    - {name: work, mountPath: /work}\n");
+      out +=
+          "  volumes:\n  - name: work\n    emptyDir: {}\n"
+          "  initContainers:\n" +
+          Container("prepare", "echo prepared > /work/ready",
+                    "    volumeMounts:\n    - {name: work, mountPath: /work}\n") +
+          "  containers:\n" +
+          Container("app", std::string("test -f /work/ready || exit 3; ") + kServe,
+                    gen_env + "    volumeMounts:\n    - {name: work, mountPath: /work}\n");
       break;
     case PodKind::kLongWithVolumes: {
       std::string mounts =
           "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n"
           "    - {name: memory, mountPath: /memory}\n"
           "    - {name: config, mountPath: /config, readOnly: true}\n";
-      out += std::string("  volumes:\n  - name: scratch\n    emptyDir: {}\n"
-                         "  - name: memory\n    emptyDir:\n      medium: Memory\n      sizeLimit: 4Mi\n"
-                         "  - name: config\n    configMap:\n      name: ") +
+      out += std::string(
+                 "  volumes:\n  - name: scratch\n    emptyDir: {}\n"
+                 "  - name: memory\n    emptyDir:\n      medium: Memory\n      sizeLimit: 4Mi\n"
+                 "  - name: config\n    configMap:\n      name: ") +
              kConfigMapName + "\n  containers:\n" +
              Container("writer", std::string("echo $GENERATION > /scratch/gen; ") + kServe,
                        gen_env + mounts) +
@@ -87,22 +98,24 @@ std::string RenderPodManifest(const ChaosPod& pod) {
     }
     case PodKind::kLongWithProbes: {
       std::string port = std::to_string(pod.port);
-      std::string probes =
-          "    livenessProbe:\n      httpGet: {host: 127.0.0.1, port: " + port +
-          ", path: /index.html}\n      periodSeconds: 5\n      timeoutSeconds: 5\n"
-          "      failureThreshold: 12\n"
-          "    readinessProbe:\n      tcpSocket: {host: 127.0.0.1, port: " + port +
-          "}\n      periodSeconds: 3\n"
-          "    startupProbe:\n      exec:\n        command: [\"test\", \"-f\", \"/www/index.html\"]\n"
-          "      periodSeconds: 1\n      failureThreshold: 60\n";
+      std::string probes = "    livenessProbe:\n      httpGet: {host: 127.0.0.1, port: " + port +
+                           ", path: /index.html}\n      periodSeconds: 5\n      timeoutSeconds: 5\n"
+                           "      failureThreshold: 12\n"
+                           "    readinessProbe:\n      tcpSocket: {host: 127.0.0.1, port: " +
+                           port +
+                           "}\n      periodSeconds: 3\n"
+                           "    startupProbe:\n      exec:\n        command: [\"test\", \"-f\", "
+                           "\"/www/index.html\"]\n"
+                           "      periodSeconds: 1\n      failureThreshold: 60\n";
       out += "  containers:\n" +
              Container("web",
                        "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 127.0.0.1:" +
                            port + " -h /www",
                        gen_env + probes) +
-             Container("check", kServe,
-                       "    livenessProbe:\n      exec:\n        command: [\"true\"]\n"
-                       "      periodSeconds: 5\n      timeoutSeconds: 5\n      failureThreshold: 12\n");
+             Container(
+                 "check", kServe,
+                 "    livenessProbe:\n      exec:\n        command: [\"true\"]\n"
+                 "      periodSeconds: 5\n      timeoutSeconds: 5\n      failureThreshold: 12\n");
       break;
     }
     case PodKind::kCrashLooping:
@@ -130,14 +143,16 @@ Result<ExpectedPod> ExpectPod(const std::string& manifest, const std::string& pa
   auto parsed = pod::LoadStaticPods(manifest, origin);
   if (!parsed.errors.empty()) return InvalidArgument(parsed.errors.front().message);
   if (parsed.pods.size() != 1) {
-    return InvalidArgument(path + ": expected one pod, found " + std::to_string(parsed.pods.size()));
+    return InvalidArgument(path + ": expected one pod, found " +
+                           std::to_string(parsed.pods.size()));
   }
   const pod::Pod& p = parsed.pods.front().pod;
   ExpectedPod out;
   out.uid = p.metadata.uid;
   out.full_name = p.metadata.name;
   out.restart_policy = p.spec.restart_policy;
-  for (const auto& c : p.spec.containers) out.container_hashes[c.name] = pod::ContainerSpecHashHex(c);
+  for (const auto& c : p.spec.containers)
+    out.container_hashes[c.name] = pod::ContainerSpecHashHex(c);
   return out;
 }
 

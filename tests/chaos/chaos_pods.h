@@ -13,12 +13,12 @@
 namespace nodelet::chaos {
 
 enum class PodKind {
-  kLongRunning,     // sleeps until SIGTERM
-  kLongWithInit,    // an init container fills an emptyDir, then a long-running app
-  kLongWithVolumes, // emptyDir (disk and Memory) and configMap, two containers
-  kLongWithProbes,  // httpd on a loopback port; liveness httpGet + exec, readiness tcpSocket
-  kCrashLooping,    // exit 1, restartPolicy Always (crash-loop backoff)
-  kCompleteNever,   // exit 0, restartPolicy Never
+  kLongRunning,        // sleeps until SIGTERM
+  kLongWithInit,       // an init container fills an emptyDir, then a long-running app
+  kLongWithVolumes,    // emptyDir (disk and Memory) and configMap, two containers
+  kLongWithProbes,     // httpd on a loopback port; liveness httpGet + exec, readiness tcpSocket
+  kCrashLooping,       // exit 1, restartPolicy Always (crash-loop backoff)
+  kCompleteNever,      // exit 0, restartPolicy Never
   kCompleteOnFailure,  // exit 0, restartPolicy OnFailure
 };
 
@@ -38,7 +38,7 @@ inline constexpr char kConfigMapName[] = "chaos-config";
 struct ChaosPod {
   std::string name;  // as written; nodelet names it NAME-NODE
   PodKind kind = PodKind::kLongRunning;
-  int port = 0;      // kLongWithProbes: the loopback port its httpd serves
+  int port = 0;  // kLongWithProbes: the loopback port its httpd serves
   int generation = 0;
   int label_generation = 0;
 };

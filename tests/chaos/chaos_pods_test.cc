@@ -8,9 +8,9 @@
 namespace nodelet::chaos {
 namespace {
 
-constexpr PodKind kAll[] = {PodKind::kLongRunning,   PodKind::kLongWithInit,
-                            PodKind::kLongWithVolumes, PodKind::kLongWithProbes,
-                            PodKind::kCrashLooping,  PodKind::kCompleteNever,
+constexpr PodKind kAll[] = {PodKind::kLongRunning,      PodKind::kLongWithInit,
+                            PodKind::kLongWithVolumes,  PodKind::kLongWithProbes,
+                            PodKind::kCrashLooping,     PodKind::kCompleteNever,
                             PodKind::kCompleteOnFailure};
 
 TEST(ChaosPodsTest, EveryKindIsAValidStaticPod) {
@@ -22,12 +22,14 @@ TEST(ChaosPodsTest, EveryKindIsAValidStaticPod) {
     EXPECT_EQ(expected->uid.size(), 32u);
     EXPECT_FALSE(expected->container_hashes.empty());
   }
-  EXPECT_EQ(ExpectPod(RenderPodManifest({"a", PodKind::kCompleteNever, 0, 0, 0}), "/m/a.yaml", "chaos")
-                ->restart_policy,
-            "Never");
-  EXPECT_EQ(ExpectPod(RenderPodManifest({"a", PodKind::kCrashLooping, 0, 0, 0}), "/m/a.yaml", "chaos")
-                ->restart_policy,
-            "Always");
+  EXPECT_EQ(
+      ExpectPod(RenderPodManifest({"a", PodKind::kCompleteNever, 0, 0, 0}), "/m/a.yaml", "chaos")
+          ->restart_policy,
+      "Never");
+  EXPECT_EQ(
+      ExpectPod(RenderPodManifest({"a", PodKind::kCrashLooping, 0, 0, 0}), "/m/a.yaml", "chaos")
+          ->restart_policy,
+      "Always");
 }
 
 TEST(ChaosPodsTest, SpecEditChangesTheHashLabelEditDoesNot) {
@@ -53,7 +55,8 @@ TEST(ChaosPodsTest, RotationIsMostlyLongRunning) {
 }
 
 TEST(ChaosPodsTest, BadManifestIsAnError) {
-  auto r = ExpectPod("apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\n", "/m/x.yaml", "chaos");
+  auto r =
+      ExpectPod("apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\n", "/m/x.yaml", "chaos");
   EXPECT_FALSE(r.ok());
 }
 

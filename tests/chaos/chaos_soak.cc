@@ -35,13 +35,13 @@ namespace v1 = ::runtime::v1;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
+using testing::CgroupsNamed;
 using testing::ContainerdInstance;
+using testing::MountsUnder;
 using testing::NotifyListener;
+using testing::ProcessesMentioning;
 using testing::RunCommand;
 using testing::Subprocess;
-using testing::CgroupsNamed;
-using testing::MountsUnder;
-using testing::ProcessesMentioning;
 
 // What podworkerd stamps on what it creates (svc-podworkerd/cri_configs.h; a test does not
 // include a service's code).
@@ -132,7 +132,8 @@ class Soak {
   int next_serial_ = 0;
   std::set<std::string> seen_ids_;  // every sandbox and container id seen (cgroup leak check)
   std::set<pid_t> container_pids_;
-  std::set<std::string> tracked_ids_;  // long-running containers followed across faults  // container processes seen at the end (process leak check)
+  std::set<std::string> tracked_ids_;  // long-running containers followed across faults  //
+                                       // container processes seen at the end (process leak check)
 
   std::atomic<bool> stop_churn_{false};
   std::atomic<bool> stop_status_{false};
@@ -185,13 +186,27 @@ Status Soak::Setup() {
 Status Soak::StartNodelet() {
   ++nodelet_starts_;
   notify_.reset();
-  notify_ = std::make_unique<NotifyListener>(dir_ + "/notify-" + std::to_string(nodelet_starts_) + ".sock");
-  std::vector<std::string> argv = {options_.bin_dir + "/nodelet", "--root-dir", root_,
-                                   "--run-dir", run_, "--log-dir", log_,
-                                   "--runtime-endpoint", containerd_->endpoint(),
-                                   "--relist-period", "500ms", "--pod-manifest-path", manifests_,
-                                   "--node-name", kNodeName, "--restart-intensity", "1000",
-                                   "--config", dir_ + "/config.yaml"};
+  notify_ = std::make_unique<NotifyListener>(dir_ + "/notify-" + std::to_string(nodelet_starts_) +
+                                             ".sock");
+  std::vector<std::string> argv = {options_.bin_dir + "/nodelet",
+                                   "--root-dir",
+                                   root_,
+                                   "--run-dir",
+                                   run_,
+                                   "--log-dir",
+                                   log_,
+                                   "--runtime-endpoint",
+                                   containerd_->endpoint(),
+                                   "--relist-period",
+                                   "500ms",
+                                   "--pod-manifest-path",
+                                   manifests_,
+                                   "--node-name",
+                                   kNodeName,
+                                   "--restart-intensity",
+                                   "1000",
+                                   "--config",
+                                   dir_ + "/config.yaml"};
   nodelet_ = std::make_unique<Subprocess>(
       argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
       dir_ + "/nodelet-" + std::to_string(nodelet_starts_) + ".log");
@@ -243,7 +258,8 @@ void Soak::ChurnLoop() {
     if (stop_churn_) break;
     ChurnOnce(rng);
     if (steady_clock::now() >= next_configmap) {
-      WriteFile("configmap.yaml", RenderConfigMapManifest("hello " + std::to_string(++configmap_value)));
+      WriteFile("configmap.yaml",
+                RenderConfigMapManifest("hello " + std::to_string(++configmap_value)));
       std::lock_guard<std::mutex> lock(mu_);
       ++figures_.configmap_edits;
       next_configmap = steady_clock::now() + seconds(10);
@@ -276,7 +292,8 @@ void Soak::ChurnOnce(std::mt19937_64& rng) {
     if (action == 1 || IsLongRunning(d.pod.kind)) candidates.push_back(uid);
   }
   if (candidates.empty()) return;
-  std::string uid = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng)];
+  std::string uid =
+      candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng)];
   Desired& d = desired_[uid];
   if (action == 1) {
     std::string file = d.file, name = d.pod.name;
@@ -313,7 +330,10 @@ void Soak::StatusLoop() {
   sopts.attempt_timeout = milliseconds(500);
   sopts.deadline = milliseconds(1500);
   status::StatusClient client(ctx, run_, sopts);
-  client.Connect();
+  if (Status s = client.Connect(); !s.ok()) {
+    Log("statusd sampler cannot connect: " + s.ToString(), true);
+    return;
+  }
   struct Seen {
     uint64_t max_version = 0;
     bool terminal = false;
@@ -358,7 +378,8 @@ void Soak::StatusLoop() {
 
 std::map<std::string, nlohmann::json> Soak::ServiceStatus() {
   std::map<std::string, nlohmann::json> out;
-  auto r = RunCommand({options_.bin_dir + "/nodeletctl", "--run-dir", run_, "status", "--json"}, seconds(5));
+  auto r = RunCommand({options_.bin_dir + "/nodeletctl", "--run-dir", run_, "status", "--json"},
+                      seconds(5));
   auto j = nlohmann::json::parse(r.output, nullptr, false);
   if (j.is_discarded() || !j.is_array()) return out;
   for (const auto& s : j) out[s.value("name", "")] = s;
@@ -410,11 +431,13 @@ void Soak::CompareSnapshots(const Snapshot& before, const Snapshot& after) {
       ++figures_.continuity_checks;
     }
     auto now = after.find(key);
-    std::string what = "container " + key.second + " of pod " + key.first + " (" + rec.id.substr(0, 12) + ")";
+    std::string what =
+        "container " + key.second + " of pod " + key.first + " (" + rec.id.substr(0, 12) + ")";
     if (now == after.end()) {
       Violation(figures_.restart_violations, what + " is no longer running");
     } else if (now->second.id != rec.id) {
-      Violation(figures_.restart_violations, what + " was replaced by " + now->second.id.substr(0, 12));
+      Violation(figures_.restart_violations,
+                what + " was replaced by " + now->second.id.substr(0, 12));
     } else if (rec.started_at != 0 && now->second.started_at != 0 &&
                now->second.started_at != rec.started_at) {
       Violation(figures_.restart_violations, what + " was started again");
@@ -424,7 +447,8 @@ void Soak::CompareSnapshots(const Snapshot& before, const Snapshot& after) {
 
 void Soak::RestartSupervisor(bool hard) {
   auto services = ServiceStatus();
-  Log(std::string("fault: supervisor ") + (hard ? "SIGKILL" : "SIGTERM") + " and start again", true);
+  Log(std::string("fault: supervisor ") + (hard ? "SIGKILL" : "SIGTERM") + " and start again",
+      true);
   nodelet_->Signal(hard ? SIGKILL : SIGTERM);
   if (!nodelet_->Wait(seconds(40)).has_value()) {
     Violation(figures_.leak_violations, "nodelet did not exit within 40 s of SIGTERM");
@@ -435,8 +459,8 @@ void Soak::RestartSupervisor(bool hard) {
   for (const auto& [name, s] : services) {
     pid_t pid = s.value("pid", 0);
     if (pid > 0 && !testing::WaitProcessGone(pid, seconds(15))) {
-      Violation(figures_.leak_violations, "service " + name + " (pid " + std::to_string(pid) +
-                                              ") outlived its supervisor");
+      Violation(figures_.leak_violations,
+                "service " + name + " (pid " + std::to_string(pid) + ") outlived its supervisor");
     }
   }
   ++figures_.supervisor_restarts;
@@ -493,8 +517,9 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Soak::CheckRuntime
   auto sandboxes = cri_->ListPodSandbox(v1::PodSandboxFilter());
   auto containers = cri_->ListContainers(v1::ContainerFilter());
   if (!sandboxes.ok() || !containers.ok()) {
-    desired_problems.push_back("CRI list failed: " +
-                               (sandboxes.ok() ? containers.status() : sandboxes.status()).ToString());
+    desired_problems.push_back(
+        "CRI list failed: " +
+        (sandboxes.ok() ? containers.status() : sandboxes.status()).ToString());
     return {desired_problems, undesired_problems};
   }
   std::map<std::string, Desired> desired;
@@ -520,8 +545,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Soak::CheckRuntime
     if (Label(c.labels(), kManagedLabel).empty()) continue;
     std::string uid = Label(c.labels(), kPodUidLabel);
     if (desired.count(uid) == 0) {
-      undesired_problems.push_back("container " + c.id().substr(0, 12) + " of undesired pod " + uid +
-                                   " is left");
+      undesired_problems.push_back("container " + c.id().substr(0, 12) + " of undesired pod " +
+                                   uid + " is left");
       continue;
     }
     by_key[{uid, Label(c.labels(), kContainerNameLabel)}].push_back(&c);
@@ -529,9 +554,11 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Soak::CheckRuntime
   for (const auto& [uid, d] : desired) {
     std::string pod = d.expected.full_name + " (" + PodKindName(d.pod.kind) + ")";
     auto ready = ready_by_uid[uid];
-    bool completing = d.pod.kind == PodKind::kCompleteNever || d.pod.kind == PodKind::kCompleteOnFailure;
+    bool completing =
+        d.pod.kind == PodKind::kCompleteNever || d.pod.kind == PodKind::kCompleteOnFailure;
     if (!completing && ready.size() != 1) {
-      desired_problems.push_back(pod + ": " + std::to_string(ready.size()) + " ready sandboxes, want 1");
+      desired_problems.push_back(pod + ": " + std::to_string(ready.size()) +
+                                 " ready sandboxes, want 1");
       continue;
     }
     for (const auto& [name, hash] : d.expected.container_hashes) {
@@ -540,8 +567,9 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Soak::CheckRuntime
       for (const v1::Container* c : list) {
         bool current = Label(c->annotations(), kContainerHashAnnotation) == hash;
         if (c->state() == v1::CONTAINER_RUNNING) {
-          (current && c->pod_sandbox_id() == (ready.empty() ? "" : ready[0]->id()) ? running_current
-                                                                                     : running_other)++;
+          (current && c->pod_sandbox_id() == (ready.empty() ? "" : ready[0]->id())
+               ? running_current
+               : running_other)++;
         } else if (c->state() == v1::CONTAINER_EXITED && current) {
           if (completing) {
             auto st = cri_->ContainerStatus(c->id(), false);
@@ -554,9 +582,9 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Soak::CheckRuntime
       std::string what = pod + " container " + name;
       if (IsLongRunning(d.pod.kind)) {
         if (running_current != 1 || running_other != 0) {
-          desired_problems.push_back(what + ": " + std::to_string(running_current) +
-                                     " running with the current spec, " + std::to_string(running_other) +
-                                     " other running; want exactly 1 of the current spec");
+          desired_problems.push_back(
+              what + ": " + std::to_string(running_current) + " running with the current spec, " +
+              std::to_string(running_other) + " other running; want exactly 1 of the current spec");
         }
       } else if (d.pod.kind == PodKind::kCrashLooping) {
         if (running_current + exited_current == 0 || running_other != 0) {
@@ -586,7 +614,8 @@ void Soak::CheckLeaks() {
     if (!sandboxes.ok() || !containers.ok()) {
       left.push_back("CRI list failed");
     } else {
-      for (const auto& s : *sandboxes) left.push_back("sandbox " + s.id().substr(0, 12) + " (" + s.metadata().name() + ")");
+      for (const auto& s : *sandboxes)
+        left.push_back("sandbox " + s.id().substr(0, 12) + " (" + s.metadata().name() + ")");
       for (const auto& c : *containers) left.push_back("container " + c.id().substr(0, 12));
     }
     for (const auto& m : MountsUnder(root_)) left.push_back("mount " + m);
@@ -619,9 +648,11 @@ void Soak::CheckLeaks() {
   while (!(shims = containerd_->ShimPids()).empty() && steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(200));
   }
-  for (pid_t p : shims) Violation(figures_.leak_violations, "containerd shim " + std::to_string(p) + " left");
+  for (pid_t p : shims)
+    Violation(figures_.leak_violations, "containerd shim " + std::to_string(p) + " left");
   for (pid_t p : ProcessesMentioning(dir_, containerd_->pid())) {
-    Violation(figures_.leak_violations, "process " + std::to_string(p) + " naming " + dir_ + " left");
+    Violation(figures_.leak_violations,
+              "process " + std::to_string(p) + " naming " + dir_ + " left");
   }
   for (pid_t p : container_pids_) {
     if (testing::ProcessAlive(p)) {
@@ -635,14 +666,16 @@ void Soak::CheckLeaks() {
     std::lock_guard<std::mutex> lock(mu_);
     ids = seen_ids_;
   }
-  for (const auto& cg : CgroupsNamed(ids)) Violation(figures_.leak_violations, "cgroup left: " + cg);
+  for (const auto& cg : CgroupsNamed(ids))
+    Violation(figures_.leak_violations, "cgroup left: " + cg);
 }
 
 Result<SoakFigures> Soak::Run() {
   figures_.seed = options_.seed;
   if (Status s = Setup(); !s.ok()) return s;
   Log("work directory " + dir_ + ": containerd and nodelet started with " +
-          std::to_string(options_.pods) + " pods", true);
+          std::to_string(options_.pods) + " pods",
+      true);
 
   // Initial convergence, before any fault.
   auto deadline = steady_clock::now() + seconds(180);
@@ -657,14 +690,17 @@ Result<SoakFigures> Soak::Run() {
     }
     notify_->Receive(milliseconds(1000));
   }
-  Log("initial pods converged; chaos for " + std::to_string(options_.duration.count() / 1000) + " s", true);
+  Log("initial pods converged; chaos for " + std::to_string(options_.duration.count() / 1000) +
+          " s",
+      true);
 
   auto t0 = steady_clock::now();
   auto end = t0 + options_.duration;
   containerd_restart_at_ = t0 + options_.duration / 2;
   int supervisor_restarts = std::max<int>(1, static_cast<int>(options_.duration / seconds(90)));
   for (int k = 1; k <= supervisor_restarts; ++k) {
-    supervisor_restart_at_.push_back(t0 + options_.duration * k / (supervisor_restarts + 1) + seconds(3));
+    supervisor_restart_at_.push_back(t0 + options_.duration * k / (supervisor_restarts + 1) +
+                                     seconds(3));
   }
   last_sigstop_ = t0 - seconds(15);
   churn_thread_ = std::thread([this] { ChurnLoop(); });
@@ -696,7 +732,8 @@ Result<SoakFigures> Soak::Run() {
     bool services_ok = true;
     auto services = ServiceStatus();
     for (const auto& name : kServices) {
-      services_ok = services_ok && services.count(name) && services[name].value("state", "") == "RUNNING";
+      services_ok =
+          services_ok && services.count(name) && services[name].value("state", "") == "RUNNING";
     }
     std::tie(bad, extra) = CheckRuntime();
     if (!services_ok) bad.push_back("not every service is RUNNING");
@@ -760,18 +797,31 @@ void Soak::Teardown() {
 nlohmann::json SoakFigures::ToJson() const {
   return {{"duration_s", duration_s},
           {"seed", seed},
-          {"faults", {{"sigkill", sigkills}, {"sigstop", sigstops},
-                      {"supervisor_restarts", supervisor_restarts},
-                      {"containerd_restarts", containerd_restarts},
-                      {"total", sigkills + sigstops + supervisor_restarts + containerd_restarts}}},
-          {"churn", {{"adds", adds}, {"edits_restart", edits_restart}, {"edits_label", edits_label},
-                     {"deletes", deletes}, {"configmap_edits", configmap_edits}}},
-          {"checks", {{"pods_checked", pods_checked}, {"containers_tracked", containers_tracked},
-                      {"continuity_checks", continuity_checks},
-                      {"status_samples", status_samples}, {"status_pods_tracked", status_pods_tracked}}},
-          {"violations", {{"desired", desired_violations}, {"undesired", undesired_violations},
-                          {"restarted", restart_violations}, {"status", status_violations},
-                          {"leaks", leak_violations}, {"total", violations()}}},
+          {"faults",
+           {{"sigkill", sigkills},
+            {"sigstop", sigstops},
+            {"supervisor_restarts", supervisor_restarts},
+            {"containerd_restarts", containerd_restarts},
+            {"total", sigkills + sigstops + supervisor_restarts + containerd_restarts}}},
+          {"churn",
+           {{"adds", adds},
+            {"edits_restart", edits_restart},
+            {"edits_label", edits_label},
+            {"deletes", deletes},
+            {"configmap_edits", configmap_edits}}},
+          {"checks",
+           {{"pods_checked", pods_checked},
+            {"containers_tracked", containers_tracked},
+            {"continuity_checks", continuity_checks},
+            {"status_samples", status_samples},
+            {"status_pods_tracked", status_pods_tracked}}},
+          {"violations",
+           {{"desired", desired_violations},
+            {"undesired", undesired_violations},
+            {"restarted", restart_violations},
+            {"status", status_violations},
+            {"leaks", leak_violations},
+            {"total", violations()}}},
           {"details", details}};
 }
 

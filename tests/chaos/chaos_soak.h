@@ -8,10 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/common/status.h"
 
@@ -19,7 +18,7 @@ namespace nodelet::chaos {
 
 struct SoakOptions {
   std::chrono::milliseconds duration{std::chrono::minutes(5)};  // of fault injection and churn
-  int pods = 50;                                                 // desired pods, kept about constant
+  int pods = 50;                                                // desired pods, kept about constant
   uint64_t seed = 1;
   std::string bin_dir;     // nodelet, nodeletctl, nodelet-* services
   std::string images_dir;  // pause.tar, busybox.tar
@@ -27,7 +26,7 @@ struct SoakOptions {
   // Restart containerd once, halfway. The short run in ./dev test leaves it out while the
   // leak it can cause is open (docs/chaos.md, open problems); the 5-minute soak keeps it.
   bool containerd_restart = true;
-  bool verbose = false;    // log every fault and churn step
+  bool verbose = false;  // log every fault and churn step
 };
 
 // What happened and what was found. Violations must all be zero.
@@ -46,17 +45,17 @@ struct SoakFigures {
   int deletes = 0;
   int configmap_edits = 0;
   // Checks.
-  int pods_checked = 0;          // desired pods verified at the end
-  int containers_tracked = 0;    // distinct long-running containers followed
-  int continuity_checks = 0;     // container compared across a fault window
-  int status_samples = 0;        // statusd lists read
-  int status_pods_tracked = 0;   // distinct pod UIDs seen in statusd
+  int pods_checked = 0;         // desired pods verified at the end
+  int containers_tracked = 0;   // distinct long-running containers followed
+  int continuity_checks = 0;    // container compared across a fault window
+  int status_samples = 0;       // statusd lists read
+  int status_pods_tracked = 0;  // distinct pod UIDs seen in statusd
   // Violations, by check.
-  int desired_violations = 0;    // a desired pod not running with the right spec
-  int undesired_violations = 0;  // a sandbox or container of a pod not desired
-  int restart_violations = 0;    // a container that should have kept running was replaced
-  int status_violations = 0;     // a version or terminal phase went backwards
-  int leak_violations = 0;       // mounts, processes, cgroups left after the stop
+  int desired_violations = 0;        // a desired pod not running with the right spec
+  int undesired_violations = 0;      // a sandbox or container of a pod not desired
+  int restart_violations = 0;        // a container that should have kept running was replaced
+  int status_violations = 0;         // a version or terminal phase went backwards
+  int leak_violations = 0;           // mounts, processes, cgroups left after the stop
   std::vector<std::string> details;  // one line per violation (first 200)
   std::string work_dir;
 

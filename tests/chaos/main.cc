@@ -2,6 +2,7 @@
 // 1 on any violation, 2 when the soak could not run or on bad flags.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,8 +10,6 @@
 #include <optional>
 #include <random>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "lib/service/options.h"
 #include "tests/chaos/chaos_soak.h"
@@ -33,8 +32,9 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nodelet chaos soak: faults and churn against a real nodelet and containerd, then "
-               "checks through CRI and statusd (docs/chaos.md)"};
+  CLI::App app{
+      "nodelet chaos soak: faults and churn against a real nodelet and containerd, then "
+      "checks through CRI and statusd (docs/chaos.md)"};
   nodelet::chaos::SoakOptions o;
   o.bin_dir = EnvOr("NODELET_BIN_DIR", BuildDir("bin"));
   o.images_dir = EnvOr("NODELET_IMAGES_DIR", BuildDir("images"));

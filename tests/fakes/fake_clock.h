@@ -11,7 +11,8 @@ class FakeClock : public Clock {
  public:
   MonoTime Now() const override { return MonoTime(Duration(now_.load())); }
   int64_t WallSeconds() const override {
-    return 1'700'000'000 + std::chrono::duration_cast<std::chrono::seconds>(Duration(now_.load())).count();
+    return 1'700'000'000 +
+           std::chrono::duration_cast<std::chrono::seconds>(Duration(now_.load())).count();
   }
   void Advance(Duration d) { now_ += d.count(); }
 

@@ -16,7 +16,8 @@ Status CallError(CriCall call, StatusCode code, const std::string& message) {
 bool HasPrefix(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 template <typename Map>
-bool LabelsMatch(const Map& labels, const google::protobuf::Map<std::string, std::string>& selector) {
+bool LabelsMatch(const Map& labels,
+                 const google::protobuf::Map<std::string, std::string>& selector) {
   for (const auto& [k, v] : selector) {
     auto it = labels.find(k);
     if (it == labels.end() || it->second != v) return false;
@@ -56,25 +57,44 @@ std::string MakeId(uint64_t counter) {
 
 const char* CriCallName(CriCall call) {
   switch (call) {
-    case CriCall::kVersion: return "Version";
-    case CriCall::kStatus: return "Status";
-    case CriCall::kRunPodSandbox: return "RunPodSandbox";
-    case CriCall::kStopPodSandbox: return "StopPodSandbox";
-    case CriCall::kRemovePodSandbox: return "RemovePodSandbox";
-    case CriCall::kPodSandboxStatus: return "PodSandboxStatus";
-    case CriCall::kListPodSandbox: return "ListPodSandbox";
-    case CriCall::kCreateContainer: return "CreateContainer";
-    case CriCall::kStartContainer: return "StartContainer";
-    case CriCall::kStopContainer: return "StopContainer";
-    case CriCall::kRemoveContainer: return "RemoveContainer";
-    case CriCall::kListContainers: return "ListContainers";
-    case CriCall::kContainerStatus: return "ContainerStatus";
-    case CriCall::kExecSync: return "ExecSync";
-    case CriCall::kListImages: return "ListImages";
-    case CriCall::kImageStatus: return "ImageStatus";
-    case CriCall::kPullImage: return "PullImage";
-    case CriCall::kRemoveImage: return "RemoveImage";
-    case CriCall::kImageFsInfo: return "ImageFsInfo";
+    case CriCall::kVersion:
+      return "Version";
+    case CriCall::kStatus:
+      return "Status";
+    case CriCall::kRunPodSandbox:
+      return "RunPodSandbox";
+    case CriCall::kStopPodSandbox:
+      return "StopPodSandbox";
+    case CriCall::kRemovePodSandbox:
+      return "RemovePodSandbox";
+    case CriCall::kPodSandboxStatus:
+      return "PodSandboxStatus";
+    case CriCall::kListPodSandbox:
+      return "ListPodSandbox";
+    case CriCall::kCreateContainer:
+      return "CreateContainer";
+    case CriCall::kStartContainer:
+      return "StartContainer";
+    case CriCall::kStopContainer:
+      return "StopContainer";
+    case CriCall::kRemoveContainer:
+      return "RemoveContainer";
+    case CriCall::kListContainers:
+      return "ListContainers";
+    case CriCall::kContainerStatus:
+      return "ContainerStatus";
+    case CriCall::kExecSync:
+      return "ExecSync";
+    case CriCall::kListImages:
+      return "ListImages";
+    case CriCall::kImageStatus:
+      return "ImageStatus";
+    case CriCall::kPullImage:
+      return "PullImage";
+    case CriCall::kRemoveImage:
+      return "RemoveImage";
+    case CriCall::kImageFsInfo:
+      return "ImageFsInfo";
   }
   return "Unknown";
 }
@@ -199,7 +219,8 @@ Status FakeCriRuntime::ExitContainer(const std::string& container_id, int32_t ex
   return Status::Ok();
 }
 
-Status FakeCriRuntime::SetSandboxState(const std::string& pod_sandbox_id, v1::PodSandboxState state) {
+Status FakeCriRuntime::SetSandboxState(const std::string& pod_sandbox_id,
+                                       v1::PodSandboxState state) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sandboxes_.find(pod_sandbox_id);
   if (it == sandboxes_.end()) return NotFound("no sandbox '" + pod_sandbox_id + "'");
@@ -244,12 +265,14 @@ const FakeCriRuntime::ImageRecord* FakeCriRuntime::FindImage(const std::string& 
   std::string normalized = NormalizeRef(ref);
   for (const auto& image : images_) {
     if (image.id == ref) return &image;
-    if (std::find(image.tags.begin(), image.tags.end(), normalized) != image.tags.end()) return &image;
+    if (std::find(image.tags.begin(), image.tags.end(), normalized) != image.tags.end())
+      return &image;
   }
   return nullptr;
 }
 
-void FakeCriRuntime::StopContainerLocked(ContainerRecord& c, int32_t exit_code, const std::string& reason) {
+void FakeCriRuntime::StopContainerLocked(ContainerRecord& c, int32_t exit_code,
+                                         const std::string& reason) {
   c.state = v1::CONTAINER_EXITED;
   c.exit_code = exit_code;
   c.reason = reason;
@@ -334,8 +357,9 @@ Status FakeCriRuntime::StopPodSandbox(const std::string& pod_sandbox_id) {
   if (Status s = Enter(lock, CriCall::kStopPodSandbox, {pod_sandbox_id}); !s.ok()) return s;
   auto it = sandboxes_.find(pod_sandbox_id);
   if (it == sandboxes_.end()) {
-    return CallError(CriCall::kStopPodSandbox, StatusCode::kNotFound,
-                     "an error occurred when try to find sandbox \"" + pod_sandbox_id + "\": not found");
+    return CallError(
+        CriCall::kStopPodSandbox, StatusCode::kNotFound,
+        "an error occurred when try to find sandbox \"" + pod_sandbox_id + "\": not found");
   }
   for (auto& [id, c] : containers_) {
     if (c.sandbox_id == pod_sandbox_id && c.state == v1::CONTAINER_RUNNING) {
@@ -351,13 +375,14 @@ Status FakeCriRuntime::RemovePodSandbox(const std::string& pod_sandbox_id) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kRemovePodSandbox, {pod_sandbox_id}); !s.ok()) return s;
   if (sandboxes_.erase(pod_sandbox_id) == 0) return Status::Ok();  // idempotent
-  std::erase_if(containers_, [&](const auto& kv) { return kv.second.sandbox_id == pod_sandbox_id; });
+  std::erase_if(containers_,
+                [&](const auto& kv) { return kv.second.sandbox_id == pod_sandbox_id; });
   Tick();
   return Status::Ok();
 }
 
-Result<v1::PodSandboxStatusResponse> FakeCriRuntime::PodSandboxStatus(const std::string& pod_sandbox_id,
-                                                                      bool verbose) {
+Result<v1::PodSandboxStatusResponse> FakeCriRuntime::PodSandboxStatus(
+    const std::string& pod_sandbox_id, bool verbose) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kPodSandboxStatus, {pod_sandbox_id}); !s.ok()) return s;
   auto it = sandboxes_.find(pod_sandbox_id);
@@ -390,7 +415,8 @@ void FakeCriRuntime::HideFromListing(const std::string& sandbox_id) {
   hidden_sandboxes_.insert(sandbox_id);
 }
 
-Result<std::vector<v1::PodSandbox>> FakeCriRuntime::ListPodSandbox(const v1::PodSandboxFilter& filter) {
+Result<std::vector<v1::PodSandbox>> FakeCriRuntime::ListPodSandbox(
+    const v1::PodSandboxFilter& filter) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kListPodSandbox, {}); !s.ok()) return s;
   std::vector<v1::PodSandbox> out;
@@ -457,11 +483,13 @@ Result<std::string> FakeCriRuntime::CreateContainer(const std::string& pod_sandb
 
 Status FakeCriRuntime::StartContainer(const std::string& container_id) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (Status s = Enter(lock, CriCall::kStartContainer, ContainerIds(container_id)); !s.ok()) return s;
+  if (Status s = Enter(lock, CriCall::kStartContainer, ContainerIds(container_id)); !s.ok())
+    return s;
   auto it = containers_.find(container_id);
   if (it == containers_.end()) {
-    return CallError(CriCall::kStartContainer, StatusCode::kNotFound,
-                     "an error occurred when try to find container \"" + container_id + "\": not found");
+    return CallError(
+        CriCall::kStartContainer, StatusCode::kNotFound,
+        "an error occurred when try to find container \"" + container_id + "\": not found");
   }
   if (it->second.state != v1::CONTAINER_CREATED) {
     return CallError(CriCall::kStartContainer, StatusCode::kFailedPrecondition,
@@ -475,11 +503,13 @@ Status FakeCriRuntime::StartContainer(const std::string& container_id) {
 
 Status FakeCriRuntime::StopContainer(const std::string& container_id, int64_t timeout_seconds) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (Status s = Enter(lock, CriCall::kStopContainer, ContainerIds(container_id)); !s.ok()) return s;
+  if (Status s = Enter(lock, CriCall::kStopContainer, ContainerIds(container_id)); !s.ok())
+    return s;
   auto it = containers_.find(container_id);
   if (it == containers_.end()) {
-    return CallError(CriCall::kStopContainer, StatusCode::kNotFound,
-                     "an error occurred when try to find container \"" + container_id + "\": not found");
+    return CallError(
+        CriCall::kStopContainer, StatusCode::kNotFound,
+        "an error occurred when try to find container \"" + container_id + "\": not found");
   }
   if (it->second.state == v1::CONTAINER_RUNNING) {
     StopContainerLocked(it->second, stop_exit_code_, "Error");
@@ -489,18 +519,21 @@ Status FakeCriRuntime::StopContainer(const std::string& container_id, int64_t ti
 
 Status FakeCriRuntime::RemoveContainer(const std::string& container_id) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (Status s = Enter(lock, CriCall::kRemoveContainer, ContainerIds(container_id)); !s.ok()) return s;
+  if (Status s = Enter(lock, CriCall::kRemoveContainer, ContainerIds(container_id)); !s.ok())
+    return s;
   if (containers_.erase(container_id) > 0) Tick();
   return Status::Ok();  // idempotent
 }
 
-Result<std::vector<v1::Container>> FakeCriRuntime::ListContainers(const v1::ContainerFilter& filter) {
+Result<std::vector<v1::Container>> FakeCriRuntime::ListContainers(
+    const v1::ContainerFilter& filter) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kListContainers, {}); !s.ok()) return s;
   std::vector<v1::Container> out;
   for (const auto& [id, c] : containers_) {
     if (!filter.id().empty() && !HasPrefix(id, filter.id())) continue;
-    if (!filter.pod_sandbox_id().empty() && !HasPrefix(c.sandbox_id, filter.pod_sandbox_id())) continue;
+    if (!filter.pod_sandbox_id().empty() && !HasPrefix(c.sandbox_id, filter.pod_sandbox_id()))
+      continue;
     if (filter.has_state() && filter.state().state() != c.state) continue;
     if (!LabelsMatch(c.config.labels(), filter.label_selector())) continue;
     v1::Container item;
@@ -522,11 +555,13 @@ Result<std::vector<v1::Container>> FakeCriRuntime::ListContainers(const v1::Cont
 Result<v1::ContainerStatusResponse> FakeCriRuntime::ContainerStatus(const std::string& container_id,
                                                                     bool verbose) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (Status s = Enter(lock, CriCall::kContainerStatus, ContainerIds(container_id)); !s.ok()) return s;
+  if (Status s = Enter(lock, CriCall::kContainerStatus, ContainerIds(container_id)); !s.ok())
+    return s;
   auto it = containers_.find(container_id);
   if (it == containers_.end()) {
-    return CallError(CriCall::kContainerStatus, StatusCode::kNotFound,
-                     "an error occurred when try to find container \"" + container_id + "\": not found");
+    return CallError(
+        CriCall::kContainerStatus, StatusCode::kNotFound,
+        "an error occurred when try to find container \"" + container_id + "\": not found");
   }
   v1::ContainerStatusResponse r;
   *r.mutable_status() = BuildContainerStatus(container_id, it->second);
@@ -541,8 +576,9 @@ Result<v1::ExecSyncResponse> FakeCriRuntime::ExecSync(const std::string& contain
   if (Status s = Enter(lock, CriCall::kExecSync, ContainerIds(container_id)); !s.ok()) return s;
   auto it = containers_.find(container_id);
   if (it == containers_.end()) {
-    return CallError(CriCall::kExecSync, StatusCode::kNotFound,
-                     "an error occurred when try to find container \"" + container_id + "\": not found");
+    return CallError(
+        CriCall::kExecSync, StatusCode::kNotFound,
+        "an error occurred when try to find container \"" + container_id + "\": not found");
   }
   if (it->second.state != v1::CONTAINER_RUNNING) {
     return CallError(CriCall::kExecSync, StatusCode::kFailedPrecondition,
@@ -578,7 +614,8 @@ Result<std::vector<v1::Image>> FakeCriRuntime::ListImages(const v1::ImageFilter&
   return out;
 }
 
-Result<v1::ImageStatusResponse> FakeCriRuntime::ImageStatus(const v1::ImageSpec& image, bool verbose) {
+Result<v1::ImageStatusResponse> FakeCriRuntime::ImageStatus(const v1::ImageSpec& image,
+                                                            bool verbose) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kImageStatus, {image.image()}); !s.ok()) return s;
   v1::ImageStatusResponse r;
@@ -594,13 +631,15 @@ Result<v1::ImageStatusResponse> FakeCriRuntime::ImageStatus(const v1::ImageSpec&
   return r;
 }
 
-Result<std::string> FakeCriRuntime::PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
+Result<std::string> FakeCriRuntime::PullImage(const v1::ImageSpec& image,
+                                              const v1::AuthConfig* auth,
                                               const v1::PodSandboxConfig* sandbox_config) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (Status s = Enter(lock, CriCall::kPullImage, {image.image()}); !s.ok()) return s;
     if (image.image().empty()) {
-      return CallError(CriCall::kPullImage, StatusCode::kInvalidArgument, "image reference is empty");
+      return CallError(CriCall::kPullImage, StatusCode::kInvalidArgument,
+                       "image reference is empty");
     }
   }
   // The fake registry has every image.

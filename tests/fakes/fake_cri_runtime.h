@@ -180,7 +180,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
 
   // Counts the call, applies hang and failure rules. Takes and returns with `lock` held.
   // `ids` are the targets the rules may match. Returns non-OK when the call must fail.
-  Status Enter(std::unique_lock<std::mutex>& lock, CriCall call, const std::vector<std::string>& ids);
+  Status Enter(std::unique_lock<std::mutex>& lock, CriCall call,
+               const std::vector<std::string>& ids);
   int64_t Tick();  // advances the fake clock by 1 ms; returns the new time
   std::vector<std::string> ContainerIds(const std::string& container_id) const;
   const ImageRecord* FindImage(const std::string& ref) const;

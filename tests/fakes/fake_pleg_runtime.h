@@ -15,8 +15,8 @@ namespace nodelet::testing {
 class FakePlegRuntime : public plegd::PlegRuntime {
  public:
   // Adds a managed pod with one sandbox "<uid>-sb" and the given containers (name → state).
-  void AddPod(const std::string& uid, const std::map<std::string, plegd::ContainerState>& containers,
-              bool managed = true) {
+  void AddPod(const std::string& uid,
+              const std::map<std::string, plegd::ContainerState>& containers, bool managed = true) {
     std::lock_guard<std::mutex> lock(mu_);
     plegd::SandboxListing s;
     s.id = uid + "-sb";

@@ -19,11 +19,12 @@ class FakeSystemdBus : public supervisor::SystemdBus {
   struct JobCall {
     std::string method;  // "StartUnit", "StopUnit", "RestartUnit"
     std::string unit;
-    std::string job;     // the job path handed back
+    std::string job;  // the job path handed back
   };
 
   Status Watch(const std::vector<std::string>& units, Listener* listener) override {
-    if (!reachable) return Unavailable("Failed to connect to the system bus: No such file or directory");
+    if (!reachable)
+      return Unavailable("Failed to connect to the system bus: No such file or directory");
     watched = units;
     listener_ = listener;
     return Status::Ok();
@@ -43,7 +44,9 @@ class FakeSystemdBus : public supervisor::SystemdBus {
   }
   Result<std::string> StartUnit(const std::string& unit) override { return Job("StartUnit", unit); }
   Result<std::string> StopUnit(const std::string& unit) override { return Job("StopUnit", unit); }
-  Result<std::string> RestartUnit(const std::string& unit) override { return Job("RestartUnit", unit); }
+  Result<std::string> RestartUnit(const std::string& unit) override {
+    return Job("RestartUnit", unit);
+  }
   Status ResetFailedUnit(const std::string& unit) override {
     reset_failed.push_back(unit);
     if (!reachable) return Unavailable("Failed to reset-failed " + unit + ": Connection timed out");

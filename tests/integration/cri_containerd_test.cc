@@ -7,9 +7,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
-#include <fstream>
 #include <thread>
 
 #include "lib/cri/containerd_tasks.h"
@@ -21,9 +21,9 @@ namespace nodelet::testing {
 namespace {
 
 namespace v1 = ::runtime::v1;
+using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using std::chrono::milliseconds;
 
 constexpr char kManagedLabel[] = "nodelet.io/test";
 
@@ -87,7 +87,8 @@ int MountsUnder(const std::string& dir) {
   std::ifstream in("/proc/self/mountinfo");
   int count = 0;
   for (std::string line; std::getline(in, line);) {
-    if (line.find(" " + dir + "/") != std::string::npos || line.find(" " + dir + " ") != std::string::npos) {
+    if (line.find(" " + dir + "/") != std::string::npos ||
+        line.find(" " + dir + " ") != std::string::npos) {
       ++count;
     }
   }
@@ -118,7 +119,8 @@ class CriContainerdTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(containerd_, nullptr) << "containerd did not start";
-    log_dir_ = dir_->Sub("logs-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    log_dir_ = dir_->Sub(
+        "logs-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(log_dir_);
   }
   cri::GrpcCriClient& cri() { return containerd_->cri(); }
@@ -176,7 +178,8 @@ TEST_F(CriContainerdTest, HostNetworkPodWithABusyboxContainer) {
   EXPECT_EQ(sandbox_status->status().metadata().name(), "sleeper");
   EXPECT_EQ(sandbox_status->status().linux().namespaces().options().network(), v1::NODE);
 
-  auto container = cri().CreateContainer(*sandbox, BusyboxContainer("sleep", {"sleep", "3600"}), sandbox_config);
+  auto container =
+      cri().CreateContainer(*sandbox, BusyboxContainer("sleep", {"sleep", "3600"}), sandbox_config);
   ASSERT_TRUE(container.ok()) << container.status().ToString();
   ASSERT_TRUE(cri().StartContainer(*container).ok());
 
@@ -234,7 +237,8 @@ TEST_F(CriContainerdTest, ContainerdTasksKillsAndDeletesATask) {
   auto sandbox_config = HostNetworkSandbox("tasks", log_dir_);
   auto sandbox = cri().RunPodSandbox(sandbox_config, "");
   ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
-  auto container = cri().CreateContainer(*sandbox, BusyboxContainer("stuck", {"sleep", "3600"}), sandbox_config);
+  auto container =
+      cri().CreateContainer(*sandbox, BusyboxContainer("stuck", {"sleep", "3600"}), sandbox_config);
   ASSERT_TRUE(container.ok()) << container.status().ToString();
   ASSERT_TRUE(cri().StartContainer(*container).ok());
   ASSERT_FALSE(CgroupsNamed(*container).empty());
@@ -268,7 +272,8 @@ TEST_F(CriContainerdTest, AGracefulStopKeepsTheProcessExitCode) {
   // The shell exits 7 on SIGTERM.
   auto container = cri().CreateContainer(
       *sandbox,
-      BusyboxContainer("trapper", {"sh", "-c", "trap 'exit 7' TERM; while true; do sleep 1 & wait $!; done"}),
+      BusyboxContainer("trapper",
+                       {"sh", "-c", "trap 'exit 7' TERM; while true; do sleep 1 & wait $!; done"}),
       sandbox_config);
   ASSERT_TRUE(container.ok()) << container.status().ToString();
   ASSERT_TRUE(cri().StartContainer(*container).ok());
@@ -303,7 +308,8 @@ TEST_F(CriContainerdTest, ErrorsCarryTheGrpcCode) {
   auto unknown_sandbox = cri().PodSandboxStatus("0123456789abcdef", false);
   ASSERT_FALSE(unknown_sandbox.ok());
   EXPECT_EQ(unknown_sandbox.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(unknown_sandbox.status().message(), StartsWith("CRI PodSandboxStatus failed: NOT_FOUND: "));
+  EXPECT_THAT(unknown_sandbox.status().message(),
+              StartsWith("CRI PodSandboxStatus failed: NOT_FOUND: "));
 
   auto sandbox_config = HostNetworkSandbox("badimage", log_dir_);
   auto sandbox = cri().RunPodSandbox(sandbox_config, "");
@@ -332,8 +338,8 @@ class ContainerdHarnessTest : public ::testing::Test {
     auto sandbox_config = HostNetworkSandbox(name, dir_.Sub("logs"));
     auto sandbox = containerd.cri().RunPodSandbox(sandbox_config, "");
     ASSERT_TRUE(sandbox.ok()) << sandbox.status().ToString();
-    auto container = containerd.cri().CreateContainer(*sandbox, BusyboxContainer(name, {"sleep", "3600"}),
-                                                      sandbox_config);
+    auto container = containerd.cri().CreateContainer(
+        *sandbox, BusyboxContainer(name, {"sleep", "3600"}), sandbox_config);
     ASSERT_TRUE(container.ok()) << container.status().ToString();
     ASSERT_TRUE(containerd.cri().StartContainer(*container).ok());
     ids_.push_back(*sandbox);
@@ -341,7 +347,8 @@ class ContainerdHarnessTest : public ::testing::Test {
     // The check for leftover cgroups below is not vacuous: the container has some now.
     EXPECT_THAT(CgroupsNamed(*container), ::testing::Not(::testing::IsEmpty()));
   }
-  void ExpectNothingLeft(const std::string& dir, pid_t containerd_pid, const std::vector<pid_t>& shims) {
+  void ExpectNothingLeft(const std::string& dir, pid_t containerd_pid,
+                         const std::vector<pid_t>& shims) {
     for (const auto& id : ids_) EXPECT_THAT(CgroupsNamed(id), ::testing::IsEmpty()) << id;
     EXPECT_FALSE(ProcessAlive(containerd_pid));
     for (pid_t shim : shims) EXPECT_FALSE(ProcessAlive(shim)) << "shim " << shim;
@@ -389,7 +396,8 @@ TEST_F(ContainerdHarnessTest, StopCleansUpAfterAKilledContainerd) {
   // The shims and the container outlive containerd; Stop() must find and end them.
   for (pid_t shim : shims) EXPECT_TRUE(ProcessAlive(shim));
 
-  containerd.Stop();
+  Status stopped = containerd.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
   ExpectNothingLeft(containerd.dir(), pid, shims);
 }
 
@@ -470,8 +478,8 @@ TEST_F(ContainerdHarnessTest, ListingsAfterARestartAreCompleteOrRefused) {
     EXPECT_EQ(a.containers, static_cast<size_t>(kPods));
     EXPECT_EQ(a.running, static_cast<size_t>(kPods));
   }
-  std::cout << "listings during the restart: " << complete << " complete, " << refused
-            << " refused" << std::endl;
+  std::cout << "listings during the restart: " << complete << " complete, " << refused << " refused"
+            << std::endl;
   for (const auto& r : refusals) std::cout << "  refused with: " << r << std::endl;
   EXPECT_GT(complete, 20u);
   Status stopped = containerd.Stop();

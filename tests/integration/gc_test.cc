@@ -46,8 +46,8 @@ std::string BuildImage(const std::string& work, const std::string& name, const s
   const std::string layout = work + "/" + name + "-layout";
   const std::string blobs = layout + "/blobs/sha256";
   fs::create_directories(blobs);
-  const std::vector<std::string> tar = {"/bin/tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
-                                        "--numeric-owner", "--format=gnu", "-C"};
+  const std::vector<std::string> tar = {"/bin/tar",  "--sort=name",     "--mtime=@0",   "--owner=0",
+                                        "--group=0", "--numeric-owner", "--format=gnu", "-C"};
   auto run = [&](std::vector<std::string> argv) {
     auto r = RunCommand(argv, 60s);
     EXPECT_EQ(r.exit_code, 0) << argv[0] << ": " << r.output;
@@ -60,28 +60,34 @@ std::string BuildImage(const std::string& work, const std::string& name, const s
     fs::rename(file, blobs + "/" + digest);
     return std::make_pair(digest, size);
   };
-  auto write = [](const std::string& path, const std::string& text) { std::ofstream(path) << text; };
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+  };
   std::vector<std::string> layer_cmd = tar;
   layer_cmd.insert(layer_cmd.end(), {rootfs, "-cf", work + "/" + name + "-layer.tar", "."});
   if (!run(layer_cmd)) return "";
   auto [layer, layer_size] = blob(work + "/" + name + "-layer.tar");
-  write(work + "/config.json", "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":" +
-                                   config_fragment + ",\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:" +
-                                   layer + "\"]}}");
+  write(work + "/config.json",
+        "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":" + config_fragment +
+            ",\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:" + layer + "\"]}}");
   auto [config, config_size] = blob(work + "/config.json");
   write(work + "/manifest.json",
         "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-        "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:" +
+        "\"config\":{\"mediaType\":\"application/"
+        "vnd.oci.image.config.v1+json\",\"digest\":\"sha256:" +
             config + "\",\"size\":" + std::to_string(config_size) +
-            "},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"sha256:" +
+            "},\"layers\":[{\"mediaType\":\"application/"
+            "vnd.oci.image.layer.v1.tar\",\"digest\":\"sha256:" +
             layer + "\",\"size\":" + std::to_string(layer_size) + "}]}");
   auto [manifest, manifest_size] = blob(work + "/manifest.json");
   write(layout + "/index.json",
-        "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\"manifests\":"
+        "{\"schemaVersion\":2,\"mediaType\":\"application/"
+        "vnd.oci.image.index.v1+json\",\"manifests\":"
         "[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:" +
             manifest + "\",\"size\":" + std::to_string(manifest_size) +
             ",\"annotations\":{\"io.containerd.image.name\":\"" + ref +
-            "\",\"org.opencontainers.image.ref.name\":\"1.0\"},\"platform\":{\"architecture\":\"amd64\","
+            "\",\"org.opencontainers.image.ref.name\":\"1.0\"},\"platform\":{\"architecture\":"
+            "\"amd64\","
             "\"os\":\"linux\"}}]}");
   write(layout + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
   std::string out = work + "/" + name + ".tar";
@@ -160,9 +166,9 @@ class ImageGcTest : public GcTest {
     for (int i = 0; i < kFillers; ++i) {
       std::string rootfs = work + "/filler" + std::to_string(i);
       RandomFile(rootfs, kFillerBytes, 1000 + i);
-      opts.image_tarballs.push_back(BuildImage(work, "filler" + std::to_string(i),
-                                               "nodelet.local/gc-filler" + std::to_string(i) + ":1.0",
-                                               rootfs, "{}"));
+      opts.image_tarballs.push_back(
+          BuildImage(work, "filler" + std::to_string(i),
+                     "nodelet.local/gc-filler" + std::to_string(i) + ":1.0", rootfs, "{}"));
     }
     // The pod's image: busybox and a random layer of the same size.
     std::string rootfs = work + "/app";
@@ -171,9 +177,9 @@ class ImageGcTest : public GcTest {
     fs::copy_file("/bin/busybox", rootfs + "/bin/busybox");
     fs::create_symlink("busybox", rootfs + "/bin/sh");
     fs::create_symlink("busybox", rootfs + "/bin/sleep");
-    opts.image_tarballs.push_back(BuildImage(
-        work, "app", kAppImage, rootfs,
-        "{\"Env\":[\"PATH=/bin\"],\"Entrypoint\":[\"/bin/sh\"],\"WorkingDir\":\"/\"}"));
+    opts.image_tarballs.push_back(
+        BuildImage(work, "app", kAppImage, rootfs,
+                   "{\"Env\":[\"PATH=/bin\"],\"Entrypoint\":[\"/bin/sh\"],\"WorkingDir\":\"/\"}"));
   }
 };
 
@@ -199,7 +205,8 @@ TEST_F(ImageGcTest, UnusedImagesAreRemovedUntilUnderTheLowThreshold) {
   Usage before = StatFs(root);
   ASSERT_GT(before.capacity, 0u);
   const uint64_t want_available = before.available + total - smallest / 2;
-  const int low = 100 - static_cast<int>((want_available * 100 + before.capacity - 1) / before.capacity);
+  const int low =
+      100 - static_cast<int>((want_available * 100 + before.capacity - 1) / before.capacity);
   const int high = low + 1;
   ASSERT_GE(before.percent(), high) << "the images do not fill the tmpfs enough";
   std::cerr << "image fs: " << before.percent() << "% used of " << before.capacity

@@ -8,8 +8,8 @@
 // - the HTTP listener is held by exactly one process, the supervisor, and no service holds any
 //   socket, pipe or file of the supervisor's past its stdio: each holds only what it opened;
 //   and /healthz answers beside 100 idle connections.
-#include <gmock/gmock.h>
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -44,7 +44,8 @@ std::string PodYaml(const std::string& name, const std::string& metadata_extra =
          "spec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n"
          "  volumes:\n  - name: scratch\n    emptyDir: {}\n"
          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) +
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         std::string(kServe) +
          "\"]\n    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
 }
 
@@ -88,9 +89,21 @@ class HostHardeningTest : public NodeletTest {
  protected:
   std::vector<std::string> NodeletArgs(const std::string& root, const std::string& run,
                                        const std::string& log) {
-    return {BinDir() + "/nodelet", "--root-dir", root, "--run-dir", run, "--log-dir", log,
-            "--runtime-endpoint", containerd_->endpoint(), "--pod-manifest-path", manifests(),
-            "--node-name", "node1", "--http-address", ""};
+    return {BinDir() + "/nodelet",
+            "--root-dir",
+            root,
+            "--run-dir",
+            run,
+            "--log-dir",
+            log,
+            "--runtime-endpoint",
+            containerd_->endpoint(),
+            "--pod-manifest-path",
+            manifests(),
+            "--node-name",
+            "node1",
+            "--http-address",
+            ""};
   }
 };
 
@@ -118,10 +131,12 @@ TEST_F(HostHardeningTest, UidThatLeavesTheRootIsRefusedAndNothingOutsideIsTouche
   // Every manifest removed: the good pod goes (its directory too); the refused ones had none.
   const std::string uid = PodJson("good-node1")["metadata"].value("uid", "");
   ASSERT_FALSE(uid.empty());
-  for (const char* file : {"good.yaml", "evil.yaml", "evil2.yaml"}) fs::remove(manifests() + "/" + file);
+  for (const char* file : {"good.yaml", "evil.yaml", "evil2.yaml"})
+    fs::remove(manifests() + "/" + file);
   EXPECT_TRUE(WaitFor([&] { return !fs::exists(dir_.Sub("root/pods/" + uid)); }, 30s));
 
-  EXPECT_EQ(Entries(victim), std::set<std::string>{"keep"}) << "nothing may be made or removed in it";
+  EXPECT_EQ(Entries(victim), std::set<std::string>{"keep"})
+      << "nothing may be made or removed in it";
   EXPECT_EQ(ReadTextFile(victim + "/keep"), "keep");
   std::set<std::string> made;
   for (const auto& e : Entries(dir_.path())) {
@@ -146,8 +161,9 @@ TEST_F(HostHardeningTest, SecondNodeletExitsAndTheFirstKeepsEveryServiceAndPod) 
   // The same directories: refused by the instance lock, before anything is bound.
   auto second = RunCommand(NodeletArgs(dir_.Sub("root"), dir_.Sub("run"), dir_.Sub("log")), 15s);
   EXPECT_EQ(second.exit_code, 1) << second.output;
-  EXPECT_THAT(second.output, HasSubstr("nodelet: another nodelet (pid " +
-                                       std::to_string(nodelet_->pid()) + ") holds " + dir_.Sub("root")));
+  EXPECT_THAT(second.output,
+              HasSubstr("nodelet: another nodelet (pid " + std::to_string(nodelet_->pid()) +
+                        ") holds " + dir_.Sub("root")));
   // Another root, the same run directory: the control socket's lock refuses it.
   auto third = RunCommand(NodeletArgs(dir_.Sub("root2"), dir_.Sub("run"), dir_.Sub("log2")), 15s);
   EXPECT_EQ(third.exit_code, 1) << third.output;

@@ -37,9 +37,9 @@ std::string PodYaml(const std::string& name, const std::string& image, const std
                     const std::string& command) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\nspec:\n  hostNetwork: true\n  restartPolicy: Always\n"
-         "  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: " + image +
-         "\n    imagePullPolicy: " + policy + "\n    command: [\"sh\", \"-c\", \"" + command +
-         "\"]\n";
+         "  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: " +
+         image + "\n    imagePullPolicy: " + policy + "\n    command: [\"sh\", \"-c\", \"" +
+         command + "\"]\n";
 }
 
 // Unix time (seconds, with fractions) of a containerd log line's `time="...Z"` field; NAN when
@@ -92,8 +92,8 @@ class ImagePullTest : public NodeletTest {
 
   // The pod's `app` container status from `nodeletctl pods -o json` (null when absent).
   nlohmann::json AppStatus(const std::string& pod) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o",
-                         "json"}, 5s);
+    auto r = RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
     last_ = r.output;
     auto j = nlohmann::json::parse(r.output, nullptr, false);
     if (j.is_discarded() || !j.contains("items")) return nullptr;
@@ -121,8 +121,8 @@ class ImagePullTest : public NodeletTest {
     }
   }
   std::string Events(const std::string& pod) {
-    return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events", pod},
-                      5s).output;
+    return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events", pod}, 5s)
+        .output;
   }
   // When containerd logged a failed PullImage of the image (Unix seconds), in order.
   std::vector<double> FailedPullTimes() const {
@@ -147,9 +147,10 @@ bool Running(const nlohmann::json& c) {
 TEST_F(ImagePullTest, IfNotPresentPullsOnceAcrossRestarts) {
   StartWithPodworkerdConfig("  crashloop-initial: 500ms\n  crashloop-max: 1s\n");
   Write("once.yaml", PodYaml("once", Image(), "IfNotPresent", "sleep 0.3; exit 1"));
-  ASSERT_TRUE(WaitApp("once-node1", [](const nlohmann::json& c) {
-    return !c.is_null() && c.value("restartCount", 0) >= 2;
-  }, 60s)) << last_;
+  ASSERT_TRUE(WaitApp(
+      "once-node1",
+      [](const nlohmann::json& c) { return !c.is_null() && c.value("restartCount", 0) >= 2; }, 60s))
+      << last_;
   EXPECT_EQ(Pulls(), 1) << "three starts, one pull";
   std::string events = Events("once-node1");
   EXPECT_THAT(events, HasSubstr("Pulling image \"" + Image() + "\""));
@@ -164,10 +165,14 @@ TEST_F(ImagePullTest, AlwaysPullsAtEveryStart) {
       "  max-parallel-image-pulls: 2\n");
   Write("always.yaml", PodYaml("always", Image(), "Always", "sleep 0.3; exit 1"));
   nlohmann::json status;
-  ASSERT_TRUE(WaitApp("always-node1", [&](const nlohmann::json& c) {
-    status = c;
-    return !c.is_null() && c.value("restartCount", 0) >= 2;
-  }, 60s)) << last_;
+  ASSERT_TRUE(WaitApp(
+      "always-node1",
+      [&](const nlohmann::json& c) {
+        status = c;
+        return !c.is_null() && c.value("restartCount", 0) >= 2;
+      },
+      60s))
+      << last_;
   const int starts = status.value("restartCount", 0) + 1;
   const int pulls = Pulls();
   // One pull per start (one more when the next start began after the status was read).
@@ -179,10 +184,14 @@ TEST_F(ImagePullTest, NeverWithAnAbsentImageIsErrImageNeverPull) {
   StartWithPodworkerdConfig("  resync-period: 1s\n");
   Write("never.yaml", PodYaml("never", Image(), "Never", kServe));
   nlohmann::json status;
-  ASSERT_TRUE(WaitApp("never-node1", [&](const nlohmann::json& c) {
-    status = c;
-    return WaitingReason(c) == "ErrImageNeverPull";
-  }, 30s)) << last_;
+  ASSERT_TRUE(WaitApp(
+      "never-node1",
+      [&](const nlohmann::json& c) {
+        status = c;
+        return WaitingReason(c) == "ErrImageNeverPull";
+      },
+      30s))
+      << last_;
   EXPECT_EQ(status["state"]["waiting"].value("message", ""),
             "Container image \"" + Image() + "\" is not present with pull policy of Never");
   EXPECT_EQ(Pulls(), 0);
@@ -198,11 +207,16 @@ TEST_F(ImagePullTest, RegistryDownBacksOffWithGrowingDelaysAndRecovers) {
   // between them; containerd logs four failed pulls (delays 1 s, 2 s, 4 s between them).
   std::set<std::string> reasons;
   std::vector<double> failed;
-  ASSERT_TRUE(WaitApp("down-node1", [&](const nlohmann::json& c) {
-    reasons.insert(WaitingReason(c));
-    failed = FailedPullTimes();
-    return failed.size() >= 4 && reasons.count("ErrImagePull") && reasons.count("ImagePullBackOff");
-  }, 40s)) << last_ << " failed pulls: " << failed.size();
+  ASSERT_TRUE(WaitApp(
+      "down-node1",
+      [&](const nlohmann::json& c) {
+        reasons.insert(WaitingReason(c));
+        failed = FailedPullTimes();
+        return failed.size() >= 4 && reasons.count("ErrImagePull") &&
+               reasons.count("ImagePullBackOff");
+      },
+      40s))
+      << last_ << " failed pulls: " << failed.size();
   EXPECT_EQ(Pulls(), 0);
   std::vector<double> delays;
   for (size_t i = 1; i < failed.size(); ++i) delays.push_back(failed[i] - failed[i - 1]);

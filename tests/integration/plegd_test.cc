@@ -62,11 +62,10 @@ class PlegdProcess {
   PlegdProcess(const TempDir& dir, const std::string& endpoint, const std::string& relist_period)
       : notify_(dir.Sub("notify-" + std::to_string(++count_) + ".sock")) {
     process_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinDir() + "/nodelet-plegd", "--root-dir", dir.Sub("root"),
-                                 "--run-dir", dir.Sub("run"), "--log-dir", dir.Sub("log"),
-                                 "--heartbeat-interval", "100", "--runtime-endpoint", endpoint,
-                                 "--relist-period", relist_period,
-                                 "--runtime-request-timeout", "2s"},
+        std::vector<std::string>{
+            BinDir() + "/nodelet-plegd", "--root-dir", dir.Sub("root"), "--run-dir", dir.Sub("run"),
+            "--log-dir", dir.Sub("log"), "--heartbeat-interval", "100", "--runtime-endpoint",
+            endpoint, "--relist-period", relist_period, "--runtime-request-timeout", "2s"},
         std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_.path()}},
         dir.Sub("plegd-" + std::to_string(count_) + ".log"));
     ready_ = notify_.WaitFor("READY=1", 10s).has_value();
@@ -146,8 +145,9 @@ class Watcher {
   std::string Describe() const {
     std::string out;
     for (const auto& [uid, pod] : mirror_.pods()) {
-      out += uid + (pod.foreign ? " (foreign)" : "") + " sandboxes=" +
-             std::to_string(pod.sandboxes.size()) + (pod.inspect_error.empty() ? "" : " error=" + pod.inspect_error) + ":";
+      out += uid + (pod.foreign ? " (foreign)" : "") +
+             " sandboxes=" + std::to_string(pod.sandboxes.size()) +
+             (pod.inspect_error.empty() ? "" : " error=" + pod.inspect_error) + ":";
       for (const auto& c : pod.containers) {
         out += " " + c->id.substr(0, 12) + "/" + c->name + "=" +
                ipc::pleg::EnumNameContainerState(c->state);
@@ -164,10 +164,14 @@ class Watcher {
 
 ContainerState FromCri(v1::ContainerState s) {
   switch (s) {
-    case v1::CONTAINER_CREATED: return ContainerState::Created;
-    case v1::CONTAINER_RUNNING: return ContainerState::Running;
-    case v1::CONTAINER_EXITED: return ContainerState::Exited;
-    default: return ContainerState::Unknown;
+    case v1::CONTAINER_CREATED:
+      return ContainerState::Created;
+    case v1::CONTAINER_RUNNING:
+      return ContainerState::Running;
+    case v1::CONTAINER_EXITED:
+      return ContainerState::Exited;
+    default:
+      return ContainerState::Unknown;
   }
 }
 
@@ -204,8 +208,9 @@ class PlegdTest : public ::testing::Test {
   }
   std::string RunContainer(const std::string& sandbox, const std::string& sandbox_name,
                            const std::string& name, std::vector<std::string> command) {
-    auto id = cri().CreateContainer(sandbox, Busybox(name, std::move(command)),
-                                    Sandbox(sandbox_name, true, dir_.Sub("podlogs/" + sandbox_name)));
+    auto id =
+        cri().CreateContainer(sandbox, Busybox(name, std::move(command)),
+                              Sandbox(sandbox_name, true, dir_.Sub("podlogs/" + sandbox_name)));
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     if (!id.ok()) return "";
     Status s = cri().StartContainer(*id);
@@ -307,7 +312,8 @@ TEST_F(PlegdTest, KillNineWhileContainersChurnHealsToRuntimeTruth) {
   std::map<std::string, ContainerState> truth = CriContainerStates(cri());
   bool equal = w.PumpUntil([&] { return w.ContainerStates() == truth; }, 15s);
   EXPECT_TRUE(equal) << "replica has " << w.ContainerStates().size() << " containers, runtime "
-                     << truth.size() << "\n" << w.Describe();
+                     << truth.size() << "\n"
+                     << w.Describe();
   EXPECT_GE(w.mirror().snapshots(), 2u) << "the new plegd incarnation must cause a resync";
   EXPECT_EQ(w.mirror().bad_messages(), 0u);
 }
@@ -318,7 +324,8 @@ TEST_F(PlegdTest, KillNineWhileContainersChurnHealsToRuntimeTruth) {
 TEST_F(PlegdTest, AReplicaIsReadyOnlyOncePlegdHasRelisted) {
   std::string sandbox = RunSandbox("present");
   ASSERT_FALSE(sandbox.empty());
-  auto plegd = std::make_unique<PlegdProcess>(dir_, "unix://" + dir_.Sub("no-runtime.sock"), "100ms");
+  auto plegd =
+      std::make_unique<PlegdProcess>(dir_, "unix://" + dir_.Sub("no-runtime.sock"), "100ms");
   ASSERT_TRUE(plegd->ready());
   Watcher w(ctx_, dir_.Sub("run"));
   ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().in_sync(); }, 10s));
@@ -403,8 +410,8 @@ TEST_F(PlegdTest, NodeletctlRuntimeShowsPlegdViewThroughSupervisor) {
   EXPECT_THAT(web_line, ::testing::Not(HasSubstr("foreign")));
   EXPECT_THAT(web_line, HasSubstr("READY"));
 
-  auto json = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "runtime",
-                          "--json"}, 5s);
+  auto json =
+      RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "runtime", "--json"}, 5s);
   ASSERT_EQ(json.exit_code, 0) << json.output;
   auto parsed = nlohmann::json::parse(json.output, nullptr, false);
   ASSERT_FALSE(parsed.is_discarded()) << json.output;

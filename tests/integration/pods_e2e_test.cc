@@ -15,9 +15,9 @@
 #include <set>
 #include <sstream>
 
+#include "lib/status/status_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
-#include "lib/status/status_client.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -27,11 +27,13 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-std::string PodYaml(const std::string& name, const std::string& command, const std::string& extra = "") {
+std::string PodYaml(const std::string& name, const std::string& command,
+                    const std::string& extra = "") {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 5\n"
          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + command + "\"]\n" + extra;
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         command + "\"]\n" + extra;
 }
 
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
@@ -40,7 +42,8 @@ class PodsE2eTest : public NodeletTest {
  protected:
   // `nodeletctl pods -o json` (a v1 PodList), parsed: name -> pod object.
   std::map<std::string, nlohmann::json> Pods() {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
+    auto r = RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
     std::map<std::string, nlohmann::json> out;
     auto j = nlohmann::json::parse(r.output, nullptr, false);
     if (j.is_discarded()) return out;
@@ -81,8 +84,10 @@ class PodsE2eTest : public NodeletTest {
 TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
   Write("good.yaml", PodYaml("good", std::string("echo hello-from-good; ") + kServe));
   Write("broken-yaml.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [oops\n");
-  Write("dup.yaml", PodYaml("dup", kServe) + "  - name: app\n    image: nodelet.local/busybox:1.0\n");
-  Write("badqty.yaml", PodYaml("badqty", kServe, "    resources:\n      requests:\n        cpu: 12xyz\n"));
+  Write("dup.yaml",
+        PodYaml("dup", kServe) + "  - name: app\n    image: nodelet.local/busybox:1.0\n");
+  Write("badqty.yaml",
+        PodYaml("badqty", kServe, "    resources:\n      requests:\n        cpu: 12xyz\n"));
   Write("badname.yaml", PodYaml("Bad_Name", kServe));
   {
     std::ofstream big(manifests() + "/big.yaml");
@@ -98,34 +103,42 @@ TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
   // Each bad manifest is named in the log with its reason; none of them became a pod.
   std::ifstream in(dir_.Sub("nodelet.log"));
   std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* file : {"broken-yaml.yaml", "dup.yaml", "badqty.yaml", "badname.yaml",
-                           "big.yaml", "binary.yaml"}) {
+  for (const char* file :
+       {"broken-yaml.yaml", "dup.yaml", "badqty.yaml", "badname.yaml", "big.yaml", "binary.yaml"}) {
     EXPECT_THAT(log, HasSubstr(manifests() + "/" + file)) << file << " must be reported";
   }
   EXPECT_THAT(log, HasSubstr("12xyz"));
   EXPECT_EQ(Pods().size(), 1u) << last_;
 
   // Its container log, through nodeletctl.
-  auto logs = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
-                          "good-node1"}, 5s);
+  auto logs = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "good-node1"}, 5s);
   EXPECT_EQ(logs.exit_code, 0) << logs.output;
   EXPECT_EQ(logs.output, "hello-from-good\n");
   EXPECT_EQ(RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
-                        "good-node1", "-c", "nosuch"}, 5s).exit_code, 4);
-  EXPECT_EQ(RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
-                        "nosuch"}, 5s).exit_code, 4);
+                        "good-node1", "-c", "nosuch"},
+                       5s)
+                .exit_code,
+            4);
+  EXPECT_EQ(
+      RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "nosuch"}, 5s)
+          .exit_code,
+      4);
 
   // Edit the command: the container restarts in place (restartCount 1).
   auto before = RunningContainerIds();
   Write("good.yaml", PodYaml("good", std::string(kServe) + " # edited"));
-  ASSERT_TRUE(WaitPods([](auto& p) {
-    auto it = p.find("good-node1");
-    if (it == p.end() || it->second["status"].value("phase", "") != "Running") return false;
-    for (const auto& c : it->second["status"]["containerStatuses"]) {
-      if (c.value("restartCount", 0) == 1 && c["state"].contains("running")) return true;
-    }
-    return false;
-  }, 30s)) << last_;
+  ASSERT_TRUE(WaitPods(
+      [](auto& p) {
+        auto it = p.find("good-node1");
+        if (it == p.end() || it->second["status"].value("phase", "") != "Running") return false;
+        for (const auto& c : it->second["status"]["containerStatuses"]) {
+          if (c.value("restartCount", 0) == 1 && c["state"].contains("running")) return true;
+        }
+        return false;
+      },
+      30s))
+      << last_;
   EXPECT_NE(RunningContainerIds(), before);
 
   // Remove the file: the pod stops (SIGTERM) and its sandbox goes away.
@@ -140,17 +153,22 @@ TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
 TEST_F(PodsE2eTest, AdmissionRefusesWhatDoesNotFit) {
   Write("a.yaml", PodYaml("first", kServe));
   Write("b.yaml", PodYaml("second", kServe));
-  Write("c.yaml", PodYaml("hungry", kServe, "    resources:\n      requests:\n        cpu: \"100000\"\n"));
+  Write("c.yaml",
+        PodYaml("hungry", kServe, "    resources:\n      requests:\n        cpu: \"100000\"\n"));
   StartNodelet({"--max-pods", "2"});
-  ASSERT_TRUE(WaitPods([](auto& p) {
-    int running = 0, out_of = 0;
-    for (auto& [name, pod] : p) {
-      if (pod["status"].value("phase", "") == "Running") ++running;
-      std::string reason = pod["status"].value("reason", "");
-      if (pod["status"].value("phase", "") == "Failed" && reason.rfind("OutOf", 0) == 0) ++out_of;
-    }
-    return running == 2 && out_of == 1;
-  }, 30s)) << last_;
+  ASSERT_TRUE(WaitPods(
+      [](auto& p) {
+        int running = 0, out_of = 0;
+        for (auto& [name, pod] : p) {
+          if (pod["status"].value("phase", "") == "Running") ++running;
+          std::string reason = pod["status"].value("reason", "");
+          if (pod["status"].value("phase", "") == "Failed" && reason.rfind("OutOf", 0) == 0)
+            ++out_of;
+        }
+        return running == 2 && out_of == 1;
+      },
+      30s))
+      << last_;
 }
 
 // containerd down while a pod is added: its sync fails and is retried with backoff (100 ms
@@ -166,10 +184,14 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
   ASSERT_TRUE(containerd_->Stop().ok());
   containerd_.reset();
   Write("late.yaml", PodYaml("late", kServe));
-  ASSERT_TRUE(WaitPods([](auto& p) {
-    auto it = p.find("late-node1");
-    return it != p.end() && it->second["status"].value("message", "").find("sandbox") != std::string::npos;
-  }, 20s)) << last_;
+  ASSERT_TRUE(WaitPods(
+      [](auto& p) {
+        auto it = p.find("late-node1");
+        return it != p.end() &&
+               it->second["status"].value("message", "").find("sandbox") != std::string::npos;
+      },
+      20s))
+      << last_;
   auto c = ContainerdInstance::Start(opts);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   containerd_ = std::move(*c);
@@ -181,8 +203,8 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
 // podworkerd carries each container's readiness over from statusd instead of starting unready.
 TEST_F(PodsE2eTest, ReadinessSurvivesPodworkerdAndSupervisorRestarts) {
   Write("ready.yaml", PodYaml("ready", kServe,
-      "    readinessProbe:\n      exec:\n        command: [\"true\"]\n"
-      "      initialDelaySeconds: 3\n      periodSeconds: 5\n"));
+                              "    readinessProbe:\n      exec:\n        command: [\"true\"]\n"
+                              "      initialDelaySeconds: 3\n      periodSeconds: 5\n"));
   StartNodelet();
   auto ready = [](auto& p) {
     auto it = p.find("ready-node1");
@@ -196,14 +218,16 @@ TEST_F(PodsE2eTest, ReadinessSurvivesPodworkerdAndSupervisorRestarts) {
   auto unready_seen = [&](std::chrono::milliseconds window) {
     // Every status change is watched for `window`: none may say unready.
     bool flipped = false;
-    WaitPods([&](auto& p) {
-      flipped = flipped || !ready(p);
-      return flipped;
-    }, window);
+    WaitPods(
+        [&](auto& p) {
+          flipped = flipped || !ready(p);
+          return flipped;
+        },
+        window);
     return flipped;
   };
-  auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "restart",
-                       "podworkerd"}, 10s);
+  auto r = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "restart", "podworkerd"}, 10s);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(unready_seen(4s)) << "readiness flipped across a podworkerd restart: " << last_;
 
@@ -219,7 +243,8 @@ TEST_F(PodsE2eTest, ReadinessSurvivesPodworkerdAndSupervisorRestarts) {
 TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
   StartNodelet({"--system-reserved", "cpu=500m,memory=128Mi", "--max-pods", "50"});
   auto node = [&] {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "node", "--json"}, 5s);
+    auto r =
+        RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "node", "--json"}, 5s);
     last_ = r.output;
     auto j = nlohmann::json::parse(r.output, nullptr, false);
     return j.is_discarded() ? nlohmann::json() : j;
@@ -227,7 +252,8 @@ TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
   auto ready = [&](const nlohmann::json& n) -> std::string {
     if (!n.contains("status")) return "";
     for (const auto& c : n["status"]["conditions"]) {
-      if (c.value("type", "") == "Ready") return c.value("status", "") + ": " + c.value("message", "");
+      if (c.value("type", "") == "Ready")
+        return c.value("status", "") + ": " + c.value("message", "");
     }
     return "";
   };
@@ -243,7 +269,8 @@ TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
   auto n = node();
   EXPECT_EQ(n["metadata"].value("name", ""), "node1");
   EXPECT_EQ(n["status"]["capacity"].value("pods", ""), "50");
-  EXPECT_THAT(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""), HasSubstr("containerd://"));
+  EXPECT_THAT(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""),
+              HasSubstr("containerd://"));
   EXPECT_GE(n["status"]["images"].size(), 2u) << "pause and busybox";
   // Allocatable = capacity - reservation (cpu in millicores when not whole).
   const std::string cap_cpu = n["status"]["capacity"].value("cpu", "");
@@ -295,12 +322,13 @@ TEST_F(PodsE2eTest, NodeStatusFollowsTheRuntime) {
 // lines), in `nodeletctl events POD` and at the bottom of `nodeletctl pod NAME`.
 TEST_F(PodsE2eTest, CrashLoopEventsAreDeduplicatedWithCounts) {
   std::ofstream(dir_.Sub("config.yaml"))
-      << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--crashloop-initial\", \"500ms\", \"--crashloop-max\", \"1s\"]\n";
+      << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--crashloop-initial\", "
+         "\"500ms\", \"--crashloop-max\", \"1s\"]\n";
   Write("crash.yaml", PodYaml("crash", "exit 1"));
   StartNodelet({"--config", dir_.Sub("config.yaml")});
   auto events = [&] {
-    return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events",
-                       "crash-node1"}, 5s);
+    return RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events", "crash-node1"}, 5s);
   };
   std::string out;
   auto end = std::chrono::steady_clock::now() + 40s;
@@ -314,11 +342,12 @@ TEST_F(PodsE2eTest, CrashLoopEventsAreDeduplicatedWithCounts) {
   EXPECT_THAT(out, HasSubstr("Created"));
   size_t backoff_lines = 0;
   std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) backoff_lines += line.find("BackOff") != std::string::npos;
+  for (std::string line; std::getline(lines, line);)
+    backoff_lines += line.find("BackOff") != std::string::npos;
   EXPECT_EQ(backoff_lines, 1u) << out;
   EXPECT_THAT(out, ::testing::ContainsRegex("\\(x[3-9]")) << out;
-  auto pod = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod",
-                         "crash-node1"}, 5s);
+  auto pod = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", "crash-node1"}, 5s);
   EXPECT_THAT(pod.output, HasSubstr("Events:"));
   EXPECT_THAT(pod.output, HasSubstr("BackOff"));
 }
@@ -341,7 +370,8 @@ TEST_F(PodsE2eTest, ThirtyPodsRunAndKillNineOfAnyProcessRestartsNoContainer) {
   ASSERT_EQ(before.size(), static_cast<size_t>(kPods));
 
   auto pid_of = [&](const std::string& service) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
+    auto r =
+        RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service}, 5s);
     return static_cast<pid_t>(std::atoi(r.output.c_str()));
   };
   for (const char* service : {"plegd", "statusd", "podworkerd", "volumed"}) {

@@ -52,8 +52,8 @@ std::string ProbedPod(const std::string& name, const std::string& probe) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n"
          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) +
-         "\"]\n" + probe;
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         std::string(kServe) + "\"]\n" + probe;
 }
 
 class ProbeHardeningTest : public NodeletTest {
@@ -80,7 +80,8 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
     } else if (path == "/stream") {
       if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 268435456\r\n\r\n")) return;
       const std::string chunk(64 * 1024, 's');
-      while (!server.stopping() && streamed < (256u << 20) && SendAll(fd, chunk)) streamed += chunk.size();
+      while (!server.stopping() && streamed < (256u << 20) && SendAll(fd, chunk))
+        streamed += chunk.size();
     } else if (path == "/ready") {
       SendAll(fd, healthy ? "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
                           : "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n");
@@ -89,8 +90,9 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   const std::string port = std::to_string(server.port());
   auto probe = [&](const std::string& kind, const std::string& path, int period) {
     return "    " + kind + ":\n      httpGet:\n        host: 127.0.0.1\n        path: " + path +
-           "\n        port: " + port + "\n      timeoutSeconds: 1\n      periodSeconds: " +
-           std::to_string(period) + "\n      failureThreshold: 1\n";
+           "\n        port: " + port +
+           "\n      timeoutSeconds: 1\n      periodSeconds: " + std::to_string(period) +
+           "\n      failureThreshold: 1\n";
   };
   StartNodelet();
   const pid_t podworkerd = ServicePid("podworkerd");
@@ -104,12 +106,15 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   Write("healthy.yaml", ProbedPod("healthy", probe("readinessProbe", "/ready", 2)));
 
   // Every hanging liveness probe fails at its 1 s deadline: each container is restarted.
-  EXPECT_TRUE(WaitFor([&] {
-    for (int i = 0; i < 4; ++i) {
-      if (RestartCount(PodJson("hang" + std::to_string(i) + "-node1")) < 1) return false;
-    }
-    return true;
-  }, 60s)) << PodJson("hang0-node1").dump(2);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 4; ++i) {
+          if (RestartCount(PodJson("hang" + std::to_string(i) + "-node1")) < 1) return false;
+        }
+        return true;
+      },
+      60s))
+      << PodJson("hang0-node1").dump(2);
 
   // The healthy pod: unready while its endpoint says 503, ready within 2 periods (4 s, plus a
   // second for the status to reach nodeletctl) of saying 200, with the five others still going.
@@ -126,20 +131,24 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   EXPECT_EQ(RestartCount(PodJson("stream-node1")), 0) << "a 200 with a long body is a success";
   const long rss_after = PeakRssKiB(podworkerd);
   ASSERT_GT(rss_before, 0);
-  EXPECT_LT(rss_after - rss_before, 64 * 1024) << "peak RSS grew by " << (rss_after - rss_before) << " KiB";
+  EXPECT_LT(rss_after - rss_before, 64 * 1024)
+      << "peak RSS grew by " << (rss_after - rss_before) << " KiB";
   EXPECT_EQ(ServicePid("podworkerd"), podworkerd);
 
-  for (const char* f : {"hang0.yaml", "hang1.yaml", "hang2.yaml", "hang3.yaml", "stream.yaml", "healthy.yaml"}) {
+  for (const char* f :
+       {"hang0.yaml", "hang1.yaml", "hang2.yaml", "hang3.yaml", "stream.yaml", "healthy.yaml"}) {
     std::filesystem::remove(manifests() + "/" + f);
   }
-  EXPECT_TRUE(WaitFor([&] {
-    auto list = containerd_->cri().ListContainers(v1::ContainerFilter());
-    if (!list.ok()) return false;
-    for (const auto& c : *list) {
-      if (c.state() == v1::CONTAINER_RUNNING) return false;
-    }
-    return true;
-  }, 60s));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto list = containerd_->cri().ListContainers(v1::ContainerFilter());
+        if (!list.ok()) return false;
+        for (const auto& c : *list) {
+          if (c.state() == v1::CONTAINER_RUNNING) return false;
+        }
+        return true;
+      },
+      60s));
   server.Stop();
 }
 
@@ -147,7 +156,8 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
 // junk, and across a restart of nodelet made while it is down; the failure is on /metrics.
 TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   std::mutex mu;
-  std::string mode = "good";  // good, down (503), junk (2 MB of '#'), garbage (YAML that does not parse)
+  std::string mode =
+      "good";  // good, down (503), junk (2 MB of '#'), garbage (YAML that does not parse)
   const std::string good = ProbedPod("fromurl", "");
   LoopbackServer server([&](int fd, const std::string&) {
     std::string m;
@@ -156,13 +166,16 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
       m = mode;
     }
     if (m == "good") {
-      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(good.size()) + "\r\n\r\n" + good);
+      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(good.size()) + "\r\n\r\n" +
+                      good);
     } else if (m == "garbage") {
       const std::string bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: [oops\n";
-      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(bad.size()) + "\r\n\r\n" + bad);
+      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(bad.size()) + "\r\n\r\n" +
+                      bad);
     } else if (m == "junk") {
       const std::string junk(2 * 1000 * 1000, '#');
-      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(junk.size()) + "\r\n\r\n" + junk);
+      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(junk.size()) + "\r\n\r\n" +
+                      junk);
     } else {
       SendAll(fd, "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n");
     }
@@ -174,8 +187,9 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   const int http_port = FreeLoopbackPort();
   // The URL is read every second here (the kubelet's default is 20 s).
   const std::vector<std::string> args = {
-      "--manifest-url", "http://127.0.0.1:" + std::to_string(server.port()) + "/pods",
-      "--http-check-frequency", "1s", "--http-address", "127.0.0.1:" + std::to_string(http_port)};
+      "--manifest-url",         "http://127.0.0.1:" + std::to_string(server.port()) + "/pods",
+      "--http-check-frequency", "1s",
+      "--http-address",         "127.0.0.1:" + std::to_string(http_port)};
   StartNodelet(args);
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("fromurl-node1")).empty(); }, 40s));
@@ -189,7 +203,8 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   };
   // How many reads of the URL failed for `reason` (0 when the series is absent).
   auto failures = [&](const std::string& reason) {
-    const std::string key = "nodelet_pod_source_failures_total{source=\"http\",reason=\"" + reason + "\"} ";
+    const std::string key =
+        "nodelet_pod_source_failures_total{source=\"http\",reason=\"" + reason + "\"} ";
     const std::string text = metrics();
     auto at = text.find(key);
     return at == std::string::npos ? 0L : std::atol(text.c_str() + at + key.size());
@@ -209,7 +224,8 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   ASSERT_TRUE(nodelet_->Wait(30s).has_value());
   StartNodelet(args);
   EXPECT_TRUE(WaitFor([&] { return failed("http_status"); }, 20s));
-  EXPECT_EQ(RunningContainer("fromurl-node1"), id) << "the pod must survive a restart while its URL is down";
+  EXPECT_EQ(RunningContainer("fromurl-node1"), id)
+      << "the pod must survive a restart while its URL is down";
   set("good");
   // Back: the same container, nothing restarted.
   EXPECT_TRUE(WaitFor([&] { return !PodJson("fromurl-node1").is_null(); }, 20s));

@@ -10,9 +10,9 @@
 // containers running in it, restart counts stay sane and steady; the pod is removed and nothing
 // is left: no sandbox or container in CRI, no shim, no container process, no cgroup, no mount
 // under the test's directory (tests/testing/leak_check.h).
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -44,10 +44,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
-using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 using status::PodPhase;
 using status::PodStatusRecord;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
 
 constexpr char kRunPodSandbox[] = "/runtime.v1.RuntimeService/RunPodSandbox";
 constexpr char kCreateContainer[] = "/runtime.v1.RuntimeService/CreateContainer";
@@ -75,10 +75,12 @@ std::string PodYaml(const std::string& name, bool with_init, bool gated_init) {
     std::string init = gated_init ? "while [ ! -e " + std::string(kGate) + " ]; do sleep 0.05; done"
                                   : std::string("true");
     y += "  initContainers:\n  - name: init\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + init + "\"]\n";
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         init + "\"]\n";
   }
   y += "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-       "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n";
+       "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+       std::string(kServe) + "\"]\n";
   return y;
 }
 
@@ -92,7 +94,8 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& m, cons
 class FaultNode : public ServiceNode {
  public:
   explicit FaultNode(const TempDir& dir) : ServiceNode(dir, {.fault_proxy = true}) {}
-  FaultNode(const TempDir& dir, ServiceNodeOptions options) : ServiceNode(dir, std::move(options)) {}
+  FaultNode(const TempDir& dir, ServiceNodeOptions options)
+      : ServiceNode(dir, std::move(options)) {}
 
   // What CRI has, all of it (this containerd is the test's own); every id is remembered for the
   // cgroup leak check, every running container's pid for the process leak check.
@@ -149,10 +152,14 @@ class FaultNode : public ServiceNode {
     std::error_code ec;
     fs::create_directories(keep, ec);
     for (const auto& entry : fs::directory_iterator(dir().path(), ec)) {
-      if (entry.path().extension() == ".log") fs::copy_file(entry.path(), keep + "/" + entry.path().filename().string(), fs::copy_options::overwrite_existing, ec);
+      if (entry.path().extension() == ".log")
+        fs::copy_file(entry.path(), keep + "/" + entry.path().filename().string(),
+                      fs::copy_options::overwrite_existing, ec);
     }
-    fs::copy(dir().Sub("log"), keep + "/log", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-    fs::copy_file(dir().Sub("ctrd/containerd.log"), keep + "/containerd.log", fs::copy_options::overwrite_existing, ec);
+    fs::copy(dir().Sub("log"), keep + "/log",
+             fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(dir().Sub("ctrd/containerd.log"), keep + "/containerd.log",
+                  fs::copy_options::overwrite_existing, ec);
     std::cerr << "logs kept in " << keep << "\n";
     for (const auto& entry : fs::directory_iterator(keep, ec)) {
       if (entry.path().filename().string().rfind("podworkerd", 0) != 0) continue;
@@ -172,9 +179,9 @@ enum class Fault { kContainerdRestart, kPodworkerdKill };
 
 // When a gated init container (held in its StartContainer window) is let go.
 enum class Gate {
-  kNone,               // no gate: the init container, if any, exits 0 at once
-  kAfterFault,         // after the fault: it exits while containerd and podworkerd run
-  kWhileRuntimeDown,   // between containerd's exit and its new start: the shim keeps its exit
+  kNone,              // no gate: the init container, if any, exits 0 at once
+  kAfterFault,        // after the fault: it exits while containerd and podworkerd run
+  kWhileRuntimeDown,  // between containerd's exit and its new start: the shim keeps its exit
 };
 
 struct Window {
@@ -213,19 +220,20 @@ class RuntimeFaultsTest : public ::testing::Test {
     const std::string uid = pod.metadata.uid;
     auto hold = node_.proxy().Hold(window.method, ProxyPoint::kAfterAnswer, 60s);
     node_.SendDesired({pod});
-    ASSERT_TRUE(hold->WaitHeld(60s)) << window.method << " never reached the proxy; "
-                                     << node_.Last();
+    ASSERT_TRUE(hold->WaitHeld(60s))
+        << window.method << " never reached the proxy; " << node_.Last();
     ProxyCall held = hold->held_call();
     ASSERT_EQ(held.answer_code, 0) << "containerd refused the held call: " << held.answer_message;
     FaultNode::RuntimeView view = node_.Runtime();
-    std::cerr << "[fault] held " << window.method << " after containerd answered; runtime:"
-              << view.Describe() << "\n";
+    std::cerr << "[fault] held " << window.method
+              << " after containerd answered; runtime:" << view.Describe() << "\n";
     // The gated init container runs (its StartContainer was answered): its host pid opens the
     // gate through /proc/PID/root.
     pid_t init_pid = -1;
     if (window.gate != Gate::kNone) {
       for (const auto& c : view.containers) {
-        if (Label(c.labels(), kContainerNameLabel) == "init" && c.state() == v1::CONTAINER_RUNNING) {
+        if (Label(c.labels(), kContainerNameLabel) == "init" &&
+            c.state() == v1::CONTAINER_RUNNING) {
           init_pid = ContainerPid(node_.containerd().cri(), c.id());
         }
       }
@@ -285,9 +293,8 @@ class RuntimeFaultsTest : public ::testing::Test {
       }
       return true;
     };
-    auto status = node_.WaitStatus(uid, [&](const PodStatusRecord& r) {
-      return AppRunning(r) && converged();
-    }, 90s);
+    auto status = node_.WaitStatus(
+        uid, [&](const PodStatusRecord& r) { return AppRunning(r) && converged(); }, 90s);
     ASSERT_TRUE(status) << "the pod did not converge: " << problem << "; status: " << node_.Last()
                         << "; runtime:" << view.Describe();
 
@@ -306,8 +313,8 @@ class RuntimeFaultsTest : public ::testing::Test {
       const auto* init = Find(status->status.init_container_statuses, "init");
       ASSERT_NE(init, nullptr);
       EXPECT_TRUE(init->state.terminated && init->state.terminated->exit_code == 0) << node_.Last();
-      EXPECT_EQ(init->restart_count, 0) << "the init container ran again after it exited 0: "
-                                        << node_.Last();
+      EXPECT_EQ(init->restart_count, 0)
+          << "the init container ran again after it exited 0: " << node_.Last();
     }
     std::cerr << "[fault] converged: " << node_.Last() << "; runtime:" << view.Describe() << "\n";
 
@@ -321,10 +328,14 @@ class RuntimeFaultsTest : public ::testing::Test {
       if (c.state() == v1::CONTAINER_RUNNING) app_id = c.id();
     }
     const int32_t restarts = app->restart_count;
-    EXPECT_FALSE(node_.WaitStatus(uid, [&](const PodStatusRecord& r) {
-      const auto* a = Find(r.status.container_statuses, "app");
-      return a == nullptr || a->restart_count != restarts || !a->state.running;
-    }, 4500ms)) << "the pod did not stay steady: " << node_.Last();
+    EXPECT_FALSE(node_.WaitStatus(
+        uid,
+        [&](const PodStatusRecord& r) {
+          const auto* a = Find(r.status.container_statuses, "app");
+          return a == nullptr || a->restart_count != restarts || !a->state.running;
+        },
+        4500ms))
+        << "the pod did not stay steady: " << node_.Last();
     EXPECT_TRUE(converged()) << problem << "; runtime:" << view.Describe();
     for (const auto& s : view.sandboxes) {
       if (s.state() == v1::SANDBOX_READY) {
@@ -344,7 +355,8 @@ class RuntimeFaultsTest : public ::testing::Test {
       view = node_.Runtime();
       if (view.sandboxes.empty() && view.containers.empty()) break;
       if (steady_clock::now() >= end) break;
-      node_.WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 300ms);
+      node_.WaitStatus(
+          uid, [](const PodStatusRecord&) { return false; }, 300ms);
     }
     EXPECT_TRUE(view.sandboxes.empty() && view.containers.empty())
         << "left in CRI 60 s after the pod was removed:" << view.Describe();
@@ -445,24 +457,29 @@ class OrphanShimTest : public ::testing::Test {
     const std::set<pid_t> before(shims_before.begin(), shims_before.end());
     std::string shim_bin, containerd_bin;
     for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin"}) {
-      if (shim_bin.empty() && access((std::string(d) + "/containerd-shim-runc-v2").c_str(), X_OK) == 0) shim_bin = std::string(d) + "/containerd-shim-runc-v2";
-      if (containerd_bin.empty() && access((std::string(d) + "/containerd").c_str(), X_OK) == 0) containerd_bin = std::string(d) + "/containerd";
+      if (shim_bin.empty() &&
+          access((std::string(d) + "/containerd-shim-runc-v2").c_str(), X_OK) == 0)
+        shim_bin = std::string(d) + "/containerd-shim-runc-v2";
+      if (containerd_bin.empty() && access((std::string(d) + "/containerd").c_str(), X_OK) == 0)
+        containerd_bin = std::string(d) + "/containerd";
     }
     if (shim_bin.empty() || containerd_bin.empty()) {
       ADD_FAILURE() << "containerd-shim-runc-v2 or containerd is not installed";
       return -1;
     }
-    CommandResult r = RunCommand({"/bin/sh", "-c", "cd '" + bundle + "' && exec '" + shim_bin +
-                                  "' -namespace " + ns + " -id " + id + " -address '" +
-                                  node_->containerd().socket_path() + "' -publish-binary '" +
-                                  containerd_bin + "' start </dev/null"},
-                                 30s);
+    CommandResult r =
+        RunCommand({"/bin/sh", "-c",
+                    "cd '" + bundle + "' && exec '" + shim_bin + "' -namespace " + ns + " -id " +
+                        id + " -address '" + node_->containerd().socket_path() +
+                        "' -publish-binary '" + containerd_bin + "' start </dev/null"},
+                   30s);
     if (r.exit_code != 0) {
       ADD_FAILURE() << "the shim's start failed: " << r.output;
       return -1;
     }
     for (pid_t p : node_->containerd().ShimPids()) {
-      if (before.count(p) == 0 && ReadTextFile("/proc/" + std::to_string(p) + "/cmdline").find(id) != std::string::npos) {
+      if (before.count(p) == 0 &&
+          ReadTextFile("/proc/" + std::to_string(p) + "/cmdline").find(id) != std::string::npos) {
         started_.push_back(p);
         return p;
       }
@@ -482,7 +499,8 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
   const std::string uid = pod.metadata.uid;
   node_->SendDesired({pod});
   FaultNode::RuntimeView view;
-  auto running = node_->WaitStatus(uid, [&](const PodStatusRecord& r) { return AppRunning(r); }, 90s);
+  auto running = node_->WaitStatus(
+      uid, [&](const PodStatusRecord& r) { return AppRunning(r); }, 90s);
   ASSERT_TRUE(running) << node_->Last();
   view = node_->Runtime();
   std::string app_id;
@@ -501,8 +519,8 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
   EXPECT_TRUE(WaitProcessGone(orphan, 30s)) << "the orphaned shim " << orphan << " still runs";
   // podworkerd logs the end once the shim and everything below it have exited, i.e. a moment
   // after the exit seen above.
-  const std::string ended = "Ended containerd shim pid " + std::to_string(orphan) + " of " +
-                            std::string(64, 'a');
+  const std::string ended =
+      "Ended containerd shim pid " + std::to_string(orphan) + " of " + std::string(64, 'a');
   auto logged = [&] {
     for (const auto& e : fs::directory_iterator(dir_.path())) {
       if (e.path().filename().string().rfind("podworkerd-", 0) == 0 &&
@@ -513,7 +531,8 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
     return false;
   };
   for (auto until = steady_clock::now() + 10s; !logged() && steady_clock::now() < until;) {
-    node_->WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 100ms);  // bounded poll
+    node_->WaitStatus(
+        uid, [](const PodStatusRecord&) { return false; }, 100ms);  // bounded poll
   }
   EXPECT_TRUE(logged()) << "podworkerd's log does not name the shim it ended";
 
@@ -523,7 +542,8 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
   for (pid_t p : pod_shims) EXPECT_TRUE(ProcessAlive(p)) << "the pod's shim " << p << " was ended";
   view = node_->Runtime();
   bool same = false;
-  for (const auto& c : view.containers) same |= c.id() == app_id && c.state() == v1::CONTAINER_RUNNING;
+  for (const auto& c : view.containers)
+    same |= c.id() == app_id && c.state() == v1::CONTAINER_RUNNING;
   EXPECT_TRUE(same) << "the pod's container changed:" << view.Describe();
   kill(other_ns, SIGKILL);
   EXPECT_TRUE(WaitProcessGone(other_ns, 10s));
@@ -533,7 +553,8 @@ TEST_F(OrphanShimTest, AShimNobodyKnowsIsEndedAndKnownOnesStay) {
   while (steady_clock::now() < end) {
     view = node_->Runtime();
     if (view.sandboxes.empty() && view.containers.empty()) break;
-    node_->WaitStatus(uid, [](const PodStatusRecord&) { return false; }, 300ms);
+    node_->WaitStatus(
+        uid, [](const PodStatusRecord&) { return false; }, 300ms);
   }
   EXPECT_TRUE(view.sandboxes.empty() && view.containers.empty()) << view.Describe();
   node_->StopServices();

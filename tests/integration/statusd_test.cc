@@ -2,8 +2,8 @@
 // its sockets, concurrent writers, kill -9 in the middle of write bursts, bad input, and a full
 // disk. statusd runs without a supervisor (its control DEALER just waits); where a test needs
 // heartbeats, it binds the control ROUTER itself.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -37,10 +37,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using nodelet::testing::BinDir;
+using nodelet::testing::FakeSupervisor;
 using nodelet::testing::NotifyListener;
 using nodelet::testing::Subprocess;
 using nodelet::testing::TempDir;
-using nodelet::testing::FakeSupervisor;
 using status::PodIdentity;
 using status::PodStatus;
 using status::PodStatusRecord;
@@ -80,8 +80,15 @@ class StatusdProcess {
   StatusdProcess(const std::string& root_dir, const std::string& run_dir, const std::string& dir,
                  const std::vector<std::string>& extra = {})
       : notify_(dir + "/notify-" + std::to_string(++count_) + ".sock") {
-    std::vector<std::string> argv{BinDir() + "/nodelet-statusd", "--root-dir", root_dir, "--run-dir",
-                                  run_dir, "--log-dir", dir + "/log", "--heartbeat-interval", "100"};
+    std::vector<std::string> argv{BinDir() + "/nodelet-statusd",
+                                  "--root-dir",
+                                  root_dir,
+                                  "--run-dir",
+                                  run_dir,
+                                  "--log-dir",
+                                  dir + "/log",
+                                  "--heartbeat-interval",
+                                  "100"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process_ = std::make_unique<Subprocess>(
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_.path()}},
@@ -595,7 +602,6 @@ class TmpfsMount {
   bool mounted_ = false;
   std::string error_;
 };
-
 
 TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";

@@ -2,19 +2,18 @@
 // own directories and a NOTIFY_SOCKET bound here, so the sd_notify datagrams are the real ones.
 // Service pids come from `nodeletctl pid`. No containerd: plegd points at a socket that does not
 // exist (it reports failing health, which the grace period given here tolerates).
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -39,10 +38,17 @@ class SupervisorTest : public ::testing::Test {
   void Start(std::vector<std::string> extra = {}, std::map<std::string, std::string> env = {}) {
     notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify.sock"));
     env["NOTIFY_SOCKET"] = notify_->path();
-    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--runtime-endpoint", "unix://" + runtime_socket_,
-                                     "--failing-grace", "1h"};
+    std::vector<std::string> argv = {BinDir() + "/nodelet",
+                                     "--root-dir",
+                                     dir_.Sub("root"),
+                                     "--run-dir",
+                                     dir_.Sub("run"),
+                                     "--log-dir",
+                                     dir_.Sub("log"),
+                                     "--runtime-endpoint",
+                                     "unix://" + runtime_socket_,
+                                     "--failing-grace",
+                                     "1h"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(argv, env, dir_.Sub("nodelet.log"));
   }
@@ -50,7 +56,8 @@ class SupervisorTest : public ::testing::Test {
     if (HasFailure()) {
       std::ifstream in(dir_.Sub("nodelet.log"));
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      std::cerr << "---- nodelet.log\n" << (text.size() > 5000 ? text.substr(text.size() - 5000) : text);
+      std::cerr << "---- nodelet.log\n"
+                << (text.size() > 5000 ? text.substr(text.size() - 5000) : text);
     }
   }
   CommandResult Ctl(std::vector<std::string> args) {
@@ -78,7 +85,8 @@ TEST_F(SupervisorTest, AllRunningWithDatagramsAndSigtermLeavesNothing) {
   Start({}, {{"WATCHDOG_USEC", "400000"}});
   ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
   bool status_seen = false;
-  for (const auto& d : notify_->history()) status_seen |= d.find("STATUS=4/4 services running") != std::string::npos;
+  for (const auto& d : notify_->history())
+    status_seen |= d.find("STATUS=4/4 services running") != std::string::npos;
   EXPECT_TRUE(status_seen) << "READY=1 comes with the summary";
   EXPECT_TRUE(notify_->WaitFor("WATCHDOG=1", 2s)) << "WATCHDOG=1 while the loop runs";
 
@@ -162,7 +170,8 @@ TEST_F(SupervisorTest, FullNotifySocketAndHungRuntimeNeverStallTheLoopOrTheStop)
   do {
     status = Ctl({"status"});
   } while (status.exit_code != 0 && std::chrono::steady_clock::now() < deadline);
-  ASSERT_EQ(status.exit_code, 0) << "every service RUNNING, answered by the loop: " << status.output;
+  ASSERT_EQ(status.exit_code, 0) << "every service RUNNING, answered by the loop: "
+                                 << status.output;
   // Reading makes room: READY=1, dropped while the queue was full, arrives.
   EXPECT_TRUE(notify_->WaitFor("READY=1", 10s));
   // Full again, and the runtime hangs: SIGTERM must still stop everything.
@@ -174,7 +183,9 @@ TEST_F(SupervisorTest, FullNotifySocketAndHungRuntimeNeverStallTheLoopOrTheStop)
   ASSERT_TRUE(st.has_value()) << "nodelet did not exit within 30 s of SIGTERM";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   std::cerr << "stopped in "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - term).count()
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - term)
+                   .count()
             << " ms\n";
   for (const auto& [name, pid] : pids) {
     ASSERT_GT(pid, 0) << name;
@@ -337,8 +348,8 @@ TEST_F(SupervisorTest, FrameClaimingAHugeLengthIsDroppedWithoutAllocating) {
   greeting[9] = '\x7f';
   greeting[10] = 3;
   greeting.replace(12, 4, "NULL");
-  std::string ready = std::string("\x05READY", 6) + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) +
-                      "DEALER";
+  std::string ready =
+      std::string("\x05READY", 6) + "\x0bSocket-Type" + std::string("\0\0\0\x06", 4) + "DEALER";
   std::string command = std::string("\x04", 1) + static_cast<char>(ready.size()) + ready;
   auto long_frame = [](uint64_t size) {
     std::string f(1, '\x02');  // a long message frame, the last one
@@ -355,8 +366,8 @@ TEST_F(SupervisorTest, FrameClaimingAHugeLengthIsDroppedWithoutAllocating) {
     ASSERT_GE(fd, 0);
     std::string out = greeting + command + long_frame(size);
     ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
-    EXPECT_TRUE(WaitClosedByPeer(fd, 10s)) << ep.file << ": a frame of " << size
-                                           << " bytes did not get the peer dropped";
+    EXPECT_TRUE(WaitClosedByPeer(fd, 10s))
+        << ep.file << ": a frame of " << size << " bytes did not get the peer dropped";
     close(fd);
   }
   auto st = Ctl({"status"});
@@ -378,7 +389,8 @@ TEST_F(SupervisorTest, FloodingPeerIsBoundedCountedAndOthersStillServed) {
   std::atomic<uint64_t> sent{0};
   std::vector<std::thread> flooders;
   for (const auto& ep : {ipc::kControlEndpoint, ipc::kCtlEndpoint}) {
-    flooders.emplace_back([&, uri = ep.Uri(dir_.Sub("run")), big = std::string(ep.file) == ipc::kControlEndpoint.file] {
+    flooders.emplace_back([&, uri = ep.Uri(dir_.Sub("run")),
+                           big = std::string(ep.file) == ipc::kControlEndpoint.file] {
       ipc::Context ctx;
       // Frames just under each socket's limit: the most bytes per message the server accepts.
       ipc::DealerClient dealer(ctx, 8 << 20);
@@ -495,17 +507,16 @@ TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
     notify_->Receive(200ms);
   }
   EXPECT_GE(messages_from(body, "plegd"), 3) << body;
-  for (const char* name : {"kubelet_running_pods", "kubelet_running_containers",
-                           "kubelet_pleg_last_seen_seconds", "kubelet_runtime_operations_total",
-                           "nodelet_service_up{service=\"plegd\"} 1",
-                           "nodelet_service_restarts_total", "nodelet_ipc_messages_total",
-                           "nodelet_ipc_bad_messages_total"}) {
+  for (const char* name :
+       {"kubelet_running_pods", "kubelet_running_containers", "kubelet_pleg_last_seen_seconds",
+        "kubelet_runtime_operations_total", "nodelet_service_up{service=\"plegd\"} 1",
+        "nodelet_service_restarts_total", "nodelet_ipc_messages_total",
+        "nodelet_ipc_bad_messages_total"}) {
     EXPECT_THAT(body, HasSubstr(name));
   }
-  {
-    std::ofstream(dir_.Sub("metrics.txt")) << body;
-  }
-  auto check = RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")}, 30s);
+  { std::ofstream(dir_.Sub("metrics.txt")) << body; }
+  auto check =
+      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")}, 30s);
   EXPECT_EQ(check.exit_code, 0) << check.output;
 
   auto pods = http.Get("/pods");

@@ -31,7 +31,8 @@ constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
 std::string ConfigMapYaml(const std::string& greeting) {
   return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: " +
-         greeting + "\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n"
+         greeting +
+         "\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n"
          "  password: c2VjcmV0\n";
 }
 
@@ -61,16 +62,21 @@ class VolumeHardeningTest : public NodeletTest {
     ASSERT_FALSE(uid.empty());
     const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
     fs::remove(manifests() + "/" + file);
-    EXPECT_TRUE(WaitFor([&] { return volumed::MountsUnder(pod_dir).empty() && !fs::exists(pod_dir); }, 30s))
+    EXPECT_TRUE(
+        WaitFor([&] { return volumed::MountsUnder(pod_dir).empty() && !fs::exists(pod_dir); }, 30s))
         << "the pod's mounts, staging mounts included, must go with it";
   }
   // The waiting state {reason, message} of `container` in the pod's status.
-  std::pair<std::string, std::string> Waiting(const std::string& pod, const std::string& container) {
+  std::pair<std::string, std::string> Waiting(const std::string& pod,
+                                              const std::string& container) {
     auto p = PodJson(pod);
     if (!p.contains("status") || !p["status"].contains("containerStatuses")) return {};
     for (const auto& c : p["status"]["containerStatuses"]) {
-      if (c.value("name", "") != container || !c.contains("state") || !c["state"].contains("waiting")) continue;
-      return {c["state"]["waiting"].value("reason", ""), c["state"]["waiting"].value("message", "")};
+      if (c.value("name", "") != container || !c.contains("state") ||
+          !c["state"].contains("waiting"))
+        continue;
+      return {c["state"]["waiting"].value("reason", ""),
+              c["state"]["waiting"].value("message", "")};
     }
     return {};
   }
@@ -91,11 +97,13 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
         "  - name: info\n    downwardAPI:\n      items:\n      - path: labels\n        fieldRef:\n"
         "          fieldPath: metadata.labels\n"
         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n"  // no readOnly anywhere
-        "    - {name: config, mountPath: /config}\n"
-        "    - {name: secret, mountPath: /secret}\n"
-        "    - {name: info, mountPath: /info}\n");
+        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n"  // no readOnly anywhere
+            "    - {name: config, mountPath: /config}\n"
+            "    - {name: secret, mountPath: /secret}\n"
+            "    - {name: info, mountPath: /info}\n");
   StartNodelet();
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("ro-node1")).empty(); }, 40s))
@@ -106,13 +114,16 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
     auto [code, out] = Exec(id, std::string("echo x > ") + mnt + "/new");
     EXPECT_NE(code, 0) << mnt;
     EXPECT_THAT(out, HasSubstr("Read-only file system")) << mnt;
-    EXPECT_THAT(Exec(id, std::string("grep ' ") + mnt + " ' /proc/mounts").second, HasSubstr(" ro,")) << mnt;
+    EXPECT_THAT(Exec(id, std::string("grep ' ") + mnt + " ' /proc/mounts").second,
+                HasSubstr(" ro,"))
+        << mnt;
   }
   // The attack of CVE-2017-1002102: ..data pointed at a host directory (relative, far enough up
   // to reach / from any volume directory), and the payload removed.
   const std::string up = "../../../../../../../../../../../../../../../..";
-  auto [code, out] = Exec(id, "ln -sfn " + up + victim + " /config/..data; rm -rf /config/..data_*; "
-                              "mv /config/..data /config/x");
+  auto [code, out] = Exec(id, "ln -sfn " + up + victim +
+                                  " /config/..data; rm -rf /config/..data_*; "
+                                  "mv /config/..data /config/x");
   EXPECT_NE(code, 0);
   EXPECT_THAT(out, HasSubstr("Read-only file system"));
 
@@ -140,19 +151,26 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
         "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: data\n    emptyDir: {}\n"
         "  initContainers:\n  - name: prep\n    image: nodelet.local/busybox:1.0\n"
         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"mkdir -p /data/real && "
-        "echo inside > /data/real/f && ln -s real /data/good && ln -s " + marker +
-        " /data/abs && ln -s ../../../../../../../../../../../../.." + marker + " /data/rel\"]\n"
-        "    volumeMounts:\n    - {name: data, mountPath: /data}\n"
-        "  containers:\n"
-        "  - name: good\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
-        "    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: good}\n"
-        "  - name: evil\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
-        "    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: abs}\n"
-        "  - name: evil2\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
-        "    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: rel/x}\n");
+        "echo inside > /data/real/f && ln -s real /data/good && ln -s " +
+            marker + " /data/abs && ln -s ../../../../../../../../../../../../.." + marker +
+            " /data/rel\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /data}\n"
+            "  containers:\n"
+            "  - name: good\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+            "    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: good}\n"
+            "  - name: evil\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+            "    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: abs}\n"
+            "  - name: evil2\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+            "    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: rel/x}\n");
   StartNodelet();
   std::string id;
   ASSERT_TRUE(WaitFor([&] { return !(id = RunningContainer("sp-node1", "good")).empty(); }, 40s))
@@ -160,7 +178,8 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
   EXPECT_EQ(Exec(id, "cat /sub/f").second, "inside\n");
   for (const auto& [name, sub] : {std::pair{"evil", "abs"}, std::pair{"evil2", "rel/x"}}) {
     std::pair<std::string, std::string> w;
-    EXPECT_TRUE(WaitFor([&] { return (w = Waiting("sp-node1", name)).first == "CreateContainerConfigError"; }, 20s))
+    EXPECT_TRUE(WaitFor(
+        [&] { return (w = Waiting("sp-node1", name)).first == "CreateContainerConfigError"; }, 20s))
         << name << ": " << PodJson("sp-node1").dump(2);
     EXPECT_THAT(w.second, HasSubstr(std::string("subPath \"") + sub + "\"")) << name;
     EXPECT_THAT(w.second, HasSubstr("resolves outside its volume")) << name;

@@ -40,7 +40,8 @@ std::string VolumesPodYaml(const std::string& host_dir) {
              "spec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  volumes:\n"
              "  - name: scratch\n    emptyDir: {}\n"
              "  - name: mem\n    emptyDir:\n      medium: Memory\n      sizeLimit: 16Mi\n"
-             "  - name: host\n    hostPath:\n      path: ") + host_dir +
+             "  - name: host\n    hostPath:\n      path: ") +
+         host_dir +
          "\n      type: DirectoryOrCreate\n"
          "  - name: info\n    downwardAPI:\n      items:\n      - path: name\n        fieldRef:\n"
          "          fieldPath: metadata.name\n      - path: labels\n        fieldRef:\n"
@@ -48,7 +49,9 @@ std::string VolumesPodYaml(const std::string& host_dir) {
          "  - name: config\n    configMap:\n      name: settings\n"
          "  - name: secret\n    secret:\n      secretName: creds\n"
          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + kServe + "\"]\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         kServe +
+         "\"]\n"
          "    volumeMounts:\n"
          "    - {name: scratch, mountPath: /scratch}\n"
          "    - {name: mem, mountPath: /mem}\n"
@@ -81,7 +84,6 @@ class VolumesTest : public NodeletTest {
     if (!r.ok()) return {-1, r.status().ToString()};
     return {r->exit_code(), r->stdout()};
   }
-
 };
 
 TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
@@ -103,8 +105,9 @@ TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
   EXPECT_THAT(Exec(id, "grep ' /secret ' /proc/mounts").second, HasSubstr("tmpfs"));
   EXPECT_NE(Exec(id, "touch /host/x").first, 0) << "a readOnly mount must be read-only";
   EXPECT_TRUE(std::filesystem::is_directory(host_dir)) << "DirectoryOrCreate creates it";
-  auto ctl = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes",
-                         "vols-node1", "--json"}, 5s);
+  auto ctl = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes", "vols-node1", "--json"},
+      5s);
   ASSERT_EQ(ctl.exit_code, 0) << ctl.output;
   auto vols = nlohmann::json::parse(ctl.output, nullptr, false);
   ASSERT_TRUE(vols.is_array()) << ctl.output;
@@ -122,9 +125,9 @@ TEST_F(VolumesTest, EveryPluginSeenFromTheContainerUpdatedAndCleanedUp) {
   const std::string pod_dir = dir_.Sub("root") + "/pods/" + uid;
   ASSERT_FALSE(volumed::MountsUnder(pod_dir).empty());
   std::filesystem::remove(manifests() + "/vols.yaml");
-  EXPECT_TRUE(WaitFor([&] {
-    return volumed::MountsUnder(pod_dir).empty() && !std::filesystem::exists(pod_dir);
-  }, 30s));
+  EXPECT_TRUE(WaitFor(
+      [&] { return volumed::MountsUnder(pod_dir).empty() && !std::filesystem::exists(pod_dir); },
+      30s));
 }
 
 TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
@@ -133,26 +136,33 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
   Write("waiter.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: waiter\nspec:\n  hostNetwork: true\n"
         "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: data\n    hostPath:\n"
-        "      path: " + missing + "\n      type: Directory\n"
-        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
+        "      path: " +
+            missing +
+            "\n      type: Directory\n"
+            "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+            "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
   StartNodelet();
   std::string message;
-  ASSERT_TRUE(WaitFor([&] {
-    auto p = PodJson("waiter-node1");
-    if (!p.contains("status") || !p["status"].contains("containerStatuses")) return false;
-    for (const auto& c : p["status"]["containerStatuses"]) {
-      if (c.contains("state") && c["state"].contains("waiting")) {
-        message = c["state"]["waiting"].value("message", "");
-      }
-    }
-    return message.find("not a directory") != std::string::npos;
-  }, 30s)) << PodJson("waiter-node1").dump(2);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = PodJson("waiter-node1");
+        if (!p.contains("status") || !p["status"].contains("containerStatuses")) return false;
+        for (const auto& c : p["status"]["containerStatuses"]) {
+          if (c.contains("state") && c["state"].contains("waiting")) {
+            message = c["state"]["waiting"].value("message", "");
+          }
+        }
+        return message.find("not a directory") != std::string::npos;
+      },
+      30s))
+      << PodJson("waiter-node1").dump(2);
   EXPECT_THAT(message, HasSubstr(missing));
   EXPECT_TRUE(RunningContainer("waiter-node1").empty());
-  auto ctl = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes",
-                         "waiter-node1"}, 5s);
+  auto ctl = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes", "waiter-node1"}, 5s);
   EXPECT_EQ(ctl.exit_code, 0) << ctl.output;
   EXPECT_THAT(ctl.output, HasSubstr("failing"));
   EXPECT_THAT(ctl.output, HasSubstr("not a directory"));
@@ -166,14 +176,20 @@ TEST_F(VolumesTest, FailingHostPathHoldsThePodWithAReasonUntilFixed) {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stuck\nspec:\n  hostNetwork: true\n"
         "  volumes:\n  - name: cfg\n    configMap:\n      name: nowhere\n"
         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-        "    volumeMounts:\n    - {name: cfg, mountPath: /cfg}\n");
+        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: cfg, mountPath: /cfg}\n");
   auto volumes_of = [&](const std::string& pod) {
     return RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "volumes", pod}, 5s);
   };
-  ASSERT_TRUE(WaitFor([&] {
-    return volumes_of("stuck-node1").output.find("configmap \"nowhere\" not found") != std::string::npos;
-  }, 20s)) << volumes_of("stuck-node1").output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return volumes_of("stuck-node1").output.find("configmap \"nowhere\" not found") !=
+               std::string::npos;
+      },
+      20s))
+      << volumes_of("stuck-node1").output;
   std::filesystem::remove(manifests() + "/stuck.yaml");
   EXPECT_TRUE(WaitFor([&] { return volumes_of("stuck-node1").exit_code == 4; }, 10s))
       << "the deleted pod must be gone from volumed";
@@ -187,18 +203,23 @@ TEST_F(VolumesTest, KillNineOfVolumedWhileMountingNeverDoubleMounts) {
   constexpr int kPods = 5;
   for (int i = 0; i < kPods; ++i) {
     std::string name = "m" + std::to_string(i);
-    Write(name + ".yaml",
-          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  hostNetwork: true\n"
-          "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: a\n    emptyDir:\n"
-          "      medium: Memory\n  - name: b\n    emptyDir:\n      medium: Memory\n"
-          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-          "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" + std::string(kServe) + "\"]\n"
-          "    volumeMounts:\n    - {name: a, mountPath: /a}\n    - {name: b, mountPath: /b}\n");
+    Write(
+        name + ".yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+            "\nspec:\n  hostNetwork: true\n"
+            "  terminationGracePeriodSeconds: 2\n  volumes:\n  - name: a\n    emptyDir:\n"
+            "      medium: Memory\n  - name: b\n    emptyDir:\n      medium: Memory\n"
+            "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+            "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: a, mountPath: /a}\n    - {name: b, mountPath: /b}\n");
   }
   // 20 kills in a row: no FATAL, and quick restarts.
   StartNodelet({"--restart-intensity", "1000", "--backoff-max", "200ms"});
   auto pid_of_volumed = [&] {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", "volumed"}, 5s);
+    auto r =
+        RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", "volumed"}, 5s);
     return static_cast<pid_t>(std::atoi(r.output.c_str()));
   };
   for (int i = 0; i < 20; ++i) {
@@ -208,19 +229,22 @@ TEST_F(VolumesTest, KillNineOfVolumedWhileMountingNeverDoubleMounts) {
     ASSERT_TRUE(WaitProcessGone(pid, 10s));
     ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 20s)) << "kill " << i;
   }
-  EXPECT_TRUE(WaitFor([&] {
-    for (int i = 0; i < kPods; ++i) {
-      if (RunningContainer("m" + std::to_string(i) + "-node1").empty()) return false;
-    }
-    return true;
-  }, 60s));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < kPods; ++i) {
+          if (RunningContainer("m" + std::to_string(i) + "-node1").empty()) return false;
+        }
+        return true;
+      },
+      60s));
   // Exactly one mount per tmpfs volume.
   auto mounts = volumed::MountsUnder(dir_.Sub("root"));
   std::map<std::string, int> count;
   for (const auto& m : mounts) ++count[m];
   EXPECT_EQ(count.size(), static_cast<size_t>(2 * kPods));
   for (const auto& [m, n] : count) EXPECT_EQ(n, 1) << m << " is mounted " << n << " times";
-  for (int i = 0; i < kPods; ++i) std::filesystem::remove(manifests() + "/m" + std::to_string(i) + ".yaml");
+  for (int i = 0; i < kPods; ++i)
+    std::filesystem::remove(manifests() + "/m" + std::to_string(i) + ".yaml");
   EXPECT_TRUE(WaitFor([&] { return volumed::MountsUnder(dir_.Sub("root")).empty(); }, 30s))
       << "removed pods must leave no mount";
 }

@@ -72,9 +72,8 @@ class ContainerdInstance {
   static Result<std::unique_ptr<ContainerdInstance>> Start(const ContainerdOptions& options);
   // Adopts an instance that Start() left running in `dir` (after Release()), e.g. for
   // `nodelet-containerd down`. NOT_FOUND when there is no pid file.
-  static Result<std::unique_ptr<ContainerdInstance>> Attach(const std::string& dir,
-                                                            std::chrono::milliseconds stop_timeout =
-                                                                std::chrono::seconds(10));
+  static Result<std::unique_ptr<ContainerdInstance>> Attach(
+      const std::string& dir, std::chrono::milliseconds stop_timeout = std::chrono::seconds(10));
   // Stop(), unless released.
   ~ContainerdInstance();
   ContainerdInstance(const ContainerdInstance&) = delete;
@@ -110,7 +109,8 @@ class ContainerdInstance {
   Status Stop();
 
  private:
-  ContainerdInstance(std::string dir, pid_t pid, bool is_child, std::chrono::milliseconds stop_timeout);
+  ContainerdInstance(std::string dir, pid_t pid, bool is_child,
+                     std::chrono::milliseconds stop_timeout);
 
   Status RemoveEverythingThroughCri();
   Status StopContainerd();

@@ -16,9 +16,10 @@
 namespace {
 
 int Usage() {
-  std::fprintf(stderr,
-               "usage: nodelet-containerd up --dir DIR [--images IMAGES_DIR] [--timeout-seconds N]\n"
-               "       nodelet-containerd down --dir DIR\n");
+  std::fprintf(
+      stderr,
+      "usage: nodelet-containerd up --dir DIR [--images IMAGES_DIR] [--timeout-seconds N]\n"
+      "       nodelet-containerd down --dir DIR\n");
   return 2;
 }
 
@@ -55,8 +56,8 @@ int main(int argc, char** argv) {
     if (!images.empty()) options.image_tarballs = nodelet::testing::DefaultImageTarballs(images);
     auto instance = nodelet::testing::ContainerdInstance::Start(options);
     if (!instance.ok()) {
-      std::fprintf(stderr, "nodelet-containerd: Failed to start containerd in '%s': %s\n", dir.c_str(),
-                   instance.status().message().c_str());
+      std::fprintf(stderr, "nodelet-containerd: Failed to start containerd in '%s': %s\n",
+                   dir.c_str(), instance.status().message().c_str());
       return 1;
     }
     (*instance)->Release();
@@ -72,8 +73,8 @@ int main(int argc, char** argv) {
     }
     nodelet::Status stopped = (*instance)->Stop();
     if (!stopped.ok()) {
-      std::fprintf(stderr, "nodelet-containerd: Failed to stop containerd in '%s': %s\n", dir.c_str(),
-                   stopped.message().c_str());
+      std::fprintf(stderr, "nodelet-containerd: Failed to stop containerd in '%s': %s\n",
+                   dir.c_str(), stopped.message().c_str());
       return 1;
     }
     return 0;

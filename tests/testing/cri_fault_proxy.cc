@@ -1,13 +1,5 @@
 #include "tests/testing/cri_fault_proxy.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <future>
-#include <thread>
-#include <vector>
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -15,6 +7,13 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <future>
+#include <thread>
+#include <vector>
 
 namespace nodelet::testing {
 namespace {
@@ -57,9 +56,8 @@ void CallHold::Release(ProxyVerdict verdict) {
 
 bool CallHold::WaitDone(milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
-    return outcome_ != Outcome::kPending && outcome_ != Outcome::kHeld;
-  });
+  return cv_.wait_for(lock, timeout,
+                      [&] { return outcome_ != Outcome::kPending && outcome_ != Outcome::kHeld; });
 }
 
 CallHold::Outcome CallHold::outcome() const {
@@ -96,8 +94,8 @@ ProxyVerdict CallHold::Run(const ProxyCall& call) {
     verdict = ProxyVerdict::Unavailable("the caller cancelled the call while it was held");
   } else {
     outcome_ = Outcome::kExpired;
-    verdict = ProxyVerdict::Unavailable("hold expired after " +
-                                        std::to_string(deadline_.count()) + " ms");
+    verdict = ProxyVerdict::Unavailable("hold expired after " + std::to_string(deadline_.count()) +
+                                        " ms");
   }
   cv_.notify_all();
   return verdict;
@@ -314,7 +312,8 @@ Result<std::unique_ptr<CriFaultProxy>> CriFaultProxy::Start(const CriFaultProxyO
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
   impl.channel = grpc::CreateCustomChannel(options.upstream_endpoint,
                                            grpc::InsecureChannelCredentials(), args);
-  if (impl.channel == nullptr) return Internal("cannot create a channel to " + options.upstream_endpoint);
+  if (impl.channel == nullptr)
+    return Internal("cannot create a channel to " + options.upstream_endpoint);
   impl.stub = std::make_unique<grpc::GenericStub>(impl.channel);
 
   grpc::ServerBuilder builder;

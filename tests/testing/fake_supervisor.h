@@ -3,12 +3,12 @@
 // supervisor and need to read its heartbeats. Header-only; link ipc_dep.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "control_generated.h"
 #include "lib/ipc/codec.h"

@@ -54,7 +54,8 @@ TempDir::~TempDir() {
 
 std::string BinDir() {
   const char* dir = std::getenv("NODELET_BIN_DIR");
-  if (dir == nullptr) throw std::runtime_error("NODELET_BIN_DIR is not set (run through meson test)");
+  if (dir == nullptr)
+    throw std::runtime_error("NODELET_BIN_DIR is not set (run through meson test)");
   return dir;
 }
 
@@ -151,7 +152,8 @@ std::optional<std::string> NotifyListener::Receive(milliseconds timeout) {
   return history_.back();
 }
 
-std::optional<std::string> NotifyListener::WaitFor(const std::string& needle, milliseconds timeout) {
+std::optional<std::string> NotifyListener::WaitFor(const std::string& needle,
+                                                   milliseconds timeout) {
   auto end = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(end - std::chrono::steady_clock::now());

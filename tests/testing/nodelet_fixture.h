@@ -67,12 +67,23 @@ class NodeletTest : public ::testing::Test {
   void StartNodelet(std::vector<std::string> extra = {}) {
     notify_.reset();
     ++starts_;
-    notify_ = std::make_unique<NotifyListener>(dir_.Sub("notify-" + std::to_string(starts_) + ".sock"));
-    std::vector<std::string> argv = {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),
-                                     "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                     "--runtime-endpoint", containerd_->endpoint(),
-                                     "--relist-period", "100ms", "--pod-manifest-path",
-                                     manifests(), "--node-name", "node1"};
+    notify_ =
+        std::make_unique<NotifyListener>(dir_.Sub("notify-" + std::to_string(starts_) + ".sock"));
+    std::vector<std::string> argv = {BinDir() + "/nodelet",
+                                     "--root-dir",
+                                     dir_.Sub("root"),
+                                     "--run-dir",
+                                     dir_.Sub("run"),
+                                     "--log-dir",
+                                     dir_.Sub("log"),
+                                     "--runtime-endpoint",
+                                     containerd_->endpoint(),
+                                     "--relist-period",
+                                     "100ms",
+                                     "--pod-manifest-path",
+                                     manifests(),
+                                     "--node-name",
+                                     "node1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
@@ -82,8 +93,9 @@ class NodeletTest : public ::testing::Test {
 
   // The pod as `nodeletctl pod NAME -o json` prints it (null when unknown).
   nlohmann::json PodJson(const std::string& name) {
-    auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name,
-                         "-o", "json"}, std::chrono::seconds(5));
+    auto r = RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", name, "-o", "json"},
+        std::chrono::seconds(5));
     auto j = nlohmann::json::parse(r.output, nullptr, false);
     return j.is_discarded() ? nlohmann::json() : j;
   }
@@ -100,7 +112,8 @@ class NodeletTest : public ::testing::Test {
   std::string RunningContainer(const std::string& pod_name, const std::string& container = "") {
     ::runtime::v1::ContainerFilter f;
     (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
-    if (!container.empty()) (*f.mutable_label_selector())["io.kubernetes.container.name"] = container;
+    if (!container.empty())
+      (*f.mutable_label_selector())["io.kubernetes.container.name"] = container;
     auto list = containerd_->cri().ListContainers(f);
     if (!list.ok()) return "";
     for (const auto& c : *list) {

@@ -92,9 +92,9 @@ Status RegistryInstance::Launch() {
     }
     if (std::chrono::steady_clock::now() > deadline) {
       (void)Stop();
-      return DeadlineExceeded("docker-registry did not listen on 127.0.0.1:" +
-                              std::to_string(options_.port) + " in time; its log:\n" +
-                              Tail(ReadFile(log)));
+      return DeadlineExceeded(
+          "docker-registry did not listen on 127.0.0.1:" + std::to_string(options_.port) +
+          " in time; its log:\n" + Tail(ReadFile(log)));
     }
   }
   return Status::Ok();
@@ -129,7 +129,8 @@ Status RegistryInstance::Push(const std::string& oci_archive, const std::string&
   return Status::Ok();
 }
 
-int RegistryInstance::ManifestRequests(const std::string& repo, const std::string& reference) const {
+int RegistryInstance::ManifestRequests(const std::string& repo,
+                                       const std::string& reference) const {
   const std::string path = " /v2/" + repo + "/manifests/" + reference + " HTTP/";
   int count = 0;
   for (int i = 1; i <= starts_; ++i) {

@@ -28,9 +28,7 @@ pod::Pod MakeStaticPod(const std::string& yaml, const std::string& file) {
 }
 
 ServiceNode::ServiceNode(const TempDir& dir, ServiceNodeOptions options)
-    : dir_(dir),
-      options_(options),
-      envelope_(ipc::ServiceId::Supervisor, ipc::NewIncarnation()) {}
+    : dir_(dir), options_(options), envelope_(ipc::ServiceId::Supervisor, ipc::NewIncarnation()) {}
 
 ServiceNode::~ServiceNode() {
   StopServices();
@@ -62,15 +60,14 @@ bool ServiceNode::Start() {
     }
     proxy_ = std::move(*p);
   }
-  plegd_ = StartService("plegd", {"--runtime-endpoint", containerd_->endpoint(),
-                                  "--relist-period", "100ms"});
+  plegd_ = StartService(
+      "plegd", {"--runtime-endpoint", containerd_->endpoint(), "--relist-period", "100ms"});
   statusd_ = StartService("statusd", {});
   podworkerd_ = StartPodworkerd();
   status_ = std::make_unique<status::StatusClient>(ctx_, dir_.Sub("run"));
   watcher_ = std::make_unique<status::StatusWatcher>(ctx_, dir_.Sub("run"));
   work_ = std::make_unique<ipc::DealerClient>(ctx_, 64 * 1024 * 1024);
-  return plegd_ && statusd_ && podworkerd_ && status_->Connect().ok() &&
-         watcher_->Connect().ok() &&
+  return plegd_ && statusd_ && podworkerd_ && status_->Connect().ok() && watcher_->Connect().ok() &&
          work_->Connect(ipc::kPodWorkerEndpoint.Uri(dir_.Sub("run"))).ok();
 }
 
@@ -78,9 +75,15 @@ std::unique_ptr<Subprocess> ServiceNode::StartService(const std::string& name,
                                                       std::vector<std::string> extra) {
   const std::string tag = name + "-" + std::to_string(++starts_);
   NotifyListener notify(dir_.Sub(tag + ".notify"));
-  std::vector<std::string> argv = {BinDir() + "/nodelet-" + name, "--root-dir", dir_.Sub("root"),
-                                   "--run-dir", dir_.Sub("run"), "--log-dir", dir_.Sub("log"),
-                                   "--heartbeat-interval", "200"};
+  std::vector<std::string> argv = {BinDir() + "/nodelet-" + name,
+                                   "--root-dir",
+                                   dir_.Sub("root"),
+                                   "--run-dir",
+                                   dir_.Sub("run"),
+                                   "--log-dir",
+                                   dir_.Sub("log"),
+                                   "--heartbeat-interval",
+                                   "200"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto p = std::make_unique<Subprocess>(
       argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify.path()}},
@@ -95,7 +98,7 @@ std::unique_ptr<Subprocess> ServiceNode::StartService(const std::string& name,
 std::unique_ptr<Subprocess> ServiceNode::StartPodworkerd() {
   const std::string endpoint = proxy_ ? proxy_->endpoint() : containerd_->endpoint();
   std::vector<std::string> args = {"--runtime-endpoint", endpoint, "--crashloop-initial", "1s",
-                                   "--crashloop-max", "4s", "--resync-period", "2s"};
+                                   "--crashloop-max",    "4s",     "--resync-period",     "2s"};
   args.insert(args.end(), options_.podworkerd_args.begin(), options_.podworkerd_args.end());
   return StartService("podworkerd", args);
 }
@@ -130,8 +133,8 @@ void ServiceNode::SendDesired(const std::vector<pod::Pod>& pods, bool sources_re
     auto fp = pod::PodToFlatBuffer(fbb, p);
     list.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString("file"), 0));
   }
-  auto desired = ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(list),
-                                                 sources_ready);
+  auto desired =
+      ipc::podwork::CreateDesiredPods(fbb, generation_, fbb.CreateVector(list), sources_ready);
   auto header = envelope_.Write(fbb);
   fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
                                                 desired.Union()),
@@ -170,7 +173,8 @@ std::string ServiceNode::Last() const {
   std::string s = "phase=" + std::to_string(static_cast<int>(last_.status.phase));
   auto add = [&](const status::ContainerStatus& c) {
     s += " " + c.name + "(restarts=" + std::to_string(c.restart_count);
-    if (c.state.waiting) s += " waiting=" + c.state.waiting->reason + ":" + c.state.waiting->message;
+    if (c.state.waiting)
+      s += " waiting=" + c.state.waiting->reason + ":" + c.state.waiting->message;
     if (c.state.running) s += " running";
     if (c.state.terminated) s += " exited=" + std::to_string(c.state.terminated->exit_code);
     s += ")";

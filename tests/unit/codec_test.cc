@@ -1,9 +1,10 @@
+#include "lib/ipc/codec.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "control_generated.h"
-#include "lib/ipc/codec.h"
 
 namespace nodelet::ipc {
 namespace {
@@ -23,8 +24,8 @@ TEST(CodecTest, EnvelopeRoundTrip) {
   EnvelopeWriter writer(ServiceId::Plegd, 0xabcdef);
   MakeHeartbeat(writer, "first");
   auto buf = MakeHeartbeat(writer, "runtime down");
-  auto msg = DecodeMessage<ControlMessage>(buf.data(), buf.size(),
-                                           control::ControlMessageIdentifier());
+  auto msg =
+      DecodeMessage<ControlMessage>(buf.data(), buf.size(), control::ControlMessageIdentifier());
   ASSERT_TRUE(msg.ok()) << msg.status().ToString();
   const Envelope* h = (*msg)->header();
   EXPECT_EQ(h->schema_version(), kSchemaVersion);
@@ -108,8 +109,8 @@ TEST(CodecTest, RandomBuffersNeverCrash) {
       buf = valid;  // flip a few bytes of a valid message
       for (int k = 0; k < 3; ++k) buf[rng() % buf.size()] = static_cast<uint8_t>(rng());
     }
-    auto msg = DecodeMessage<ControlMessage>(buf.data(), buf.size(),
-                                             control::ControlMessageIdentifier());
+    auto msg =
+        DecodeMessage<ControlMessage>(buf.data(), buf.size(), control::ControlMessageIdentifier());
     if (msg.ok()) {
       ++accepted;
       // An accepted buffer must be safe to read in full.

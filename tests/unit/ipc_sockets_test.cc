@@ -29,7 +29,8 @@ TEST(IpcSocketsTest, SecondServerOnAPathIsRefusedAndTheFirstKeepsServing) {
   Status s = second.Bind(uri);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("is served by another process (pid " + std::to_string(getpid()) + ")"),
-            std::string::npos) << s.message();
+            std::string::npos)
+      << s.message();
   // The socket file was not replaced: the first server still gets what a client sends.
   struct stat after {};
   ASSERT_EQ(stat(path.c_str(), &after), 0);

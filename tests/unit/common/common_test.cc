@@ -1,5 +1,6 @@
 // lib/common: the notify socket never blocks the sender; log lines reach their file at once.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "lib/common/check.h"
 #include "lib/common/fs.h"
@@ -151,7 +150,8 @@ TEST(SafePathTest, JoinsOneName) {
 }
 
 TEST(SafePathTest, RefusesAnythingButOneName) {
-  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "/", "a/b", "../x", "/etc", std::string("a\0b", 3)}) {
+  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "/", "a/b", "../x", "/etc",
+                                                         std::string("a\0b", 3)}) {
     EXPECT_FALSE(JoinComponent("/root", bad).ok()) << bad;
   }
 }
@@ -174,7 +174,8 @@ TEST(PidLockTest, OneHolderAtATimeAndTheOthersAreToldWho) {
   auto sock = LockSocketPath(dir.Sub("x"));
   ASSERT_FALSE(sock.ok());
   EXPECT_EQ(sock.status().message(), "'" + dir.Sub("x") + "' is served by another process (pid " +
-                                         std::to_string(getpid()) + "), which holds '" + path + "'");
+                                         std::to_string(getpid()) + "), which holds '" + path +
+                                         "'");
   close(first->fd);
   auto third = LockSocketPath(dir.Sub("x"));
   ASSERT_TRUE(third.ok()) << third.status().ToString();

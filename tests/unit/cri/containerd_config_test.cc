@@ -68,8 +68,8 @@ TEST(MakeContainerdConfig, SetsTheRegistryConfigPathOnlyWhenAsked) {
   auto plain = MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0");
   ASSERT_TRUE(plain.ok());
   EXPECT_THAT(*plain, HasSubstr("registry]\n      config_path = \"\"\n"));
-  auto with = MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0",
-                                   "/tmp/x/certs.d");
+  auto with =
+      MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0", "/tmp/x/certs.d");
   ASSERT_TRUE(with.ok()) << with.status().ToString();
   EXPECT_THAT(*with, HasSubstr("registry]\n      config_path = \"/tmp/x/certs.d\"\n"));
 }

@@ -20,8 +20,8 @@ namespace nodelet::testing {
 namespace {
 
 namespace v1 = ::runtime::v1;
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 constexpr char kRunPodSandbox[] = "/runtime.v1.RuntimeService/RunPodSandbox";
@@ -31,12 +31,14 @@ constexpr char kStopPodSandbox[] = "/runtime.v1.RuntimeService/StopPodSandbox";
 // until the call is cancelled.
 class FakeRuntime final : public v1::RuntimeService::CallbackService {
  public:
-  grpc::ServerUnaryReactor* Version(grpc::CallbackServerContext* ctx, const v1::VersionRequest* request,
+  grpc::ServerUnaryReactor* Version(grpc::CallbackServerContext* ctx,
+                                    const v1::VersionRequest* request,
                                     v1::VersionResponse* response) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       auto it = ctx->client_metadata().find("containerd-namespace");
-      if (it != ctx->client_metadata().end()) namespace_seen.assign(it->second.data(), it->second.size());
+      if (it != ctx->client_metadata().end())
+        namespace_seen.assign(it->second.data(), it->second.size());
     }
     response->set_version(request->version());
     response->set_runtime_name("fake");
@@ -102,7 +104,8 @@ class CriFaultProxyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix://" + dir_.Sub("runtime.sock"), grpc::InsecureServerCredentials());
+    builder.AddListeningPort("unix://" + dir_.Sub("runtime.sock"),
+                             grpc::InsecureServerCredentials());
     builder.RegisterService(&runtime_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -174,7 +177,8 @@ TEST_F(CriFaultProxyTest, ForwardsMetadata) {
 TEST_F(CriFaultProxyTest, HoldBeforeForwardKeepsTheRuntimeUnawareUntilReleased) {
   auto hold = proxy_->Hold(kRunPodSandbox, ProxyPoint::kBeforeForward, 30s);
   auto client = Client();
-  auto call = std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
+  auto call =
+      std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
   ASSERT_TRUE(hold->WaitHeld(10s));
   EXPECT_EQ(hold->held_call().method, kRunPodSandbox);
   EXPECT_EQ(runtime_.SandboxesMade(), 0);
@@ -193,7 +197,8 @@ TEST_F(CriFaultProxyTest, HoldBeforeForwardKeepsTheRuntimeUnawareUntilReleased) 
 TEST_F(CriFaultProxyTest, HoldAfterAnswerThenFailAsADeadConnection) {
   auto hold = proxy_->Hold(kRunPodSandbox, ProxyPoint::kAfterAnswer, 30s);
   auto client = Client();
-  auto call = std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
+  auto call =
+      std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
   ASSERT_TRUE(hold->WaitHeld(10s));
   EXPECT_EQ(runtime_.SandboxesMade(), 1);
   EXPECT_EQ(hold->held_call().answer_code, 0);
@@ -255,7 +260,8 @@ TEST_F(CriFaultProxyTest, RuntimeDownIsUnavailable) {
 TEST_F(CriFaultProxyTest, ShutdownEndsHeldCalls) {
   auto hold = proxy_->Hold(kRunPodSandbox, ProxyPoint::kAfterAnswer, 60s);
   auto client = Client();
-  auto call = std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
+  auto call =
+      std::async(std::launch::async, [&] { return client->RunPodSandbox(Sandbox("a"), ""); });
   ASSERT_TRUE(hold->WaitHeld(10s));
   auto started = std::chrono::steady_clock::now();
   proxy_.reset();

@@ -23,7 +23,8 @@ v1::PodSandboxConfig SandboxConfig(const std::string& uid, const std::string& na
   config.mutable_metadata()->set_namespace_("default");
   config.set_log_directory("/var/log/pods/" + uid);
   (*config.mutable_labels())["nodelet.io/pod-uid"] = uid;
-  config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+  config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
+      v1::NODE);
   return config;
 }
 
@@ -43,7 +44,8 @@ class FakeCriRuntimeTest : public ::testing::Test {
   void SetUp() override { fake_.AddImage(kImage); }
 
   // Runs a sandbox with one started container; returns {sandbox id, container id}.
-  std::pair<std::string, std::string> RunPod(const std::string& uid, const std::string& name = "app") {
+  std::pair<std::string, std::string> RunPod(const std::string& uid,
+                                             const std::string& name = "app") {
     auto config = SandboxConfig(uid);
     auto sandbox = fake_.RunPodSandbox(config, "");
     EXPECT_TRUE(sandbox.ok()) << sandbox.status().ToString();
@@ -137,12 +139,13 @@ TEST_F(FakeCriRuntimeTest, BadInputIsRefused) {
   EXPECT_EQ(fake_.RunPodSandbox(no_metadata, "").status().code(), StatusCode::kInvalidArgument);
   auto sandbox = fake_.RunPodSandbox(SandboxConfig("uid-1"), "");
   ASSERT_TRUE(sandbox.ok());
-  auto missing_image = fake_.CreateContainer(*sandbox, ContainerConfig("app", "nodelet.local/nope:1"),
-                                             SandboxConfig("uid-1"));
+  auto missing_image = fake_.CreateContainer(
+      *sandbox, ContainerConfig("app", "nodelet.local/nope:1"), SandboxConfig("uid-1"));
   EXPECT_EQ(missing_image.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(missing_image.status().message(), HasSubstr("nodelet.local/nope:1"));
-  EXPECT_EQ(fake_.CreateContainer("nope", ContainerConfig("app"), SandboxConfig("uid-1")).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      fake_.CreateContainer("nope", ContainerConfig("app"), SandboxConfig("uid-1")).status().code(),
+      StatusCode::kNotFound);
 }
 
 TEST_F(FakeCriRuntimeTest, ListFilters) {
@@ -209,9 +212,8 @@ TEST_F(FakeCriRuntimeTest, OneHungInspectionDoesNotBlockOthers) {
   auto [sandbox2, container2] = RunPod("uid-2");
   fake_.HangCall(CriCall::kPodSandboxStatus, sandbox1);
 
-  auto hung = std::async(std::launch::async, [this, id = sandbox1] {
-    return fake_.PodSandboxStatus(id, false);
-  });
+  auto hung = std::async(std::launch::async,
+                         [this, id = sandbox1] { return fake_.PodSandboxStatus(id, false); });
   ASSERT_TRUE(fake_.WaitForHungCalls(1, std::chrono::seconds(10)));
   // Other pods, and other calls about the hung one, still answer while it hangs.
   EXPECT_TRUE(fake_.PodSandboxStatus(sandbox2, false).ok());
@@ -261,11 +263,18 @@ TEST_F(FakeCriRuntimeTest, ExecSyncUsesTheHandlerAndNeedsARunningContainer) {
   EXPECT_EQ(hi->stdout(), "hi\n");
   EXPECT_EQ(fake_.ExecSync(container, {"false"}, 5)->exit_code(), 1);
   ASSERT_TRUE(fake_.StopContainer(container, 0).ok());
-  EXPECT_EQ(fake_.ExecSync(container, {"echo"}, 5).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fake_.ExecSync(container, {"echo"}, 5).status().code(),
+            StatusCode::kFailedPrecondition);
 }
 
 TEST_F(FakeCriRuntimeTest, Images) {
-  auto status = fake_.ImageStatus([] { v1::ImageSpec s; s.set_image("nodelet.local/pause:1.0"); return s; }(), false);
+  auto status = fake_.ImageStatus(
+      [] {
+        v1::ImageSpec s;
+        s.set_image("nodelet.local/pause:1.0");
+        return s;
+      }(),
+      false);
   ASSERT_TRUE(status.ok());
   EXPECT_FALSE(status->has_image());
 

@@ -2,7 +2,6 @@
 // reach the server intact, errors keep the gRPC code and message, deadlines are enforced, bad
 // responses are refused, and wait-for-ready waits for a runtime that is not there yet.
 #include "lib/cri/grpc_cri_client.h"
-#include "lib/cri/containerd_tasks.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -13,14 +12,15 @@
 #include <mutex>
 
 #include "lib/cri/api.grpc.pb.h"
+#include "lib/cri/containerd_tasks.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::cri {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using std::chrono::milliseconds;
 
 // A scripted runtime: answers from fields the test sets, and can block a call until released.
 class ScriptedRuntime final : public v1::RuntimeService::Service, public v1::ImageService::Service {
@@ -52,8 +52,9 @@ class ScriptedRuntime final : public v1::RuntimeService::Service, public v1::Ima
       response->mutable_status();  // no id, no metadata
       return grpc::Status::OK;
     }
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "an error occurred when try to find container \"" +
-                                                         request->container_id() + "\": not found");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "an error occurred when try to find container \"" +
+                            request->container_id() + "\": not found");
   }
   grpc::Status ListContainers(grpc::ServerContext*, const v1::ListContainersRequest* request,
                               v1::ListContainersResponse* response) override {
@@ -167,7 +168,8 @@ TEST_F(GrpcCriClientTest, RequestsAndResponsesCrossTheWire) {
   config.mutable_metadata()->set_name("web");
   config.mutable_metadata()->set_uid("uid-1");
   (*config.mutable_labels())["a"] = "b";
-  config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+  config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
+      v1::NODE);
   auto sandbox = client->RunPodSandbox(config, "runc");
   ASSERT_TRUE(sandbox.ok());
   EXPECT_EQ(*sandbox, "sandbox-1");
@@ -227,7 +229,8 @@ TEST_F(GrpcCriClientTest, ErrorsCarryTheCallTheGrpcCodeAndTheMessage) {
   auto pull = client->PullImage(image, nullptr, nullptr);
   ASSERT_FALSE(pull.ok());
   EXPECT_EQ(pull.status().code(), StatusCode::kInternal);
-  EXPECT_THAT(pull.status().message(), StartsWith("CRI PullImage failed: UNKNOWN: failed to resolve"));
+  EXPECT_THAT(pull.status().message(),
+              StartsWith("CRI PullImage failed: UNKNOWN: failed to resolve"));
 }
 
 TEST_F(GrpcCriClientTest, MalformedResponsesAreRefused) {
@@ -260,7 +263,8 @@ TEST_F(GrpcCriClientTest, AHungCallEndsAtItsDeadline) {
   auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(list.ok());
   EXPECT_EQ(list.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(list.status().message(), StartsWith("CRI ListContainers failed: DEADLINE_EXCEEDED: "));
+  EXPECT_THAT(list.status().message(),
+              StartsWith("CRI ListContainers failed: DEADLINE_EXCEEDED: "));
   EXPECT_GE(took, milliseconds(300));
   // Other calls are not held up by the hung one's deadline.
   EXPECT_TRUE(client->Version().ok());
@@ -280,7 +284,8 @@ TEST_F(GrpcCriClientTest, NoRuntimeIsUnavailable) {
 
 TEST_F(GrpcCriClientTest, WaitForReadyWaitsForTheRuntimeToComeUp) {
   auto client = Client();
-  auto waiting = std::async(std::launch::async, [&] { return client->WaitForReady(milliseconds(20000)); });
+  auto waiting =
+      std::async(std::launch::async, [&] { return client->WaitForReady(milliseconds(20000)); });
   // The runtime appears while the call waits (or before it starts: either way it must succeed).
   ScriptedServer server(dir_.Sub("cri.sock"));
   auto version = waiting.get();

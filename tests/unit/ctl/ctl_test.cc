@@ -186,7 +186,8 @@ TEST_F(CtlTest, ActionsPidVersion) {
   EXPECT_EQ(ctl::RunVersion(opts_, v, err), ctl::kExitOk);
   EXPECT_EQ(v.str(), "9.9.9\n");
   std::ostringstream unknown;
-  EXPECT_EQ(ctl::RunAction(opts_, RequestKind::Restart, {"bogus"}, unknown, err), ctl::kExitUnknown);
+  EXPECT_EQ(ctl::RunAction(opts_, RequestKind::Restart, {"bogus"}, unknown, err),
+            ctl::kExitUnknown);
   EXPECT_EQ(unknown.str(), "bogus: ERROR (no such process)\n");
 }
 
@@ -257,7 +258,8 @@ TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
   o.run_dir = dir.path();
   std::ostringstream out, err;
   EXPECT_EQ(ctl::RunStatus(o, {}, false, out, err), ctl::kExitUnknown);
-  EXPECT_NE(err.str().find("cannot reach nodelet at " + dir.path() + "/ctl.sock"), std::string::npos)
+  EXPECT_NE(err.str().find("cannot reach nodelet at " + dir.path() + "/ctl.sock"),
+            std::string::npos)
       << err.str();
   EXPECT_NE(err.str().find("No such file or directory"), std::string::npos) << err.str();
 }

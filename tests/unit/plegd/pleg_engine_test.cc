@@ -46,7 +46,8 @@ TEST(PlegEngineTest, DiedEventCarriesExitCodeInRecord) {
 
 TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   FakePlegRuntime rt;
-  for (int i = 0; i < 51; ++i) rt.AddPod("p" + std::to_string(i), {{"app", ContainerState::Running}});
+  for (int i = 0; i < 51; ++i)
+    rt.AddPod("p" + std::to_string(i), {{"app", ContainerState::Running}});
   rt.HangSandbox("p0-sb");
   FakeClock clock;
   PlegOptions opts;

@@ -63,10 +63,9 @@ TEST(RelistDiffTest, RunningContainerRemovedIsDiedThenRemoved) {
   ASSERT_EQ(changes.size(), 1u);
   std::vector<std::pair<std::string, EventType>> got;
   for (const auto& e : changes[0].events) got.emplace_back(e.id, e.type);
-  std::vector<std::pair<std::string, EventType>> want = {
-      {"a-app", EventType::ContainerDied},
-      {"a-app", EventType::ContainerRemoved},
-      {"a-side", EventType::ContainerRemoved}};
+  std::vector<std::pair<std::string, EventType>> want = {{"a-app", EventType::ContainerDied},
+                                                         {"a-app", EventType::ContainerRemoved},
+                                                         {"a-side", EventType::ContainerRemoved}};
   EXPECT_EQ(got, want);
 }
 

@@ -30,22 +30,23 @@ constexpr size_t FieldCount() {
 // The model's aggregates (the Pod structs), as opposed to leaves (strings, numbers, containers,
 // Quantity).
 template <class T>
-concept ModelStruct = std::is_aggregate_v<T> && std::is_class_v<T> && !requires(T t) { t.begin(); };
+concept ModelStruct = std::is_aggregate_v<T> && std::is_class_v<T> && !requires(T t) {
+  t.begin();
+};
 
 template <class T, class F>
 void ForEachField(T& t, F&& f) {
   constexpr size_t n = FieldCount<std::remove_const_t<T>>();
   static_assert(n <= 16, "extend ForEachField for structs of more than 16 fields");
-#define NODELET_FIELDS_CASE(N, ...)            \
-  if constexpr (n == N) {                      \
-    auto& [__VA_ARGS__] = t;                   \
-    size_t i = 0;                              \
-    auto call = [&](auto& m) { f(i++, m); };   \
-    (void)i;                                   \
-    NODELET_FIELDS_APPLY(__VA_ARGS__)          \
+#define NODELET_FIELDS_CASE(N, ...)          \
+  if constexpr (n == N) {                    \
+    auto& [__VA_ARGS__] = t;                 \
+    size_t i = 0;                            \
+    auto call = [&](auto& m) { f(i++, m); }; \
+    (void)i;                                 \
+    NODELET_FIELDS_APPLY(__VA_ARGS__)        \
   }
-#define NODELET_FIELDS_APPLY(...) \
-  [&](auto&... ms) { (call(ms), ...); }(__VA_ARGS__);
+#define NODELET_FIELDS_APPLY(...) [&](auto&... ms) { (call(ms), ...); }(__VA_ARGS__);
   NODELET_FIELDS_CASE(1, a1)
   NODELET_FIELDS_CASE(2, a1, a2)
   NODELET_FIELDS_CASE(3, a1, a2, a3)

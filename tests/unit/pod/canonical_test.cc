@@ -56,7 +56,8 @@ TEST(CanonicalTest, ContainerHashFollowsTheFieldList) {
   EXPECT_TRUE(changed([](Container& c) { c.env[0].value = "dev"; }));
   EXPECT_TRUE(changed([](Container& c) { c.env.push_back({"X", ""}); }));
   EXPECT_TRUE(changed([](Container& c) { c.ports[0].host_port = 0; }));
-  EXPECT_TRUE(changed([](Container& c) { c.resources.limits["memory"] = *Quantity::Parse("256Mi"); }));
+  EXPECT_TRUE(
+      changed([](Container& c) { c.resources.limits["memory"] = *Quantity::Parse("256Mi"); }));
   EXPECT_TRUE(changed([](Container& c) { c.volume_mounts[0].read_only = true; }));
   EXPECT_TRUE(changed([](Container& c) { c.security_context->run_as_user = 0; }));
   EXPECT_TRUE(changed([](Container& c) { c.security_context->privileged.reset(); }));
@@ -99,7 +100,9 @@ TEST(CanonicalTest, CanonicalPodCoversEveryField) {
   EXPECT_TRUE(differs([](Pod& p) { p.spec.containers[0].image_pull_policy = "Never"; }));
   EXPECT_TRUE(differs([](Pod& p) { p.spec.volumes[2].config_map->optional = false; }));
   EXPECT_TRUE(differs([](Pod& p) { p.spec.volumes[5].empty_dir = EmptyDirVolumeSource{}; }));
-  EXPECT_TRUE(differs([](Pod& p) { p.spec.volumes[4].downward_api->items[1].resource_field_ref->divisor.reset(); }));
+  EXPECT_TRUE(differs([](Pod& p) {
+    p.spec.volumes[4].downward_api->items[1].resource_field_ref->divisor.reset();
+  }));
   EXPECT_TRUE(differs([](Pod& p) { std::swap(p.spec.containers[0], p.spec.containers[1]); }));
   EXPECT_FALSE(differs([](Pod&) {}));
 }

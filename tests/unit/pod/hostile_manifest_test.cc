@@ -38,8 +38,11 @@ std::string PodWith(const std::string& name, const std::string& volume,
                     const std::string& mount = "") {
   return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
          "}\nspec:\n  containers:\n  - name: app\n    image: busybox\n"
-         "    volumeMounts: [{name: v, mountPath: /data" + mount + "}]\n"
-         "  volumes: [{name: v, " + volume + "}]\n";
+         "    volumeMounts: [{name: v, mountPath: /data" +
+         mount +
+         "}]\n"
+         "  volumes: [{name: v, " +
+         volume + "}]\n";
 }
 
 TEST(HostileManifestTest, PathTraversalInNamesAndVolumePathsIsRefused) {
@@ -60,7 +63,8 @@ TEST(HostileManifestTest, PathTraversalInNamesAndVolumePathsIsRefused) {
        "spec: {containers: [{name: app, image: busybox}], volumes: [{name: ../v, emptyDir: {}}]}\n",
        "spec.volumes[0].name: Invalid value: \"../v\""},
       {PodWith("w", "hostPath: {path: /var/lib/../../etc}"),
-       "spec.volumes[0].hostPath.path: Invalid value: \"/var/lib/../../etc\": must not contain '..'"},
+       "spec.volumes[0].hostPath.path: Invalid value: \"/var/lib/../../etc\": must not contain "
+       "'..'"},
       {PodWith("w", "emptyDir: {}", ", subPath: ../../../etc"),
        "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"../../../etc\""},
       {PodWith("w", "emptyDir: {}", ", subPath: /etc"),
@@ -92,7 +96,8 @@ TEST(HostileManifestTest, EnormousManifestIsRefusedBeforeParsing) {
   big.reserve(17u << 20);
   big = testing::kMinimalPodYaml;
   big += "    env:\n";
-  while (big.size() < (16u << 20)) big += "    - {name: E, value: \"" + std::string(1000, 'x') + "\"}\n";
+  while (big.size() < (16u << 20))
+    big += "    - {name: E, value: \"" + std::string(1000, 'x') + "\"}\n";
   auto r = Load(big);
   EXPECT_TRUE(r.pods.empty());
   ASSERT_EQ(r.errors.size(), 1u);

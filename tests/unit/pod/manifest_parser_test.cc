@@ -129,9 +129,9 @@ TEST(ManifestParserTest, SeveralDocumentsOneBadOthersGoOn) {
   EXPECT_EQ(r.pods[1].document, 3);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].document, 2);
-  EXPECT_EQ(r.errors[0].message,
-            std::string(kSource) + " (document 2): spec.containers[0].ports[0].containerPort: "
-                                   "Invalid value: \"abc\": must be an integer");
+  EXPECT_EQ(r.errors[0].message, std::string(kSource) +
+                                     " (document 2): spec.containers[0].ports[0].containerPort: "
+                                     "Invalid value: \"abc\": must be an integer");
 }
 
 TEST(ManifestParserTest, SyntaxErrorInOneDocumentNamesTheFileAndLine) {
@@ -143,7 +143,10 @@ TEST(ManifestParserTest, SyntaxErrorInOneDocumentNamesTheFileAndLine) {
   EXPECT_THAT(r.errors[0].message, StartsWith(std::string(kSource) + " (document 2): line "));
   EXPECT_THAT(r.errors[0].message, HasSubstr("YAML syntax error"));
   // The line number counts from the top of the file.
-  EXPECT_EQ(r.errors[0].message, std::string(kSource) + " (document 2): line 14, column 1: YAML syntax error: end of sequence flow not found");
+  EXPECT_EQ(
+      r.errors[0].message,
+      std::string(kSource) +
+          " (document 2): line 14, column 1: YAML syntax error: end of sequence flow not found");
 }
 
 TEST(ManifestParserTest, SyntaxErrorSingleDocument) {
@@ -155,13 +158,15 @@ TEST(ManifestParserTest, SyntaxErrorSingleDocument) {
 TEST(ManifestParserTest, UnknownKindIsRejectedUnlessAccepted) {
   constexpr char kDeployment[] = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n";
   EXPECT_EQ(OnlyError(Decode(kDeployment)),
-            std::string(kSource) + ": kind: Unsupported value: \"Deployment\": supported values: "
-                                   "\"Pod\"");
+            std::string(kSource) +
+                ": kind: Unsupported value: \"Deployment\": supported values: "
+                "\"Pod\"");
   ParseOptions options;
   options.other_kinds = {"ConfigMap", "Secret"};
   std::string content = std::string(testing::kMinimalPodYaml) +
                         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: "
-                        "prod}\ndata: {a: b}\n---\n" + kDeployment;
+                        "prod}\ndata: {a: b}\n---\n" +
+                        kDeployment;
   auto r = Decode(content, options);
   ASSERT_EQ(r.pods.size(), 1u);
   ASSERT_EQ(r.others.size(), 1u);
@@ -172,9 +177,9 @@ TEST(ManifestParserTest, UnknownKindIsRejectedUnlessAccepted) {
   EXPECT_EQ(r.others[0].document, 2);
   EXPECT_EQ(r.others[0].object["data"]["a"].Scalar(), "b");
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].message,
-            std::string(kSource) + " (document 3): kind: Unsupported value: \"Deployment\": "
-                                   "supported values: \"Pod\", \"ConfigMap\", \"Secret\"");
+  EXPECT_EQ(r.errors[0].message, std::string(kSource) +
+                                     " (document 3): kind: Unsupported value: \"Deployment\": "
+                                     "supported values: \"Pod\", \"ConfigMap\", \"Secret\"");
 }
 
 TEST(ManifestParserTest, KindAndApiVersionChecks) {
@@ -183,8 +188,9 @@ TEST(ManifestParserTest, KindAndApiVersionChecks) {
   EXPECT_EQ(OnlyError(Decode("kind: Pod\nmetadata: {name: x}\n")),
             std::string(kSource) + ": apiVersion: Required value");
   EXPECT_EQ(OnlyError(Decode("apiVersion: v2\nkind: Pod\nspec: {}\n")),
-            std::string(kSource) + ": apiVersion: Unsupported value: \"v2\": supported values: "
-                                   "\"v1\"");
+            std::string(kSource) +
+                ": apiVersion: Unsupported value: \"v2\": supported values: "
+                "\"v1\"");
   EXPECT_EQ(OnlyError(Decode("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")),
             std::string(kSource) + ": spec: Required value");
   EXPECT_EQ(OnlyError(Decode("- a\n- b\n")),
@@ -323,8 +329,9 @@ TEST(ManifestParserTest, MetadataTimestampsAndScalars) {
 
   EXPECT_EQ(OnlyError(Decode("apiVersion: v1\nkind: Pod\nmetadata: {name: t, creationTimestamp: "
                              "yesterday}\nspec: {}\n")),
-            std::string(kSource) + ": metadata.creationTimestamp: Invalid value: \"yesterday\": "
-                                   "must be an RFC 3339 time (e.g. 2006-01-02T15:04:05Z)");
+            std::string(kSource) +
+                ": metadata.creationTimestamp: Invalid value: \"yesterday\": "
+                "must be an RFC 3339 time (e.g. 2006-01-02T15:04:05Z)");
   EXPECT_EQ(OnlyError(Decode("apiVersion: v1\nkind: Pod\nmetadata: {name: t, labels: {v: 1}}\n"
                              "spec: {}\n")),
             std::string(kSource) + ": metadata.labels[v]: Invalid value: 1: must be a string");
@@ -365,7 +372,10 @@ TEST(ManifestParserTest, MissingFileNamesIt) {
 }
 
 TEST(ManifestParserTest, RejectsBinaryContent) {
-  std::string elf("\x7f" "ELF\x02\x01\x01\x00\x00\x00", 10);
+  std::string elf(
+      "\x7f"
+      "ELF\x02\x01\x01\x00\x00\x00",
+      10);
   EXPECT_EQ(OnlyError(Decode(elf)),
             std::string(kSource) + ": not a text file: control byte 0x02 at offset 4");
   EXPECT_EQ(OnlyError(Decode(std::string("kind: Pod\0", 10))),
@@ -387,8 +397,9 @@ TEST(ManifestParserTest, RejectsBinaryContent) {
 
 TEST(ManifestParserTest, RejectsDeepNesting) {
   // Flow style, deeper than the limit but shallow for yaml-cpp.
-  std::string flow = "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {x: " +
-                     std::string(100, '[') + std::string(100, ']') + "}\n";
+  std::string flow =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {x: " + std::string(100, '[') +
+      std::string(100, ']') + "}\n";
   EXPECT_EQ(OnlyError(Decode(flow)),
             std::string(kSource) + ": the document nests deeper than 64 levels");
   // Block style.
@@ -414,8 +425,9 @@ TEST(ManifestParserTest, AliasesCannotMultiplyWork) {
     yaml += "]\n";
   }
   EXPECT_EQ(OnlyError(Decode(yaml)),
-            std::string(kSource) + ": the document has more than 200000 nodes (aliases count each "
-                                   "time they are used)");
+            std::string(kSource) +
+                ": the document has more than 200000 nodes (aliases count each "
+                "time they are used)");
   // A self-referencing alias is either refused by yaml-cpp or cut by the depth limit.
   auto r = Decode("apiVersion: v1\nkind: Pod\nspec: &s {x: *s}\n");
   EXPECT_TRUE(r.pods.empty());

@@ -135,12 +135,18 @@ Pod FixturePod() {
   return r.pods.empty() ? Pod{} : r.pods[0].pod;
 }
 
-template <class T> struct IsOptional : std::false_type {};
-template <class T> struct IsOptional<std::optional<T>> : std::true_type {};
-template <class T> struct IsVector : std::false_type {};
-template <class T> struct IsVector<std::vector<T>> : std::true_type {};
-template <class T> struct IsMap : std::false_type {};
-template <class K, class V> struct IsMap<std::map<K, V>> : std::true_type {};
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class K, class V>
+struct IsMap<std::map<K, V>> : std::true_type {};
 
 // Records, for every field of every struct of the model ("nodelet::pod::Container.10": field 10
 // of Container, counted from 0 in the order of lib/pod/pod.h), whether some value of that struct
@@ -210,14 +216,18 @@ bool MutateNth(T& v, int& counter, int target, std::string& what, const std::str
     return false;
   } else if constexpr (std::is_same_v<T, IntOrString>) {
     if (counter++ != target) return false;
-    if (v.is_string) v.str_value += "x"; else v.int_value += 1;
+    if (v.is_string)
+      v.str_value += "x";
+    else
+      v.int_value += 1;
     what = path;
     return true;
   } else if constexpr (ModelStruct<T> && !IsMap<T>::value) {
     bool done = false;
     ForEachField(v, [&](size_t i, auto& m) {
       if (!done) {
-        done = MutateNth(m, counter, target, what, std::string(TypeName<T>()) + "." + std::to_string(i));
+        done = MutateNth(m, counter, target, what,
+                         std::string(TypeName<T>()) + "." + std::to_string(i));
       }
     });
     return done;

@@ -69,8 +69,9 @@ struct Bad {
 };
 
 TEST(QuantityTest, RejectsBadQuantitiesWithAReason) {
-  const std::string regex = "quantities must match the regular expression "
-                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+  const std::string regex =
+      "quantities must match the regular expression "
+      "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
   const Bad kBad[] = {
       {"", "empty quantity"},
       {"12xyz", "cannot parse \"xyz\" after the number"},

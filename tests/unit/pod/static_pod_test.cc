@@ -38,8 +38,10 @@ TEST(StaticPodTest, NamingAnnotationsAndDefaults) {
   EXPECT_EQ(pod.metadata.namespace_name, "default");
   EXPECT_THAT(pod.metadata.uid, MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(pod.spec.node_name, "node1.example.com");
-  EXPECT_EQ(pod.metadata.uid, LoadOne(testing::kMinimalPodYaml, Origin("node1.example.com")).metadata.uid);
-  EXPECT_THAT(pod.metadata.annotations.at("kubernetes.io/config.hash"), MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_EQ(pod.metadata.uid,
+            LoadOne(testing::kMinimalPodYaml, Origin("node1.example.com")).metadata.uid);
+  EXPECT_THAT(pod.metadata.annotations.at("kubernetes.io/config.hash"),
+              MatchesRegex("[0-9a-f]{32}"));
   EXPECT_NE(pod.metadata.annotations.at("kubernetes.io/config.hash"), pod.metadata.uid);
   EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.mirror"), pod.metadata.uid);
   EXPECT_EQ(pod.metadata.annotations.at("kubernetes.io/config.seen"), "2024-05-01T12:00:00.123Z");
@@ -183,7 +185,11 @@ TEST(StaticPodTest, BadManifestFilesAreRejectedAndTheGoodOneLoads) {
       {"quantity.yaml", quantity,
        "spec.containers[0].resources.limits[memory]: Invalid value: \"12xyz\""},
       {"big.yaml", std::string(10 * 1024 * 1024, '#'), "larger than the limit of 1048576 bytes"},
-      {"binary.yaml", std::string("\x7f" "ELF\x02\x01\x01\x00", 8) + std::string(1000, '\xff'),
+      {"binary.yaml",
+       std::string("\x7f"
+                   "ELF\x02\x01\x01\x00",
+                   8) +
+           std::string(1000, '\xff'),
        "not a text file"},
       {"deep.yaml", deep, "nests deeper than 64 levels"},
       {"deepflow.yaml", nested_flow, ""},

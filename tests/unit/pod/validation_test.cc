@@ -34,14 +34,16 @@ TEST(ValidationTest, TheFullPodIsValid) {
 
 // metadata.uid names directories under the root dir: only a UUID or a DNS-1123 label passes.
 TEST(ValidationTest, UidMustBeAUuidOrALabel) {
-  for (const std::string& good : std::vector<std::string>{"0b6d3f2a-9c1e-4f7b-8a2d-1e5c9f0a3b7d", "0B6D3F2A-9C1E-4F7B-8A2D-1E5C9F0A3B7D",
-                           "abc123", "0123456789abcdef0123456789abcdef"}) {
+  for (const std::string& good : std::vector<std::string>{
+           "0b6d3f2a-9c1e-4f7b-8a2d-1e5c9f0a3b7d", "0B6D3F2A-9C1E-4F7B-8A2D-1E5C9F0A3B7D", "abc123",
+           "0123456789abcdef0123456789abcdef"}) {
     Pod pod = ValidPod();
     pod.metadata.uid = good;
     EXPECT_EQ(FirstError(pod), "<valid>") << good;
   }
-  for (const std::string& bad : std::vector<std::string>{"../../../x", "..", ".", "a/b", "/etc", std::string("ab\0c", 4),
-                          "Upper", "-lead", std::string(64, 'a')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"../../../x", "..", ".", "a/b", "/etc", std::string("ab\0c", 4),
+                                "Upper", "-lead", std::string(64, 'a')}) {
     Pod pod = ValidPod();
     pod.metadata.uid = bad;
     FieldErrors errs = ValidatePod(pod);
@@ -58,7 +60,10 @@ TEST(ValidationTest, DefaultsAreApplied) {
   pod.spec.volumes.push_back(Volume{.name = "c", .config_map = ConfigMapVolumeSource{.name = "x"}});
   pod.spec.volumes.push_back(Volume{.name = "s", .secret = SecretVolumeSource{.secret_name = "y"}});
   pod.spec.volumes.push_back(
-      Volume{.name = "d", .downward_api = DownwardApiVolumeSource{.items = {{.path = "n", .field_ref = ObjectFieldSelector{.field_path = "metadata.name"}}}}});
+      Volume{.name = "d",
+             .downward_api = DownwardApiVolumeSource{
+                 .items = {{.path = "n",
+                            .field_ref = ObjectFieldSelector{.field_path = "metadata.name"}}}}});
   Container& c = pod.spec.containers[0];
   c.ports.push_back({.container_port = 80});
   c.resources.limits["memory"] = *Quantity::Parse("1Gi");
@@ -72,7 +77,7 @@ TEST(ValidationTest, DefaultsAreApplied) {
   EXPECT_EQ(c.image_pull_policy, "Always");  // busybox: no tag
   EXPECT_EQ(c.termination_message_path, "/dev/termination-log");
   EXPECT_EQ(c.ports[0].protocol, "TCP");
-  EXPECT_EQ(c.ports[0].host_port, 0);  // not host network
+  EXPECT_EQ(c.ports[0].host_port, 0);                          // not host network
   EXPECT_EQ(c.resources.requests.at("memory").text(), "1Gi");  // from the limit
   EXPECT_EQ(c.resources.requests.at("cpu").text(), "1");       // kept
   const Probe& p = *c.liveness_probe;
@@ -155,12 +160,14 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
        "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and "
        "'/' (e.g. 'example.com/MyName')"},
-      {"annotations too big", [](Pod& p) { p.metadata.annotations["big"] = std::string(300000, 'x'); },
+      {"annotations too big",
+       [](Pod& p) { p.metadata.annotations["big"] = std::string(300000, 'x'); },
        "metadata.annotations: Too long: must have at most 262144 bytes"},
       {"deletion grace", [](Pod& p) { p.metadata.deletion_grace_period_seconds = -1; },
        "metadata.deletionGracePeriodSeconds: Invalid value: -1: must be greater than or equal to "
        "0"},
-      {"no containers", [](Pod& p) { p.spec.containers.clear(); }, "spec.containers: Required value"},
+      {"no containers", [](Pod& p) { p.spec.containers.clear(); },
+       "spec.containers: Required value"},
       {"container name required", [&](Pod& p) { app(p).name.clear(); },
        "spec.containers[0].name: Required value"},
       {"container name invalid", [&](Pod& p) { app(p).name = "App"; },
@@ -226,10 +233,12 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
       {"resource name", [&](Pod& p) { app(p).resources.limits["gpu"] = Quantity::FromValue(1); },
        "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard "
        "resource type or fully qualified"},
-      {"negative quantity", [&](Pod& p) { app(p).resources.limits["cpu"] = *Quantity::Parse("-1"); },
+      {"negative quantity",
+       [&](Pod& p) { app(p).resources.limits["cpu"] = *Quantity::Parse("-1"); },
        "spec.containers[0].resources.limits[cpu]: Invalid value: \"-1\": must be greater than or "
        "equal to 0"},
-      {"request above limit", [&](Pod& p) { app(p).resources.requests["cpu"] = *Quantity::Parse("2"); },
+      {"request above limit",
+       [&](Pod& p) { app(p).resources.requests["cpu"] = *Quantity::Parse("2"); },
        "spec.containers[0].resources.requests[cpu]: Invalid value: \"2\": must be less than or "
        "equal to cpu limit of 0.5"},
       {"mount name required", [&](Pod& p) { app(p).volume_mounts[0].name.clear(); },
@@ -249,11 +258,12 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
       {"sub path dotdot", [&](Pod& p) { app(p).volume_mounts[1].sub_path = "a/../../b"; },
        "spec.containers[0].volumeMounts[1].subPath: Invalid value: \"a/../../b\": must not "
        "contain '..'"},
-      {"probe without handler",
-       [&](Pod& p) { app(p).liveness_probe->http_get.reset(); },
+      {"probe without handler", [&](Pod& p) { app(p).liveness_probe->http_get.reset(); },
        "spec.containers[0].livenessProbe: Required value: must specify a handler type"},
       {"probe with two handlers",
-       [&](Pod& p) { app(p).liveness_probe->tcp_socket = TcpSocketAction{.port = IntOrString::Int(1)}; },
+       [&](Pod& p) {
+         app(p).liveness_probe->tcp_socket = TcpSocketAction{.port = IntOrString::Int(1)};
+       },
        "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 "
        "handler type"},
       {"probe negative", [&](Pod& p) { app(p).readiness_probe->initial_delay_seconds = -5; },
@@ -274,14 +284,17 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
       {"probe scheme", [&](Pod& p) { app(p).liveness_probe->http_get->scheme = "FTP"; },
        "spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: \"FTP\": supported "
        "values: \"HTTP\", \"HTTPS\""},
-      {"probe header", [&](Pod& p) { app(p).liveness_probe->http_get->http_headers[0].name = "X Y"; },
+      {"probe header",
+       [&](Pod& p) { app(p).liveness_probe->http_get->http_headers[0].name = "X Y"; },
        "spec.containers[0].livenessProbe.httpGet.httpHeaders[0].name: Invalid value: \"X Y\": a "
        "valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', "
        "regex used for validation is '[-A-Za-z0-9]+')"},
       {"exec command", [&](Pod& p) { app(p).startup_probe->exec->command.clear(); },
        "spec.containers[0].startupProbe.exec.command: Required value"},
       {"init container probe",
-       [](Pod& p) { p.spec.init_containers[0].readiness_probe = p.spec.containers[0].readiness_probe; },
+       [](Pod& p) {
+         p.spec.init_containers[0].readiness_probe = p.spec.containers[0].readiness_probe;
+       },
        "spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers"},
       {"run as user", [&](Pod& p) { app(p).security_context->run_as_user = -1; },
        "spec.containers[0].securityContext.runAsUser: Invalid value: -1: must be between 0 and "
@@ -317,7 +330,8 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
       {"empty dir medium", [](Pod& p) { p.spec.volumes[0].empty_dir->medium = "Disk"; },
        "spec.volumes[0].emptyDir.medium: Unsupported value: \"Disk\": supported values: \"\", "
        "\"HugePages\", \"Memory\""},
-      {"empty dir size", [](Pod& p) { p.spec.volumes[0].empty_dir->size_limit = *Quantity::Parse("-1Mi"); },
+      {"empty dir size",
+       [](Pod& p) { p.spec.volumes[0].empty_dir->size_limit = *Quantity::Parse("-1Mi"); },
        "spec.volumes[0].emptyDir.sizeLimit: Invalid value: \"-1Mi\": must be greater than or "
        "equal to 0"},
       {"host path required", [](Pod& p) { p.spec.volumes[1].host_path->path.clear(); },
@@ -346,7 +360,9 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
        "spec.volumes[4].downwardAPI.items[0].path: Invalid value: \"/abs\": must be a relative "
        "path"},
       {"downward field path",
-       [](Pod& p) { p.spec.volumes[4].downward_api->items[0].field_ref->field_path = "spec.nodeName"; },
+       [](Pod& p) {
+         p.spec.volumes[4].downward_api->items[0].field_ref->field_path = "spec.nodeName";
+       },
        "spec.volumes[4].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: "
        "\"spec.nodeName\": supported values: \"metadata.annotations\", \"metadata.labels\", "
        "\"metadata.name\", \"metadata.namespace\", \"metadata.uid\""},
@@ -362,17 +378,24 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
        "spec.volumes[4].downwardAPI.items[0]: Required value: one of fieldRef and "
        "resourceFieldRef is required"},
       {"downward resource",
-       [](Pod& p) { p.spec.volumes[4].downward_api->items[1].resource_field_ref->resource = "limits.gpu"; },
+       [](Pod& p) {
+         p.spec.volumes[4].downward_api->items[1].resource_field_ref->resource = "limits.gpu";
+       },
        "spec.volumes[4].downwardAPI.items[1].resourceFieldRef.resource: Unsupported value: "
        "\"limits.gpu\": supported values: \"limits.cpu\", \"limits.ephemeral-storage\", "
        "\"limits.memory\", \"requests.cpu\", \"requests.ephemeral-storage\", "
        "\"requests.memory\""},
       {"downward divisor",
-       [](Pod& p) { p.spec.volumes[4].downward_api->items[1].resource_field_ref->divisor = *Quantity::Parse("2"); },
+       [](Pod& p) {
+         p.spec.volumes[4].downward_api->items[1].resource_field_ref->divisor =
+             *Quantity::Parse("2");
+       },
        "spec.volumes[4].downwardAPI.items[1].resourceFieldRef.divisor: Invalid value: \"2\": "
        "only divisor's values 1m and 1 are supported with the cpu resource"},
       {"downward container",
-       [](Pod& p) { p.spec.volumes[4].downward_api->items[1].resource_field_ref->container_name.clear(); },
+       [](Pod& p) {
+         p.spec.volumes[4].downward_api->items[1].resource_field_ref->container_name.clear();
+       },
        "spec.volumes[4].downwardAPI.items[1].resourceFieldRef.containerName: Required value"},
   };
   for (const Rule& rule : kRules) {

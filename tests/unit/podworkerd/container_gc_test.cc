@@ -26,8 +26,8 @@ class ContainerGcTest : public ::testing::Test {
 
   // Instances 0..count-1 of container `name` in pod `uid`, each started and exited, except the
   // last one when `last_running`.
-  void Instances(const std::string& uid, const std::string& name, int count, bool last_running = false,
-                 bool managed = true) {
+  void Instances(const std::string& uid, const std::string& name, int count,
+                 bool last_running = false, bool managed = true) {
     if (!sandboxes_.count(uid)) {
       v1::PodSandboxConfig sb;
       sb.mutable_metadata()->set_name("pod-" + uid);
@@ -97,8 +97,8 @@ TEST_F(ContainerGcTest, NodeWideMaximumSharesThePerContainerLimit) {
 }
 
 TEST_F(ContainerGcTest, OldestGoFirstButALivePodsNewestInstanceStays) {
-  Instances("gone", "app", 2);   // not desired any more: nothing protected
-  Instances("p1", "app", 2);     // its newest dead instance is the container's state
+  Instances("gone", "app", 2);  // not desired any more: nothing protected
+  Instances("p1", "app", 2);    // its newest dead instance is the container's state
   Instances("p2", "app", 2, /*last_running=*/true);
   ContainerGc gc(runtime_, {5, 1});
   auto r = gc.GarbageCollect({"p1", "p2"});
@@ -116,8 +116,8 @@ TEST_F(ContainerGcTest, NoLimitAndUnmanagedContainersUntouched) {
   auto r = gc.GarbageCollect({"p1"});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.dead_before, 3);
-  EXPECT_THAT(Left(), ElementsAre("foreign/app/0", "foreign/app/1", "foreign/app/2", "foreign/app/3",
-                                  "p1/app/2"));
+  EXPECT_THAT(Left(), ElementsAre("foreign/app/0", "foreign/app/1", "foreign/app/2",
+                                  "foreign/app/3", "p1/app/2"));
   ContainerGc unlimited(runtime_, {3, -1});
   Instances("p2", "app", 3);
   EXPECT_EQ(unlimited.GarbageCollect({"p2"}).removed, 0);

@@ -29,7 +29,8 @@ using Clock = std::chrono::steady_clock;
 using testing::LoopbackServer;
 using testing::SendAll;
 
-HttpProbeRequest Request(int port, const std::string& path = "/", std::chrono::milliseconds timeout = 2s) {
+HttpProbeRequest Request(int port, const std::string& path = "/",
+                         std::chrono::milliseconds timeout = 2s) {
   HttpProbeRequest r;
   r.host = "127.0.0.1";
   r.port = port;

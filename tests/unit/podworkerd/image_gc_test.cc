@@ -14,9 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::FakeClock;
 using testing::FakeCriRuntime;
+using ::testing::HasSubstr;
 namespace v1 = ::runtime::v1;
 
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -47,7 +47,9 @@ class ImageGcTest : public ::testing::Test {
  protected:
   ImageGcTest() : fs_(runtime_, 100 * kMiB) {}
 
-  ImageGc Make(ImageGcPolicy policy = {}) { return ImageGc(runtime_, runtime_, fs_, clock_, policy); }
+  ImageGc Make(ImageGcPolicy policy = {}) {
+    return ImageGc(runtime_, runtime_, fs_, clock_, policy);
+  }
 
   // A container made from `image` (its own sandbox), exited when `exited`.
   std::string RunContainer(const std::string& image, bool exited = false) {
@@ -86,7 +88,8 @@ class ImageGcTest : public ::testing::Test {
 
 TEST_F(ImageGcTest, PolicyValidation) {
   EXPECT_TRUE(ValidateImageGcPolicy({}).ok());
-  EXPECT_THAT(ValidateImageGcPolicy({101, 80, 0ms}).message(), HasSubstr("image-gc-high-threshold"));
+  EXPECT_THAT(ValidateImageGcPolicy({101, 80, 0ms}).message(),
+              HasSubstr("image-gc-high-threshold"));
   EXPECT_THAT(ValidateImageGcPolicy({85, -1, 0ms}).message(), HasSubstr("image-gc-low-threshold"));
   EXPECT_THAT(ValidateImageGcPolicy({70, 80, 0ms}).message(), HasSubstr("must not exceed"));
 }

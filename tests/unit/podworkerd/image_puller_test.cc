@@ -15,10 +15,10 @@ namespace nodelet::podworkerd {
 namespace {
 
 using namespace std::chrono_literals;
-using ::testing::HasSubstr;
 using testing::CriCall;
 using testing::FakeClock;
 using testing::FakeCriRuntime;
+using ::testing::HasSubstr;
 
 std::vector<std::string> Reasons(const EnsureImageResult& r) {
   std::vector<std::string> out;

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 namespace nodelet::podworkerd {
@@ -37,8 +37,7 @@ class FakeProc {
     std::ofstream(dir + "/cmdline") << raw;
     // Fields 3..22 after "(comm)"; a comm with a space and a parenthesis, as comm may be.
     std::ofstream(dir + "/stat") << pid << " (a b) c) S 1 " << pid
-                                 << " 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " << start_time
-                                 << " 0 0\n";
+                                 << " 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " << start_time << " 0 0\n";
   }
   const std::string& root() const { return root_; }
 
@@ -102,7 +101,8 @@ struct World {
   }
 };
 
-ShimProcess Proc(int pid, const std::string& id, uint64_t start = 1, const std::string& ns = "k8s.io") {
+ShimProcess Proc(int pid, const std::string& id, uint64_t start = 1,
+                 const std::string& ns = "k8s.io") {
   return {pid, id, ns, start};
 }
 

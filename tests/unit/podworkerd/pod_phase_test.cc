@@ -59,10 +59,13 @@ TEST(PodPhaseTest, AppContainers) {
   EXPECT_EQ(Phase({RestartPolicy::kAlways, {}, {Running("a")}, false, {}}), PodPhase::kRunning);
   EXPECT_EQ(Phase({RestartPolicy::kAlways, {}, {Waiting("a")}, false, {}}), PodPhase::kPending);
   // Crash looping under Always: Running.
-  EXPECT_EQ(Phase({RestartPolicy::kAlways, {}, {Waiting("a", true)}, false, {}}), PodPhase::kRunning);
+  EXPECT_EQ(Phase({RestartPolicy::kAlways, {}, {Waiting("a", true)}, false, {}}),
+            PodPhase::kRunning);
   EXPECT_EQ(Phase({RestartPolicy::kAlways, {}, {Exited("a", 1)}, false, {}}), PodPhase::kRunning);
-  EXPECT_EQ(Phase({RestartPolicy::kOnFailure, {}, {Exited("a", 0)}, false, {}}), PodPhase::kSucceeded);
-  EXPECT_EQ(Phase({RestartPolicy::kOnFailure, {}, {Exited("a", 1)}, false, {}}), PodPhase::kRunning);
+  EXPECT_EQ(Phase({RestartPolicy::kOnFailure, {}, {Exited("a", 0)}, false, {}}),
+            PodPhase::kSucceeded);
+  EXPECT_EQ(Phase({RestartPolicy::kOnFailure, {}, {Exited("a", 1)}, false, {}}),
+            PodPhase::kRunning);
   EXPECT_EQ(Phase({RestartPolicy::kNever, {}, {Exited("a", 1)}, false, {}}), PodPhase::kFailed);
   EXPECT_EQ(Phase({RestartPolicy::kNever, {}, {Exited("a", 0)}, false, {}}), PodPhase::kSucceeded);
   // A terminal pod (deleted) with all exited: by exit codes.
@@ -72,9 +75,11 @@ TEST(PodPhaseTest, AppContainers) {
 
 TEST(PodPhaseTest, InitContainersBlockAndFail) {
   // Init still running: Pending.
-  EXPECT_EQ(Phase({RestartPolicy::kAlways, {Running("i")}, {}, false, {}}, {"i"}), PodPhase::kPending);
+  EXPECT_EQ(Phase({RestartPolicy::kAlways, {Running("i")}, {}, false, {}}, {"i"}),
+            PodPhase::kPending);
   // Init failed under Never: Failed.
-  EXPECT_EQ(Phase({RestartPolicy::kNever, {Exited("i", 1)}, {}, false, {}}, {"i"}), PodPhase::kFailed);
+  EXPECT_EQ(Phase({RestartPolicy::kNever, {Exited("i", 1)}, {}, false, {}}, {"i"}),
+            PodPhase::kFailed);
   // Init failed under Always (it will be retried): Pending, the app never started.
   EXPECT_EQ(Phase({RestartPolicy::kAlways, {Waiting("i", true, 1)}, {}, false, {}}, {"i"}),
             PodPhase::kPending);

@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -197,8 +196,8 @@ TEST(SandboxDecisionTest, NoSandboxMeansANewOneWithAttemptZero) {
 }
 
 TEST(SandboxDecisionTest, TheNewestReadySandboxIsKept) {
-  SandboxDecision d = DecideSandbox(
-      HostNetworkPod(), {View("old", false, 0, 10), View("new", true, 1, 20)});
+  SandboxDecision d =
+      DecideSandbox(HostNetworkPod(), {View("old", false, 0, 10), View("new", true, 1, 20)});
   EXPECT_FALSE(d.create);
   EXPECT_EQ(d.keep_id, "new");
   EXPECT_EQ(d.attempt, 1u);
@@ -206,8 +205,8 @@ TEST(SandboxDecisionTest, TheNewestReadySandboxIsKept) {
 
 TEST(SandboxDecisionTest, ANotReadyNewestSandboxIsReplacedAboveTheHighestAttempt) {
   // The highest attempt is not the newest sandbox's: the new name must still be unused.
-  SandboxDecision d = DecideSandbox(
-      HostNetworkPod(), {View("a", false, 5, 10), View("b", false, 2, 20)});
+  SandboxDecision d =
+      DecideSandbox(HostNetworkPod(), {View("a", false, 5, 10), View("b", false, 2, 20)});
   EXPECT_TRUE(d.create);
   EXPECT_EQ(d.attempt, 6u);
   EXPECT_THAT(d.reason, ::testing::HasSubstr("not ready"));
@@ -215,8 +214,8 @@ TEST(SandboxDecisionTest, ANotReadyNewestSandboxIsReplacedAboveTheHighestAttempt
 }
 
 TEST(SandboxDecisionTest, TwoReadySandboxesAreBothStoppedAndReplaced) {
-  SandboxDecision d = DecideSandbox(
-      HostNetworkPod(), {View("a", true, 0, 10), View("b", true, 1, 20)});
+  SandboxDecision d =
+      DecideSandbox(HostNetworkPod(), {View("a", true, 0, 10), View("b", true, 1, 20)});
   EXPECT_TRUE(d.create);
   EXPECT_EQ(d.attempt, 2u);
   EXPECT_THAT(d.stop, ::testing::UnorderedElementsAre("a", "b"));
@@ -239,10 +238,12 @@ TEST(SandboxDecisionTest, APodNetworkSandboxWithoutAnIpIsReplaced) {
 TEST(SandboxDecisionTest, TheNameHolderIsReadFromContainerdsError) {
   const std::string id(64, 'a');
   EXPECT_EQ(SandboxNameHolder("failed to reserve sandbox name \"p_default_u_0\": name "
-                              "\"p_default_u_0\" is reserved for \"" + id + "\""),
+                              "\"p_default_u_0\" is reserved for \"" +
+                              id + "\""),
             id);
   EXPECT_EQ(SandboxNameHolder("failed to reserve container name \"x\": name \"x\" is "
-                              "reserved for \"" + id + "\""),
+                              "reserved for \"" +
+                              id + "\""),
             "");
   EXPECT_EQ(SandboxNameHolder("failed to reserve sandbox name: is reserved for \"../x\""), "");
   EXPECT_EQ(SandboxNameHolder("connection refused"), "");
@@ -415,12 +416,14 @@ TEST(LeftoverCgroupsTest, TheCgroupsPathIsReadFromTheRuntimeSpec) {
   EXPECT_EQ(CgroupsPathFromInfo(R"({"pid": 1, "runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/)" +
                                 id + R"("}}})"),
             "/k8s.io/" + id);
-  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/../../etc"}}})"),
-            std::nullopt);
+  EXPECT_EQ(
+      CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io/../../etc"}}})"),
+      std::nullopt);
   EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "/k8s.io//x"}}})"),
             std::nullopt);
-  EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "system.slice:cri:x"}}})"),
-            std::nullopt);
+  EXPECT_EQ(
+      CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": "system.slice:cri:x"}}})"),
+      std::nullopt);
   EXPECT_EQ(CgroupsPathFromInfo(R"({"runtimeSpec": {"linux": {"cgroupsPath": 7}}})"), std::nullopt);
   EXPECT_EQ(CgroupsPathFromInfo("not json"), std::nullopt);
   EXPECT_EQ(CgroupsPathFromInfo("{}"), std::nullopt);
@@ -456,8 +459,9 @@ TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
   fake.AddImage(kImage);
   CountingRuntime runtime(fake, fake);
   std::vector<std::string> heard;
-  runtime.set_after_sandbox_removal(
-      [&](const std::vector<std::string>& ids) { heard.insert(heard.end(), ids.begin(), ids.end()); });
+  runtime.set_after_sandbox_removal([&](const std::vector<std::string>& ids) {
+    heard.insert(heard.end(), ids.begin(), ids.end());
+  });
   pod::Pod p;
   p.metadata.name = "p";
   p.metadata.namespace_name = "default";

@@ -3,13 +3,12 @@
 // WATCHDOG_USEC of 200 ms bound here. While the loop runs the pings come every 100 ms; while a
 // hook blocks the loop, or the process is SIGSTOPped, none comes (systemd's watchdog would
 // fire); once the loop moves again they resume.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cstdlib>
 
@@ -80,8 +79,9 @@ class WatchdogTest : public ::testing::Test {
                        return std::make_unique<BlockingHooks>(block_[0], ack_[1], release_[0]);
                      }};
     std::string dir = dir_.path();
-    std::vector<std::string> args = {"nodelet-watchdog-test", "--run-dir", dir, "--root-dir", dir,
-                                     "--log-dir", dir, "--log-level", "warn"};
+    std::vector<std::string> args = {
+        "nodelet-watchdog-test", "--run-dir", dir, "--root-dir", dir, "--log-dir", dir,
+        "--log-level",           "warn"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,9 +1,10 @@
 // EventStore on a real SQLite file: the same pod, reason and message is one line whose count
 // grows; retention drops old events; the row cap keeps the newest; events survive a reopen.
+#include "svc-statusd/event_store.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "svc-statusd/event_store.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::statusd {
@@ -29,7 +30,8 @@ TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Record({Ev("u1", "Started", "Started container app")}, 1000).ok());
     for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE((*store)->Record({Ev("u1", "BackOff", "Back-off restarting app")}, 1001 + i).ok());
+      ASSERT_TRUE(
+          (*store)->Record({Ev("u1", "BackOff", "Back-off restarting app")}, 1001 + i).ok());
     }
     ASSERT_TRUE((*store)->Record({Ev("u2", "Started", "Started container app")}, 1005).ok());
   }

@@ -106,8 +106,9 @@ class NodeStatusServerTest : public ::testing::Test {
   }
   ipc::Incoming Set(uint64_t id, const std::string& json) {
     FlatBufferBuilder fbb;
-    status::FinishStatusMessage(fbb, env_, fb::Body::SetNodeStatusRequest,
-                                fb::CreateSetNodeStatusRequestDirect(fbb, id, json.c_str()).Union());
+    status::FinishStatusMessage(
+        fbb, env_, fb::Body::SetNodeStatusRequest,
+        fb::CreateSetNodeStatusRequestDirect(fbb, id, json.c_str()).Union());
     return In(fbb);
   }
   ipc::Incoming Get(uint64_t id) {

@@ -1,7 +1,8 @@
 // PipelinedStatusClient's budget of requests in flight (docs/security.md section 9): against a
 // statusd stand-in that has stopped answering, large SetPodStatus requests are accepted until the
 // bytes awaiting a reply would pass kPipelinedMaxInFlightBytes; the next is refused with
-// ResourceExhausted (nothing sent, nothing dropped), and once the replies come, sending works again.
+// ResourceExhausted (nothing sent, nothing dropped), and once the replies come, sending works
+// again.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -227,8 +227,8 @@ TEST(ManifestUrlSourceTest, GigabyteAnswerIsAbortedEarly) {
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(r.status().message(), "manifest URL '" + server.url("/endless") +
-                                      "' returned more than 1048576 bytes");
+  EXPECT_EQ(r.status().message(),
+            "manifest URL '" + server.url("/endless") + "' returned more than 1048576 bytes");
   // Socket buffers hold a few MiB at most; without the abort this would be gigabytes.
   EXPECT_LT(server.streamed(), uint64_t{64} << 20);
 }
@@ -340,9 +340,9 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   TempDir dir;
   const std::string key = dir.Sub("key.pem"), cert = dir.Sub("cert.pem");
   auto made = nodelet::testing::RunCommand(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-       "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-       "-keyout", key, "-out", cert},
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+       "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+       "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert},
       std::chrono::seconds(20));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   httplib::SSLServer server(cert.c_str(), key.c_str());

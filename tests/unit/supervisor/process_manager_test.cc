@@ -3,6 +3,8 @@
 // and FATAL's cooldown, an operator's start clearing FATAL, hang and failing-health detection
 // (SIGTERM, then SIGKILL after the stop timeout), restarts that touch one service only, StopAll,
 // and the STATUS summary. No sleeps: time only moves when a test advances it.
+#include "supervisor/process_manager.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,14 +13,13 @@
 #include <map>
 #include <vector>
 
-#include "supervisor/process_manager.h"
 #include "tests/fakes/fake_clock.h"
 
 namespace nodelet::supervisor {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 using Health = ipc::control::Health;
 
 class FakeLauncher : public ProcessLauncher {
@@ -133,7 +134,8 @@ TEST_F(ProcessManagerTest, StartingBecomesRunningOnlyOnReady) {
 TEST_F(ProcessManagerTest, StartTimeoutKillsAndBacksOff) {
   manager_->StartAll();
   pid_t pid = launcher_.LastPid("plegd");
-  for (const char* n : {"statusd", "volumed", "podworkerd"}) manager_->OnReady(n, launcher_.LastPid(n));
+  for (const char* n : {"statusd", "volumed", "podworkerd"})
+    manager_->OnReady(n, launcher_.LastPid(n));
   Advance(policy_.start_timeout + milliseconds(1));
   EXPECT_EQ(State("plegd"), ProcessState::Stopping);
   EXPECT_TRUE(launcher_.Signalled(pid, SIGTERM));

@@ -3,12 +3,13 @@
 // properties, start/stop/restart as unit jobs answered only when the job is removed and the new
 // process said hello (or failed, or timed out), FATAL cleared by reset-failed, refreshes on
 // PropertiesChanged and on the refresh period, bus errors shown, and the unit prefix.
+#include "supervisor/systemd_service_control.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <optional>
 
-#include "supervisor/systemd_service_control.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_systemd_bus.h"
 
@@ -62,9 +63,11 @@ class SystemdServiceControlTest : public ::testing::Test {
   UnitStatus Running(pid_t pid) {
     UnitStatus st = Unit("active", "running", pid);
     // Became active 3 s before the fake clock's now.
-    st.active_enter_monotonic_usec = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now().time_since_epoch())
-            .count()) - 3'000'000;
+    st.active_enter_monotonic_usec =
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now().time_since_epoch())
+                .count()) -
+        3'000'000;
     st.state_change_usec = 1'700'000'000'000'000ULL;
     return st;
   }
@@ -343,7 +346,8 @@ TEST_F(SystemdServiceControlTest, ABusErrorShowsInTheDescription) {
   bus_.reachable = false;
   clock_.Advance(std::chrono::seconds(5));
   control_->Tick();
-  EXPECT_THAT(Info("plegd").description, HasSubstr("systemd: Failed to read nodelet-plegd.service"));
+  EXPECT_THAT(Info("plegd").description,
+              HasSubstr("systemd: Failed to read nodelet-plegd.service"));
   EXPECT_THAT(control_->Summary(), HasSubstr("systemd: Failed to read"));
 }
 

@@ -53,13 +53,15 @@ class AtomicWriterTest : public ::testing::Test {
 };
 
 TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"a", {"1", 0644}}, {"b", {"2", 0600}}, {"d/e/f", {"3", 0400}}}).ok());
+  ASSERT_TRUE(
+      AtomicWriteFiles(vol_, {{"a", {"1", 0644}}, {"b", {"2", 0600}}, {"d/e/f", {"3", 0400}}})
+          .ok());
   EXPECT_TRUE(IsPayloadDirName(DataTarget())) << DataTarget();
   EXPECT_EQ(fs::read_symlink(vol_ + "/a"), "..data/a");
   EXPECT_EQ(fs::read_symlink(vol_ + "/d"), "..data/d");
   EXPECT_EQ(Read(vol_ + "/a"), "1");
   EXPECT_EQ(Read(vol_ + "/d/e/f"), "3");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat((vol_ + "/b").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   ASSERT_EQ(stat((vol_ + "/d/e/f").c_str(), &st), 0);
@@ -84,7 +86,8 @@ TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
 }
 
 TEST_F(AtomicWriterTest, RefusesUnsafePayloadPaths) {
-  for (const char* bad : {"../escape", "/abs", "a/../b", "..hidden", "a/..b", "a//b", "./a", "", "a/"}) {
+  for (const char* bad :
+       {"../escape", "/abs", "a/../b", "..hidden", "a/..b", "a//b", "./a", "", "a/"}) {
     EXPECT_FALSE(AtomicWriteFiles(vol_, {{bad, {"x", 0644}}}).ok()) << bad;
   }
   EXPECT_FALSE(fs::exists(dir_.Sub("escape")));
@@ -112,8 +115,8 @@ TEST_F(AtomicWriterTest, PayloadDirectorySwappedForALinkIsNotFollowed) {
   ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"1", 0644}}}).ok());
   const std::string old = DataTarget();
   fs::remove_all(vol_ + "/" + old);
-  fs::create_symlink(outside_, vol_ + "/" + old);            // the current one
-  fs::create_symlink(outside_, vol_ + "/..data_1");          // and one more by our pattern
+  fs::create_symlink(outside_, vol_ + "/" + old);    // the current one
+  fs::create_symlink(outside_, vol_ + "/..data_1");  // and one more by our pattern
   ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"2", 0644}}}).ok());
   EXPECT_EQ(Read(vol_ + "/k"), "2");
   ExpectOutsideIntact();

@@ -29,11 +29,11 @@ using testing::TempDir;
 std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
 
 ino_t InodeOf(int fd) {
-  struct stat st{};
+  struct stat st {};
   return fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 ino_t InodeOf(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
@@ -73,14 +73,15 @@ INSTANTIATE_TEST_SUITE_P(Lookups, SubPathTest,
                          });
 
 TEST_P(SubPathTest, LinksInsideWorkLinksOutAreRefused) {
-  for (const char* ok : {"inside", "ok-link", "d/ok-up", "ok-link/deeper", "file", "d/ok-up/marker"}) {
+  for (const char* ok :
+       {"inside", "ok-link", "d/ok-up", "ok-link/deeper", "file", "d/ok-up/marker"}) {
     auto fd = OpenSubPath(vol_, ok, Options());
     ASSERT_TRUE(fd.ok()) << ok << ": " << fd.status().message();
   }
   EXPECT_EQ(InodeOf(OpenSubPath(vol_, "d/ok-up", Options())->get()), InodeOf(vol_ + "/inside"));
-  for (const char* bad : {"escape-abs", "escape-rel", "d/escape-deep", "escape-rel/marker",
-                          "escape-abs/new", "abs-inside", "magic", "../outside", "/etc",
-                          "inside/../../outside", "loop"}) {
+  for (const char* bad :
+       {"escape-abs", "escape-rel", "d/escape-deep", "escape-rel/marker", "escape-abs/new",
+        "abs-inside", "magic", "../outside", "/etc", "inside/../../outside", "loop"}) {
     auto fd = OpenSubPath(vol_, bad, Options());
     EXPECT_FALSE(fd.ok()) << bad;
     if (!fd.ok()) {
@@ -88,7 +89,8 @@ TEST_P(SubPathTest, LinksInsideWorkLinksOutAreRefused) {
     }
   }
   auto out = OpenSubPath(vol_, "escape-rel", Options());
-  EXPECT_THAT(out.status().message(), HasSubstr("subPath \"escape-rel\" resolves outside its volume"));
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("subPath \"escape-rel\" resolves outside its volume"));
   EXPECT_FALSE(fs::exists(outside_ + "/new")) << "nothing may be created outside the volume";
 }
 
@@ -97,7 +99,7 @@ TEST_P(SubPathTest, MissingDirectoriesAreMadeInside) {
   ASSERT_TRUE(fd.ok()) << fd.status().message();
   EXPECT_TRUE(fs::is_directory(vol_ + "/new/a/b"));
   EXPECT_EQ(InodeOf(fd->get()), InodeOf(vol_ + "/new/a/b"));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat((vol_ + "/new/a").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);
   // Through a link that stays inside.

@@ -2,6 +2,8 @@
 // atomic writer, emptyDir, hostPath type checks, configMap/secret/downwardAPI content and
 // updates, backoff of a failing volume, teardown; tmpfs mounts when running as root. Time is a
 // fake clock. The writer against tampering: atomic_writer_test.cc; subPaths: subpath_test.cc.
+#include "svc-volumed/volume_manager.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -12,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "svc-volumed/volume_manager.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
 
@@ -86,10 +87,10 @@ TEST_F(VolumeManagerTest, EmptyDirAndHostPathTypes) {
   const std::string file = dir_.Sub("file");
   std::ofstream(file) << "x";
   DesiredState d;
-  d.pods["u1"] = MakePod("u1", {EmptyDir("scratch"), HostPath("d", existing_dir, "Directory"),
-                               HostPath("f", file, "File"),
-                               HostPath("c", dir_.Sub("made"), "DirectoryOrCreate"),
-                               HostPath("g", dir_.Sub("made-file"), "FileOrCreate")});
+  d.pods["u1"] = MakePod(
+      "u1", {EmptyDir("scratch"), HostPath("d", existing_dir, "Directory"),
+             HostPath("f", file, "File"), HostPath("c", dir_.Sub("made"), "DirectoryOrCreate"),
+             HostPath("g", dir_.Sub("made-file"), "FileOrCreate")});
   manager_.SetDesired(d);
   auto changed = manager_.Reconcile();
   EXPECT_TRUE(changed.count("u1"));
@@ -114,7 +115,7 @@ TEST(CheckHostPathTest, CreatesOnFdsAndNeverThroughADanglingLink) {
     const std::string tag = mode == BeneathMode::kAuto ? "a" : "w";
     ASSERT_TRUE(CheckHostPath(dir.Sub("via-link/" + tag + "/b"), "DirectoryOrCreate", o).ok());
     EXPECT_TRUE(fs::is_directory(dir.Sub("real/" + tag + "/b")));
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(stat(dir.Sub("real/" + tag).c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0755u);
     EXPECT_TRUE(CheckHostPath(dir.Sub("via-link/" + tag), "Directory", o).ok());
