@@ -8,6 +8,7 @@
 
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
+#include "tests/fakes/fake_image_fs.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -16,32 +17,11 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using testing::FakeClock;
 using testing::FakeCriRuntime;
+using testing::FakeImageFs;
 using ::testing::HasSubstr;
 namespace v1 = ::runtime::v1;
 
 constexpr uint64_t kMiB = 1024 * 1024;
-
-// A filesystem of `capacity` bytes at the fake runtime's image mountpoint, holding `other` bytes
-// besides the images (whose sizes the runtime's ImageFsInfo sums).
-class FakeImageFs : public FsStatsSource {
- public:
-  FakeImageFs(FakeCriRuntime& runtime, uint64_t capacity, uint64_t other = 0)
-      : runtime_(runtime), capacity_(capacity), other_(other) {}
-  Result<FsStats> Stat(const std::string& path) override {
-    paths.push_back(path);
-    if (fail) return Internal("statvfs '" + path + "': injected");
-    auto info = runtime_.ImageFsInfo();
-    if (!info.ok()) return info.status();
-    uint64_t used = other_ + info->image_filesystems(0).used_bytes().value();
-    return FsStats{capacity_, used >= capacity_ ? 0 : capacity_ - used};
-  }
-  std::vector<std::string> paths;
-  bool fail = false;
-
- private:
-  FakeCriRuntime& runtime_;
-  uint64_t capacity_, other_;
-};
 
 class ImageGcTest : public ::testing::Test {
  protected:
