@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <vector>
 
@@ -50,8 +51,9 @@ struct CtlServer::Impl {
   std::shared_ptr<spdlog::logger> log;
   std::map<uint64_t, Pending> pending;
   uint64_t next_pending = 1;
-  uint64_t requests = 0;
-  uint64_t bad_requests = 0;
+  // Read by other threads (the HTTP endpoint's /metrics, tests) while the server thread counts.
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bad_requests{0};
   bool bad_logged = false;
 
   void SendReply(const std::string& peer, bool ok, const std::string& error,
@@ -298,7 +300,7 @@ void CtlServer::OnReadable() {
   }
 }
 
-uint64_t CtlServer::bad_requests() const { return impl_->bad_requests; }
-uint64_t CtlServer::requests() const { return impl_->requests; }
+uint64_t CtlServer::bad_requests() const { return impl_->bad_requests.load(); }
+uint64_t CtlServer::requests() const { return impl_->requests.load(); }
 
 }  // namespace nodelet::supervisor
