@@ -25,6 +25,7 @@
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
 #include "lib/status/pod_status.h"
+#include "lib/volume/volume_client.h"
 #include "pleg_generated.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
 #include "svc-podworkerd/image_puller.h"
@@ -50,12 +51,7 @@ struct SyncOutcome {
   int containers_removed = 0;
 };
 
-// A pod's volumes as volumed reports them.
-struct PodVolumeSet {
-  bool ready = false;
-  std::string reason;                        // why not ready
-  std::map<std::string, std::string> paths;  // volume name -> host path
-};
+using volume::PodVolumeSet;
 // Asks volumed (from a worker thread, with a deadline).
 using VolumeLookup = std::function<Result<PodVolumeSet>(const std::string& pod_uid)>;
 

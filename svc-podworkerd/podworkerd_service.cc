@@ -57,46 +57,6 @@ int64_t GraceOf(const pod::Pod& p) {
       pod::kDefaultTerminationGracePeriodSeconds);
 }
 
-// Asks volumed for a pod's volumes (one short-lived DEALER per call: called from worker threads).
-Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir,
-                                const std::string& uid) {
-  static std::atomic<uint64_t> next_id{1};
-  const uint64_t id = next_id++;
-  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir));
-  if (Status s = client.Connect(); !s.ok()) return s;
-  flatbuffers::FlatBufferBuilder fbb(256);
-  auto req = ipc::volume::CreatePodVolumesRequestDirect(fbb, id, uid.c_str());
-  ipc::EnvelopeWriter envelope(ipc::ServiceId::Podworkerd, 0);
-  auto header = envelope.Write(fbb);
-  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::PodVolumesRequest,
-                                              req.Union()),
-             ipc::volume::VolumeMessageIdentifier());
-  const ipc::volume::PodVolumes* reply = nullptr;
-  auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), std::chrono::milliseconds(300),
-                           std::chrono::milliseconds(1000), [&](const ipc::Frame& f) {
-                             auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
-                                 f.data(), f.size(), ipc::volume::VolumeMessageIdentifier());
-                             return m.ok() && (*m)->body_as_PodVolumes() &&
-                                    (*m)->body_as_PodVolumes()->request_id() == id;
-                           });
-  if (!frame.ok()) return frame.status();
-  auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
-                                                          ipc::volume::VolumeMessageIdentifier());
-  if (!m.ok()) return m.status();
-  reply = (*m)->body_as_PodVolumes();
-  PodVolumeSet set;
-  set.ready = reply->known() && reply->ready();
-  set.reason = !reply->known()   ? "volumed does not know the pod yet"
-               : reply->reason() ? reply->reason()->str()
-                                 : "";
-  if (reply->volumes()) {
-    for (const auto* v : *reply->volumes()) {
-      if (v->name() && v->host_path()) set.paths[v->name()->str()] = v->host_path()->str();
-    }
-  }
-  return set;
-}
-
 }  // namespace
 
 // ---- StatusSender ----------------------------------------------------------------------------
@@ -195,7 +155,6 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
   if (!client.ok()) return client.status();
   cri_ = std::move(*client);
-  ipc::Context* ipc_ctx = &ctx.ipc;
   std::string run_dir = ctx.options.run_dir;
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
   if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
@@ -268,7 +227,9 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   probes_ = std::make_unique<ProbeManager>(*counting_);
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
-      [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
+      [volumes = std::make_shared<volume::VolumeClient>(ctx.ipc, run_dir)](const std::string& uid) {
+        return volumes->PodVolumes(uid);
+      },
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
