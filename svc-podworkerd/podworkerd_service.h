@@ -37,6 +37,7 @@
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
+#include "svc-podworkerd/status_sender.h"
 
 namespace nodelet::podworkerd {
 
@@ -54,31 +55,6 @@ struct PodworkerdConfig {
   // How often shims of the runtime that nothing can reach are looked for (orphan_shims.h); an
   // orphan is ended at its second sighting, and at podworkerd's stop.
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
-};
-
-// Sends the latest status of each pod to statusd on its own thread, coalescing per pod and
-// retrying while statusd is away.
-class StatusSender {
- public:
-  StatusSender(ipc::Context& ctx, std::string run_dir);
-  ~StatusSender();
-  void Send(const status::PodIdentity& pod, const status::PodStatus& status);
-  // Queues events for statusd (kept, at most 1000, while statusd is away).
-  void SendEvents(std::vector<status::PodEvent> events);
-  uint64_t sent() const { return sent_.load(); }
-  uint64_t failed() const { return failed_.load(); }
-
- private:
-  void Loop();
-  ipc::Context& ctx_;
-  std::string run_dir_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> pending_;
-  std::vector<status::PodEvent> events_;
-  bool stopping_ = false;
-  std::atomic<uint64_t> sent_{0}, failed_{0};
-  std::thread thread_;
 };
 
 class PodworkerdService : public ServiceHooks {
