@@ -1,0 +1,269 @@
+// ProbeManager on the fake runtime with exec probes (the fake's exec handler answers): success
+// and failure thresholds, a startup probe holding the other two back, readiness before the first
+// result and carried over from statusd, results reported as changed pods, a probe that hangs
+// holding back no other, and probes dropped with their pod or an older instance.
+#include "svc-podworkerd/probe_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "svc-podworkerd/cri_configs.h"
+#include "tests/fakes/fake_cri_runtime.h"
+
+namespace nodelet::podworkerd {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeCriRuntime;
+namespace v1 = ::runtime::v1;
+
+constexpr char kImage[] = "nodelet.local/busybox:1.0";
+
+pod::Probe ExecProbe(const std::string& what, int success_threshold = 1,
+                     int failure_threshold = 1) {
+  pod::Probe p;
+  p.exec = pod::ExecAction{{"probe", what}};
+  p.period_seconds = 1;
+  p.timeout_seconds = 1;
+  p.success_threshold = success_threshold;
+  p.failure_threshold = failure_threshold;
+  return p;
+}
+
+class ProbeManagerTest : public ::testing::Test {
+ protected:
+  ProbeManagerTest() {
+    runtime_.AddImage(kImage);
+    // Each probe command is {"probe", NAME}; NAME's answer is set by the test (default: fail).
+    runtime_.SetExecHandler([this](const std::string&, const std::vector<std::string>& cmd) {
+      std::unique_lock<std::mutex> lock(mu_);
+      const std::string name = cmd.size() > 1 ? cmd[1] : "";
+      ++calls_[name];
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !hang_.count(name) || released_; });
+      v1::ExecSyncResponse r;
+      r.set_exit_code(pass_.count(name) ? 0 : 1);
+      return r;
+    });
+  }
+  ~ProbeManagerTest() override { Release(); }
+
+  // A running container `name` (instance `attempt`) of pod `uid`, one sandbox per pod; its id.
+  std::string Running(const std::string& uid, const std::string& name, uint32_t attempt = 0) {
+    if (!sandboxes_.count(uid)) {
+      v1::PodSandboxConfig sb;
+      sb.mutable_metadata()->set_name("pod-" + uid);
+      sb.mutable_metadata()->set_uid(uid);
+      sb.mutable_metadata()->set_namespace_("default");
+      auto sandbox = runtime_.RunPodSandbox(sb, "");
+      EXPECT_TRUE(sandbox.ok()) << sandbox.status().ToString();
+      if (!sandbox.ok()) return "";
+      sandboxes_[uid] = {*sandbox, sb};
+    }
+    const auto& [sandbox_id, sb] = sandboxes_[uid];
+    v1::ContainerConfig c;
+    c.mutable_metadata()->set_name(name);
+    c.mutable_metadata()->set_attempt(attempt);
+    c.mutable_image()->set_image(kImage);
+    auto id = runtime_.CreateContainer(sandbox_id, c, sb);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    if (!id.ok()) return "";
+    EXPECT_TRUE(runtime_.StartContainer(*id).ok());
+    return *id;
+  }
+
+  void Pass(const std::string& name, bool pass) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pass) {
+      pass_.insert(name);
+    } else {
+      pass_.erase(name);
+    }
+  }
+  void Hang(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_.insert(name);
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  int Calls(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_[name];
+  }
+  // Waits (at most `timeout`) until the probe `name` has been called `n` times.
+  bool WaitCalls(const std::string& name, int n, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return calls_[name] >= n; });
+  }
+  template <typename Pred>
+  static bool WaitFor(Pred done, std::chrono::milliseconds timeout = 10s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  static pod::Pod PodOf(const pod::Container& c) {
+    pod::Pod p;
+    p.metadata.name = "web";
+    p.spec.containers.push_back(c);
+    return p;
+  }
+
+  FakeCriRuntime runtime_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> pass_, hang_;
+  std::map<std::string, int> calls_;
+  bool released_ = false;
+  std::map<std::string, std::pair<std::string, v1::PodSandboxConfig>> sandboxes_;
+};
+
+TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReportedChanged) {
+  ProbeManager probes(runtime_);
+  const std::string id = Running("u1", "app");
+  pod::Container c;
+  c.name = "app";
+  c.readiness_probe = ExecProbe("ready", /*success_threshold=*/2);
+  Pass("ready", true);
+  probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
+  // No result before the first attempts: not ready.
+  EXPECT_FALSE(probes.Ready(id, true, false));
+  ASSERT_TRUE(WaitCalls("ready", 1));
+  // One success of two needed.
+  EXPECT_FALSE(probes.Ready(id, true, false));
+  ASSERT_TRUE(WaitFor([&] { return probes.Ready(id, true, false); }));
+  EXPECT_GE(Calls("ready"), 2);
+  EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
+  EXPECT_TRUE(probes.TakeChanged().empty());
+}
+
+TEST_F(ProbeManagerTest, LivenessFailsAtItsFailureThresholdAndIsNotProbedAgain) {
+  ProbeManager probes(runtime_);
+  const std::string id = Running("u1", "app");
+  pod::Container c;
+  c.name = "app";
+  c.liveness_probe = ExecProbe("live", 1, /*failure_threshold=*/2);
+  probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
+  ASSERT_TRUE(WaitCalls("live", 1));
+  EXPECT_FALSE(probes.LivenessFailed(id));
+  ASSERT_TRUE(WaitFor([&] { return probes.LivenessFailed(id); }));
+  EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
+  // A failed liveness probe waits for the container's restart: no further attempts.
+  const int calls = Calls("live");
+  EXPECT_FALSE(WaitCalls("live", calls + 1, 2500ms));
+}
+
+TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
+  ProbeManager probes(runtime_);
+  const std::string id = Running("u1", "app");
+  pod::Container c;
+  c.name = "app";
+  c.startup_probe = ExecProbe("startup", 1, /*failure_threshold=*/100);
+  c.readiness_probe = ExecProbe("ready");
+  c.liveness_probe = ExecProbe("live");
+  Pass("ready", true);
+  Pass("live", true);
+  probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
+  ASSERT_TRUE(WaitCalls("startup", 2));
+  EXPECT_EQ(Calls("ready"), 0);
+  EXPECT_EQ(Calls("live"), 0);
+  EXPECT_FALSE(probes.Ready(id, true, true));
+  Pass("startup", true);
+  ASSERT_TRUE(WaitFor([&] { return probes.Ready(id, true, true); }));
+  ASSERT_TRUE(WaitCalls("live", 1));
+  EXPECT_FALSE(probes.LivenessFailed(id));
+}
+
+TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
+  ProbeManager probes(runtime_);
+  // No readiness or startup probe: ready as soon as it runs.
+  EXPECT_TRUE(probes.Ready("c1", false, false));
+  // Probes declared but not registered yet: not ready.
+  EXPECT_FALSE(probes.Ready("c1", true, false));
+  EXPECT_FALSE(probes.Ready("c1", false, true));
+  // Carried over from the previous podworkerd (statusd's last status): kept until probed.
+  probes.SeedReady("c1", true);
+  EXPECT_TRUE(probes.Ready("c1", true, false));
+}
+
+TEST_F(ProbeManagerTest, ASeededReadinessStaysWhileItIsProbedAgain) {
+  ProbeManager probes(runtime_);
+  const std::string id = Running("u1", "app");
+  probes.SeedReady(id, true);
+  pod::Container c;
+  c.name = "app";
+  c.readiness_probe = ExecProbe("ready", 1, /*failure_threshold=*/3);
+  probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
+  ASSERT_TRUE(WaitCalls("ready", 1));
+  // One failure of three: no flip to unready after a restart of podworkerd.
+  EXPECT_TRUE(probes.Ready(id, true, false));
+  ASSERT_TRUE(WaitFor([&] { return !probes.Ready(id, true, false); }));
+}
+
+TEST_F(ProbeManagerTest, AProbeThatHangsHoldsBackNoOther) {
+  ProbeManager probes(runtime_, /*min_threads=*/1);
+  // Declared after the manager, so destroyed first: the hung probe returns before the manager
+  // waits for its threads, also when an assertion ends the test early.
+  struct ReleaseAtEnd {
+    std::function<void()> release;
+    ~ReleaseAtEnd() { release(); }
+  } release_at_end{[this] { Release(); }};
+  const std::string stuck = Running("u1", "stuck");
+  const std::string fine = Running("u2", "fine");
+  pod::Container a;
+  a.name = "stuck";
+  a.readiness_probe = ExecProbe("hang");
+  Hang("hang");
+  probes.Ensure("u1", PodOf(a), a, stuck, "127.0.0.1");
+  ASSERT_TRUE(WaitCalls("hang", 1));
+  pod::Container b;
+  b.name = "fine";
+  b.readiness_probe = ExecProbe("ready");
+  Pass("ready", true);
+  probes.Ensure("u2", PodOf(b), b, fine, "127.0.0.1");
+  ASSERT_TRUE(WaitFor([&] { return probes.Ready(fine, true, false); }));
+  EXPECT_GE(probes.threads(), 2u);
+  EXPECT_FALSE(probes.Ready(stuck, true, false));
+}
+
+TEST_F(ProbeManagerTest, ProbesEndWithTheirPodAndWithAnOlderInstance) {
+  ProbeManager probes(runtime_);
+  const std::string first = Running("u1", "app");
+  pod::Container c;
+  c.name = "app";
+  c.readiness_probe = ExecProbe("ready");
+  Pass("ready", true);
+  probes.Ensure("u1", PodOf(c), c, first, "127.0.0.1");
+  ASSERT_TRUE(WaitFor([&] { return probes.Ready(first, true, false); }));
+  // The container restarted: the old instance's probe stops, the new one starts unready.
+  const std::string second = Running("u1", "app", /*attempt=*/1);
+  probes.Ensure("u1", PodOf(c), c, second, "127.0.0.1");
+  EXPECT_FALSE(probes.Ready(first, true, false));
+  ASSERT_TRUE(WaitFor([&] { return probes.Ready(second, true, false); }));
+  probes.RemovePod("u1");
+  EXPECT_FALSE(probes.Ready(second, true, false));
+  const int calls = Calls("ready");
+  EXPECT_FALSE(WaitCalls("ready", calls + 1, 2500ms));
+}
+
+}  // namespace
+}  // namespace nodelet::podworkerd
