@@ -10,6 +10,7 @@
 
 #include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_cri_runtime.h"
+#include "tests/unit/podworkerd/runtime_pods.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -22,55 +23,14 @@ constexpr char kImage[] = "nodelet.local/busybox:1.0";
 
 class ContainerGcTest : public ::testing::Test {
  protected:
-  void SetUp() override { runtime_.AddImage(kImage); }
-
-  // Instances 0..count-1 of container `name` in pod `uid`, each started and exited, except the
-  // last one when `last_running`.
   void Instances(const std::string& uid, const std::string& name, int count,
                  bool last_running = false, bool managed = true) {
-    if (!sandboxes_.count(uid)) {
-      v1::PodSandboxConfig sb;
-      sb.mutable_metadata()->set_name("pod-" + uid);
-      sb.mutable_metadata()->set_uid(uid);
-      sb.mutable_metadata()->set_namespace_("default");
-      auto id = runtime_.RunPodSandbox(sb, "");
-      ASSERT_TRUE(id.ok());
-      sandboxes_[uid] = {*id, sb};
-    }
-    auto& [sandbox_id, sb] = sandboxes_[uid];
-    for (int a = 0; a < count; ++a) {
-      v1::ContainerConfig c;
-      c.mutable_metadata()->set_name(name);
-      c.mutable_metadata()->set_attempt(static_cast<uint32_t>(a));
-      c.mutable_image()->set_image(kImage);
-      if (managed) (*c.mutable_labels())[kManagedLabel] = "true";
-      (*c.mutable_labels())[kPodUidLabel] = uid;
-      (*c.mutable_labels())[kContainerNameLabel] = name;
-      auto id = runtime_.CreateContainer(sandbox_id, c, sb);
-      ASSERT_TRUE(id.ok()) << id.status().ToString();
-      ASSERT_TRUE(runtime_.StartContainer(*id).ok());
-      if (!(last_running && a == count - 1)) {
-        ASSERT_TRUE(runtime_.ExitContainer(*id, 1).ok());
-      }
-    }
+    pods_.Instances(uid, name, count, last_running, managed);
   }
-
-  // "uid/name/attempt" of every container left, sorted.
-  std::vector<std::string> Left() {
-    std::vector<std::string> out;
-    auto list = runtime_.ListContainers({});
-    if (!list.ok()) return out;
-    for (const auto& c : *list) {
-      out.push_back(c.labels().at(kPodUidLabel) + "/" + c.metadata().name() + "/" +
-                    std::to_string(c.metadata().attempt()) +
-                    (c.state() == v1::CONTAINER_RUNNING ? "R" : ""));
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<std::string> Left() { return pods_.Left(); }
 
   FakeCriRuntime runtime_;
-  std::map<std::string, std::pair<std::string, v1::PodSandboxConfig>> sandboxes_;
+  testing::RuntimePods pods_{runtime_, kImage};
 };
 
 TEST_F(ContainerGcTest, PerContainerLimitKeepsTheNewestDeadInstances) {

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_cri_runtime.h"
 #include "tests/fakes/fake_image_fs.h"
+#include "tests/unit/podworkerd/runtime_pods.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -36,43 +36,13 @@ constexpr uint64_t kMiB = 1024 * 1024;
 
 class GarbageCollectorTest : public ::testing::Test {
  protected:
-  GarbageCollectorTest() : fs_(runtime_, 100 * kMiB) { runtime_.AddImage(kImage, kMiB); }
+  GarbageCollectorTest() : fs_(runtime_, 100 * kMiB) {}
 
   // `count` exited instances (attempts 0..count-1) of container `name` in pod `uid`.
   void DeadInstances(const std::string& uid, const std::string& name, int count) {
-    v1::PodSandboxConfig sb;
-    sb.mutable_metadata()->set_name("pod-" + uid);
-    sb.mutable_metadata()->set_uid(uid);
-    sb.mutable_metadata()->set_namespace_("default");
-    auto sandbox = runtime_.RunPodSandbox(sb, "");
-    ASSERT_TRUE(sandbox.ok());
-    for (int a = 0; a < count; ++a) {
-      v1::ContainerConfig c;
-      c.mutable_metadata()->set_name(name);
-      c.mutable_metadata()->set_attempt(static_cast<uint32_t>(a));
-      c.mutable_image()->set_image(kImage);
-      (*c.mutable_labels())[kManagedLabel] = "true";
-      (*c.mutable_labels())[kPodUidLabel] = uid;
-      (*c.mutable_labels())[kContainerNameLabel] = name;
-      auto id = runtime_.CreateContainer(*sandbox, c, sb);
-      ASSERT_TRUE(id.ok()) << id.status().ToString();
-      ASSERT_TRUE(runtime_.StartContainer(*id).ok());
-      ASSERT_TRUE(runtime_.ExitContainer(*id, 1).ok());
-    }
+    pods_.Instances(uid, name, count);
   }
-
-  // "uid/name/attempt" of every container left, sorted.
-  std::vector<std::string> Left() {
-    std::vector<std::string> out;
-    auto list = runtime_.ListContainers({});
-    if (!list.ok()) return out;
-    for (const auto& c : *list) {
-      out.push_back(c.labels().at(kPodUidLabel) + "/" + c.metadata().name() + "/" +
-                    std::to_string(c.metadata().attempt()));
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<std::string> Left() { return pods_.Left(); }
 
   // Periods long enough that only the first pass of each kind runs unless a test shortens them.
   GarbageCollectionConfig Config() {
@@ -130,6 +100,7 @@ class GarbageCollectorTest : public ::testing::Test {
   }
 
   FakeCriRuntime runtime_;
+  testing::RuntimePods pods_{runtime_, kImage};
   FakeImageFs fs_;
   RealClock clock_;
   std::mutex mu_;

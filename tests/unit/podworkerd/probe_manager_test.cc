@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_cri_runtime.h"
+#include "tests/unit/podworkerd/runtime_pods.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -44,7 +44,6 @@ pod::Probe ExecProbe(const std::string& what, int success_threshold = 1,
 class ProbeManagerTest : public ::testing::Test {
  protected:
   ProbeManagerTest() {
-    runtime_.AddImage(kImage);
     // Each probe command is {"probe", NAME}; NAME's answer is set by the test (default: fail).
     runtime_.SetExecHandler([this](const std::string&, const std::vector<std::string>& cmd) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -59,28 +58,8 @@ class ProbeManagerTest : public ::testing::Test {
   }
   ~ProbeManagerTest() override { Release(); }
 
-  // A running container `name` (instance `attempt`) of pod `uid`, one sandbox per pod; its id.
   std::string Running(const std::string& uid, const std::string& name, uint32_t attempt = 0) {
-    if (!sandboxes_.count(uid)) {
-      v1::PodSandboxConfig sb;
-      sb.mutable_metadata()->set_name("pod-" + uid);
-      sb.mutable_metadata()->set_uid(uid);
-      sb.mutable_metadata()->set_namespace_("default");
-      auto sandbox = runtime_.RunPodSandbox(sb, "");
-      EXPECT_TRUE(sandbox.ok()) << sandbox.status().ToString();
-      if (!sandbox.ok()) return "";
-      sandboxes_[uid] = {*sandbox, sb};
-    }
-    const auto& [sandbox_id, sb] = sandboxes_[uid];
-    v1::ContainerConfig c;
-    c.mutable_metadata()->set_name(name);
-    c.mutable_metadata()->set_attempt(attempt);
-    c.mutable_image()->set_image(kImage);
-    auto id = runtime_.CreateContainer(sandbox_id, c, sb);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    if (!id.ok()) return "";
-    EXPECT_TRUE(runtime_.StartContainer(*id).ok());
-    return *id;
+    return pods_.Running(uid, name, attempt);
   }
 
   void Pass(const std::string& name, bool pass) {
@@ -129,12 +108,12 @@ class ProbeManagerTest : public ::testing::Test {
   }
 
   FakeCriRuntime runtime_;
+  testing::RuntimePods pods_{runtime_, kImage};
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> pass_, hang_;
   std::map<std::string, int> calls_;
   bool released_ = false;
-  std::map<std::string, std::pair<std::string, v1::PodSandboxConfig>> sandboxes_;
 };
 
 TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReportedChanged) {
