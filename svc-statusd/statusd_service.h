@@ -16,6 +16,7 @@
 
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
+#include "svc-statusd/sqlite_db.h"
 #include "svc-statusd/status_manager.h"
 #include "svc-statusd/status_server.h"
 #include "svc-statusd/status_sink.h"
@@ -72,6 +73,7 @@ class StatusdService : public ServiceHooks {
   // The periodic check; on corruption, recovers as Open() does at start-up (the file is moved
   // aside, a fresh one is made) and writes back every status held in memory.
   void CheckDatabase();
+  // Opens the event and node stores on db_ (their tables are created when missing).
   Status OpenSideStores();
 
   const CommonOptions& options_;
@@ -81,6 +83,7 @@ class StatusdService : public ServiceHooks {
   uint64_t db_recoveries_ = 0;
   std::shared_ptr<spdlog::logger> log_;
   const Clock* clock_ = nullptr;
+  std::shared_ptr<SqliteDb> db_;  // the one connection to DatabasePath(), for every store
   std::unique_ptr<SqliteStatusStore> store_;
   std::unique_ptr<StatusManager> manager_;
   std::unique_ptr<EventStore> events_;
