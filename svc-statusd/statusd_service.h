@@ -1,9 +1,10 @@
 // nodelet-statusd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Start() opens the store (ROOT/statusd/status.db) and loads it, binds the
-// status API (ROUTER, kStatusEndpoint) and the watch stream (PUB, kStatusWatchEndpoint). Each
-// poll iteration hands every request that arrived to the StatusServer as one batch (group
-// commit), then publishes the committed changes and sends the replies. Health turns Degraded
-// while store writes fail (disk full...) and back to Ok with the next successful commit.
+// (lib/service). Start() opens the database (ROOT/statusd/status.db: one SqliteDb, shared by the
+// status, event and node stores) and loads it, binds the status API (ROUTER, kStatusEndpoint)
+// and the watch stream (PUB, kStatusWatchEndpoint). Each poll iteration hands every request that
+// arrived to the StatusServer as one batch (group commit), then publishes the committed changes
+// and sends the replies. Health turns Degraded while store writes fail (disk full...) and back
+// to Ok with the next successful commit.
 #pragma once
 
 #include <spdlog/spdlog.h>
