@@ -1,131 +1,112 @@
 #include "svc-statusd/event_store.h"
 
+#include <algorithm>
+
 namespace nodelet::statusd {
 namespace {
 
-Status SqlError(sqlite3* db, const std::string& what) {
-  return Internal("event store: " + what + ": " + sqlite3_errmsg(db));
-}
+constexpr std::string_view kSchema =
+    "CREATE TABLE IF NOT EXISTS events ("
+    " pod_uid TEXT NOT NULL, namespace TEXT, pod_name TEXT, type TEXT, reason TEXT NOT NULL,"
+    " message TEXT NOT NULL, source TEXT, count INTEGER NOT NULL, first_seen INTEGER NOT NULL,"
+    " last_seen INTEGER NOT NULL, PRIMARY KEY (pod_uid, reason, message));"
+    "CREATE INDEX IF NOT EXISTS events_last_seen ON events(last_seen);";
 
-// A prepared statement, finalized on scope exit.
-struct Stmt {
-  sqlite3_stmt* s = nullptr;
-  ~Stmt() { sqlite3_finalize(s); }
-};
+constexpr std::string_view kUpsert =
+    "INSERT INTO events (pod_uid, namespace, pod_name, type, reason, message, source, count,"
+    " first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)"
+    " ON CONFLICT(pod_uid, reason, message) DO UPDATE SET count = count + excluded.count,"
+    " last_seen = excluded.last_seen, type = excluded.type";
 
-std::string Text(sqlite3_stmt* s, int col) {
-  const unsigned char* t = sqlite3_column_text(s, col);
-  return t ? reinterpret_cast<const char*>(t) : "";
-}
+// Retention: events last seen before ?1 go, then all but the ?1 newest.
+constexpr std::string_view kPruneOld = "DELETE FROM events WHERE last_seen < ?1";
+constexpr std::string_view kPruneOver =
+    "DELETE FROM events WHERE rowid IN (SELECT rowid FROM events ORDER BY last_seen DESC"
+    " LIMIT -1 OFFSET ?1)";
+
+constexpr std::string_view kListAll =
+    "SELECT pod_uid, namespace, pod_name, type, reason, message, source, count, first_seen,"
+    " last_seen FROM events ORDER BY last_seen, first_seen";
+constexpr std::string_view kListPod =
+    "SELECT pod_uid, namespace, pod_name, type, reason, message, source, count, first_seen,"
+    " last_seen FROM events WHERE pod_uid = ?1 ORDER BY last_seen, first_seen";
 
 }  // namespace
+
+Result<std::unique_ptr<EventStore>> EventStore::Open(std::shared_ptr<SqliteDb> db,
+                                                     std::chrono::seconds retention,
+                                                     size_t max_events) {
+  if (Status s = db->Exec(kSchema, "Failed to create the events table"); !s.ok()) return s;
+  return std::unique_ptr<EventStore>(new EventStore(std::move(db), retention, max_events));
+}
 
 Result<std::unique_ptr<EventStore>> EventStore::Open(const std::string& path,
                                                      std::chrono::seconds retention,
                                                      size_t max_events) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
-    Status s = Internal("event store: open " + path + ": " + (db ? sqlite3_errmsg(db) : "?"));
-    sqlite3_close(db);
-    return s;
-  }
-  sqlite3_busy_timeout(db, 2000);
-  const char* schema =
-      "CREATE TABLE IF NOT EXISTS events ("
-      " pod_uid TEXT NOT NULL, namespace TEXT, pod_name TEXT, type TEXT, reason TEXT NOT NULL,"
-      " message TEXT NOT NULL, source TEXT, count INTEGER NOT NULL, first_seen INTEGER NOT NULL,"
-      " last_seen INTEGER NOT NULL, PRIMARY KEY (pod_uid, reason, message));"
-      "CREATE INDEX IF NOT EXISTS events_last_seen ON events(last_seen);";
-  char* err = nullptr;
-  if (sqlite3_exec(db, schema, nullptr, nullptr, &err) != SQLITE_OK) {
-    Status s = Internal(std::string("event store: schema: ") + (err ? err : "?"));
-    sqlite3_free(err);
-    sqlite3_close(db);
-    return s;
-  }
-  return std::unique_ptr<EventStore>(new EventStore(db, retention, max_events));
+  auto db = SqliteDb::Open(path);
+  if (!db.ok()) return db.status();
+  return Open(std::move(db).value(), retention, max_events);
 }
 
-EventStore::~EventStore() { sqlite3_close(db_); }
-
 Result<uint32_t> EventStore::Record(const std::vector<status::PodEvent>& events, int64_t now) {
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return SqlError(db_, "begin");
-  }
-  Stmt up;
-  const char* sql =
-      "INSERT INTO events (pod_uid, namespace, pod_name, type, reason, message, source, count,"
-      " first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)"
-      " ON CONFLICT(pod_uid, reason, message) DO UPDATE SET count = count + excluded.count,"
-      " last_seen = excluded.last_seen, type = excluded.type";
-  if (sqlite3_prepare_v2(db_, sql, -1, &up.s, nullptr) != SQLITE_OK) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return SqlError(db_, "prepare");
-  }
+  const std::string what = "Failed to store " + std::to_string(events.size()) + " event" +
+                           (events.size() == 1 ? "" : "s");
+  auto tx = db_->Begin(what);
+  if (!tx.ok()) return tx.status();
   uint32_t stored = 0;
   for (const auto& e : events) {
     if (e.pod_uid.empty() || e.reason.empty()) continue;
-    sqlite3_reset(up.s);
-    sqlite3_bind_text(up.s, 1, e.pod_uid.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 2, e.namespace_.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 3, e.pod_name.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 4, e.type.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 5, e.reason.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 6, e.message.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(up.s, 7, e.source.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(up.s, 8, std::max<uint32_t>(1, e.count));
-    sqlite3_bind_int64(up.s, 9, e.last_unix_s != 0 ? e.last_unix_s : now);
-    if (sqlite3_step(up.s) != SQLITE_DONE) {
-      Status s = SqlError(db_, "insert");
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      return s;
-    }
+    auto up = db_->Prepare(kUpsert, what);
+    if (!up.ok()) return up.status();
+    up->BindText(1, e.pod_uid)
+        .BindText(2, e.namespace_)
+        .BindText(3, e.pod_name)
+        .BindText(4, e.type)
+        .BindText(5, e.reason)
+        .BindText(6, e.message)
+        .BindText(7, e.source)
+        .BindInt64(8, std::max<uint32_t>(1, e.count))
+        .BindInt64(9, e.last_unix_s != 0 ? e.last_unix_s : now);
+    if (Status s = up->Run(); !s.ok()) return s;
     ++stored;
   }
   // Retention: an hour, and at most max_events rows (the oldest go).
-  std::string prune = "DELETE FROM events WHERE last_seen < " +
-                      std::to_string(now - retention_.count()) +
-                      "; DELETE FROM events WHERE rowid IN (SELECT rowid FROM events ORDER BY"
-                      " last_seen DESC LIMIT -1 OFFSET " +
-                      std::to_string(max_events_) + ")";
-  if (sqlite3_exec(db_, prune.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
-      sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    Status s = SqlError(db_, "commit");
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return s;
+  {
+    auto old = db_->Prepare(kPruneOld, what);
+    if (!old.ok()) return old.status();
+    if (Status s = old->BindInt64(1, now - retention_.count()).Run(); !s.ok()) return s;
   }
+  {
+    auto over = db_->Prepare(kPruneOver, what);
+    if (!over.ok()) return over.status();
+    if (Status s = over->BindInt64(1, static_cast<int64_t>(max_events_)).Run(); !s.ok()) return s;
+  }
+  if (Status s = tx->Commit(); !s.ok()) return s;
   return stored;
 }
 
 Result<std::vector<status::PodEvent>> EventStore::List(const std::string& uid) {
-  Stmt q;
-  std::string sql =
-      "SELECT pod_uid, namespace, pod_name, type, reason, message, source, count, first_seen,"
-      " last_seen FROM events";
-  if (!uid.empty()) sql += " WHERE pod_uid = ?1";
-  sql += " ORDER BY last_seen, first_seen";
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &q.s, nullptr) != SQLITE_OK) {
-    return SqlError(db_, "prepare");
-  }
-  if (!uid.empty()) sqlite3_bind_text(q.s, 1, uid.c_str(), -1, SQLITE_TRANSIENT);
+  auto q = db_->Prepare(uid.empty() ? kListAll : kListPod, "Failed to list events");
+  if (!q.ok()) return q.status();
+  if (!uid.empty()) q->BindText(1, uid);
   std::vector<status::PodEvent> out;
-  int rc;
-  while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+  for (;;) {
+    auto row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
     status::PodEvent e;
-    e.pod_uid = Text(q.s, 0);
-    e.namespace_ = Text(q.s, 1);
-    e.pod_name = Text(q.s, 2);
-    e.type = Text(q.s, 3);
-    e.reason = Text(q.s, 4);
-    e.message = Text(q.s, 5);
-    e.source = Text(q.s, 6);
-    e.count = static_cast<uint32_t>(sqlite3_column_int64(q.s, 7));
-    e.first_unix_s = sqlite3_column_int64(q.s, 8);
-    e.last_unix_s = sqlite3_column_int64(q.s, 9);
+    e.pod_uid = q->Text(0);
+    e.namespace_ = q->Text(1);
+    e.pod_name = q->Text(2);
+    e.type = q->Text(3);
+    e.reason = q->Text(4);
+    e.message = q->Text(5);
+    e.source = q->Text(6);
+    e.count = static_cast<uint32_t>(q->Int64(7));
+    e.first_unix_s = q->Int64(8);
+    e.last_unix_s = q->Int64(9);
     out.push_back(std::move(e));
   }
-  if (rc != SQLITE_DONE) return SqlError(db_, "query");
   return out;
 }
 

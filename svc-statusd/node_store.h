@@ -1,10 +1,8 @@
 // NodeStore: the node's status (a v1 Node object as JSON) as statusd keeps it, in a one-row
-// table of the same SQLite database as the pod statuses. The supervisor sends it every 10 s;
-// statusd stores the latest, raises its version when the content changed, and hands it to its
-// sinks (status_sink.h) the way it hands them pod statuses.
+// table of statusd's SQLite database (sqlite_db.h), the file of the pod statuses. The
+// supervisor sends it every 10 s; statusd stores the latest, raises its version when the content
+// changed, and hands it to its sinks (status_sink.h) the way it hands them pod statuses.
 #pragma once
-
-#include <sqlite3.h>
 
 #include <memory>
 #include <optional>
@@ -12,6 +10,7 @@
 
 #include "lib/common/status.h"
 #include "lib/status/pod_status.h"
+#include "svc-statusd/sqlite_db.h"
 
 namespace nodelet::statusd {
 
@@ -25,8 +24,10 @@ Status ValidateNodeStatusJson(const std::string& json);
 
 class NodeStore {
  public:
+  // The store on statusd's open database (creates its table when missing, loads the row).
+  static Result<std::unique_ptr<NodeStore>> Open(std::shared_ptr<SqliteDb> db);
+  // The same on the database at `path` (SqliteDb::Open).
   static Result<std::unique_ptr<NodeStore>> Open(const std::string& path);
-  ~NodeStore();
   NodeStore(const NodeStore&) = delete;
   NodeStore& operator=(const NodeStore&) = delete;
 
@@ -37,10 +38,10 @@ class NodeStore {
   const std::optional<status::NodeStatusRecord>& Get() const { return current_; }
 
  private:
-  explicit NodeStore(sqlite3* db) : db_(db) {}
+  explicit NodeStore(std::shared_ptr<SqliteDb> db) : db_(std::move(db)) {}
   Status Load();
 
-  sqlite3* db_;
+  std::shared_ptr<SqliteDb> db_;
   std::optional<status::NodeStatusRecord> current_;
 };
 

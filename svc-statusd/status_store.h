@@ -1,17 +1,16 @@
-// StatusStore: where nodelet-statusd keeps pod statuses durably. The real one is SQLite in WAL
-// mode with synchronous=FULL at ROOT/statusd/status.db: one row per pod (uid, namespace, name,
-// version, the record as a verified FlatBuffers blob). Commit() writes one batch of changes in
-// one transaction and returns only once it is durable (group commit: the service gathers every
-// request that arrived meanwhile into one batch).
+// StatusStore: where nodelet-statusd keeps pod statuses durably. The real one is the pod_status
+// table of statusd's SQLite database (sqlite_db.h: WAL, synchronous=FULL, ROOT/statusd/status.db):
+// one row per pod (uid, namespace, name, version, the record as a verified FlatBuffers blob).
+// Commit() writes one batch of changes in one transaction and returns only once it is durable
+// (group commit: the service gathers every request that arrived meanwhile into one batch).
 #pragma once
-
-#include <sqlite3.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lib/common/status.h"
+#include "svc-statusd/sqlite_db.h"
 #include "svc-statusd/status_manager.h"
 
 namespace nodelet::statusd {
@@ -38,43 +37,31 @@ class StatusStore {
 
 class SqliteStatusStore : public StatusStore {
  public:
-  // What Open() had to do besides opening.
-  struct OpenReport {
-    // Non-empty when the database was unreadable (corrupt, not a database) and was moved aside
-    // to this path so that a fresh one could be created.
-    std::string moved_aside_to;
-    std::string corruption;
-  };
+  using OpenReport = SqliteDb::OpenReport;
 
-  // Opens (creating it and its directory when missing) the database at `path`.
+  // The store on statusd's open database (creates its table when missing).
+  static Result<std::unique_ptr<SqliteStatusStore>> Open(std::shared_ptr<SqliteDb> db);
+  // Opens the database at `path` (SqliteDb::Open: created with its directory when missing, an
+  // unreadable one moved aside), then the store on it.
   static Result<std::unique_ptr<SqliteStatusStore>> Open(const std::string& path,
                                                          OpenReport* report = nullptr);
-  ~SqliteStatusStore() override;
 
   Result<Contents> LoadAll() override;
   Status Commit(const std::vector<StatusChange>& changes) override;
 
-  // PRAGMA quick_check on the open database: OK, or FailedPrecondition with what it found (a
-  // corrupt page, "file is not a database"). Other failures (busy, I/O) are returned as they are.
-  Status QuickCheck();
-  // What Open() does for an unreadable database, on the open store: closes it, moves the file
-  // (and its -wal/-shm) aside to PATH.corrupt-TIME and opens a fresh one in its place. The
-  // caller writes back what it holds in memory.
+  // What Open() does for an unreadable database, on the open store: SqliteDb::Recreate (the
+  // file is moved aside to PATH.corrupt-TIME, a fresh one is opened), then the table is created
+  // again. The caller writes back what it holds in memory; the other stores on the database
+  // create their tables again too.
   Status Recreate(OpenReport* report);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return db_->path(); }
 
  private:
-  SqliteStatusStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
-  Status Prepare();
-  // The Status for the database's last error, for `what`.
-  Status Error(const std::string& what, int rc) const;
-  void Rollback();
+  explicit SqliteStatusStore(std::shared_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  Status CreateTable();
 
-  std::string path_;
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* upsert_ = nullptr;
-  sqlite3_stmt* remove_ = nullptr;
+  std::shared_ptr<SqliteDb> db_;
 };
 
 }  // namespace nodelet::statusd

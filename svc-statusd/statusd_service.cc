@@ -30,8 +30,12 @@ void StatusdService::AddSink(std::unique_ptr<StatusSink> sink) {
 Status StatusdService::Start(ServiceContext& ctx) {
   clock_ = &ctx.clock;
   const std::string path = DatabasePath(options_.root_dir);
-  SqliteStatusStore::OpenReport report;
-  auto store = SqliteStatusStore::Open(path, &report);
+  // One connection to the file, shared by the status, event and node stores.
+  SqliteDb::OpenReport report;
+  auto db = SqliteDb::Open(path, &report);
+  if (!db.ok()) return db.status();
+  db_ = std::move(db).value();
+  auto store = SqliteStatusStore::Open(db_);
   if (!store.ok()) return store.status();
   store_ = std::move(store).value();
   if (!report.moved_aside_to.empty()) {
@@ -140,13 +144,12 @@ void StatusdService::NoteCommit(const BatchResult& result) {
 }
 
 Status StatusdService::OpenSideStores() {
-  // Events and the node status live in the same file as the pod statuses.
-  const std::string path = DatabasePath(options_.root_dir);
-  auto events = EventStore::Open(path);
+  // Events and the node status live in the same file as the pod statuses, on its connection.
+  auto events = EventStore::Open(db_);
   if (!events.ok()) return events.status();
   events_ = std::move(events).value();
   server_->set_event_store(events_.get());
-  auto node = NodeStore::Open(path);
+  auto node = NodeStore::Open(db_);
   if (!node.ok()) return node.status();
   node_ = std::move(node).value();
   server_->set_node_store(node_.get());
@@ -161,7 +164,7 @@ void StatusdService::OnTimer(MonoTime now) {
 
 void StatusdService::CheckDatabase() {
   ++db_checks_;
-  Status check = store_->QuickCheck();
+  Status check = db_->QuickCheck();
   if (check.ok()) return;
   if (check.code() != StatusCode::kFailedPrecondition) {
     log_->warn("Failed to check the status database: {}", check.message());

@@ -1,9 +1,10 @@
 // nodelet-statusd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Start() opens the store (ROOT/statusd/status.db) and loads it, binds the
-// status API (ROUTER, kStatusEndpoint) and the watch stream (PUB, kStatusWatchEndpoint). Each
-// poll iteration hands every request that arrived to the StatusServer as one batch (group
-// commit), then publishes the committed changes and sends the replies. Health turns Degraded
-// while store writes fail (disk full...) and back to Ok with the next successful commit.
+// (lib/service). Start() opens the database (ROOT/statusd/status.db: one SqliteDb, shared by the
+// status, event and node stores) and loads it, binds the status API (ROUTER, kStatusEndpoint)
+// and the watch stream (PUB, kStatusWatchEndpoint). Each poll iteration hands every request that
+// arrived to the StatusServer as one batch (group commit), then publishes the committed changes
+// and sends the replies. Health turns Degraded while store writes fail (disk full...) and back
+// to Ok with the next successful commit.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -16,6 +17,7 @@
 
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
+#include "svc-statusd/sqlite_db.h"
 #include "svc-statusd/status_manager.h"
 #include "svc-statusd/status_server.h"
 #include "svc-statusd/status_sink.h"
@@ -72,6 +74,7 @@ class StatusdService : public ServiceHooks {
   // The periodic check; on corruption, recovers as Open() does at start-up (the file is moved
   // aside, a fresh one is made) and writes back every status held in memory.
   void CheckDatabase();
+  // Opens the event and node stores on db_ (their tables are created when missing).
   Status OpenSideStores();
 
   const CommonOptions& options_;
@@ -81,6 +84,7 @@ class StatusdService : public ServiceHooks {
   uint64_t db_recoveries_ = 0;
   std::shared_ptr<spdlog::logger> log_;
   const Clock* clock_ = nullptr;
+  std::shared_ptr<SqliteDb> db_;  // the one connection to DatabasePath(), for every store
   std::unique_ptr<SqliteStatusStore> store_;
   std::unique_ptr<StatusManager> manager_;
   std::unique_ptr<EventStore> events_;

@@ -101,17 +101,12 @@ int Walk(int dir_fd, const std::string& rel, int flags, BeneathScope scope) {
 
 }  // namespace
 
-void UniqueFd::Reset() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
-
 bool KernelHasOpenat2() {
   int known = g_has_openat2.load();
   if (known >= 0) return known == 1;
-  long fd = Openat2(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0);
-  bool has = !(fd < 0 && errno == ENOSYS);
-  if (fd >= 0) close(static_cast<int>(fd));
+  const long fd = Openat2(AT_FDCWD, "/", O_PATH | O_CLOEXEC, 0);
+  const bool has = !(fd < 0 && errno == ENOSYS);
+  UniqueFd probe(static_cast<int>(fd));  // only whether the call exists matters
   g_has_openat2.store(has ? 1 : 0);
   return has;
 }
@@ -191,7 +186,7 @@ Result<UniqueFd> OpenOrCreateBeneath(int dir_fd, const std::string& rel, mode_t 
     const bool last = i + 1 == parts.size();
     int fd = OpenBeneathRaw(dir_fd, prefix, last ? 0 : O_DIRECTORY, options);
     if (fd >= 0) {
-      current = UniqueFd(fd);
+      current.reset(fd);
       continue;
     }
     if (fd != -ENOENT) return BeneathError(what, -fd);

@@ -16,34 +16,9 @@
 #include <vector>
 
 #include "lib/common/status.h"
+#include "lib/common/unique_fd.h"
 
 namespace nodelet {
-
-// An owned file descriptor (-1: none).
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
 
 // How a lookup may go: kAuto uses openat2 and falls back to the walk on ENOSYS; kWalk always
 // walks (tests run both).

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "lib/common/unique_fd.h"
+
 namespace nodelet {
 
 Status EnsureDirectory(const std::string& path, mode_t mode) {
@@ -32,50 +34,43 @@ Status EnsureDirectory(const std::string& path, mode_t mode) {
 }
 
 Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("Failed to open '" + path + "'", errno);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("Failed to open '" + path + "'", errno);
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    ssize_t n = read(fd.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return ErrnoStatus("Failed to read '" + path + "'", err);
+      return ErrnoStatus("Failed to read '" + path + "'", errno);
     }
     if (n == 0) break;
     if (out.size() + static_cast<size_t>(n) > max_bytes) {
-      close(fd);
       return ResourceExhausted("'" + path + "' is larger than " + std::to_string(max_bytes) +
                                " bytes");
     }
     out.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
   return out;
 }
 
 Result<PidLock> TryPidLock(const std::string& lock_path) {
-  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ErrnoStatus("Failed to open '" + lock_path + "'", errno);
+  UniqueFd fd(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return ErrnoStatus("Failed to open '" + lock_path + "'", errno);
   PidLock out;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char buf[24] = {};
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
+    ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
     if (err != EWOULDBLOCK) return ErrnoStatus("Failed to lock '" + lock_path + "'", err);
     out.holder = n > 0 ? static_cast<pid_t>(std::strtol(buf, nullptr, 10)) : 0;
     return out;
   }
   const std::string pid = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoStatus("Failed to write '" + lock_path + "'", err);
+  if (ftruncate(fd.get(), 0) != 0 || pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+    return ErrnoStatus("Failed to write '" + lock_path + "'", errno);
   }
-  out.fd = fd;
+  out.fd = fd.release();  // the caller holds the lock from here
   return out;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lib/common/unique_fd.h"
+
 namespace nodelet {
 
 bool NotifySocketSend(const std::string& address, const std::string& state) {
@@ -19,13 +21,12 @@ bool NotifySocketSend(const std::string& address, const std::string& state) {
   if (address[0] == '@') addr.sun_path[0] = '\0';
   const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() +
                                                (address[0] == '/' ? 1 : 0));
-  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return false;
+  UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return false;
   // The kernel adds our credentials when the receiver asked for them (SO_PASSCRED), as systemd
   // and the supervisor do.
-  ssize_t n = sendto(fd, state.data(), state.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+  ssize_t n = sendto(fd.get(), state.data(), state.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                      reinterpret_cast<const sockaddr*>(&addr), len);
-  close(fd);
   return n == static_cast<ssize_t>(state.size());
 }
 
