@@ -10,16 +10,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const ConfigObject* Find(const std::map<std::string, ConfigObject>& objects,
-                         const std::string& key) {
-  auto it = objects.find(key);
-  return it == objects.end() ? nullptr : &it->second;
-}
-
-bool SameObject(const ConfigObject* a, const ConfigObject* b) {
-  return a == nullptr || b == nullptr ? a == b : *a == *b;
-}
-
 }  // namespace
 
 void RetryBackoff::Failed(MonoTime now) {
@@ -45,24 +35,20 @@ void VolumeManager::SetDesired(DesiredState desired) {
   DesiredState old = std::move(desired_);
   desired_ = std::move(desired);
   const size_t marked = changed_pods_.size();
+  const ConfigObjects before{old.config_maps, old.secrets};
+  const ConfigObjects after{desired_.config_maps, desired_.secrets};
   for (const auto& [uid, pod] : desired_.pods) {
     auto o = old.pods.find(uid);
-    if (o == old.pods.end() || !pods_.count(uid) || (o->second != pod && *o->second != *pod)) {
+    auto held = pods_.find(uid);
+    if (o == old.pods.end() || held == pods_.end() || (o->second != pod && *o->second != *pod)) {
       changed_pods_.insert(uid);
       continue;
     }
-    // The same pod: it changes only when a ConfigMap or Secret it uses does.
-    const std::string& ns = pod->metadata.namespace_name;
+    // The same pod: it changes only when a ConfigMap or Secret it uses does (its plugin knows).
     for (const auto& v : pod->spec.volumes) {
-      bool same = true;
-      if (v.config_map) {
-        const std::string key = ns + "/" + v.config_map->name;
-        same = SameObject(Find(old.config_maps, key), Find(desired_.config_maps, key));
-      } else if (v.secret) {
-        const std::string key = ns + "/" + v.secret->secret_name;
-        same = SameObject(Find(old.secrets, key), Find(desired_.secrets, key));
-      }
-      if (!same) {
+      auto vol = held->second.volumes.find(v.name);
+      if (vol == held->second.volumes.end() || vol->second.plugin == nullptr ||
+          vol->second.plugin->ReadsChangedObject(v, pod->metadata.namespace_name, before, after)) {
         changed_pods_.insert(uid);
         break;
       }
@@ -90,6 +76,7 @@ std::set<std::string> VolumeManager::Reconcile() {
     for (const auto& [_, l] : leftovers_) retry_due = retry_due || l.retry.Due(now);
     if (sweep_pending_ || now >= next_sweep_ || retry_due) SweepLeftovers(now);
   }
+  sweep_pending_ = false;  // also when the sources are no longer ready (a restarted supervisor)
   // Then set up what is desired: pods that changed, and volumes whose retry is due.
   for (const auto& [uid, pod] : desired_.pods) {
     if (SetUpPod(*pod, changed_pods_.count(uid) > 0, now)) changed.insert(uid);
@@ -192,7 +179,7 @@ bool VolumeManager::SetUpPod(const pod::Pod& pod, bool spec_changed, MonoTime no
     if (!spec_changed && vol.ready) continue;  // nothing changed for it
     ++operations_;
     bool content_changed = false;
-    const VolumeSpec spec{pod, v, desired_.config_maps, desired_.secrets};
+    const VolumeSpec spec{pod, v, {desired_.config_maps, desired_.secrets}};
     if (Status s = vol.plugin->SetUp(spec, vol.plugin_state, &content_changed); s.ok()) {
       pod_changed = pod_changed || content_changed || !vol.ready;
       vol.ready = true;
@@ -228,6 +215,7 @@ void VolumeManager::ScheduleNext() {
       if (!vol.ready && vol.retry.failing()) next_retry_ = std::min(next_retry_, vol.retry.next());
     }
   }
+  if (!desired_.sources_ready) return;  // no sweep, so no retry of a leftover either
   for (const auto& [_, left] : leftovers_) next_retry_ = std::min(next_retry_, left.retry.next());
 }
 

@@ -66,6 +66,15 @@ Status AddItems(const ConfigObject& obj, const std::vector<pod::KeyToPath>& item
   return Status::Ok();
 }
 
+// Whether the object `key` differs between the two maps (changed, came or went).
+bool ObjectDiffers(const std::map<std::string, ConfigObject>& before,
+                   const std::map<std::string, ConfigObject>& after, const std::string& key) {
+  auto b = before.find(key);
+  auto a = after.find(key);
+  if (b == before.end() || a == after.end()) return (b == before.end()) != (a == after.end());
+  return !(b->second == a->second);
+}
+
 std::string PayloadHash(const Payload& files) {
   std::string text;
   for (const auto& [k, f] : files)
@@ -233,10 +242,17 @@ Status FilePayloadPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state
 ConfigMapPlugin::ConfigMapPlugin(std::string root_dir, Mounter& mounter)
     : FilePayloadPlugin("configmap", std::move(root_dir), mounter) {}
 
+bool ConfigMapPlugin::ReadsChangedObject(const pod::Volume& v, const std::string& ns,
+                                         const ConfigObjects& before,
+                                         const ConfigObjects& after) const {
+  return ObjectDiffers(before.config_maps, after.config_maps, ns + "/" + v.config_map->name);
+}
+
 Status ConfigMapPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
   const auto& c = *spec.volume.config_map;
-  auto it = spec.config_maps.find(spec.pod.metadata.namespace_name + "/" + c.name);
-  if (it == spec.config_maps.end()) {
+  const auto& objects = spec.objects.config_maps;
+  auto it = objects.find(spec.pod.metadata.namespace_name + "/" + c.name);
+  if (it == objects.end()) {
     if (c.optional.value_or(false)) return Status::Ok();
     return NotFound("configmap \"" + c.name + "\" not found");
   }
@@ -246,10 +262,17 @@ Status ConfigMapPlugin::MakePayload(const VolumeSpec& spec, Payload* files) cons
 SecretPlugin::SecretPlugin(std::string root_dir, Mounter& mounter)
     : FilePayloadPlugin("secret", std::move(root_dir), mounter) {}
 
+bool SecretPlugin::ReadsChangedObject(const pod::Volume& v, const std::string& ns,
+                                      const ConfigObjects& before,
+                                      const ConfigObjects& after) const {
+  return ObjectDiffers(before.secrets, after.secrets, ns + "/" + v.secret->secret_name);
+}
+
 Status SecretPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
   const auto& s = *spec.volume.secret;
-  auto it = spec.secrets.find(spec.pod.metadata.namespace_name + "/" + s.secret_name);
-  if (it == spec.secrets.end()) {
+  const auto& objects = spec.objects.secrets;
+  auto it = objects.find(spec.pod.metadata.namespace_name + "/" + s.secret_name);
+  if (it == objects.end()) {
     if (s.optional.value_or(false)) return Status::Ok();
     return NotFound("secret \"" + s.secret_name + "\" not found");
   }

@@ -31,13 +31,17 @@ struct ConfigObject {
   bool operator==(const ConfigObject&) const = default;
 };
 
-// What SetUp works from: one volume of a pod, and the ConfigMaps and Secrets by
-// "namespace/name".
+// The ConfigMaps and Secrets of one desired state, by "namespace/name".
+struct ConfigObjects {
+  const std::map<std::string, ConfigObject>& config_maps;
+  const std::map<std::string, ConfigObject>& secrets;
+};
+
+// What SetUp works from: one volume of a pod, and the ConfigMaps and Secrets.
 struct VolumeSpec {
   const pod::Pod& pod;
   const pod::Volume& volume;
-  const std::map<std::string, ConfigObject>& config_maps;
-  const std::map<std::string, ConfigObject>& secrets;
+  ConfigObjects objects;
 };
 
 // What the reconciler keeps for a plugin between two SetUps of one volume.
@@ -53,6 +57,13 @@ class VolumePlugin {
   // configmap, secret, downward-api.
   virtual const std::string& name() const = 0;
   virtual bool CanSupport(const pod::Volume& v) const = 0;
+  // Whether `v`, of a pod in namespace `ns`, reads a ConfigMap or Secret that differs between
+  // `before` and `after` (changed, came or went), so that it must be set up again.
+  virtual bool ReadsChangedObject(const pod::Volume& v, const std::string& ns,
+                                  const ConfigObjects& before, const ConfigObjects& after) const {
+    (void)v, (void)ns, (void)before, (void)after;
+    return false;
+  }
   // Brings the volume to what `spec` says; sets `state.host_path`, and `*content_changed` when
   // it wrote new content. Idempotent.
   virtual Status SetUp(const VolumeSpec& spec, PluginVolumeState& state, bool* content_changed) = 0;
@@ -125,6 +136,8 @@ class ConfigMapPlugin : public FilePayloadPlugin {
  public:
   ConfigMapPlugin(std::string root_dir, Mounter& mounter);
   bool CanSupport(const pod::Volume& v) const override { return v.config_map.has_value(); }
+  bool ReadsChangedObject(const pod::Volume& v, const std::string& ns, const ConfigObjects& before,
+                          const ConfigObjects& after) const override;
 
  protected:
   Status MakePayload(const VolumeSpec& spec, Payload* files) const override;
@@ -134,6 +147,8 @@ class SecretPlugin : public FilePayloadPlugin {
  public:
   SecretPlugin(std::string root_dir, Mounter& mounter);
   bool CanSupport(const pod::Volume& v) const override { return v.secret.has_value(); }
+  bool ReadsChangedObject(const pod::Volume& v, const std::string& ns, const ConfigObjects& before,
+                          const ConfigObjects& after) const override;
 
  protected:
   Status MakePayload(const VolumeSpec& spec, Payload* files) const override;

@@ -88,7 +88,7 @@ class VolumePluginTest : public ::testing::Test {
   // Sets up `v` of `pod` with its plugin; the plugin's state stays in `state_`.
   Status RunSetUp(VolumePlugin& plugin, const pod::Pod& pod, const pod::Volume& v,
                   bool* content_changed) {
-    return plugin.SetUp(VolumeSpec{pod, v, config_maps_, secrets_}, state_, content_changed);
+    return plugin.SetUp(VolumeSpec{pod, v, {config_maps_, secrets_}}, state_, content_changed);
   }
   TempDir dir_;
   FakeMounter mounter_;
@@ -309,20 +309,34 @@ TEST_F(ReconcilerTest, NoWorkWhenNothingChanged) {
   EXPECT_EQ(manager_.NextReconcile(), MonoTime::max());
 }
 
-TEST_F(ReconcilerTest, AChangedConfigMapSetsUpOnlyThePodsUsingIt) {
+TEST_F(ReconcilerTest, AChangedConfigMapOrSecretSetsUpOnlyThePodsUsingIt) {
   DesiredState d;
   d.pods["u1"] = MakePod("u1", {ConfigMap("cfg", "settings")});
   d.pods["u2"] = MakePod("u2", {ConfigMap("cfg", "other")});
+  d.pods["u3"] = MakePod("u3", {Secret("s", "creds")});
   d.config_maps["default/settings"] = ConfigObject{"default", "settings", {{"k", "v1"}}};
   d.config_maps["default/other"] = ConfigObject{"default", "other", {{"k", "o"}}};
+  d.secrets["default/creds"] = ConfigObject{"default", "creds", {{"p", "1"}}};
   manager_.SetDesired(d);
-  EXPECT_THAT(manager_.Reconcile(), ElementsAre("u1", "u2"));
-  const uint64_t operations = manager_.operations();
+  EXPECT_THAT(manager_.Reconcile(), ElementsAre("u1", "u2", "u3"));
+  uint64_t operations = manager_.operations();
   d.config_maps["default/settings"].data["k"] = "v2";
   manager_.SetDesired(d);
   EXPECT_THAT(manager_.Reconcile(), ElementsAre("u1"));
   EXPECT_EQ(manager_.operations(), operations + 1) << "only u1's volume was set up again";
   EXPECT_EQ(Read(VolumeDir("u1", "configmap", "cfg") + "/k"), "v2");
+  operations = manager_.operations();
+  d.secrets["default/creds"].data["p"] = "2";
+  manager_.SetDesired(d);
+  EXPECT_THAT(manager_.Reconcile(), ElementsAre("u3"));
+  EXPECT_EQ(manager_.operations(), operations + 1);
+  EXPECT_EQ(Read(VolumeDir("u3", "secret", "s") + "/p"), "2");
+  // A Secret that goes fails the volume that reads it, and that pod only.
+  d.secrets.clear();
+  manager_.SetDesired(d);
+  EXPECT_THAT(manager_.Reconcile(), ElementsAre("u3"));
+  EXPECT_THAT(manager_.Get("u3").reason, HasSubstr("secret \"creds\" not found"));
+  EXPECT_TRUE(manager_.Get("u1").ready);
 }
 
 TEST_F(ReconcilerTest, AFailedMountIsRetriedWithBackoffNotInABusyLoop) {
@@ -445,6 +459,32 @@ TEST_F(ReconcilerTest, LeftoverDirectoriesAreSweptOnlyOnceSourcesHaveReported) {
   manager_.Reconcile();
   EXPECT_FALSE(fs::exists(root() + "/pods/late"));
   EXPECT_EQ(manager_.failures(), 1u);
+}
+
+// A restarted supervisor may say again that its sources have not reported: no sweep then, and
+// no timer that stays due because a leftover's retry cannot run.
+TEST_F(ReconcilerTest, SourcesNoLongerReadyStopTheSweepWithoutABusyLoop) {
+  fs::create_directories(root() + "/pods/stale/volumes");
+  ASSERT_TRUE(mounter_.MountTmpfs(root() + "/pods/stale/volumes", "").ok());
+  DesiredState d;
+  d.sources_ready = true;
+  mounter_.FailUnmounts(1);
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  ASSERT_TRUE(fs::exists(root() + "/pods/stale"));
+  d.sources_ready = false;
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  EXPECT_EQ(manager_.NextReconcile(), MonoTime::max());
+  clock_.Advance(std::chrono::minutes(5));
+  manager_.Reconcile();
+  EXPECT_TRUE(fs::exists(root() + "/pods/stale")) << "nothing is removed before sources report";
+  EXPECT_EQ(manager_.NextReconcile(), MonoTime::max());
+  d.sources_ready = true;
+  manager_.SetDesired(d);
+  EXPECT_LE(manager_.NextReconcile(), Now());
+  manager_.Reconcile();
+  EXPECT_FALSE(fs::exists(root() + "/pods/stale"));
 }
 
 TEST_F(ReconcilerTest, AVolumeWhoseSourceChangesGetsTheNewPlugin) {
