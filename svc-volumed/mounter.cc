@@ -70,12 +70,15 @@ Result<bool> IsMountedOn(const Mounter& mounter, const std::string& path) {
 Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir) {
   auto mounts = mounter.MountPointsUnder(dir);
   if (!mounts.ok()) return mounts.status();
-  for (const auto& m : *mounts) {
-    if (Status s = mounter.Unmount(m); !s.ok()) return s;
+  if (!mounts->empty()) {
+    for (const auto& m : *mounts) {
+      if (Status s = mounter.Unmount(m); !s.ok()) return s;
+    }
+    // A mount can hide another on the same path: look again.
+    auto left = mounter.MountPointsUnder(dir);
+    if (!left.ok()) return left.status();
+    if (!left->empty()) return FailedPrecondition(dir + " still has mounts");
   }
-  auto left = mounter.MountPointsUnder(dir);
-  if (!left.ok()) return left.status();
-  if (!left->empty()) return FailedPrecondition(dir + " still has mounts");
   // What a container could write into: no link in it is followed.
   return RemoveTreeNoFollow(dir);
 }

@@ -24,6 +24,7 @@
 
 namespace nodelet::volumed {
 
+// A ConfigMap or a Secret as the supervisor sends it (Secret data already decoded).
 struct ConfigObject {
   std::string namespace_name;
   std::string name;
