@@ -19,7 +19,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -105,7 +104,7 @@ class VolumeManager {
 
  private:
   struct Vol {
-    VolumePlugin* plugin = nullptr;  // chosen from the volume's source when it is first seen
+    VolumePlugin* plugin = nullptr;  // from the volume's source, when the pod is new or changed
     PluginVolumeState plugin_state;
     bool ready = false;
     std::string error;
