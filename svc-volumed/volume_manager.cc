@@ -1,394 +1,222 @@
 #include "svc-volumed/volume_manager.h"
 
-#include <fcntl.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "lib/common/beneath.h"
-#include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
-#include "lib/pod/canonical.h"
 
 namespace nodelet::volumed {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::chrono::milliseconds kBackoffInitial{500};
-constexpr std::chrono::milliseconds kBackoffMax{128000};
-
-std::string Unescape(const std::string& s) {
-  // mountinfo escapes space, tab, newline and backslash as \ooo.
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      int v = 0;
-      bool ok = true;
-      for (size_t k = 1; k <= 3; ++k) {
-        if (i + k >= s.size() || s[i + k] < '0' || s[i + k] > '7')
-          ok = false;
-        else
-          v = v * 8 + (s[i + k] - '0');
-      }
-      if (ok) {
-        out.push_back(static_cast<char>(v));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
-std::string PluginOf(const pod::Volume& v) {
-  if (v.host_path) return "host-path";
-  if (v.config_map) return "configmap";
-  if (v.secret) return "secret";
-  if (v.downward_api) return "downward-api";
-  return "empty-dir";
-}
-
-Status Errno(const std::string& what, const std::string& path) {
-  return FailedPrecondition(what + " " + path + ": " + std::strerror(errno));
-}
-
-Status MountTmpfs(const std::string& path, int64_t size_bytes) {
-  if (IsMountPoint(path)) return Status::Ok();  // already (e.g. before a restart)
-  std::string opts = "mode=0777";
-  if (size_bytes > 0) opts += ",size=" + std::to_string(size_bytes);
-  if (mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-    return Errno("mount tmpfs on", path);
-  }
-  return Status::Ok();
-}
-
-std::string LabelsText(const std::map<std::string, std::string>& m) {
-  std::string out;
-  for (const auto& [k, v] : m) out += k + "=\"" + v + "\"\n";
-  return out;
-}
-
-// A field of the downward API, or an error for what is not supported.
-Result<std::string> FieldValue(const pod::Pod& pod, const std::string& path) {
-  const auto& md = pod.metadata;
-  if (path == "metadata.name") return md.name;
-  if (path == "metadata.namespace") return md.namespace_name;
-  if (path == "metadata.uid") return md.uid;
-  if (path == "metadata.labels") return LabelsText(md.labels);
-  if (path == "metadata.annotations") return LabelsText(md.annotations);
-  for (const auto& [prefix, map] :
-       {std::pair{std::string("metadata.labels['"), &md.labels},
-        std::pair{std::string("metadata.annotations['"), &md.annotations}}) {
-    if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() + 2 &&
-        path.substr(path.size() - 2) == "']") {
-      auto key = path.substr(prefix.size(), path.size() - prefix.size() - 2);
-      auto it = map->find(key);
-      return it == map->end() ? std::string() : it->second;
-    }
-  }
-  if (path == "spec.nodeName") return pod.spec.node_name;
-  return InvalidArgument("downwardAPI field " + path + " is not supported");
-}
-
 }  // namespace
 
-std::vector<std::string> MountsUnder(const std::string& prefix) {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    if (!(fields >> id >> parent >> dev >> root >> mount_point)) continue;
-    mount_point = Unescape(mount_point);
-    if (mount_point == prefix || mount_point.rfind(prefix + "/", 0) == 0)
-      out.push_back(mount_point);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  return out;
-}
-
-bool IsMountPoint(const std::string& path) {
-  for (const auto& m : MountsUnder(path)) {
-    if (m == path) return true;
-  }
-  return false;
-}
-
-Status CheckHostPath(const std::string& path, const std::string& type, LookupOptions options) {
-  if (type.empty()) return Status::Ok();  // the kubelet's default: no check
-  if (path.empty() || path[0] != '/')
-    return InvalidArgument("hostPath " + path + " must be absolute");
-  options.scope = BeneathScope::kInRoot;  // from the real `/`: an ordinary lookup, no magic links
-  UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Errno("open", "/");
-  const std::string rel = path.substr(1);
-  const std::string what = "hostPath " + path;
-  if (type == "DirectoryOrCreate") {
-    auto fd = OpenOrCreateBeneath(root.get(), rel, 0755, what, nullptr, options);
-    if (!fd.ok()) {
-      if (fd.status().message().find("not a directory") != std::string::npos) {
-        return FailedPrecondition(what + ": exists and is not a directory");
-      }
-      return FailedPrecondition(fd.status().message());
-    }
-    struct stat st {};
-    if (fstat(fd->get(), &st) != 0) return Errno("hostPath: stat", path);
-    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": exists and is not a directory");
-    return Status::Ok();
-  }
-  if (type == "FileOrCreate") {
-    const size_t slash = rel.rfind('/');
-    const std::string parent = slash == std::string::npos ? "" : rel.substr(0, slash);
-    const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
-    if (base.empty() || base == "." || base == "..")
-      return InvalidArgument(what + " names no file");
-    auto dir = OpenBeneath(root.get(), parent, O_DIRECTORY, what + ": parent", options);
-    if (!dir.ok()) return FailedPrecondition(dir.status().message());
-    UniqueFd made(openat(dir->get(), base.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (made.valid()) {
-      if (fchmod(made.get(), 0644) != 0) return Errno("hostPath: chmod", path);
-      return Status::Ok();
-    }
-    if (errno != EEXIST) return Errno("hostPath: create", path);
-  }
-  int fd = OpenBeneathRaw(root.get(), rel, 0, options);
-  struct stat st {};
-  bool exists = fd >= 0 && fstat(fd, &st) == 0;
-  if (fd >= 0) close(fd);
-  if (type == "Directory") {
-    if (!exists || !S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": not a directory");
-  } else if (type == "FileOrCreate") {
-    if (!exists || !S_ISREG(st.st_mode))
-      return FailedPrecondition(what + ": exists and is not a file");
-  } else if (type == "File") {
-    if (!exists || !S_ISREG(st.st_mode)) return FailedPrecondition(what + ": not a file");
-  } else if (type == "Socket") {
-    if (!exists || !S_ISSOCK(st.st_mode)) return FailedPrecondition(what + ": not a socket");
-  } else if (type == "CharDevice") {
-    if (!exists || !S_ISCHR(st.st_mode))
-      return FailedPrecondition(what + ": not a character device");
-  } else if (type == "BlockDevice") {
-    if (!exists || !S_ISBLK(st.st_mode)) return FailedPrecondition(what + ": not a block device");
-  }
-  return Status::Ok();
+void RetryBackoff::Failed(MonoTime now) {
+  backoff_ = backoff_.count() == 0 ? kInitial : std::min(backoff_ * 2, kMax);
+  next_ = now + backoff_;
 }
 
 VolumeManager::VolumeManager(std::string root_dir, const Clock& clock)
-    : root_(std::move(root_dir)), clock_(clock) {}
+    : root_(std::move(root_dir)),
+      clock_(clock),
+      own_mounter_(std::make_unique<MounterImpl>()),
+      mounter_(*own_mounter_),
+      plugins_(root_, mounter_) {}
 
-void VolumeManager::SetDesired(DesiredState desired) { desired_ = std::move(desired); }
+VolumeManager::VolumeManager(std::string root_dir, const Clock& clock, Mounter& mounter)
+    : root_(std::move(root_dir)), clock_(clock), mounter_(mounter), plugins_(root_, mounter_) {}
 
 Result<std::string> VolumeManager::PodDir(const std::string& uid) const {
   return JoinComponent(root_ + "/pods", uid);
 }
 
-Result<std::string> VolumeManager::VolumeDir(const std::string& uid, const std::string& plugin,
-                                             const std::string& name) const {
-  auto pod_dir = PodDir(uid);
-  if (!pod_dir.ok()) return pod_dir.status();
-  return JoinComponent(*pod_dir + "/volumes/kubernetes.io~" + plugin, name);
-}
-
-Status VolumeManager::Files(const pod::Pod& pod, const pod::Volume& v,
-                            std::map<std::string, std::pair<std::string, int>>* files) const {
-  auto add_items = [&](const ConfigObject& obj, const std::vector<pod::KeyToPath>& items,
-                       int default_mode) -> Status {
-    if (items.empty()) {
-      for (const auto& [k, val] : obj.data) (*files)[k] = {val, default_mode};
-      return Status::Ok();
+void VolumeManager::SetDesired(DesiredState desired) {
+  DesiredState old = std::move(desired_);
+  desired_ = std::move(desired);
+  const size_t marked = changed_pods_.size();
+  const ConfigObjects before{old.config_maps, old.secrets};
+  const ConfigObjects after{desired_.config_maps, desired_.secrets};
+  for (const auto& [uid, pod] : desired_.pods) {
+    auto o = old.pods.find(uid);
+    auto held = pods_.find(uid);
+    if (o == old.pods.end() || held == pods_.end() || (o->second != pod && *o->second != *pod)) {
+      changed_pods_.insert(uid);
+      continue;
     }
-    for (const auto& item : items) {
-      auto it = obj.data.find(item.key);
-      if (it == obj.data.end()) {
-        return NotFound("key " + item.key + " not found in " + obj.namespace_name + "/" + obj.name);
+    // The same pod: it changes only when a ConfigMap or Secret it uses does (its plugin knows).
+    for (const auto& v : pod->spec.volumes) {
+      auto vol = held->second.volumes.find(v.name);
+      if (vol == held->second.volumes.end() || vol->second.plugin == nullptr ||
+          vol->second.plugin->ReadsChangedObject(v, pod->metadata.namespace_name, before, after)) {
+        changed_pods_.insert(uid);
+        break;
       }
-      if (!IsSafePayloadPath(item.path))
-        return InvalidArgument("item path " + item.path + " is not safe");
-      (*files)[item.path] = {it->second, item.mode.value_or(default_mode)};
-    }
-    return Status::Ok();
-  };
-  const std::string ns = pod.metadata.namespace_name;
-  if (v.config_map) {
-    const auto& c = *v.config_map;
-    auto it = desired_.config_maps.find(ns + "/" + c.name);
-    if (it == desired_.config_maps.end()) {
-      if (c.optional.value_or(false)) return Status::Ok();
-      return NotFound("configmap \"" + c.name + "\" not found");
-    }
-    return add_items(it->second, c.items, c.default_mode.value_or(pod::kDefaultFileMode));
-  }
-  if (v.secret) {
-    const auto& s = *v.secret;
-    auto it = desired_.secrets.find(ns + "/" + s.secret_name);
-    if (it == desired_.secrets.end()) {
-      if (s.optional.value_or(false)) return Status::Ok();
-      return NotFound("secret \"" + s.secret_name + "\" not found");
-    }
-    return add_items(it->second, s.items, s.default_mode.value_or(pod::kDefaultFileMode));
-  }
-  if (v.downward_api) {
-    for (const auto& item : v.downward_api->items) {
-      if (!IsSafePayloadPath(item.path))
-        return InvalidArgument("item path " + item.path + " is not safe");
-      if (!item.field_ref)
-        return InvalidArgument("downwardAPI item " + item.path + ": only fieldRef");
-      auto value = FieldValue(pod, item.field_ref->field_path);
-      if (!value.ok()) return value.status();
-      (*files)[item.path] = {
-          *value, item.mode.value_or(v.downward_api->default_mode.value_or(pod::kDefaultFileMode))};
     }
   }
-  return Status::Ok();
-}
-
-Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& state, bool* changed) {
-  const std::string& uid = pod.metadata.uid;
-  if (v.host_path) {
-    state.host_path = v.host_path->path;
-    if (Status s = CheckHostPath(v.host_path->path, v.host_path->type); !s.ok()) return s;
-    if (!state.ready) *changed = true;
-    return Status::Ok();
-  }
-  const std::string plugin = PluginOf(v);
-  auto volume_dir = VolumeDir(uid, plugin, v.name);
-  if (!volume_dir.ok()) return volume_dir.status();
-  const std::string dir = *volume_dir;
-  state.host_path = dir;
-  // Made on directory fds beneath ROOT/pods, no link followed out of it: a component swapped for
-  // a link is refused, not followed (lib/common/beneath.h).
-  if (Status s = EnsureDirectory(root_ + "/pods", 0755); !s.ok()) return s;
-  UniqueFd pods_fd(open((root_ + "/pods").c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (pods_fd.get() < 0) return Errno("open", root_ + "/pods");
-  auto parent = OpenOrCreateBeneath(pods_fd.get(), uid + "/volumes/kubernetes.io~" + plugin, 0755,
-                                    "volume directory of " + v.name);
-  if (!parent.ok()) return parent.status();
-  auto made = OpenOrCreateBeneath(parent->get(), v.name, plugin == "empty-dir" ? 0777 : 0755,
-                                  "volume directory of " + v.name);
-  if (!made.ok()) return made.status();
-  if (plugin == "empty-dir") {
-    // World-writable as the kubelet makes it, also when it was there already (an O_PATH fd is
-    // changed through its /proc/self/fd link, which names the opened inode, not a path).
-    const std::string by_fd = "/proc/self/fd/" + std::to_string(made->get());
-    if (chmod(by_fd.c_str(), 0777) != 0) return Errno("chmod", dir);
-    if (v.empty_dir && v.empty_dir->medium == "Memory") {
-      int64_t size = v.empty_dir->size_limit ? v.empty_dir->size_limit->Value() : 0;
-      if (Status s = MountTmpfs(dir, size); !s.ok()) return s;
-    }
-    if (!state.ready) *changed = true;
-    return Status::Ok();
-  }
-  if (plugin == "secret") {
-    if (Status s = MountTmpfs(dir, 0); !s.ok()) return s;
-  }
-  std::map<std::string, std::pair<std::string, int>> files;
-  if (Status s = Files(pod, v, &files); !s.ok()) return s;
-  std::string hash;
-  for (const auto& [k, f] : files)
-    hash += k + '\0' + f.first + '\0' + std::to_string(f.second) + '\0';
-  hash = pod::Hex128(pod::Fnv1a128(hash));
-  if (hash == state.content_hash && state.ready) return Status::Ok();
-  if (Status s = AtomicWriteFiles(dir, files); !s.ok()) return s;
-  state.content_hash = hash;
-  *changed = true;
-  return Status::Ok();
-}
-
-Status VolumeManager::TearDownPod(const std::string& uid) {
-  auto pod_dir = PodDir(uid);
-  if (!pod_dir.ok()) return pod_dir.status();
-  const std::string dir = *pod_dir;
-  for (const auto& m : MountsUnder(dir)) {
-    if (umount2(m.c_str(), 0) != 0 && umount2(m.c_str(), MNT_DETACH) != 0) {
-      return Errno("unmount", m);
-    }
-  }
-  if (!MountsUnder(dir).empty()) return FailedPrecondition(dir + " still has mounts");
-  // The pod's emptyDirs were writable by its containers: no link in them is followed.
-  return RemoveTreeNoFollow(dir);
+  bool went = false;
+  for (const auto& [uid, _] : pods_) went = went || !desired_.pods.count(uid);
+  teardown_pending_ = teardown_pending_ || went;
+  const bool changed = changed_pods_.size() != marked || went ||
+                       old.sources_ready != desired_.sources_ready ||
+                       old.pods.size() != desired_.pods.size();
+  // A change is a good moment to look for leftovers too (a pod that went may have left some).
+  if (desired_.sources_ready && changed) sweep_pending_ = true;
 }
 
 std::set<std::string> VolumeManager::Reconcile() {
+  const MonoTime now = clock_.Now();
   std::set<std::string> changed;
   // Tear down first: pods volumed holds that are no longer desired.
+  TearDownUndesired(now, &changed);
+  teardown_pending_ = false;
+  // Pod directories on disk that nobody wants: only once every source has reported.
+  if (desired_.sources_ready) {
+    bool retry_due = false;
+    for (const auto& [_, l] : leftovers_) retry_due = retry_due || l.retry.Due(now);
+    if (sweep_pending_ || now >= next_sweep_ || retry_due) SweepLeftovers(now);
+  }
+  sweep_pending_ = false;  // also when the sources are no longer ready (a restarted supervisor)
+  // Then set up what is desired: pods that changed, and volumes whose retry is due.
+  for (const auto& [uid, pod] : desired_.pods) {
+    if (SetUpPod(*pod, changed_pods_.count(uid) > 0, now)) changed.insert(uid);
+  }
+  changed_pods_.clear();
+  ScheduleNext();
+  return changed;
+}
+
+MonoTime VolumeManager::NextReconcile() const {
+  if (!changed_pods_.empty() || teardown_pending_ || sweep_pending_) return MonoTime{};
+  MonoTime next = next_retry_;
+  if (desired_.sources_ready) next = std::min(next, next_sweep_);
+  return next;
+}
+
+void VolumeManager::TearDownUndesired(MonoTime now, std::set<std::string>* changed) {
   for (auto it = pods_.begin(); it != pods_.end();) {
-    if (desired_.pods.count(it->first)) {
+    if (desired_.pods.count(it->first) || !it->second.teardown.Due(now)) {
       ++it;
       continue;
     }
     ++operations_;
-    if (Status s = TearDownPod(it->first); !s.ok()) {
+    if (Status s = TearDownPod(it->first, it->second); !s.ok()) {
       ++failures_;
+      it->second.teardown.Failed(now);
       ++it;
       continue;
     }
-    changed.insert(it->first);
+    changed->insert(it->first);
     it = pods_.erase(it);
   }
-  // Pod directories on disk that nobody wants (left by a previous run): only once every source
-  // has reported, and reported once when they cannot be removed.
-  if (desired_.sources_ready) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root_ + "/pods", ec)) {
-      std::string uid = entry.path().filename();
-      if (desired_.pods.count(uid) || pods_.count(uid)) continue;
-      if (Status s = TearDownPod(uid); !s.ok()) {
-        if (cleanup_reported_.insert(uid).second) ++failures_;
-      } else {
-        cleanup_reported_.erase(uid);
-      }
+}
+
+Status VolumeManager::TearDownPod(const std::string& uid, const PodState& ps) {
+  auto pod_dir = PodDir(uid);
+  if (!pod_dir.ok()) return pod_dir.status();
+  // Each volume by its plugin (only those whose set-up got as far as a path), then whatever
+  // else the pod directory holds: podworkerd's subPath staging mounts, leftovers of a volume
+  // that left the spec.
+  for (const auto& [name, vol] : ps.volumes) {
+    if (vol.plugin == nullptr || vol.plugin_state.host_path.empty()) continue;
+    if (Status s = vol.plugin->TearDown(uid, name); !s.ok()) return s;
+  }
+  return UnmountAndRemoveTree(mounter_, *pod_dir);
+}
+
+void VolumeManager::SweepLeftovers(MonoTime now) {
+  sweep_pending_ = false;
+  next_sweep_ = now + kSweepPeriod;
+  std::set<std::string> seen;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ + "/pods", ec)) {
+    std::string uid = entry.path().filename();
+    if (desired_.pods.count(uid) || pods_.count(uid)) continue;
+    seen.insert(uid);
+    Leftover& left = leftovers_[uid];
+    if (!left.retry.Due(now)) continue;
+    auto dir = PodDir(uid);
+    Status s = dir.ok() ? UnmountAndRemoveTree(mounter_, *dir) : dir.status();
+    if (s.ok()) {
+      leftovers_.erase(uid);
+      continue;
+    }
+    // Reported once, not at every retry.
+    if (!left.reported) ++failures_;
+    left.reported = true;
+    left.retry.Failed(now);
+  }
+  std::erase_if(leftovers_, [&](const auto& kv) { return !seen.count(kv.first); });
+}
+
+bool VolumeManager::SetUpPod(const pod::Pod& pod, bool spec_changed, MonoTime now) {
+  const std::string& uid = pod.metadata.uid;
+  auto held = pods_.find(uid);
+  if (held == pods_.end()) {
+    held = pods_.emplace(uid, PodState{}).first;
+    spec_changed = true;
+  }
+  PodState& ps = held->second;
+  ps.teardown.Succeeded();  // desired (again)
+  if (!spec_changed) {
+    // Only a due retry brings an unchanged pod here.
+    bool due = false;
+    for (const auto& [_, vol] : ps.volumes) due = due || (!vol.ready && vol.retry.Due(now));
+    if (!due) return false;
+  }
+  const bool was_ready = AllReady(ps, pod.spec.volumes.size());
+  std::set<std::string> names;
+  bool pod_changed = false;
+  for (const auto& v : pod.spec.volumes) {
+    names.insert(v.name);
+    Vol& vol = ps.volumes[v.name];
+    if (spec_changed) {
+      // The plugin follows the volume's source; a volume whose source changed starts afresh.
+      VolumePlugin& plugin = plugins_.For(v);
+      if (vol.plugin != &plugin) vol = Vol{.plugin = &plugin};
+    }
+    if (!vol.retry.Due(now)) continue;         // backing off
+    if (!spec_changed && vol.ready) continue;  // nothing changed for it
+    ++operations_;
+    bool content_changed = false;
+    const VolumeSpec spec{pod, v, {desired_.config_maps, desired_.secrets}};
+    if (Status s = vol.plugin->SetUp(spec, vol.plugin_state, &content_changed); s.ok()) {
+      pod_changed = pod_changed || content_changed || !vol.ready;
+      vol.ready = true;
+      vol.error.clear();
+      vol.retry.Succeeded();
+    } else {
+      ++failures_;
+      if (vol.ready || vol.error != s.message()) pod_changed = true;
+      vol.ready = false;
+      vol.error = s.message();
+      vol.plugin_state.content_hash.clear();  // written again once it works
+      vol.retry.Failed(now);
     }
   }
-  // Then set up what is desired.
-  const MonoTime now = clock_.Now();
-  for (const auto& [uid, pod] : desired_.pods) {
-    PodState& ps = pods_[uid];
-    bool was_ready = true;
-    for (const auto& [_, v] : ps.volumes) was_ready = was_ready && v.ready;
-    was_ready = was_ready && ps.volumes.size() == pod->spec.volumes.size();
-    std::set<std::string> names;
-    bool pod_changed = false;
-    for (const auto& v : pod->spec.volumes) {
-      names.insert(v.name);
-      Vol& state = ps.volumes[v.name];
-      state.plugin = PluginOf(v);
-      if (state.retry_at > now) continue;
-      ++operations_;
-      bool content_changed = false;
-      Status s = SetUp(*pod, v, state, &content_changed);
-      if (s.ok()) {
-        state.ready = true;
-        state.error.clear();
-        state.backoff = std::chrono::milliseconds(0);
-        pod_changed = pod_changed || content_changed;
-      } else {
-        ++failures_;
-        if (state.ready || state.error != s.message()) pod_changed = true;
-        state.ready = false;
-        state.error = s.message();
-        state.backoff =
-            state.backoff.count() == 0 ? kBackoffInitial : std::min(state.backoff * 2, kBackoffMax);
-        state.retry_at = now + state.backoff;
-      }
+  std::erase_if(ps.volumes, [&](const auto& kv) { return !names.count(kv.first); });
+  return pod_changed || AllReady(ps, pod.spec.volumes.size()) != was_ready;
+}
+
+bool VolumeManager::AllReady(const PodState& ps, size_t volumes) {
+  bool ready = ps.volumes.size() == volumes;
+  for (const auto& [_, vol] : ps.volumes) ready = ready && vol.ready;
+  return ready;
+}
+
+void VolumeManager::ScheduleNext() {
+  next_retry_ = MonoTime::max();
+  for (const auto& [uid, ps] : pods_) {
+    if (!desired_.pods.count(uid)) {
+      if (ps.teardown.failing()) next_retry_ = std::min(next_retry_, ps.teardown.next());
+      continue;
     }
-    std::erase_if(ps.volumes, [&](const auto& kv) { return !names.count(kv.first); });
-    bool ready = true;
-    for (const auto& [_, v] : ps.volumes) ready = ready && v.ready;
-    if (pod_changed || ready != was_ready) changed.insert(uid);
+    for (const auto& [_, vol] : ps.volumes) {
+      if (!vol.ready && vol.retry.failing()) next_retry_ = std::min(next_retry_, vol.retry.next());
+    }
   }
-  return changed;
+  if (!desired_.sources_ready) return;  // no sweep, so no retry of a leftover either
+  for (const auto& [_, left] : leftovers_) next_retry_ = std::min(next_retry_, left.retry.next());
 }
 
 PodVolumesInfo VolumeManager::Get(const std::string& uid) const {
@@ -402,7 +230,7 @@ PodVolumesInfo VolumeManager::Get(const std::string& uid) const {
     VolumeInfo vi;
     vi.pod_name = d->second->metadata.name;
     vi.name = v.name;
-    vi.plugin = PluginOf(v);
+    vi.plugin = plugins_.For(v).name();
     const Vol* st = nullptr;
     if (it != pods_.end()) {
       auto s = it->second.volumes.find(v.name);
@@ -415,7 +243,7 @@ PodVolumesInfo VolumeManager::Get(const std::string& uid) const {
                       "\": " + (st && !st->error.empty() ? st->error : "not set up yet");
       }
     }
-    vi.host_path = st ? st->host_path : "";
+    vi.host_path = st ? st->plugin_state.host_path : "";
     vi.state = st == nullptr       ? "desired"
                : st->ready         ? "mounted"
                : st->error.empty() ? "desired"

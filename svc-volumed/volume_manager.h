@@ -1,15 +1,17 @@
 // VolumeManager: volumed's desired state of the world (the pods the supervisor wants, with the
-// ConfigMaps and Secrets), its actual state (what is set up under ROOT/pods/UID/volumes and
-// mounted per /proc/self/mountinfo), and the reconciler that moves one towards the other: it
-// tears down what is no longer desired before it sets up what is, one operation per volume at a
-// time, with exponential backoff per failing volume (500 ms doubling to 2 min 8 s).
+// ConfigMaps and Secrets), its actual state (the volumes set up under ROOT/pods/UID/volumes, by
+// plugin: volume_plugin.h), and the reconciler that moves one towards the other. It tears down
+// what is no longer desired before it sets up what is, one operation per volume at a time.
 //
-// Plugins: emptyDir (a directory; medium Memory: a tmpfs mount with sizeLimit), hostPath (with
-// the type checks), downwardAPI, configMap and secret (files written atomically: a new
-// timestamped directory, then a `..data` symlink swapped with rename(2); user-visible names are
-// symlinks through `..data`; secrets on tmpfs; see atomic_writer.h for how a container that
-// tampers with the directory is kept from steering the writer). Everything is idempotent, so a
-// restart rebuilds the actual state by looking (mountinfo, directories) and never mounts twice.
+// The reconciler runs on change, not on a poll: SetDesired marks the pods whose volumes it
+// changes (a new pod, a changed pod, a ConfigMap or Secret it uses that changed, a pod that
+// went), and a pass works only on those and on failed operations whose retry is due. A failed
+// operation (a volume's set-up, a pod's tear-down, the removal of a leftover directory) is
+// retried after 500 ms, doubling up to 2 min 8 s. Once every pod source has reported, ROOT/pods
+// is also swept every 2 s for directories of pods nobody wants (left by an earlier run, or made
+// by another process after a tear-down). NextReconcile says when a pass has work; the service
+// runs one then. Everything is idempotent, so a restart rebuilds the actual state by looking
+// (mountinfo, directories) and never mounts twice.
 //
 // Single-threaded (volumed's main loop).
 #pragma once
@@ -17,24 +19,18 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "lib/common/beneath.h"
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/pod.h"
 #include "svc-volumed/atomic_writer.h"
+#include "svc-volumed/mounter.h"
+#include "svc-volumed/volume_plugin.h"
 
 namespace nodelet::volumed {
-
-struct ConfigObject {
-  std::string namespace_name;
-  std::string name;
-  std::map<std::string, std::string> data;
-};
 
 struct DesiredState {
   std::map<std::string, std::shared_ptr<const pod::Pod>> pods;  // by uid
@@ -60,17 +56,39 @@ struct PodVolumesInfo {
   std::vector<VolumeInfo> volumes;
 };
 
-// Mount points under `prefix` (inclusive), from /proc/self/mountinfo, deepest first.
-std::vector<std::string> MountsUnder(const std::string& prefix);
-bool IsMountPoint(const std::string& path);
+// Exponential back-off of one failing operation: 500 ms, doubling to 2 min 8 s.
+class RetryBackoff {
+ public:
+  static constexpr std::chrono::milliseconds kInitial{500};
+  static constexpr std::chrono::milliseconds kMax{128000};
+  // Not before `next()` again.
+  void Failed(MonoTime now);
+  void Succeeded() { *this = RetryBackoff(); }
+  bool Due(MonoTime now) const { return next_ <= now; }
+  bool failing() const { return backoff_.count() != 0; }
+  MonoTime next() const { return next_; }
+
+ private:
+  MonoTime next_{};
+  std::chrono::milliseconds backoff_{0};
+};
 
 class VolumeManager {
  public:
+  // With the host's mount table (MounterImpl).
   VolumeManager(std::string root_dir, const Clock& clock);
+  // With `mounter`, which must outlive the manager (unit tests pass a FakeMounter).
+  VolumeManager(std::string root_dir, const Clock& clock, Mounter& mounter);
 
+  // Replaces the desired state and marks what changed for the next pass; a state equal to the
+  // current one marks nothing.
   void SetDesired(DesiredState desired);
-  // One pass. Returns the pods whose readiness or volume content changed.
+  // One pass over what is due (see above). Returns the pods whose readiness or volume content
+  // changed, and those torn down.
   std::set<std::string> Reconcile();
+  // When Reconcile next has work: MonoTime{} (now) after a change, else the earliest retry of a
+  // failed operation or the next sweep; MonoTime::max() when nothing is due.
+  MonoTime NextReconcile() const;
 
   PodVolumesInfo Get(const std::string& uid) const;
   // Every known pod's volumes (all pods when uid is empty).
@@ -82,40 +100,49 @@ class VolumeManager {
   uint64_t operations() const { return operations_; }
   uint64_t failures() const { return failures_; }
 
+  static constexpr std::chrono::seconds kSweepPeriod{2};
+
  private:
   struct Vol {
-    std::string plugin;
-    std::string host_path;
+    VolumePlugin* plugin = nullptr;  // from the volume's source, when the pod is new or changed
+    PluginVolumeState plugin_state;
     bool ready = false;
     std::string error;
-    std::string content_hash;  // what was last written (file-based plugins)
-    MonoTime retry_at{};
-    std::chrono::milliseconds backoff{0};
+    RetryBackoff retry;
   };
   struct PodState {
     std::map<std::string, Vol> volumes;  // by volume name
+    RetryBackoff teardown;               // once the pod is no longer desired
+  };
+  struct Leftover {
+    RetryBackoff retry;
+    bool reported = false;  // its failure was counted once
   };
 
-  Status SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& state, bool* changed);
-  Status TearDownPod(const std::string& uid);
-  Result<std::string> VolumeDir(const std::string& uid, const std::string& plugin,
-                                const std::string& name) const;
-  // The files a file-based volume must hold (path -> content, mode), or an error.
-  Status Files(const pod::Pod& pod, const pod::Volume& v,
-               std::map<std::string, std::pair<std::string, int>>* files) const;
+  void TearDownUndesired(MonoTime now, std::set<std::string>* changed);
+  Status TearDownPod(const std::string& uid, const PodState& ps);
+  void SweepLeftovers(MonoTime now);
+  // Sets up the volumes of one desired pod that are due; true when the pod changed.
+  bool SetUpPod(const pod::Pod& pod, bool spec_changed, MonoTime now);
+  // Every volume of a pod with `volumes` volumes is held and set up.
+  static bool AllReady(const PodState& ps, size_t volumes);
+  void ScheduleNext();
 
   std::string root_;
   const Clock& clock_;
+  std::unique_ptr<Mounter> own_mounter_;
+  Mounter& mounter_;
+  VolumePlugins plugins_;
   DesiredState desired_;
   std::map<std::string, PodState> pods_;
-  std::set<std::string> cleanup_reported_;
+  // The next pass's work besides due retries.
+  std::set<std::string> changed_pods_;  // desired pods to set up again
+  bool teardown_pending_ = false;       // a pod went
+  bool sweep_pending_ = false;          // sweep ROOT/pods at the next pass
+  MonoTime next_sweep_{};
+  MonoTime next_retry_ = MonoTime::max();
+  std::map<std::string, Leftover> leftovers_;  // leftover pod directories that failed to go
   uint64_t operations_ = 0, failures_ = 0;
 };
-
-// Checks a hostPath volume's `type` (Directory, DirectoryOrCreate, File, FileOrCreate, Socket,
-// CharDevice, BlockDevice; "" checks nothing) on an fd: the path is opened once (links followed
-// as the kubelet's stat does, /proc magic links refused) and the type is read with fstat; what
-// *OrCreate makes is created with mkdirat/openat(O_EXCL) on its parent's fd.
-Status CheckHostPath(const std::string& path, const std::string& type, LookupOptions options = {});
 
 }  // namespace nodelet::volumed

@@ -8,7 +8,6 @@ namespace nodelet::volumed {
 namespace {
 
 constexpr size_t kMaxBytes = 64 * 1024 * 1024;
-constexpr std::chrono::milliseconds kReconcilePeriod{100};
 
 std::map<std::string, ConfigObject> Objects(
     const flatbuffers::Vector<flatbuffers::Offset<ipc::podwork::ConfigObject>>* list) {
@@ -64,7 +63,6 @@ Status VolumedService::Start(ServiceContext& ctx) {
     return s;
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Volumed, ctx.incarnation);
-  next_reconcile_ = ctx.clock.Now();
   return Status::Ok();
 }
 
@@ -74,9 +72,16 @@ void VolumedService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
   if (items[0].revents & ZMQ_POLLIN) HandleRequests();
 }
 
+MonoTime VolumedService::NextTimer() const {
+  return manager_ && have_desired_ ? manager_->NextReconcile() : MonoTime::max();
+}
+
 void VolumedService::OnTimer(MonoTime now) {
-  next_reconcile_ = now + kReconcilePeriod;
-  if (!have_desired_) return;  // nothing is torn down before the supervisor said what it wants
+  (void)now;  // the manager reads its clock
+  Reconcile();
+}
+
+void VolumedService::Reconcile() {
   for (const auto& uid : manager_->Reconcile()) Publish(uid, manager_->Get(uid).ready);
 }
 
@@ -113,9 +118,8 @@ void VolumedService::HandleRequests() {
         std::string error;
         manager_->SetDesired(DesiredFromMessage(*(*msg)->body_as_DesiredPods(), &error));
         if (!error.empty()) log->warn("{}", error);
+        // What changed is reconciled at the next turn of the loop (NextTimer is due then).
         have_desired_ = true;
-        // Reconcile now rather than at the next tick: a new pod's volumes are ready sooner.
-        next_reconcile_ = ctx_->clock.Now();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto ack =
             ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);

@@ -1,7 +1,8 @@
 // nodelet-volumed's service: a ROUTER at volumed.sock takes the supervisor's DesiredPods
 // (podwork.fbs) and answers podworkerd's PodVolumesRequest and the supervisor's VolumesQuery
-// (volume.fbs); a PUB at volumed-events.sock tells podworkerd when a pod's volumes change; the
-// VolumeManager reconciles every 100 ms on the main loop.
+// (volume.fbs); a PUB at volumed-events.sock tells podworkerd when a pod's volumes change. The
+// VolumeManager reconciles on the main loop when it has work (a changed desired state, a retry
+// or sweep timer: volume_manager.h), never on a fixed poll.
 #pragma once
 
 #include <memory>
@@ -24,12 +25,16 @@ class VolumedService : public ServiceHooks {
   Status Start(ServiceContext& ctx) override;
   std::vector<zmq::pollitem_t> PollItems() override;
   void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
-  MonoTime NextTimer() const override { return next_reconcile_; }
+  // The reconciler's timer: when the manager has work, once the supervisor has sent a desired
+  // state (nothing is torn down before it said what it wants).
+  MonoTime NextTimer() const override;
   void OnTimer(MonoTime now) override;
   CounterList Counters() const override;
 
  private:
   void HandleRequests();
+  // One reconciler pass; publishes VolumesChanged for every pod it changed.
+  void Reconcile();
   void Publish(const std::string& uid, bool ready);
   void SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
                        ipc::volume::Body type, flatbuffers::Offset<void> body);
@@ -39,7 +44,6 @@ class VolumedService : public ServiceHooks {
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> events_;
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;
-  MonoTime next_reconcile_{};
   bool have_desired_ = false;
   uint64_t bad_messages_ = 0, requests_ = 0;
   bool bad_logged_ = false;
