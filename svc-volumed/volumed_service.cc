@@ -54,8 +54,17 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
   return d;
 }
 
+Result<std::unique_ptr<VolumedService>> VolumedService::Create(ServiceContext& ctx) {
+  std::unique_ptr<VolumedService> service(new VolumedService(ctx));
+  if (Status s = service->Start(ctx); !s.ok()) return s;
+  VolumedService* v = service.get();
+  v->router_source_ = ctx.loop.AddSocket(v->router_->raw(), [v] { v->HandleRequests(); });
+  v->reconcile_ = ctx.loop.AddTimer([v] { v->Reconcile(); });
+  v->reconcile_.ArmAt(ctx.clock.Now());  // the first pass at once, then every period
+  return service;
+}
+
 Status VolumedService::Start(ServiceContext& ctx) {
-  ctx_ = &ctx;
   manager_ = std::make_unique<VolumeManager>(ctx.options.root_dir, ctx.clock);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxBytes);
   if (Status s = router_->Bind(ipc::kVolumeEndpoint.Uri(ctx.options.run_dir)); !s.ok()) return s;
@@ -64,18 +73,11 @@ Status VolumedService::Start(ServiceContext& ctx) {
     return s;
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Volumed, ctx.incarnation);
-  next_reconcile_ = ctx.clock.Now();
   return Status::Ok();
 }
 
-std::vector<zmq::pollitem_t> VolumedService::PollItems() { return {router_->PollItem()}; }
-
-void VolumedService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
-  if (items[0].revents & ZMQ_POLLIN) HandleRequests();
-}
-
-void VolumedService::OnTimer(MonoTime now) {
-  next_reconcile_ = now + kReconcilePeriod;
+void VolumedService::Reconcile() {
+  reconcile_.ArmAfter(kReconcilePeriod);
   if (!have_desired_) return;  // nothing is torn down before the supervisor said what it wants
   for (const auto& uid : manager_->Reconcile()) Publish(uid, manager_->Get(uid).ready);
 }
@@ -115,7 +117,7 @@ void VolumedService::HandleRequests() {
         if (!error.empty()) log->warn("{}", error);
         have_desired_ = true;
         // Reconcile now rather than at the next tick: a new pod's volumes are ready sooner.
-        next_reconcile_ = ctx_->clock.Now();
+        reconcile_.ArmAt(ctx_.clock.Now());
         flatbuffers::FlatBufferBuilder fbb(128);
         auto ack =
             ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
@@ -170,7 +172,6 @@ void VolumedService::HandleRequests() {
 
 CounterList VolumedService::Counters() const {
   CounterList c;
-  if (!manager_) return c;
   c.emplace_back("operations", manager_->operations());
   c.emplace_back("failures", manager_->failures());
   c.emplace_back("requests", requests_);
@@ -183,7 +184,11 @@ ServiceSpec MakeSpec() {
   spec.name = "volumed";
   spec.id = ipc::ServiceId::Volumed;
   spec.description = "nodelet-volumed: volume desired/actual state and the reconciler that mounts";
-  spec.make_hooks = [](const CommonOptions&) { return std::make_unique<VolumedService>(); };
+  spec.create = [](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+    auto service = VolumedService::Create(ctx);
+    if (!service.ok()) return service.status();
+    return std::unique_ptr<Service>(std::move(service).value());
+  };
   return spec;
 }
 
