@@ -105,6 +105,12 @@ EventLoop::Timer EventLoop::AddTimer(Callback callback) {
   return Timer(this, std::move(state), Handle(this, id));
 }
 
+EventLoop::Handle EventLoop::AddAfterIteration(Callback callback) {
+  uint64_t id = NextId();
+  after_[id] = std::make_shared<Callback>(std::move(callback));
+  return Handle(this, id);
+}
+
 EventLoop::Handle EventLoop::AddSignal(int signo, SignalCallback callback) {
   BlockSignals({signo});
   uint64_t id = NextId();
@@ -122,7 +128,7 @@ void EventLoop::UpdateSignalMask() {
 }
 
 void EventLoop::Remove(uint64_t id) {
-  if (readers_.erase(id) != 0) return;
+  if (readers_.erase(id) != 0 || after_.erase(id) != 0) return;
   if (auto it = timers_.find(id); it != timers_.end()) {
     // A timer that is due in this iteration must not fire once its handle is gone.
     it->second->due = MonoTime::max();
@@ -207,18 +213,27 @@ Status EventLoop::RunOnce(std::chrono::milliseconds max_wait) {
   } catch (const zmq::error_t& e) {
     // A signal interrupted the wait: the signalfd has it, and the next iteration reads it.
     if (e.num() != EINTR) return Internal(std::string("poll failed: ") + e.what());
-    return Status::Ok();
+    for (auto& item : items) item.revents = 0;
   }
   if (items[0].revents & ZMQ_POLLIN) RunPosted();
   if (items[1].revents & ZMQ_POLLIN) ReadSignals();
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!(items[i + 2].revents & ZMQ_POLLIN)) continue;
+    // An fd's hang-up or error (ZMQ_POLLERR) is dispatched too: the reader sees it when it reads.
+    if (!(items[i + 2].revents & (ZMQ_POLLIN | ZMQ_POLLERR))) continue;
     auto it = readers_.find(ids[i]);
     if (it == readers_.end()) continue;  // removed by an earlier callback
     std::shared_ptr<Reader> r = it->second;
     r->callback();
   }
   RunTimers();
+  std::vector<uint64_t> after_ids;
+  for (const auto& [id, _] : after_) after_ids.push_back(id);
+  for (uint64_t id : after_ids) {
+    auto it = after_.find(id);
+    if (it == after_.end()) continue;  // removed by an earlier callback
+    std::shared_ptr<Callback> cb = it->second;
+    (*cb)();
+  }
   return Status::Ok();
 }
 

@@ -85,7 +85,8 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
-  // Calls `on_readable` on the loop's thread while the socket (or fd) has input.
+  // Calls `on_readable` on the loop's thread while the socket (or fd) has input, or the fd a
+  // hang-up or an error (its read returns 0 or fails).
   [[nodiscard]] Handle AddSocket(zmq::socket_ref socket, Callback on_readable);
   [[nodiscard]] Handle AddFd(int fd, Callback on_readable);
   // Calls `callback` when the timer fires; arm the returned Timer to start it.
@@ -93,6 +94,10 @@ class EventLoop {
   // Delivers `signo` through the loop's signalfd. The signal must have been blocked in every
   // thread (BlockSignals before threads start); AddSignal blocks it in the calling thread too.
   [[nodiscard]] Handle AddSignal(int signo, SignalCallback callback);
+  // Calls `callback` at the end of every iteration, after the sources it dispatched (or after
+  // the wait timed out): for an owner that recomputes a summary or deadlines from everything
+  // the iteration changed (the supervisor). In the order added.
+  [[nodiscard]] Handle AddAfterIteration(Callback callback);
   // Runs `callback` on the loop's thread at its next iteration. Callable from any thread, also
   // while Run() is not running; what is still queued when the loop is destroyed never runs.
   void Post(Callback callback);
@@ -103,7 +108,8 @@ class EventLoop {
   // Iterates until Stop(); an error only when polling itself fails.
   Status Run();
   // One iteration: waits at most `max_wait` (less when a timer is due sooner) for a source,
-  // then runs what is ready: posted callbacks, readers, signals, then due timers in time order.
+  // then runs what is ready: posted callbacks, signals, readers, due timers in time order, and
+  // last the AddAfterIteration callbacks.
   Status RunOnce(std::chrono::milliseconds max_wait);
   // Makes Run() return after the current iteration; from the loop's thread.
   void Stop() { stopped_ = true; }
@@ -138,6 +144,7 @@ class EventLoop {
   std::map<uint64_t, std::shared_ptr<Reader>> readers_;
   std::map<uint64_t, std::shared_ptr<Timer::State>> timers_;
   std::map<uint64_t, std::shared_ptr<SignalEntry>> signals_;
+  std::map<uint64_t, std::shared_ptr<Callback>> after_;
 
   int signal_fd_ = -1;
   int post_fd_ = -1;

@@ -39,6 +39,10 @@ class Pipe {
   }
   int read_end() const { return fds_[0]; }
   void Write() { ASSERT_EQ(write(fds_[1], "x", 1), 1); }
+  void CloseWriteEnd() {
+    close(fds_[1]);
+    fds_[1] = -1;
+  }
   void Drain() {
     char buf[64];
     while (read(fds_[0], buf, sizeof buf) > 0) {
@@ -66,6 +70,24 @@ TEST(EventLoopTest, FdReaderFiresWhenReadable) {
   p.Write();
   ASSERT_TRUE(loop.RunOnce(milliseconds(0)).ok());
   EXPECT_EQ(fired, 1) << "a removed reader fired";
+}
+
+TEST(EventLoopTest, FdReaderSeesAHangUp) {
+  FakeClock clock;
+  EventLoop loop(clock);
+  Pipe p;
+  bool eof = false;
+  EventLoop::Handle h;
+  h = loop.AddFd(p.read_end(), [&] {
+    char c;
+    if (read(p.read_end(), &c, 1) == 0) {
+      eof = true;
+      h.Reset();  // a reader that did not stop at EOF would be called at every iteration
+    }
+  });
+  p.CloseWriteEnd();
+  ASSERT_TRUE(RunUntil(loop, [&] { return eof; }));
+  EXPECT_FALSE(h.active());
 }
 
 TEST(EventLoopTest, SocketReaderFiresWhenAMessageArrives) {
@@ -199,6 +221,22 @@ TEST(EventLoopTest, ASourceRemovedInsideACallback) {
   EXPECT_LE(q_fired, 1);
   EXPECT_FALSE(p_handle.active());
   EXPECT_FALSE(q_handle.active());
+}
+
+TEST(EventLoopTest, AfterIterationRunsLastInEveryIteration) {
+  FakeClock clock;
+  EventLoop loop(clock);
+  std::vector<std::string> order;
+  auto t = loop.AddTimer([&] { order.push_back("timer"); });
+  EventLoop::Handle after = loop.AddAfterIteration([&] { order.push_back("after"); });
+  t.ArmAfter(milliseconds(10));
+  ASSERT_TRUE(loop.RunOnce(milliseconds(0)).ok());  // nothing due: it still runs
+  clock.Advance(milliseconds(10));
+  ASSERT_TRUE(loop.RunOnce(milliseconds(0)).ok());
+  EXPECT_EQ(order, (std::vector<std::string>{"after", "timer", "after"}));
+  after.Reset();
+  ASSERT_TRUE(loop.RunOnce(milliseconds(0)).ok());
+  EXPECT_EQ(order.size(), 3u);
 }
 
 TEST(EventLoopTest, PostFromAnotherThreadWakesTheLoop) {
