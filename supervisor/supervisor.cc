@@ -466,7 +466,11 @@ struct Supervisor::Impl {
     }
     node->SetServices(services->AllRunning(), services->Summary());
     WatchChangingSources();
-    deadline.ArmAt(std::min(services->NextDeadline(), pods->NextTick()));
+    MonoTime next = std::min(services->NextDeadline(), pods->NextTick());
+    // sd-bus has output it could not write yet: the loop watches its fd for input only, so come
+    // back at once to flush it (the socket is normally writable again right away).
+    if (bus && (bus->PollItem().events & ZMQ_POLLOUT)) next = clock.Now();
+    deadline.ArmAt(next);
     Report();
     if (stopping && services->AllStopped()) loop.Stop();
   }
