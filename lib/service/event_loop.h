@@ -1,9 +1,9 @@
 // EventLoop: the single-threaded loop every nodelet process runs on (each service and the
 // supervisor). Components register their own sources and keep the handles: readers for ZeroMQ
 // sockets and fds, timers on the injected Clock, signals through one signalfd, and callbacks
-// posted from other threads (the only cross-thread wake-up in the project). A handle removes its
-// source when destroyed, also from inside a callback. EINTR and the watchdog ping are handled
-// here, once. zmq::poll underneath.
+// posted from other threads (how every worker thread wakes its process's loop). A handle removes
+// its source when destroyed, also from inside a callback; the loop must outlive its handles.
+// EINTR and the watchdog ping are handled here, once. zmq::poll underneath.
 #pragma once
 
 #include <signal.h>
