@@ -180,6 +180,7 @@ Status PodManager::Start() {
     url_options.ca_file = options_.manifest_url_ca;
     url_options.period = options_.manifest_url_period;
     url_options.headers = options_.manifest_url_headers;
+    url_options.on_snapshot = options_.on_url_snapshot;
     url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;
     sources.insert("http");
@@ -198,7 +199,8 @@ Status PodManager::Start() {
 std::vector<zmq::pollitem_t> PodManager::PollItems() {
   std::vector<zmq::pollitem_t> items = {work_->PollItem(), volumes_->PollItem()};
   if (dir_ && dir_->fd() >= 0) items.push_back({nullptr, dir_->fd(), ZMQ_POLLIN, 0});
-  if (url_) items.push_back({nullptr, url_->fd(), ZMQ_POLLIN, 0});
+  // Only without on_url_snapshot (then the source signals its fd).
+  if (url_ && url_->fd() >= 0) items.push_back({nullptr, url_->fd(), ZMQ_POLLIN, 0});
   return items;
 }
 

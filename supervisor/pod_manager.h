@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,9 @@ struct PodManagerOptions {
   int max_pods = 110;
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
   std::chrono::milliseconds housekeeping{2000};
+  // Called from the URL source's thread when it has a snapshot: the owner then calls
+  // OnReadable() on its loop (EventLoop::Post). Thread-safe; may be empty.
+  std::function<void()> on_url_snapshot;
 };
 
 class PodManager {

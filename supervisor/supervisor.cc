@@ -5,10 +5,10 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
@@ -25,6 +26,7 @@
 #include "lib/ipc/endpoints.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/event_loop.h"
 #include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/http_endpoint.h"
@@ -113,11 +115,12 @@ struct Supervisor::Impl {
   explicit Impl(SupervisorOptions o) : options(std::move(o)) {}
 
   SupervisorOptions options;
-  int signal_fd = -1;
   int lock_fd = -1;           // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
   std::string lock_conflict;  // set when another nodelet holds the lock
   std::shared_ptr<spdlog::logger> log = GetLogger("supervisor");
   RealClock& clock = RealClock::Get();
+  // Before every component that registers on it, so it is destroyed after them.
+  EventLoop loop{clock};
   std::unique_ptr<ipc::Context> ctx;
   std::unique_ptr<ChildLauncher> launcher;
   // Standalone mode: the launcher and the process manager. systemd mode: the bus and the
@@ -145,16 +148,22 @@ struct Supervisor::Impl {
   bool stopping = false;
   uint64_t bad_control = 0;
   bool bad_control_logged = false;
+  // The loop's sources (declared last: removed before what their callbacks use goes). The
+  // children's notify sockets and log pipes, and the pod manager's sockets and fds, change as
+  // children restart; they are matched to what exists after every iteration.
+  std::vector<EventLoop::Handle> sources;
+  std::map<std::tuple<int, std::string, bool>, EventLoop::Handle> child_sources;
+  std::map<std::pair<void*, int>, EventLoop::Handle> pod_sources;
+  EventLoop::Timer deadline;
 
   Status Setup() {
     // Signals first: ZeroMQ's I/O threads inherit the mask.
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
-    sigprocmask(SIG_BLOCK, &set, nullptr);
+    EventLoop::BlockSignals({SIGCHLD, SIGTERM, SIGINT, SIGHUP});
     signal(SIGPIPE, SIG_IGN);
-    signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (signal_fd < 0) return ErrnoStatus("signalfd", errno);
+    for (int signo : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) {
+      sources.push_back(loop.AddSignal(
+          signo, [this](const signalfd_siginfo& info) { HandleSignal(info.ssi_signo); }));
+    }
     // Orphaned grandchildren are ours to reap.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
@@ -198,7 +207,7 @@ struct Supervisor::Impl {
     envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
 
     mirror = std::make_unique<pleg::PlegMirror>(*ctx, c.run_dir, ipc::ServiceId::Supervisor);
-    if (Status s = mirror->Connect(); !s.ok()) return s;
+    if (Status s = mirror->Connect(loop); !s.ok()) return s;
     runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
 
     // The node status (and the runtime-up check) needs the runtime.
@@ -239,6 +248,7 @@ struct Supervisor::Impl {
     pod_opts.max_pods = options.max_pods;
     NodeResourceList alloc = node->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
+    pod_opts.on_url_snapshot = [this] { loop.Post([this] { pods->OnReadable(); }); };
     pods = std::make_unique<PodManager>(*ctx, clock, pod_opts);
     if (Status s = pods->Start(); !s.ok()) return s;
 
@@ -277,24 +287,20 @@ struct Supervisor::Impl {
     return Status::Ok();
   }
 
-  void HandleSignals() {
-    signalfd_siginfo info{};
-    while (read(signal_fd, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGCHLD) continue;  // reaped below, every iteration
-      if (info.ssi_signo == SIGHUP) {
-        log->info("SIGHUP: asking services to reload their configuration");
-        SendCommandToAll(ipc::control::CommandKind::ReloadConfig);
-        continue;
-      }
-      if (!stopping) {
-        log->info("received {}, stopping every service",
-                  strsignal(static_cast<int>(info.ssi_signo)));
-        stopping = true;
-        notifier.Notify("STOPPING=1\nSTATUS=stopping");
-        services->StopAll();
-        // Its runtime calls end within their timeout while the services stop.
-        node->RequestStop();
-      }
+  void HandleSignal(uint32_t signo) {
+    if (signo == SIGCHLD) return;  // reaped after every iteration
+    if (signo == SIGHUP) {
+      log->info("SIGHUP: asking services to reload their configuration");
+      SendCommandToAll(ipc::control::CommandKind::ReloadConfig);
+      return;
+    }
+    if (!stopping) {
+      log->info("received {}, stopping every service", strsignal(static_cast<int>(signo)));
+      stopping = true;
+      notifier.Notify("STOPPING=1\nSTATUS=stopping");
+      services->StopAll();
+      // Its runtime calls end within their timeout while the services stop.
+      node->RequestStop();
     }
   }
 
@@ -404,8 +410,74 @@ struct Supervisor::Impl {
     }
   }
 
+  // Registers `item` (a socket or an fd) on the loop.
+  EventLoop::Handle Watch(const zmq::pollitem_t& item, EventLoop::Callback callback) {
+    if (item.socket != nullptr) {
+      return loop.AddSocket(zmq::socket_ref(zmq::from_handle, item.socket), std::move(callback));
+    }
+    return loop.AddFd(item.fd, std::move(callback));
+  }
+
+  // Matches the loop's sources to the children's notify sockets and log pipes and to the pod
+  // manager's sockets and fds as they are now.
+  void WatchChangingSources() {
+    std::set<std::tuple<int, std::string, bool>> children;
+    for (const auto& p :
+         launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
+      auto key = std::make_tuple(p.fd, p.name, p.is_notify);
+      children.insert(key);
+      if (child_sources.count(key) != 0) continue;
+      std::string name = p.name;
+      EventLoop::Callback cb;
+      if (p.is_notify) {
+        cb = [this, name] { HandleNotify(name); };
+      } else {
+        cb = [this, name] { launcher->PumpLog(name); };
+      }
+      child_sources[key] = loop.AddFd(p.fd, std::move(cb));
+    }
+    std::erase_if(child_sources, [&](const auto& kv) { return children.count(kv.first) == 0; });
+    std::set<std::pair<void*, int>> pod_items;
+    for (const auto& item : pods->PollItems()) {
+      auto key = std::make_pair(item.socket, item.fd);
+      pod_items.insert(key);
+      if (pod_sources.count(key) == 0) {
+        pod_sources[key] = Watch(item, [this] { pods->OnReadable(); });
+      }
+    }
+    std::erase_if(pod_sources, [&](const auto& kv) { return pod_items.count(kv.first) == 0; });
+  }
+
+  // What the loop runs after every iteration: reaping, the process manager's and the pod
+  // manager's timers, the snapshots the HTTP endpoint and the node status read, the summary.
+  void AfterIteration() {
+    Reap();
+    if (bus) {
+      // Signals read while a method call waited are queued in sd-bus, not on the fd.
+      bus->Process();
+      units->RefreshChanged();
+    }
+    services->Tick();
+    if (!stopping) pods->Tick();
+    if (http) {
+      HttpSnapshot snap{services->List(), service_counters, service_messages, bad_control};
+      snap.source_failures = pods->source_failures();
+      http->Update(std::move(snap));
+    }
+    node->SetServices(services->AllRunning(), services->Summary());
+    WatchChangingSources();
+    MonoTime next = std::min(services->NextDeadline(), pods->NextTick());
+    // sd-bus has output it could not write yet: the loop watches its fd for input only, so come
+    // back at once to flush it (the socket is normally writable again right away).
+    if (bus && (bus->PollItem().events & ZMQ_POLLOUT)) next = clock.Now();
+    deadline.ArmAt(next);
+    Report();
+    if (stopping && services->AllStopped()) loop.Stop();
+  }
+
   int Loop() {
     WatchdogPinger watchdog(notifier, clock, WatchdogInterval());
+    loop.SetWatchdog(&watchdog);
     services->StartAll();
     if (units) {
       log->info("nodelet {} monitoring {} systemd units ({}<service>.service, run dir {})",
@@ -415,74 +487,27 @@ struct Supervisor::Impl {
       log->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
                 options.services.size(), options.common.run_dir);
     }
-    for (;;) {
-      watchdog.Tick();
-      Report();
-      if (stopping && services->AllStopped()) break;
-
-      std::vector<zmq::pollitem_t> items;
-      std::vector<std::function<void()>> handlers;
-      items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
-      handlers.push_back([this] { HandleSignals(); });
-      items.push_back(control->PollItem());
-      handlers.push_back([this] { HandleControl(); });
-      if (bus) {
-        // Before the ctl socket, so a status request sees what systemd just signalled.
-        items.push_back(bus->PollItem());
-        handlers.push_back([this] {
-          bus->Process();
-          units->RefreshChanged();
-        });
-      }
-      items.push_back(ctl->PollItem());
-      handlers.push_back([this] { ctl->OnReadable(); });
-      for (auto item : mirror->PollItems()) {
-        items.push_back(item);
-        handlers.push_back([this] { mirror->OnReadable(); });
-      }
-      for (auto item : pods->PollItems()) {
-        items.push_back(item);
-        handlers.push_back([this] { pods->OnReadable(); });
-      }
-      for (const auto& p :
-           launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
-        items.push_back({nullptr, p.fd, ZMQ_POLLIN, 0});
-        std::string name = p.name;
-        if (p.is_notify) {
-          handlers.push_back([this, name] { HandleNotify(name); });
-        } else {
-          handlers.push_back([this, name] { launcher->PumpLog(name); });
-        }
-      }
-      MonoTime next = std::min(
-          {services->NextDeadline(), watchdog.NextDue(), mirror->NextTick(), pods->NextTick()});
-      long timeout = MillisUntil(clock, next, 1000);
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) {
-          log->critical("poll failed: {}", e.what());
-          return 1;
-        }
-      }
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) handlers[i]();
-      }
-      Reap();
-      if (bus) {
-        // Signals read while a method call waited are queued in sd-bus, not on the fd.
+    // In this order within an iteration (the signals come first).
+    sources.push_back(loop.AddSocket(control->raw(), [this] { HandleControl(); }));
+    if (bus) {
+      // Before the ctl socket, so a status request sees what systemd just signalled.
+      sources.push_back(Watch(bus->PollItem(), [this] {
         bus->Process();
         units->RefreshChanged();
-      }
-      services->Tick();
-      mirror->Tick();
-      if (!stopping) pods->Tick();
-      if (http) {
-        HttpSnapshot snap{services->List(), service_counters, service_messages, bad_control};
-        snap.source_failures = pods->source_failures();
-        http->Update(std::move(snap));
-      }
-      node->SetServices(services->AllRunning(), services->Summary());
+      }));
+    }
+    sources.push_back(Watch(ctl->PollItem(), [this] { ctl->OnReadable(); }));
+    // Nothing to do when it fires: it only wakes the loop for AfterIteration.
+    deadline = loop.AddTimer([] {});
+    sources.push_back(loop.AddAfterIteration([this] { AfterIteration(); }));
+    WatchChangingSources();
+    deadline.ArmAt(std::min(services->NextDeadline(), pods->NextTick()));
+    Report();
+    Status run = loop.Run();
+    loop.SetWatchdog(nullptr);
+    if (!run.ok()) {
+      log->critical("{}", run.message());
+      return 1;
     }
     // Every service is gone; reap any descendant left over (we are a subreaper).
     for (;;) {

@@ -16,9 +16,10 @@ int64_t EpochNanos() {
 
 }  // namespace
 
-PlegEngine::PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options)
-    : runtime_(runtime), clock_(clock), options_(options) {
-  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+PlegEngine::PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options,
+                       std::function<void()> on_output)
+    : runtime_(runtime), clock_(clock), options_(options), on_output_(std::move(on_output)) {
+  if (!on_output_) event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   last_success_ = clock_.Now();
   if (options_.inspect_workers < 1) options_.inspect_workers = 1;
 }
@@ -55,13 +56,25 @@ void PlegEngine::Stop() {
 }
 
 void PlegEngine::Wake() {
+  if (on_output_) {
+    on_output_();
+    return;
+  }
   uint64_t one = 1;
   (void)!write(event_fd_, &one, sizeof one);
 }
 
+bool PlegEngine::PushLocked(PodResult result) {
+  const bool was_empty = output_.pods.empty() && output_.relists.empty();
+  output_.pods.push_back(std::move(result));
+  return was_empty;
+}
+
 PlegOutput PlegEngine::Drain() {
-  uint64_t n = 0;
-  (void)!read(event_fd_, &n, sizeof n);
+  if (event_fd_ >= 0) {
+    uint64_t n = 0;
+    (void)!read(event_fd_, &n, sizeof n);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   PlegOutput out = std::move(output_);
   output_ = {};
@@ -69,19 +82,22 @@ PlegOutput PlegEngine::Drain() {
 }
 
 void PlegEngine::Emit(PodResult result) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    output_.pods.push_back(std::move(result));
+    wake = PushLocked(std::move(result));
   }
-  Wake();
+  if (wake) Wake();
 }
 
 void PlegEngine::EmitRelist(RelistResult result) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    wake = output_.pods.empty() && output_.relists.empty();
     output_.relists.push_back(std::move(result));
   }
-  Wake();
+  if (wake) Wake();
 }
 
 void PlegEngine::RelistLoop() {
@@ -211,9 +227,9 @@ void PlegEngine::InspectorLoop() {
       outstanding_.erase(it);
       done_cv_.notify_all();
     }
-    output_.pods.push_back(std::move(result));
+    const bool wake = PushLocked(std::move(result));
     lock.unlock();
-    Wake();
+    if (wake) Wake();
     lock.lock();
   }
 }

@@ -6,13 +6,14 @@
 // so one pod whose inspection hangs delays no other pod: its worker is simply busy, the pod is
 // not queued again while in flight, and it is inspected again once it returns. After a relist's
 // inspections are done (or its inspection wait has passed) a RelistDone is queued. The main loop
-// is woken through an eventfd and calls Drain().
+// is woken through `on_output` (the service posts to its EventLoop) and calls Drain().
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -63,7 +64,10 @@ struct PlegHealth {
 
 class PlegEngine {
  public:
-  PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options);
+  // `on_output` is called from the engine's threads when Drain() has something after it was
+  // empty; it must be thread-safe (EventLoop::Post). Without it (tests) notify_fd() is signalled.
+  PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options,
+             std::function<void()> on_output = nullptr);
   ~PlegEngine();
   PlegEngine(const PlegEngine&) = delete;
   PlegEngine& operator=(const PlegEngine&) = delete;
@@ -78,7 +82,7 @@ class PlegEngine {
   // inspect_wait. Not to be mixed with Start()'s relist thread.
   void RelistOnce();
 
-  // Readable when Drain() has something.
+  // Readable when Drain() has something; only without `on_output`.
   int notify_fd() const { return event_fd_; }
   PlegOutput Drain();
 
@@ -101,11 +105,14 @@ class PlegEngine {
   PodResult Inspect(const Job& job);
   void Emit(PodResult result);
   void EmitRelist(RelistResult result);
+  // Queues for Drain(); true when the output was empty, so the owner must be woken.
+  bool PushLocked(PodResult result);
   void Wake();
 
   PlegRuntime& runtime_;
   const Clock& clock_;
   PlegOptions options_;
+  std::function<void()> on_output_;
   int event_fd_ = -1;
 
   // Relist state: only the relist thread (or RelistOnce's caller) touches these.

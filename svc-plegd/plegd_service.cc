@@ -30,13 +30,21 @@ Result<std::unique_ptr<PlegRuntime>> MakeCriPlegRuntime(const PlegdConfig& confi
   return std::unique_ptr<PlegRuntime>(std::make_unique<CriPlegRuntime>(std::move(*client)));
 }
 
-PlegdService::PlegdService(PlegdConfig config, RuntimeFactory factory)
-    : config_(std::move(config)), factory_(std::move(factory)) {}
+Result<std::unique_ptr<PlegdService>> PlegdService::Create(ServiceContext& ctx, PlegdConfig config,
+                                                           const RuntimeFactory& factory) {
+  std::unique_ptr<PlegdService> service(new PlegdService(ctx, std::move(config)));
+  if (Status s = service->Start(factory); !s.ok()) return s;
+  return service;
+}
+
+PlegdService::PlegdService(ServiceContext& ctx, PlegdConfig config)
+    : ctx_(ctx), config_(std::move(config)) {}
 
 PlegdService::~PlegdService() { Stop(); }
 
-Status PlegdService::Start(ServiceContext& ctx) {
-  auto runtime = factory_(config_);
+Status PlegdService::Start(const RuntimeFactory& factory) {
+  ServiceContext& ctx = ctx_;
+  auto runtime = factory(config_);
   if (!runtime.ok()) return runtime.status();
   runtime_ = std::move(runtime).value();
   publisher_ = std::make_unique<ipc::Publisher>(ctx.ipc, kMaxPlegMessageBytes);
@@ -53,7 +61,10 @@ Status PlegdService::Start(ServiceContext& ctx) {
   opts.inspect_wait = std::max(config_.relist_period, std::chrono::milliseconds(200));
   opts.relist_threshold = config_.relist_threshold;
   opts.inspect_workers = config_.inspect_workers;
-  engine_ = std::make_unique<PlegEngine>(*runtime_, ctx.clock, opts);
+  // The engine's threads wake the loop, which drains their output.
+  engine_ = std::make_unique<PlegEngine>(
+      *runtime_, ctx.clock, opts, [this] { ctx_.loop.Post([this] { HandleEngineOutput(); }); });
+  snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
   GetLogger("plegd")->info("relisting {} every {} ms", config_.runtime_endpoint,
                            config_.relist_period.count());
@@ -62,15 +73,6 @@ Status PlegdService::Start(ServiceContext& ctx) {
 
 void PlegdService::Stop() {
   if (engine_) engine_->Stop();
-}
-
-std::vector<zmq::pollitem_t> PlegdService::PollItems() {
-  return {snapshots_->PollItem(), zmq::pollitem_t{nullptr, engine_->notify_fd(), ZMQ_POLLIN, 0}};
-}
-
-void PlegdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
-  if (items[1].revents & ZMQ_POLLIN) HandleEngineOutput();
-  if (items[0].revents & ZMQ_POLLIN) HandleSnapshotRequests();
 }
 
 void PlegdService::Publish(flatbuffers::FlatBufferBuilder& fbb, Body type,
@@ -156,7 +158,6 @@ void PlegdService::HandleSnapshotRequests() {
 }
 
 HealthReport PlegdService::Health() const {
-  if (!engine_) return {ipc::control::Health::Failing, "not started"};
   PlegHealth h = engine_->Health();
   if (!h.ok) return {ipc::control::Health::Failing, h.reason};
   return {};
@@ -164,7 +165,6 @@ HealthReport PlegdService::Health() const {
 
 CounterList PlegdService::Counters() const {
   CounterList c;
-  if (!engine_) return c;
   c.emplace_back("relists", engine_->relists());
   c.emplace_back("relist_errors", engine_->relist_errors());
   c.emplace_back("inspections", engine_->inspections());
@@ -218,13 +218,15 @@ ServiceSpec MakeSpec() {
         ->check(DurationValidator())
         ->capture_default_str();
   };
-  spec.make_hooks = [=](const CommonOptions&) -> std::unique_ptr<ServiceHooks> {
+  spec.create = [=](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
     PlegdConfig c = *config;
     // The flags were validated by DurationValidator.
     c.relist_period = std::max(*ParseDuration(*relist_period), std::chrono::milliseconds(100));
     c.relist_threshold = *ParseDuration(*threshold);
     c.call_timeout = *ParseDuration(*timeout);
-    return std::make_unique<PlegdService>(c, MakeCriPlegRuntime);
+    auto service = PlegdService::Create(ctx, c, MakeCriPlegRuntime);
+    if (!service.ok()) return service.status();
+    return std::unique_ptr<Service>(std::move(service).value());
   };
   return spec;
 }

@@ -1,4 +1,4 @@
-// nodelet-plegd's service hooks: owns the PlegEngine (relist + inspections off the main loop),
+// nodelet-plegd's service: owns the PlegEngine (relist + inspections off the main loop),
 // the pod cache, the event publisher (PUB, sequenced) and the snapshot server (ROUTER), inside
 // the shared service runtime (lib/service).
 #pragma once
@@ -31,25 +31,26 @@ using RuntimeFactory =
 // The real runtime: CRI over gRPC at config.runtime_endpoint (does not connect yet).
 Result<std::unique_ptr<PlegRuntime>> MakeCriPlegRuntime(const PlegdConfig& config);
 
-class PlegdService : public ServiceHooks {
+class PlegdService : public Service {
  public:
-  PlegdService(PlegdConfig config, RuntimeFactory factory);
+  // Binds plegd's sockets, starts the engine and registers on ctx.loop.
+  static Result<std::unique_ptr<PlegdService>> Create(ServiceContext& ctx, PlegdConfig config,
+                                                      const RuntimeFactory& factory);
   ~PlegdService() override;
-  Status Start(ServiceContext& ctx) override;
-  std::vector<zmq::pollitem_t> PollItems() override;
-  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
 
  private:
+  PlegdService(ServiceContext& ctx, PlegdConfig config);
+  Status Start(const RuntimeFactory& factory);
   void Publish(flatbuffers::FlatBufferBuilder& fbb, ipc::pleg::Body type,
                flatbuffers::Offset<void> body);
   void HandleEngineOutput();
   void HandleSnapshotRequests();
 
+  ServiceContext& ctx_;
   PlegdConfig config_;
-  RuntimeFactory factory_;
   std::unique_ptr<PlegRuntime> runtime_;
   std::unique_ptr<PlegEngine> engine_;
   std::unique_ptr<ipc::Publisher> publisher_;
@@ -63,6 +64,7 @@ class PlegdService : public ServiceHooks {
   Histogram relist_interval_{{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 5, 10, 30}};
   int64_t last_relist_started_ns_ = 0;
   bool bad_logged_ = false;
+  EventLoop::Handle snapshot_source_;
 };
 
 // Flags: --runtime-endpoint, --relist-period, --relist-threshold, --runtime-request-timeout.

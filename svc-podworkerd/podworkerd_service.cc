@@ -1,7 +1,6 @@
 #include "svc-podworkerd/podworkerd_service.h"
 
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <set>
@@ -61,12 +60,21 @@ int64_t GraceOf(const pod::Pod& p) {
 
 // ---- PodworkerdService -----------------------------------------------------------------------
 
-PodworkerdService::PodworkerdService(PodworkerdConfig config) : config_(std::move(config)) {}
+Result<std::unique_ptr<PodworkerdService>> PodworkerdService::Create(ServiceContext& ctx,
+                                                                     PodworkerdConfig config) {
+  std::unique_ptr<PodworkerdService> service(new PodworkerdService(ctx, std::move(config)));
+  if (Status s = service->Start(); !s.ok()) return s;
+  service->Register();
+  return service;
+}
+
+PodworkerdService::PodworkerdService(ServiceContext& ctx, PodworkerdConfig config)
+    : ctx_(ctx), config_(std::move(config)) {}
 
 PodworkerdService::~PodworkerdService() { Stop(); }
 
-Status PodworkerdService::Start(ServiceContext& ctx) {
-  ctx_ = &ctx;
+Status PodworkerdService::Start() {
+  ServiceContext& ctx = ctx_;
   if (Status s = ValidateImagePullerConfig(config_.image_pulls); !s.ok()) return s;
   if (Status s = ValidateImageGcPolicy(config_.gc.image); !s.ok()) return s;
   auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
@@ -141,7 +149,9 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       return s;
     });
   }
-  probes_ = std::make_unique<ProbeManager>(*counting_);
+  // Probe results that changed are taken on the loop.
+  probes_ = std::make_unique<ProbeManager>(
+      *counting_, [this] { ctx_.loop.Post([this] { SyncChanged(probes_->TakeChanged()); }); });
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
       [volumes = std::make_shared<volume::VolumeClient>(ctx.ipc, run_dir)](const std::string& uid) {
@@ -158,7 +168,19 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
   mirror_ =
       std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir, ipc::ServiceId::Podworkerd);
-  if (Status s = mirror_->Connect(); !s.ok()) return s;
+  mirror_->on_event = [this](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
+    if (e.pod_uid()) mirror_changed_.insert(e.pod_uid()->str());
+  };
+  mirror_->on_resync = [this] { mirror_resynced_ = true; };
+  mirror_->on_applied = [this] {
+    std::set<std::string> changed;
+    changed.swap(mirror_changed_);
+    if (std::exchange(mirror_resynced_, false)) {
+      for (const auto& [uid, _] : pods_) changed.insert(uid);
+    }
+    SyncChanged(changed);
+  };
+  if (Status s = mirror_->Connect(ctx.loop); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
   volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
   if (Status s = volume_events_->Connect(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir));
@@ -173,8 +195,6 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     gc_->set_periodic_sweep(config_.orphan_shim_period, [this] { SweepOrphanShims(false); });
   }
   gc_->Start();
-  done_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (done_fd_ < 0) return Internal("eventfd failed");
   for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
   GetLogger("podworkerd")
       ->info("pod workers ready ({} threads, runtime {})", config_.workers,
@@ -197,8 +217,6 @@ void PodworkerdService::Stop() {
   if (orphan_shims_) SweepOrphanShims(true);
   probes_.reset();
   status_.reset();
-  if (done_fd_ >= 0) close(done_fd_);
-  done_fd_ = -1;
 }
 
 void PodworkerdService::SweepOrphanShims(bool final_sweep) {
@@ -230,64 +248,48 @@ void PodworkerdService::WorkerLoop() {
   }
 }
 
-std::vector<zmq::pollitem_t> PodworkerdService::PollItems() {
-  std::vector<zmq::pollitem_t> items = {router_->PollItem(),
-                                        zmq::pollitem_t{nullptr, done_fd_, ZMQ_POLLIN, 0}};
-  for (auto& item : mirror_->PollItems()) items.push_back(item);
-  items.push_back(volume_events_->PollItem());
-  items.push_back(zmq::pollitem_t{nullptr, probes_->notify_fd(), ZMQ_POLLIN, 0});
-  return items;
+void PodworkerdService::Register() {
+  router_source_ = ctx_.loop.AddSocket(router_->raw(), [this] {
+    HandleWork();
+    RunParked();
+  });
+  volume_source_ = ctx_.loop.AddSocket(volume_events_->raw(), [this] { HandleVolumeEvents(); });
+  tick_ = ctx_.loop.AddTimer([this] { OnTick(); });
+  tick_.ArmAt(ctx_.clock.Now());  // the first pass at once, then every kTick
 }
 
-void PodworkerdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
-  std::set<std::string> changed;
-  mirror_->on_event = [&changed](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
-    if (e.pod_uid()) changed.insert(e.pod_uid()->str());
-  };
-  bool resynced = false;
-  mirror_->on_resync = [&resynced] { resynced = true; };
-  if ((items[2].revents | items[3].revents) & ZMQ_POLLIN) mirror_->OnReadable();
-  mirror_->on_event = nullptr;
-  mirror_->on_resync = nullptr;
-  if (resynced) {
-    for (const auto& [uid, _] : pods_) changed.insert(uid);
-  }
-  // volumed: a pod's volumes became ready (or changed): sync it now.
-  if (items[4].revents & ZMQ_POLLIN) {
-    for (int i = 0; i < 256 && volume_events_->Readable(); ++i) {
-      auto frame = volume_events_->Receive(std::chrono::milliseconds(0));
-      if (!frame.ok()) break;
-      auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(
-          frame->data(), frame->size(), ipc::volume::VolumeMessageIdentifier());
-      if (!m.ok()) {
-        ++bad_messages_;
-        continue;
-      }
-      if (const auto* ev = (*m)->body_as_VolumesChanged(); ev && ev->pod_uid()) {
-        changed.insert(ev->pod_uid()->str());
-      }
-    }
-  }
-  // Probe results changed: sync those pods (liveness restarts, readiness in the status).
-  if (items[5].revents & ZMQ_POLLIN) {
-    for (const auto& uid : probes_->TakeChanged()) changed.insert(uid);
-  }
+void PodworkerdService::SyncChanged(const std::set<std::string>& changed) {
   for (const auto& uid : changed) {
     auto it = pods_.find(uid);
     if (it == pods_.end() || it->second.finished) continue;
     if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing) continue;
     Update({uid, UpdateType::kSync, nullptr, std::nullopt});
   }
-  if (items[0].revents & ZMQ_POLLIN) HandleWork();
-  if (items[1].revents & ZMQ_POLLIN) HandleDone();
   RunParked();
 }
 
-MonoTime PodworkerdService::NextTimer() const { return next_tick_; }
+void PodworkerdService::HandleVolumeEvents() {
+  // volumed: a pod's volumes became ready (or changed): sync it now.
+  std::set<std::string> changed;
+  for (int i = 0; i < 256 && volume_events_->Readable(); ++i) {
+    auto frame = volume_events_->Receive(std::chrono::milliseconds(0));
+    if (!frame.ok()) break;
+    auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
+                                                            ipc::volume::VolumeMessageIdentifier());
+    if (!m.ok()) {
+      ++bad_messages_;
+      continue;
+    }
+    if (const auto* ev = (*m)->body_as_VolumesChanged(); ev && ev->pod_uid()) {
+      changed.insert(ev->pod_uid()->str());
+    }
+  }
+  SyncChanged(changed);
+}
 
-void PodworkerdService::OnTimer(MonoTime now) {
-  next_tick_ = now + kTick;
-  mirror_->Tick();
+void PodworkerdService::OnTick() {
+  const MonoTime now = ctx_.clock.Now();
+  tick_.ArmAt(now + kTick);
   RunParked();
   for (auto& [uid, e] : pods_) {
     if (!e.desired || e.finished || !e.pod) continue;
@@ -372,8 +374,8 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired, s
       if (!known) {
         e.pod = p;
         e.config_hash = hash;
-        e.created = ctx_->clock.Now();
-        e.next_resync = ctx_->clock.Now() + config_.resync_period;
+        e.created = ctx_.clock.Now();
+        e.next_resync = ctx_.clock.Now() + config_.resync_period;
         Update({uid, UpdateType::kCreate, p, std::nullopt});
       } else if (hash != e.config_hash) {
         e.pod = p;
@@ -492,12 +494,11 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
     d.completed_ns = NowEpochNs();
     d.took = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - began);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_.push_back(std::move(d));
-    }
-    uint64_t one = 1;
-    (void)!write(done_fd_, &one, sizeof one);
+    // Shared: a posted callback must be copyable.
+    ctx_.loop.Post([this, done = std::make_shared<Done>(std::move(d))] {
+      HandleDone(*done);
+      RunParked();
+    });
   };
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -506,92 +507,82 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
   cv_.notify_one();
 }
 
-void PodworkerdService::HandleDone() {
-  uint64_t n;
-  (void)!read(done_fd_, &n, sizeof n);
-  std::vector<Done> done;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done.swap(done_);
-  }
+void PodworkerdService::HandleDone(Done& d) {
   auto log = GetLogger("podworkerd");
-  for (auto& d : done) {
-    auto it = pods_.find(d.uid);
-    if (it == pods_.end()) continue;
-    Entry& e = it->second;
-    std::optional<Work<pod::Pod>> next;
-    switch (d.kind) {
-      case WorkKind::kSync: {
-        ++syncs_;
-        const SyncOutcome& o = d.outcome;
-        worker_duration_.Observe(d.took);
-        containers_gc_ += static_cast<uint64_t>(o.containers_removed);
-        if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
-          e.start_recorded = true;
-          pod_start_.Observe(
-              std::chrono::duration_cast<std::chrono::microseconds>(ctx_->clock.Now() - e.created));
-        }
-        if (!o.error.empty()) {
-          ++sync_errors_;
-          if (e.logged_errors.size() >= 32) e.logged_errors.clear();  // errors naming ids vary
-          if (e.logged_errors.insert(o.error).second) {
-            log->warn("Failed to sync pod {} ({}): {}", d.uid,
-                      e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
-                      o.error);
-          }
-          e.last_error = o.error;
-        }
-        if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
-        e.retry_at = o.retry_at;
-        // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
-        // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
-        if (!o.error.empty()) {
-          e.error_backoff = e.error_backoff.count() == 0
-                                ? kErrorBackoffInitial
-                                : std::min(e.error_backoff * 2, kErrorBackoffMax);
-          MonoTime at = ctx_->clock.Now() + e.error_backoff;
-          if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
-        } else {
-          e.error_backoff = std::chrono::milliseconds(0);
-          if (!e.last_error.empty())
-            log->info("Pod {} synced again after: {}", d.uid, e.last_error);
-          e.last_error.clear();
-          e.logged_errors.clear();
-        }
-        if (o.pod_finished) e.finished = true;
-        ReportStatus(d.uid, o.status);
-        status_->SendEvents(o.events);
-        EnsureProbes(d.uid);
-        next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
-        break;
+  auto it = pods_.find(d.uid);
+  if (it == pods_.end()) return;
+  Entry& e = it->second;
+  std::optional<Work<pod::Pod>> next;
+  switch (d.kind) {
+    case WorkKind::kSync: {
+      ++syncs_;
+      const SyncOutcome& o = d.outcome;
+      worker_duration_.Observe(d.took);
+      containers_gc_ += static_cast<uint64_t>(o.containers_removed);
+      if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
+        e.start_recorded = true;
+        pod_start_.Observe(
+            std::chrono::duration_cast<std::chrono::microseconds>(ctx_.clock.Now() - e.created));
       }
-      case WorkKind::kTerminating:
-        if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
-        if (e.pod) {
-          status_->SendEvents({PodSyncer::MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
+      if (!o.error.empty()) {
+        ++sync_errors_;
+        if (e.logged_errors.size() >= 32) e.logged_errors.clear();  // errors naming ids vary
+        if (e.logged_errors.insert(o.error).second) {
+          log->warn("Failed to sync pod {} ({}): {}", d.uid,
+                    e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
+                    o.error);
         }
-        e.fresh_after_ns = d.completed_ns;
-        next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
-        break;
-      case WorkKind::kTerminated:
-        if (!d.error.ok()) log->warn("Failed to remove pod {}: {}", d.uid, d.error.ToString());
-        lifecycle_.Complete(d.uid, WorkKind::kTerminated, false);
-        probes_->RemovePod(d.uid);
-        if (e.desired && !e.finished && e.pod) {
-          // Deleted and re-added while terminating: start over.
-          lifecycle_.Forget(d.uid);
-          auto p = e.pod;
-          Update({d.uid, UpdateType::kCreate, p, std::nullopt});
-        } else if (!e.desired) {
-          lifecycle_.Forget(d.uid);
-          syncer_->ForgetPod(d.uid);
-          parked_.erase(d.uid);
-          pods_.erase(it);
-        }
-        break;
+        e.last_error = o.error;
+      }
+      if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
+      e.retry_at = o.retry_at;
+      // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
+      // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
+      if (!o.error.empty()) {
+        e.error_backoff = e.error_backoff.count() == 0
+                              ? kErrorBackoffInitial
+                              : std::min(e.error_backoff * 2, kErrorBackoffMax);
+        MonoTime at = ctx_.clock.Now() + e.error_backoff;
+        if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
+      } else {
+        e.error_backoff = std::chrono::milliseconds(0);
+        if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
+        e.last_error.clear();
+        e.logged_errors.clear();
+      }
+      if (o.pod_finished) e.finished = true;
+      ReportStatus(d.uid, o.status);
+      status_->SendEvents(o.events);
+      EnsureProbes(d.uid);
+      next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
+      break;
     }
-    if (next) Dispatch(std::move(*next));
+    case WorkKind::kTerminating:
+      if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
+      if (e.pod) {
+        status_->SendEvents({PodSyncer::MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
+      }
+      e.fresh_after_ns = d.completed_ns;
+      next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
+      break;
+    case WorkKind::kTerminated:
+      if (!d.error.ok()) log->warn("Failed to remove pod {}: {}", d.uid, d.error.ToString());
+      lifecycle_.Complete(d.uid, WorkKind::kTerminated, false);
+      probes_->RemovePod(d.uid);
+      if (e.desired && !e.finished && e.pod) {
+        // Deleted and re-added while terminating: start over.
+        lifecycle_.Forget(d.uid);
+        auto p = e.pod;
+        Update({d.uid, UpdateType::kCreate, p, std::nullopt});
+      } else if (!e.desired) {
+        lifecycle_.Forget(d.uid);
+        syncer_->ForgetPod(d.uid);
+        parked_.erase(d.uid);
+        pods_.erase(it);
+      }
+      break;
   }
+  if (next) Dispatch(std::move(*next));
 }
 
 void PodworkerdService::EnsureProbes(const std::string& uid) {
@@ -623,7 +614,7 @@ void PodworkerdService::SeedReadiness(const std::string& uid) {
     opts.sender = ipc::ServiceId::Podworkerd;
     opts.attempt_timeout = std::chrono::milliseconds(300);
     opts.deadline = std::chrono::milliseconds(600);
-    client = std::make_unique<status::StatusClient>(ctx_->ipc, ctx_->options.run_dir, opts);
+    client = std::make_unique<status::StatusClient>(ctx_.ipc, ctx_.options.run_dir, opts);
     if (!client->Connect().ok()) {
       client.reset();
       return;
@@ -645,7 +636,7 @@ void PodworkerdService::ReportStatus(const std::string& uid, const status::PodSt
 }
 
 HealthReport PodworkerdService::Health() const {
-  if (mirror_ && !mirror_->ready()) {
+  if (!mirror_->ready()) {
     return {ipc::control::Health::Degraded, "waiting for plegd's pod cache"};
   }
   return {};
@@ -773,7 +764,7 @@ ServiceSpec MakeSpec() {
         ->check(DurationValidator())
         ->capture_default_str();
   };
-  spec.make_hooks = [=](const CommonOptions&) -> std::unique_ptr<ServiceHooks> {
+  spec.create = [=](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
     PodworkerdConfig c = *config;
     c.cri_timeouts.call = *ParseDuration(*timeout);
     c.backoff.initial = *ParseDuration(*initial);
@@ -789,7 +780,9 @@ ServiceSpec MakeSpec() {
     c.orphan_shim_period =
         std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
     c.workers = std::max(1, c.workers);
-    return std::make_unique<PodworkerdService>(c);
+    auto service = PodworkerdService::Create(ctx, c);
+    if (!service.ok()) return service.status();
+    return std::unique_ptr<Service>(std::move(service).value());
   };
   return spec;
 }

@@ -57,15 +57,13 @@ struct PodworkerdConfig {
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
 };
 
-class PodworkerdService : public ServiceHooks {
+class PodworkerdService : public Service {
  public:
-  explicit PodworkerdService(PodworkerdConfig config);
+  // Connects to the runtime, binds and connects podworkerd's sockets, starts the worker pool and
+  // registers on ctx.loop.
+  static Result<std::unique_ptr<PodworkerdService>> Create(ServiceContext& ctx,
+                                                           PodworkerdConfig config);
   ~PodworkerdService() override;
-  Status Start(ServiceContext& ctx) override;
-  std::vector<zmq::pollitem_t> PollItems() override;
-  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
-  MonoTime NextTimer() const override;
-  void OnTimer(MonoTime now) override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
@@ -98,6 +96,13 @@ class PodworkerdService : public ServiceHooks {
     Status error = Status::Ok();
   };
 
+  PodworkerdService(ServiceContext& ctx, PodworkerdConfig config);
+  Status Start();
+  void Register();
+  // Syncs the pods whose runtime view changed (events, volumes, probes), then RunParked().
+  void SyncChanged(const std::set<std::string>& changed);
+  void HandleVolumeEvents();
+  void OnTick();
   void HandleWork();
   void ApplyDesired(const ipc::podwork::DesiredPods& desired, std::string& error);
   void KillOrphans();
@@ -105,15 +110,15 @@ class PodworkerdService : public ServiceHooks {
   void Dispatch(Work<pod::Pod> work);
   void RunParked();
   void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
-  void HandleDone();
+  void HandleDone(Done& d);
   void ReportStatus(const std::string& uid, const status::PodStatus& status);
   void EnsureProbes(const std::string& uid);
   void SeedReadiness(const std::string& uid);
   void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb, ipc::podwork::Body type,
              flatbuffers::Offset<void> body);
 
+  ServiceContext& ctx_;
   PodworkerdConfig config_;
-  ServiceContext* ctx_ = nullptr;
   std::unique_ptr<cri::GrpcCriClient> cri_;
   std::unique_ptr<cri::ContainerdTasks> tasks_;
   std::unique_ptr<OrphanShimSweeper> orphan_shims_;  // when the runtime is containerd
@@ -133,7 +138,6 @@ class PodworkerdService : public ServiceHooks {
   std::map<std::string, Entry> pods_;
   std::map<std::string, Work<pod::Pod>> parked_;  // syncs waiting for a fresh cache
   bool sources_ready_ = false;
-  MonoTime next_tick_{};
   uint64_t generation_ = 0;
 
   // The worker pool.
@@ -141,9 +145,7 @@ class PodworkerdService : public ServiceHooks {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
-  std::vector<Done> done_;
   bool stopping_ = false;
-  int done_fd_ = -1;
   std::vector<std::thread> threads_;
 
   uint64_t containers_gc_ = 0;
@@ -152,6 +154,13 @@ class PodworkerdService : public ServiceHooks {
   bool bad_logged_ = false;
   Histogram pod_start_{Histogram::StartupBuckets()};
   Histogram worker_duration_{Histogram::LatencyBuckets()};
+
+  // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the
+  // mirror's callbacks and synced once the batch is applied.
+  std::set<std::string> mirror_changed_;
+  bool mirror_resynced_ = false;
+  EventLoop::Handle router_source_, volume_source_;
+  EventLoop::Timer tick_;
 };
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,

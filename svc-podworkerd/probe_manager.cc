@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -113,9 +112,11 @@ const char* ProbeKindName(ProbeKind kind) {
   return "?";
 }
 
-ProbeManager::ProbeManager(cri::RuntimeService& runtime, int min_threads)
-    : runtime_(runtime), min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
-  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+ProbeManager::ProbeManager(cri::RuntimeService& runtime, std::function<void()> on_change,
+                           int min_threads)
+    : runtime_(runtime),
+      on_change_(std::move(on_change)),
+      min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
   std::lock_guard<std::mutex> lock(mu_);
   GrowLocked();
 }
@@ -126,8 +127,6 @@ ProbeManager::~ProbeManager() {
   cv_.notify_all();
   // An attempt in flight ends by its own deadline (timeoutSeconds, or the CRI call's).
   exited_.wait(lock, [this] { return alive_ == 0; });
-  lock.unlock();
-  if (event_fd_ >= 0) close(event_fd_);
 }
 
 void ProbeManager::GrowLocked() {
@@ -238,8 +237,6 @@ bool ProbeManager::LivenessFailed(const std::string& container_id) const {
 }
 
 std::set<std::string> ProbeManager::TakeChanged() {
-  uint64_t n;
-  (void)!read(event_fd_, &n, sizeof n);
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> out;
   out.swap(changed_);
@@ -266,9 +263,10 @@ void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome,
     if (++p.failures >= std::max(1, p.spec.failure_threshold)) p.result = false;
   }
   if (p.result != before) {
+    // The owner is told once per batch: when the set it takes was empty.
+    const bool was_empty = changed_.empty();
     changed_.insert(p.pod_uid);
-    uint64_t one = 1;
-    (void)!write(event_fd_, &one, sizeof one);
+    if (was_empty && on_change_) on_change_();
   }
   cv_.notify_all();
 }

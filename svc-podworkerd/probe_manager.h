@@ -55,8 +55,10 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
 
 class ProbeManager {
  public:
-  // `min_threads` stay up while idle; more are started as probes are registered.
-  explicit ProbeManager(cri::RuntimeService& runtime, int min_threads = 2);
+  // `on_change` is called from a probe thread when TakeChanged() has something after it was
+  // empty; it must be thread-safe (EventLoop::Post). `min_threads` stay up while idle; more are
+  // started as probes are registered.
+  ProbeManager(cri::RuntimeService& runtime, std::function<void()> on_change, int min_threads = 2);
   ~ProbeManager();
 
   // Makes sure the probes of a running container instance exist (started at `started_at`).
@@ -78,7 +80,6 @@ class ProbeManager {
 
   // Pods whose probe results changed since the last call (main loop).
   std::set<std::string> TakeChanged();
-  int notify_fd() const { return event_fd_; }
 
   // Metrics: per probe kind, the duration of each attempt (prober_probe_duration_seconds) and
   // the attempts by result (prober_probe_total), as heartbeat counters:
@@ -109,13 +110,13 @@ class ProbeManager {
   bool StartedLocked(const std::string& container_id) const;
 
   cri::RuntimeService& runtime_;
+  std::function<void()> on_change_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, Probe> probes_;
   std::map<std::string, bool> seeded_;  // container id -> ready
   std::set<std::string> changed_;
   bool stopping_ = false;
-  int event_fd_ = -1;
   // The pool: detached threads, counted; the destructor waits for `alive_` to reach 0.
   size_t min_threads_;
   size_t alive_ = 0;

@@ -23,8 +23,20 @@ StatusdService::StatusdService(const CommonOptions& options,
 
 StatusdService::~StatusdService() { Stop(); }
 
-void StatusdService::AddSink(std::unique_ptr<StatusSink> sink) {
-  pending_sinks_.push_back(std::move(sink));
+Result<std::unique_ptr<StatusdService>> StatusdService::Create(
+    ServiceContext& ctx, std::chrono::milliseconds db_check_period,
+    std::vector<std::unique_ptr<StatusSink>> sinks) {
+  std::unique_ptr<StatusdService> service(new StatusdService(ctx.options, db_check_period));
+  service->pending_sinks_ = std::move(sinks);
+  if (Status s = service->Start(ctx); !s.ok()) return s;
+  service->Register(ctx.loop);
+  return service;
+}
+
+void StatusdService::Register(EventLoop& loop) {
+  router_source_ = loop.AddSocket(router_->raw(), [this] { HandleRequests(); });
+  db_check_ = loop.AddTimer([this] { CheckDatabase(); });
+  if (db_check_period_.count() > 0) db_check_.ArmRepeating(db_check_period_);
 }
 
 Status StatusdService::Start(ServiceContext& ctx) {
@@ -61,7 +73,6 @@ Status StatusdService::Start(ServiceContext& ctx) {
   server_ =
       std::make_unique<StatusServer>(*manager_, *store_, ctx.incarnation, status::kMaxRequestBytes);
   if (Status s = OpenSideStores(); !s.ok()) return s;
-  if (db_check_period_.count() > 0) next_db_check_ = ctx.clock.Now() + db_check_period_;
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kTransportMaxBytes);
   // A client may pipeline many requests; the replies to all it may have in flight must fit in
   // its queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
@@ -85,15 +96,6 @@ Status StatusdService::Start(ServiceContext& ctx) {
     if (node_->Get()) sinks_->PushNode(*node_->Get());
   }
   return Status::Ok();
-}
-
-std::vector<zmq::pollitem_t> StatusdService::PollItems() {
-  if (!router_) return {};
-  return {router_->PollItem()};
-}
-
-void StatusdService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
-  if (!items.empty() && (items[0].revents & ZMQ_POLLIN)) HandleRequests();
 }
 
 void StatusdService::HandleRequests() {
@@ -154,12 +156,6 @@ Status StatusdService::OpenSideStores() {
   node_ = std::move(node).value();
   server_->set_node_store(node_.get());
   return Status::Ok();
-}
-
-void StatusdService::OnTimer(MonoTime now) {
-  if (now < next_db_check_) return;
-  next_db_check_ = now + db_check_period_;
-  CheckDatabase();
 }
 
 void StatusdService::CheckDatabase() {
@@ -258,8 +254,10 @@ ServiceSpec MakeSpec() {
         ->check(DurationValidator())
         ->capture_default_str();
   };
-  spec.make_hooks = [check_period](const CommonOptions& opts) {
-    return std::make_unique<StatusdService>(opts, *ParseDuration(*check_period));
+  spec.create = [check_period](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+    auto service = StatusdService::Create(ctx, *ParseDuration(*check_period));
+    if (!service.ok()) return service.status();
+    return std::unique_ptr<Service>(std::move(service).value());
   };
   return spec;
 }

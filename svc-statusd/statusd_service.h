@@ -1,10 +1,10 @@
-// nodelet-statusd's service hooks: what the process does inside the shared service runtime
-// (lib/service). Start() opens the database (ROOT/statusd/status.db: one SqliteDb, shared by the
-// status, event and node stores) and loads it, binds the status API (ROUTER, kStatusEndpoint)
-// and the watch stream (PUB, kStatusWatchEndpoint). Each poll iteration hands every request that
+// nodelet-statusd's service: what the process does inside the shared service runtime
+// (lib/service). Create() opens the database (ROOT/statusd/status.db: one SqliteDb, shared by the
+// status, event and node stores) and loads it, binds the status API (ROUTER, kStatusEndpoint) and
+// the watch stream (PUB, kStatusWatchEndpoint). Each poll iteration hands every request that
 // arrived to the StatusServer as one batch (group commit), then publishes the committed changes
-// and sends the replies. Health turns Degraded while store writes fail (disk full...) and back
-// to Ok with the next successful commit.
+// and sends the replies. Health turns Degraded while store writes fail (disk full...) and back to
+// Ok with the next successful commit.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -48,26 +48,24 @@ inline constexpr int kReplyQueueLimit = 4096;
 // The database under the root directory.
 std::string DatabasePath(const std::string& root_dir);
 
-class StatusdService : public ServiceHooks {
+class StatusdService : public Service {
  public:
-  // db_check_period: how often the open database is checked (PRAGMA quick_check); 0: never.
-  explicit StatusdService(const CommonOptions& options,
-                          std::chrono::milliseconds db_check_period = std::chrono::minutes(10));
+  // Opens the store, binds statusd's sockets and registers on ctx.loop. db_check_period: how
+  // often the open database is checked (PRAGMA quick_check); 0: never. `sinks` get every change
+  // (none are built in yet; an API-server sink plugs in here).
+  static Result<std::unique_ptr<StatusdService>> Create(
+      ServiceContext& ctx, std::chrono::milliseconds db_check_period = std::chrono::minutes(10),
+      std::vector<std::unique_ptr<StatusSink>> sinks = {});
   ~StatusdService() override;
 
-  // Adds a sink before Start() (none are built in yet; an API-server sink plugs in here).
-  void AddSink(std::unique_ptr<StatusSink> sink);
-
-  Status Start(ServiceContext& ctx) override;
-  std::vector<zmq::pollitem_t> PollItems() override;
-  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
-  MonoTime NextTimer() const override { return next_db_check_; }
-  void OnTimer(MonoTime now) override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
 
  private:
+  StatusdService(const CommonOptions& options, std::chrono::milliseconds db_check_period);
+  Status Start(ServiceContext& ctx);
+  void Register(EventLoop& loop);
   void HandleRequests();
   void LogRefused(const Status& s);
   void NoteCommit(const BatchResult& result);
@@ -79,7 +77,6 @@ class StatusdService : public ServiceHooks {
 
   const CommonOptions& options_;
   std::chrono::milliseconds db_check_period_;
-  MonoTime next_db_check_ = MonoTime::max();
   uint64_t db_checks_ = 0;
   uint64_t db_recoveries_ = 0;
   std::shared_ptr<spdlog::logger> log_;
@@ -103,6 +100,8 @@ class StatusdService : public ServiceHooks {
   uint64_t send_failures_ = 0;
   uint64_t unreadable_rows_ = 0;
   uint64_t sink_errors_ = 0;
+  EventLoop::Handle router_source_;
+  EventLoop::Timer db_check_;
 };
 
 // The ServiceSpec that main.cc runs.

@@ -53,8 +53,16 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
   return d;
 }
 
+Result<std::unique_ptr<VolumedService>> VolumedService::Create(ServiceContext& ctx) {
+  std::unique_ptr<VolumedService> service(new VolumedService(ctx));
+  if (Status s = service->Start(ctx); !s.ok()) return s;
+  VolumedService* v = service.get();
+  v->router_source_ = ctx.loop.AddSocket(v->router_->raw(), [v] { v->HandleRequests(); });
+  v->reconcile_ = ctx.loop.AddTimer([v] { v->Reconcile(); });
+  return service;
+}
+
 Status VolumedService::Start(ServiceContext& ctx) {
-  ctx_ = &ctx;
   manager_ = std::make_unique<VolumeManager>(ctx.options.root_dir, ctx.clock);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxBytes);
   if (Status s = router_->Bind(ipc::kVolumeEndpoint.Uri(ctx.options.run_dir)); !s.ok()) return s;
@@ -66,23 +74,20 @@ Status VolumedService::Start(ServiceContext& ctx) {
   return Status::Ok();
 }
 
-std::vector<zmq::pollitem_t> VolumedService::PollItems() { return {router_->PollItem()}; }
-
-void VolumedService::OnPoll(const std::vector<zmq::pollitem_t>& items) {
-  if (items[0].revents & ZMQ_POLLIN) HandleRequests();
-}
-
-MonoTime VolumedService::NextTimer() const {
-  return manager_ && have_desired_ ? manager_->NextReconcile() : MonoTime::max();
-}
-
-void VolumedService::OnTimer(MonoTime now) {
-  (void)now;  // the manager reads its clock
-  Reconcile();
-}
-
 void VolumedService::Reconcile() {
+  if (!have_desired_) return;  // nothing is torn down before the supervisor said what it wants
   for (const auto& uid : manager_->Reconcile()) Publish(uid, manager_->Get(uid).ready);
+  ArmReconcile();
+}
+
+void VolumedService::ArmReconcile() {
+  // The manager says when it has work next: a marked pod (now), a retry or the sweep.
+  const MonoTime next = manager_->NextReconcile();
+  if (next == MonoTime::max()) {
+    reconcile_.Cancel();
+  } else {
+    reconcile_.ArmAt(next);
+  }
 }
 
 void VolumedService::Publish(const std::string& uid, bool ready) {
@@ -118,8 +123,9 @@ void VolumedService::HandleRequests() {
         std::string error;
         manager_->SetDesired(DesiredFromMessage(*(*msg)->body_as_DesiredPods(), &error));
         if (!error.empty()) log->warn("{}", error);
-        // What changed is reconciled at the next turn of the loop (NextTimer is due then).
         have_desired_ = true;
+        // What changed is reconciled at the next turn of the loop (the timer is due then).
+        ArmReconcile();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto ack =
             ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
@@ -174,7 +180,6 @@ void VolumedService::HandleRequests() {
 
 CounterList VolumedService::Counters() const {
   CounterList c;
-  if (!manager_) return c;
   c.emplace_back("operations", manager_->operations());
   c.emplace_back("failures", manager_->failures());
   c.emplace_back("requests", requests_);
@@ -187,7 +192,11 @@ ServiceSpec MakeSpec() {
   spec.name = "volumed";
   spec.id = ipc::ServiceId::Volumed;
   spec.description = "nodelet-volumed: volume desired/actual state and the reconciler that mounts";
-  spec.make_hooks = [](const CommonOptions&) { return std::make_unique<VolumedService>(); };
+  spec.create = [](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+    auto service = VolumedService::Create(ctx);
+    if (!service.ok()) return service.status();
+    return std::unique_ptr<Service>(std::move(service).value());
+  };
   return spec;
 }
 

@@ -20,26 +20,25 @@ namespace nodelet::volumed {
 // is skipped and named in `error`.
 DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::string* error);
 
-class VolumedService : public ServiceHooks {
+class VolumedService : public Service {
  public:
-  Status Start(ServiceContext& ctx) override;
-  std::vector<zmq::pollitem_t> PollItems() override;
-  void OnPoll(const std::vector<zmq::pollitem_t>& items) override;
-  // The reconciler's timer: when the manager has work, once the supervisor has sent a desired
-  // state (nothing is torn down before it said what it wants).
-  MonoTime NextTimer() const override;
-  void OnTimer(MonoTime now) override;
+  // Binds volumed's sockets and registers on ctx.loop (requests, the reconcile timer).
+  static Result<std::unique_ptr<VolumedService>> Create(ServiceContext& ctx);
   CounterList Counters() const override;
 
  private:
+  explicit VolumedService(ServiceContext& ctx) : ctx_(ctx) {}
+  Status Start(ServiceContext& ctx);
   void HandleRequests();
-  // One reconciler pass; publishes VolumesChanged for every pod it changed.
+  // One reconciler pass (once a desired state has arrived); publishes VolumesChanged for every
+  // pod it changed, then arms the timer for the manager's next work.
   void Reconcile();
+  void ArmReconcile();
   void Publish(const std::string& uid, bool ready);
   void SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
                        ipc::volume::Body type, flatbuffers::Offset<void> body);
 
-  ServiceContext* ctx_ = nullptr;
+  ServiceContext& ctx_;
   std::unique_ptr<VolumeManager> manager_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> events_;
@@ -47,6 +46,8 @@ class VolumedService : public ServiceHooks {
   bool have_desired_ = false;
   uint64_t bad_messages_ = 0, requests_ = 0;
   bool bad_logged_ = false;
+  EventLoop::Handle router_source_;
+  EventLoop::Timer reconcile_;
 };
 
 ServiceSpec MakeSpec();

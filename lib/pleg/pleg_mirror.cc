@@ -29,6 +29,42 @@ Status PlegMirror::Connect() {
   return Status::Ok();
 }
 
+Status PlegMirror::Connect(EventLoop& loop) {
+  loop_ = &loop;
+  retry_ = loop.AddTimer([this] {
+    Tick();
+    ArmRetry();
+  });
+  if (Status s = Connect(); !s.ok()) return s;
+  sub_source_ = loop.AddSocket(sub_->raw(), [this] {
+    OnReadable();
+    ArmRetry();
+    if (on_applied) on_applied();
+  });
+  WatchSnapshotSocket();
+  return Status::Ok();
+}
+
+void PlegMirror::WatchSnapshotSocket() {
+  if (loop_ == nullptr) return;
+  snapshot_source_ = loop_->AddSocket(snapshot_->raw(), [this] {
+    OnReadable();
+    ArmRetry();
+    if (on_applied) on_applied();
+  });
+  ArmRetry();
+}
+
+void PlegMirror::ArmRetry() {
+  if (loop_ == nullptr) return;
+  MonoTime next = NextTick();
+  if (next == MonoTime::max()) {
+    retry_.Cancel();
+  } else {
+    retry_.ArmAt(next);
+  }
+}
+
 std::vector<zmq::pollitem_t> PlegMirror::PollItems() {
   return {sub_->PollItem(), snapshot_->PollItem()};
 }
@@ -39,6 +75,7 @@ void PlegMirror::RequestSnapshot() {
   if (outstanding_ != 0) {
     // The answer is overdue: plegd may have died with our request. Start on a fresh socket.
     (void)snapshot_->Reconnect();
+    WatchSnapshotSocket();  // the socket was replaced
   }
   const uint64_t id = next_request_id_++;
   flatbuffers::FlatBufferBuilder fbb(128);

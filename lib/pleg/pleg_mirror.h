@@ -3,9 +3,11 @@
 // and asks again whenever it sees a gap in the sequence numbers or a new plegd incarnation, so
 // a restart of plegd or of the subscriber, or a dropped message, never loses anything.
 //
-// Non-blocking, for an owner's poll loop: poll PollItems(), call OnReadable() when any is
-// readable and Tick() at NextTick(). Sync(deadline) is the blocking form for tools and tests.
-// Used by the supervisor, podworkerd, nodeletctl and the tests. One thread.
+// On an EventLoop (a service, the supervisor): Connect(loop) registers its two sockets and its
+// retry timer there, and on_event/on_resync are called from the loop. Without a loop (tools,
+// tests): poll PollItems(), call OnReadable() when any is readable and Tick() at NextTick(), or
+// block in Sync(deadline). Used by the supervisor, podworkerd, nodeletctl and the tests. One
+// thread.
 #pragma once
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "lib/common/status.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
+#include "lib/service/event_loop.h"
 #include "pleg_generated.h"
 
 namespace nodelet::pleg {
@@ -30,8 +33,11 @@ class PlegMirror {
              std::chrono::milliseconds snapshot_timeout = std::chrono::milliseconds(1000));
   // Subscribes to plegd's events and asks for the first snapshot.
   Status Connect();
+  // The same, then runs on `loop`: its sockets are read and its snapshot requests retried there.
+  // The loop must outlive the mirror.
+  Status Connect(EventLoop& loop);
 
-  // The SUB socket and the snapshot socket.
+  // Without a loop: the SUB socket and the snapshot socket.
   std::vector<zmq::pollitem_t> PollItems();
   // Handles snapshot replies and queued updates.
   void OnReadable();
@@ -67,12 +73,18 @@ class PlegMirror {
   std::function<void(const ipc::pleg::Event&, const ipc::pleg::PodRecordT&)> on_event;
   // Called after a snapshot replaced the replica.
   std::function<void()> on_resync;
+  // Loop mode: called after each batch of messages from plegd was handled (after the on_event
+  // and on_resync calls it caused), for work that waits for a newer relist.
+  std::function<void()> on_applied;
 
  private:
   void RequestSnapshot();
   void HandleSnapshotReply();
   void DrainUpdates();
   void Apply(const ipc::pleg::PlegMessage& msg);
+  // Loop mode: (re-)registers the snapshot socket (Reconnect replaces it) and re-arms the timer.
+  void WatchSnapshotSocket();
+  void ArmRetry();
 
   ipc::Context& ctx_;
   std::string run_dir_;
@@ -92,6 +104,10 @@ class PlegMirror {
   uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
   std::string relist_error_;
   MonoTime last_heard_{};
+  // Loop mode only (declared last: removed from the loop before the sockets close).
+  EventLoop* loop_ = nullptr;
+  EventLoop::Handle sub_source_, snapshot_source_;
+  EventLoop::Timer retry_;
 };
 
 }  // namespace nodelet::pleg

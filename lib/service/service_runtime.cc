@@ -1,7 +1,6 @@
 #include "lib/service/service_runtime.h"
 
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,49 +19,53 @@ namespace {
 using ipc::control::Body;
 using ipc::control::ControlMessage;
 
-// Blocks the signals we handle through a signalfd. Must run before any thread starts (ZeroMQ's
-// I/O threads inherit the mask), so it is the first thing RunService does.
-int MakeSignalFd() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
+// Blocks the signals the loop handles through its signalfd. Must run before any thread starts
+// (ZeroMQ's I/O threads inherit the mask), so it is the first thing RunService does.
+void BlockServiceSignals() {
+  EventLoop::BlockSignals({SIGTERM, SIGINT, SIGHUP});
   // A dead supervisor must not kill us through SIGPIPE on a log pipe; writes fail instead.
   signal(SIGPIPE, SIG_IGN);
-  return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
 class Runtime {
  public:
-  Runtime(const ServiceSpec& spec, const CommonOptions& opts, std::unique_ptr<ServiceHooks> hooks,
-          int signal_fd)
+  Runtime(const ServiceSpec& spec, const CommonOptions& opts)
       : ipc_(),
         spec_(spec),
         opts_(opts),
-        hooks_(std::move(hooks)),
-        signal_fd_(signal_fd),
         incarnation_(ipc::NewIncarnation()),
         envelope_(spec.id, incarnation_),
         control_(ipc_),
         log_(GetLogger(spec.name)),
-        watchdog_(notifier_, clock_, WatchdogInterval()) {}
+        watchdog_(notifier_, clock_, WatchdogInterval()),
+        loop_(clock_),
+        ctx_{opts_, ipc_, clock_, incarnation_, loop_} {}
 
   int Run() {
     if (Status s = EnsureDirectory(opts_.run_dir, 0700); !s.ok()) {
       log_->error("Failed to prepare the run directory: {}", s.message());
       return 1;
     }
-    ServiceContext ctx{opts_, ipc_, clock_, incarnation_};
-    if (Status s = hooks_->Start(ctx); !s.ok()) {
-      log_->error("Failed to start {}: {}", spec_.name, s.message());
+    std::vector<EventLoop::Handle> sources;
+    for (int signo : {SIGTERM, SIGINT, SIGHUP}) {
+      sources.push_back(loop_.AddSignal(
+          signo, [this](const signalfd_siginfo& info) { HandleSignal(info.ssi_signo); }));
+    }
+    auto service = spec_.create(ctx_);
+    if (!service.ok()) {
+      log_->error("Failed to start {}: {}", spec_.name, service.status().message());
       return 1;
     }
+    service_ = std::move(service).value();
     if (Status s = control_.Connect(ipc::kControlEndpoint.Uri(opts_.run_dir)); !s.ok()) {
       log_->error("Failed to connect to the supervisor: {}", s.message());
+      StopService();
       return 1;
     }
+    sources.push_back(loop_.AddSocket(control_.raw(), [this] { HandleControl(); }));
+    EventLoop::Timer heartbeat = loop_.AddTimer([this] { SendHeartbeat(); });
+    heartbeat.ArmRepeating(std::chrono::milliseconds(opts_.heartbeat_interval_ms));
+    loop_.SetWatchdog(&watchdog_);
     started_ = clock_.Now();
     SendHello();
     notifier_.Notify("READY=1\nSTATUS=running\nMAINPID=" + std::to_string(getpid()));
@@ -70,51 +73,33 @@ class Runtime {
                incarnation_);
     SendHeartbeat();
 
-    while (!stop_) {
-      watchdog_.Tick();
-      std::vector<zmq::pollitem_t> items;
-      items.push_back(control_.PollItem());
-      items.push_back(zmq::pollitem_t{nullptr, signal_fd_, ZMQ_POLLIN, 0});
-      auto service_items = hooks_->PollItems();
-      items.insert(items.end(), service_items.begin(), service_items.end());
-
-      MonoTime next = std::min({next_heartbeat_, watchdog_.NextDue(), hooks_->NextTimer()});
-      long timeout = MillisUntil(clock_, next, 1000);
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) {
-          log_->error("poll failed: {}", e.what());
-          return 1;
-        }
-      }
-      if (items[1].revents & ZMQ_POLLIN) HandleSignals();
-      if (items[0].revents & ZMQ_POLLIN) HandleControl();
-      if (!service_items.empty()) {
-        std::vector<zmq::pollitem_t> mine(items.begin() + 2, items.end());
-        hooks_->OnPoll(mine);
-      }
-      auto now = clock_.Now();
-      if (hooks_->NextTimer() <= now) hooks_->OnTimer(now);
-      if (now >= next_heartbeat_) SendHeartbeat();
+    Status run = loop_.Run();
+    if (!run.ok()) {
+      log_->error("{}", run.message());
+      StopService();
+      return 1;
     }
     notifier_.Notify("STOPPING=1");
     log_->info("{} stopping", spec_.name);
-    hooks_->Stop();
+    StopService();
     return 0;
   }
 
  private:
-  void HandleSignals() {
-    signalfd_siginfo info{};
-    while (read(signal_fd_, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGHUP) {
-        (void)Reload();  // Reload logs its own failure; the service goes on.
-      } else {
-        log_->info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));
-        stop_ = true;
-      }
+  void HandleSignal(uint32_t signo) {
+    if (signo == SIGHUP) {
+      (void)Reload();  // Reload logs its own failure; the service goes on.
+    } else {
+      log_->info("received {}, stopping", strsignal(static_cast<int>(signo)));
+      loop_.Stop();
     }
+  }
+
+  // Stops and destroys the service while the loop it registered on still exists.
+  void StopService() {
+    if (!service_) return;
+    service_->Stop();
+    service_.reset();
   }
 
   Status Reload() {
@@ -123,7 +108,7 @@ class Runtime {
       log_->error("Failed to reload config: {}", config.status().message());
       return config.status();
     }
-    Status s = hooks_->Reload(*config);
+    Status s = service_->Reload(*config);
     if (!s.ok()) log_->error("Failed to apply config: {}", s.message());
     return s;
   }
@@ -162,7 +147,7 @@ class Runtime {
     switch (cmd.kind()) {
       case ipc::control::CommandKind::Stop:
         log_->info("stop requested by the supervisor");
-        stop_ = true;
+        loop_.Stop();
         break;
       case ipc::control::CommandKind::ReloadConfig:
         result = Reload();
@@ -194,8 +179,8 @@ class Runtime {
   }
 
   void SendHeartbeat() {
-    HealthReport health = hooks_->Health();
-    CounterList counters = hooks_->Counters();
+    HealthReport health = service_->Health();
+    CounterList counters = service_->Counters();
     counters.emplace_back("ipc_control_messages", control_messages_);
     counters.emplace_back("ipc_bad_messages", bad_messages_);
     std::sort(counters.begin(), counters.end());
@@ -210,16 +195,13 @@ class Runtime {
                                             static_cast<uint64_t>(uptime.count()),
                                             fbb.CreateVector(offs));
     Send(fbb, Body::Heartbeat, hb.Union());
-    next_heartbeat_ = clock_.Now() + std::chrono::milliseconds(opts_.heartbeat_interval_ms);
   }
 
   // First member, so it is destroyed last: zmq_ctx_term waits for every socket, including the
-  // hooks' own, to be closed.
+  // service's own, to be closed.
   ipc::Context ipc_;
   const ServiceSpec& spec_;
   const CommonOptions& opts_;
-  std::unique_ptr<ServiceHooks> hooks_;
-  int signal_fd_;
   RealClock clock_;
   uint64_t incarnation_;
   ipc::EnvelopeWriter envelope_;
@@ -227,23 +209,21 @@ class Runtime {
   std::shared_ptr<spdlog::logger> log_;
   SystemdNotifierImpl notifier_;
   WatchdogPinger watchdog_;
+  EventLoop loop_;
+  ServiceContext ctx_;
+  // Destroyed before the loop its sources are registered on.
+  std::unique_ptr<Service> service_;
   MonoTime started_{};
-  MonoTime next_heartbeat_{};
   uint64_t supervisor_incarnation_ = 0;
   uint64_t control_messages_ = 0;
   uint64_t bad_messages_ = 0;
   bool bad_logged_ = false;
-  bool stop_ = false;
 };
 
 }  // namespace
 
 int RunService(const ServiceSpec& spec, int argc, char** argv) {
-  int signal_fd = MakeSignalFd();
-  if (signal_fd < 0) {
-    fprintf(stderr, "nodelet-%s: signalfd: %s\n", spec.name.c_str(), strerror(errno));
-    return 1;
-  }
+  BlockServiceSignals();
   CLI::App app{spec.description, "nodelet-" + spec.name};
   CommonOptions opts;
   AddCommonOptions(app, opts, spec.name);
@@ -255,11 +235,8 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
   }
   opts.config_file = app.get_config_ptr()->as<std::string>();
   InitLogging(spec.name, opts.log_level);
-  auto hooks = spec.make_hooks(opts);
-  Runtime runtime(spec, opts, std::move(hooks), signal_fd);
-  int rc = runtime.Run();
-  close(signal_fd);
-  return rc;
+  Runtime runtime(spec, opts);
+  return runtime.Run();
 }
 
 }  // namespace nodelet

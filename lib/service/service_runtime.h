@@ -3,8 +3,9 @@
 // It owns what the four have in common: flags and config, logging, SIGTERM/SIGINT/SIGHUP, the
 // control connection to the supervisor (hello, heartbeats with health and counters, commands),
 // and sd_notify (READY=1 once bound and connected, WATCHDOG=1 from the main loop, STOPPING=1).
-// A service plugs its own work in through ServiceHooks; it never blocks the main loop, so
-// heartbeats and watchdog pings stop only when the service is really stuck.
+// Everything runs on one EventLoop (lib/service/event_loop.h). A service is created with the
+// ServiceContext, the loop included, and registers its own sources on it; it never blocks the
+// loop, so heartbeats and watchdog pings stop only when the service is really stuck.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/ipc/sockets.h"
+#include "lib/service/event_loop.h"
 #include "lib/service/options.h"
 
 namespace nodelet {
@@ -30,27 +32,20 @@ struct HealthReport {
 
 using CounterList = std::vector<std::pair<std::string, uint64_t>>;
 
-// What the runtime gives a service.
+// What the runtime gives a service; it outlives the service.
 struct ServiceContext {
   const CommonOptions& options;
   ipc::Context& ipc;
   const Clock& clock;
   uint64_t incarnation;
+  EventLoop& loop;
 };
 
-// A service's work, driven by the runtime's single-threaded main loop.
-class ServiceHooks {
+// A running service. It registers its sources (sockets, fds, timers, posts from its threads) on
+// ctx.loop when it is created and keeps their handles; the runtime asks it only for these.
+class Service {
  public:
-  virtual ~ServiceHooks() = default;
-  // Binds sockets, opens stores. Runs before READY=1; an error ends the process with exit 1.
-  virtual Status Start(ServiceContext& ctx) = 0;
-  // zmq sockets or fds the main loop should wait on; queried every iteration.
-  virtual std::vector<zmq::pollitem_t> PollItems() { return {}; }
-  // After each poll, with PollItems()' items and their revents, in the same order.
-  virtual void OnPoll(const std::vector<zmq::pollitem_t>& items) { (void)items; }
-  // When OnTimer wants to run next.
-  virtual MonoTime NextTimer() const { return MonoTime::max(); }
-  virtual void OnTimer(MonoTime now) { (void)now; }
+  virtual ~Service() = default;
   // Reported in every heartbeat.
   virtual HealthReport Health() const { return {}; }
   virtual CounterList Counters() const { return {}; }
@@ -59,7 +54,7 @@ class ServiceHooks {
     (void)config;
     return Status::Ok();
   }
-  // Before exit: flush, close.
+  // Before exit, once the loop has stopped: flush, close, join threads.
   virtual void Stop() {}
 };
 
@@ -69,8 +64,10 @@ struct ServiceSpec {
   std::string description;  // one line for --help
   // Adds the service's own flags; may be empty.
   std::function<void(CLI::App&)> add_flags;
-  // Builds the hooks once flags are parsed.
-  std::function<std::unique_ptr<ServiceHooks>(const CommonOptions&)> make_hooks;
+  // Creates the service once flags are parsed: binds sockets, opens stores, starts threads and
+  // registers its sources on ctx.loop. Runs before READY=1; an error ends the process with
+  // exit 1.
+  std::function<Result<std::unique_ptr<Service>>(ServiceContext& ctx)> create;
 };
 
 // Parses flags, runs the service until SIGTERM/SIGINT or a Stop command, and returns the exit

@@ -57,8 +57,8 @@ Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& f
 }
 
 ManifestUrlSource::ManifestUrlSource(std::string url, UrlSourceOptions options)
-    : url_(std::move(url)), options_(options) {
-  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    : url_(std::move(url)), options_(std::move(options)) {
+  if (!options_.on_snapshot) event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 ManifestUrlSource::~ManifestUrlSource() {
@@ -84,8 +84,10 @@ void ManifestUrlSource::Stop() {
 }
 
 std::optional<SourceSnapshot> ManifestUrlSource::Poll() {
-  uint64_t n = 0;
-  (void)!read(event_fd_, &n, sizeof n);
+  if (event_fd_ >= 0) {
+    uint64_t n = 0;
+    (void)!read(event_fd_, &n, sizeof n);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto out = std::move(ready_);
   ready_.reset();
@@ -225,8 +227,14 @@ void ManifestUrlSource::Loop() {
           SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_, result.status()};
       ready_ = std::move(snap);
     }
-    uint64_t one = 1;
-    (void)!write(event_fd_, &one, sizeof one);
+    if (options_.on_snapshot) {
+      lock.unlock();
+      options_.on_snapshot();
+      lock.lock();
+    } else {
+      uint64_t one = 1;
+      (void)!write(event_fd_, &one, sizeof one);
+    }
     cv_.wait_for(lock, options_.period, [this] { return stopping_; });
   }
 }

@@ -7,13 +7,15 @@
 // https is verified against the system's CAs or `ca_file` (host name included); `headers` are
 // sent with every request. A fetch that fails in any way yields a snapshot with `failure` (and
 // no manifests): the pods the URL served last stay. Snapshots are handed to the
-// supervisor's loop through an eventfd. UrlResponse is the network-free half of one fetch (body
-// collection under the limits, the status code, the snapshot), fuzzed by fuzz/url_response.
+// supervisor's loop through `on_snapshot` (EventLoop::Post). UrlResponse is the network-free half
+// of one fetch (body collection under the limits, the status code, the snapshot), fuzzed by
+// fuzz/url_response.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -46,6 +48,9 @@ struct UrlSourceOptions {
   size_t max_bytes = pod::kMaxManifestBytes;
   std::string ca_file;  // https: PEM bundle to verify the server with; empty: the system's CAs
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  // Called from the fetch thread after each fetch, when Poll() has its snapshot; must be
+  // thread-safe (EventLoop::Post). Without it (tests) fd() is signalled instead.
+  std::function<void()> on_snapshot;
 };
 
 // The response half of one fetch: the body is collected piece by piece under the size limit and
@@ -86,7 +91,7 @@ class ManifestUrlSource {
 
   Status Start();
   void Stop();
-  // Readable when a new snapshot is waiting.
+  // Without `on_snapshot`: readable when a new snapshot is waiting.
   int fd() const { return event_fd_; }
   // The newest snapshot not yet taken, if any.
   std::optional<SourceSnapshot> Poll();

@@ -1,5 +1,5 @@
 // The service runtime sends WATCHDOG=1 from its main loop only: a forked process runs
-// RunService with hooks whose poll handler can be made to block, under a NOTIFY_SOCKET and a
+// RunService with a service whose fd reader can be made to block, under a NOTIFY_SOCKET and a
 // WATCHDOG_USEC of 200 ms bound here. While the loop runs the pings come every 100 ms; while a
 // hook blocks the loop, or the process is SIGSTOPped, none comes (systemd's watchdog would
 // fire); once the loop moves again they resume.
@@ -20,26 +20,25 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Blocks the main loop inside OnPoll when a byte arrives on `block_fd`, after writing a byte to
-// `ack_fd`, until a byte arrives on `release_fd`.
-class BlockingHooks : public ServiceHooks {
+// Blocks the main loop inside its fd reader when a byte arrives on `block_fd`, after writing a
+// byte to `ack_fd`, until a byte arrives on `release_fd`.
+class BlockingService : public Service {
  public:
-  BlockingHooks(int block_fd, int ack_fd, int release_fd)
-      : block_fd_(block_fd), ack_fd_(ack_fd), release_fd_(release_fd) {}
-  Status Start(ServiceContext&) override { return Status::Ok(); }
-  std::vector<zmq::pollitem_t> PollItems() override {
-    return {zmq::pollitem_t{nullptr, block_fd_, ZMQ_POLLIN, 0}};
+  BlockingService(EventLoop& loop, int block_fd, int ack_fd, int release_fd)
+      : block_fd_(block_fd), ack_fd_(ack_fd), release_fd_(release_fd) {
+    source_ = loop.AddFd(block_fd_, [this] { OnReadable(); });
   }
-  void OnPoll(const std::vector<zmq::pollitem_t>& items) override {
-    if (!(items[0].revents & ZMQ_POLLIN)) return;
+
+ private:
+  void OnReadable() {
     char c;
     if (read(block_fd_, &c, 1) != 1) return;
     (void)!write(ack_fd_, "b", 1);
     (void)!read(release_fd_, &c, 1);  // the hang
   }
 
- private:
   int block_fd_, ack_fd_, release_fd_;
+  EventLoop::Handle source_;
 };
 
 bool ReadByteWithin(int fd, milliseconds timeout) {
@@ -75,8 +74,9 @@ class WatchdogTest : public ::testing::Test {
     setenv("WATCHDOG_USEC", "200000", 1);
     unsetenv("WATCHDOG_PID");
     ServiceSpec spec{"watchdog-test", ipc::ServiceId::Plegd, "watchdog test service", nullptr,
-                     [this](const CommonOptions&) {
-                       return std::make_unique<BlockingHooks>(block_[0], ack_[1], release_[0]);
+                     [this](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+                       return std::unique_ptr<Service>(std::make_unique<BlockingService>(
+                           ctx.loop, block_[0], ack_[1], release_[0]));
                      }};
     std::string dir = dir_.path();
     std::vector<std::string> args = {
