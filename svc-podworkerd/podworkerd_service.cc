@@ -25,12 +25,6 @@ constexpr std::chrono::milliseconds kTick{100};
 constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
 constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
 
-int64_t NowEpochNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 status::PodIdentity IdentityOf(const pod::Pod& p) {
   status::PodIdentity id;
   id.namespace_ = p.metadata.namespace_name;
@@ -198,7 +192,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   ipc::Context* ipc_ctx = &ctx.ipc;
   std::string run_dir = ctx.options.run_dir;
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
-  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
+  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint, ctx.clock); tasks.ok()) {
     tasks_ = std::move(*tasks);
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
@@ -222,7 +216,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
                   "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows "
                   "it",
                   shim.pid, id);
-          if (Status e = EndShimTree(shim, std::chrono::seconds(10)); !e.ok()) {
+          if (Status e = EndShimTree(ctx_->clock, shim, std::chrono::seconds(10)); !e.ok()) {
             GetLogger("podworkerd")
                 ->error("Shim {} of removed sandbox {}: {}", shim.pid, id, e.message());
           }
@@ -245,7 +239,9 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
               return ids;
             },
             [this](const std::string& id) { return tasks_->ContainerKnown(id); },
-            [](const ShimProcess& shim) { return EndShimTree(shim, std::chrono::seconds(10)); }});
+            [this](const ShimProcess& shim) {
+              return EndShimTree(ctx_->clock, shim, std::chrono::seconds(10));
+            }});
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
       GetLogger("podworkerd")
@@ -265,7 +261,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       return s;
     });
   }
-  probes_ = std::make_unique<ProbeManager>(*counting_);
+  probes_ = std::make_unique<ProbeManager>(*counting_, ctx.clock);
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
       [ipc_ctx, run_dir](const std::string& uid) { return AskVolumed(*ipc_ctx, run_dir, uid); },
@@ -279,7 +275,8 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
   mirror_ =
-      std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir, ipc::ServiceId::Podworkerd);
+      std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.clock, ctx.options.run_dir,
+                                         ipc::ServiceId::Podworkerd);
   if (Status s = mirror_->Connect(); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
   volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
@@ -562,7 +559,8 @@ void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
     if (!mirror_->ready() ||
-        (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns)) {
+        (e.fresh_after_mono_ns != 0 &&
+         mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns)) {
       parked_[work.uid] = std::move(work);
       return;
     }
@@ -577,7 +575,8 @@ void PodworkerdService::RunParked() {
   if (parked_.empty() || !mirror_->ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
     const Entry& e = pods_[it->first];
-    if (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns) {
+    if (e.fresh_after_mono_ns != 0 &&
+        mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns) {
       ++it;
       continue;
     }
@@ -597,7 +596,7 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
     Done d;
     d.uid = work.uid;
     d.kind = work.kind;
-    const auto began = std::chrono::steady_clock::now();
+    const MonoTime began = ctx_->clock.Now();
     switch (work.kind) {
       case WorkKind::kSync:
         if (seed) SeedReadiness(work.uid);
@@ -611,9 +610,8 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
         if (!desired) d.error = syncer_->RemovePod(work.uid);
         break;
     }
-    d.completed_ns = NowEpochNs();
-    d.took = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - began);
+    d.completed_mono_ns = ctx_->clock.MonoNanos();
+    d.took = std::chrono::duration_cast<std::chrono::microseconds>(ctx_->clock.Now() - began);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(std::move(d));
@@ -663,7 +661,7 @@ void PodworkerdService::HandleDone() {
           }
           e.last_error = o.error;
         }
-        if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
+        if (o.changed_runtime) e.fresh_after_mono_ns = d.completed_mono_ns;
         e.retry_at = o.retry_at;
         // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
         // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
@@ -690,9 +688,9 @@ void PodworkerdService::HandleDone() {
       case WorkKind::kTerminating:
         if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
         if (e.pod) {
-          status_->SendEvents({PodSyncer::MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
+          status_->SendEvents({syncer_->MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
         }
-        e.fresh_after_ns = d.completed_ns;
+        e.fresh_after_mono_ns = d.completed_mono_ns;
         next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
         break;
       case WorkKind::kTerminated:
