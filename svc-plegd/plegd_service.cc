@@ -112,10 +112,9 @@ void PlegdService::HandleEngineOutput() {
       last_relist_started_mono_ns_ = r.started_at_mono_ns;
     }
     flatbuffers::FlatBufferBuilder fbb(256);
-    auto done =
-        ipc::pleg::CreateRelistDoneDirect(fbb, r.relist, static_cast<uint64_t>(r.duration.count()),
-                                          r.pods, r.containers, r.started_at_ns, r.error.c_str(),
-                                          r.started_at_mono_ns);
+    auto done = ipc::pleg::CreateRelistDoneDirect(
+        fbb, r.relist, static_cast<uint64_t>(r.duration.count()), r.pods, r.containers,
+        r.started_at_ns, r.error.c_str(), r.started_at_mono_ns);
     Publish(fbb, Body::RelistDone, done.Union());
   }
 }

@@ -106,8 +106,7 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 }  // namespace
 
 status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& type,
-                                      const std::string& reason,
-                                      const std::string& message) const {
+                                      const std::string& reason, const std::string& message) const {
   status::PodEvent e;
   e.pod_uid = pod.metadata.uid;
   e.namespace_ = pod.metadata.namespace_name;

@@ -226,22 +226,21 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     // Shims that nothing reaches any more, however they were left (orphan_shims.h).
     orphan_shims_ = std::make_unique<OrphanShimSweeper>(
         "k8s.io",
-        OrphanSweepDeps{
-            [socket] { return ListShims(socket); },
-            [this]() -> Result<std::set<std::string>> {
-              auto sandboxes = cri_->ListPodSandbox({});
-              if (!sandboxes.ok()) return sandboxes.status();
-              auto containers = cri_->ListContainers({});
-              if (!containers.ok()) return containers.status();
-              std::set<std::string> ids;
-              for (const auto& sb : *sandboxes) ids.insert(sb.id());
-              for (const auto& c : *containers) ids.insert(c.id());
-              return ids;
-            },
-            [this](const std::string& id) { return tasks_->ContainerKnown(id); },
-            [this](const ShimProcess& shim) {
-              return EndShimTree(ctx_->clock, shim, std::chrono::seconds(10));
-            }});
+        OrphanSweepDeps{[socket] { return ListShims(socket); },
+                        [this]() -> Result<std::set<std::string>> {
+                          auto sandboxes = cri_->ListPodSandbox({});
+                          if (!sandboxes.ok()) return sandboxes.status();
+                          auto containers = cri_->ListContainers({});
+                          if (!containers.ok()) return containers.status();
+                          std::set<std::string> ids;
+                          for (const auto& sb : *sandboxes) ids.insert(sb.id());
+                          for (const auto& c : *containers) ids.insert(c.id());
+                          return ids;
+                        },
+                        [this](const std::string& id) { return tasks_->ContainerKnown(id); },
+                        [this](const ShimProcess& shim) {
+                          return EndShimTree(ctx_->clock, shim, std::chrono::seconds(10));
+                        }});
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
       GetLogger("podworkerd")
@@ -274,9 +273,8 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
     return s;
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
-  mirror_ =
-      std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.clock, ctx.options.run_dir,
-                                         ipc::ServiceId::Podworkerd);
+  mirror_ = std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.clock, ctx.options.run_dir,
+                                               ipc::ServiceId::Podworkerd);
   if (Status s = mirror_->Connect(); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
   volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
@@ -558,9 +556,8 @@ void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
 void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
-    if (!mirror_->ready() ||
-        (e.fresh_after_mono_ns != 0 &&
-         mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns)) {
+    if (!mirror_->ready() || (e.fresh_after_mono_ns != 0 &&
+                              mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns)) {
       parked_[work.uid] = std::move(work);
       return;
     }
@@ -575,8 +572,7 @@ void PodworkerdService::RunParked() {
   if (parked_.empty() || !mirror_->ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
     const Entry& e = pods_[it->first];
-    if (e.fresh_after_mono_ns != 0 &&
-        mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns) {
+    if (e.fresh_after_mono_ns != 0 && mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns) {
       ++it;
       continue;
     }

@@ -112,7 +112,9 @@ const char* ProbeKindName(ProbeKind kind) {
 }
 
 ProbeManager::ProbeManager(cri::RuntimeService& runtime, const Clock& clock, int min_threads)
-    : runtime_(runtime), clock_(clock), min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
+    : runtime_(runtime),
+      clock_(clock),
+      min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   std::lock_guard<std::mutex> lock(mu_);
   GrowLocked();

@@ -300,7 +300,7 @@ Status VolumeManager::SetUp(const pod::Pod& pod, const pod::Volume& v, Vol& stat
     hash += k + '\0' + f.first + '\0' + std::to_string(f.second) + '\0';
   hash = pod::Hex128(pod::Fnv1a128(hash));
   if (hash == state.content_hash && state.ready) return Status::Ok();
-  if (Status s = AtomicWriteFiles(dir, files); !s.ok()) return s;
+  if (Status s = AtomicWriteFiles(clock_, dir, files); !s.ok()) return s;
   state.content_hash = hash;
   *changed = true;
   return Status::Ok();

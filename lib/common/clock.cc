@@ -13,8 +13,7 @@ int64_t Clock::WallSeconds() const {
 }
 
 int64_t Clock::WallNanos() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(WallNow().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(WallNow().time_since_epoch()).count();
 }
 
 // The only direct clock reads of nodelet's production code.

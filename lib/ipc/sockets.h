@@ -183,8 +183,8 @@ Result<Frame> RequestClient::Call(const void* data, size_t size,
     const auto attempt_end = std::min(end, clock_.Now() + attempt_timeout);
     // A fresh (or re-made) connection takes a moment: wait for it within this attempt instead
     // of failing the send and waiting for a reply that cannot come.
-    auto until_attempt_end = std::chrono::duration_cast<std::chrono::milliseconds>(
-        attempt_end - clock_.Now());
+    auto until_attempt_end =
+        std::chrono::duration_cast<std::chrono::milliseconds>(attempt_end - clock_.Now());
     (void)dealer_.WaitWritable(std::max(until_attempt_end, std::chrono::milliseconds(0)));
     if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
     for (;;) {

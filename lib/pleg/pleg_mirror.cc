@@ -137,8 +137,7 @@ Status PlegMirror::Sync(std::chrono::milliseconds deadline) {
     const MonoTime now = clock_.Now();
     if (now >= end) return DeadlineExceeded("plegd did not answer a snapshot request in time");
     auto items = PollItems();
-    auto wait =
-        std::min<Duration>(end - now, std::chrono::milliseconds(100));
+    auto wait = std::min<Duration>(end - now, std::chrono::milliseconds(100));
     zmq::poll(
         items.data(), items.size(),
         std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));

@@ -65,24 +65,22 @@ std::vector<std::string> FindDirectReads(const fs::path& root, const std::vector
 }
 
 TEST(DirectClockReadsTest, PatternCatchesEveryFormAndNothingElse) {
-  for (const char* bad :
-       {"auto t = std::chrono::steady_clock::now();", "x = std::chrono::system_clock::now()",
-        "SteadyClock::now() + d", "clock_gettime(CLOCK_MONOTONIC, &ts);",
-        "gettimeofday(&tv, nullptr);", "time_t t = time(nullptr);", "std::time(NULL)",
-        "f(time(0))"}) {
+  for (const char* bad : {"auto t = std::chrono::steady_clock::now();",
+                          "x = std::chrono::system_clock::now()", "SteadyClock::now() + d",
+                          "clock_gettime(CLOCK_MONOTONIC, &ts);", "gettimeofday(&tv, nullptr);",
+                          "time_t t = time(nullptr);", "std::time(NULL)", "f(time(0))"}) {
     EXPECT_TRUE(std::regex_search(std::string(bad), DirectRead())) << bad;
   }
-  for (const char* fine :
-       {"clock_.Now()", "runtime(nullptr)", "MonoTime now = clock.Now();", "uptime(0)",
-        "my_clock_gettime_count", "WallTime known;"}) {
+  for (const char* fine : {"clock_.Now()", "runtime(nullptr)", "MonoTime now = clock.Now();",
+                           "uptime(0)", "my_clock_gettime_count", "WallTime known;"}) {
     EXPECT_FALSE(std::regex_search(std::string(fine), DirectRead())) << fine;
   }
 }
 
 TEST(DirectClockReadsTest, NamesFileAndLineAndSkipsLibCommonAndComments) {
-  const fs::path root = fs::path(::testing::TempDir()) /
-                        ("clock-reads-" + std::to_string(::testing::UnitTest::GetInstance()
-                                                             ->random_seed()));
+  const fs::path root =
+      fs::path(::testing::TempDir()) /
+      ("clock-reads-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
   fs::remove_all(root);
   fs::create_directories(root / "svc-x" / "sub");
   fs::create_directories(root / "lib" / "common");
@@ -90,8 +88,9 @@ TEST(DirectClockReadsTest, NamesFileAndLineAndSkipsLibCommonAndComments) {
   fs::create_directories(root / "supervisor");
   fs::create_directories(root / "ctl");
   std::ofstream(root / "svc-x" / "sub" / "a.cc") << "int a;\n// steady_clock::now() in a comment\n"
-                                                  << "auto t = std::chrono::steady_clock::now();\n";
-  std::ofstream(root / "lib" / "common" / "clock.cc") << "auto t = std::chrono::steady_clock::now();\n";
+                                                 << "auto t = std::chrono::steady_clock::now();\n";
+  std::ofstream(root / "lib" / "common" / "clock.cc")
+      << "auto t = std::chrono::steady_clock::now();\n";
   std::ofstream(root / "lib" / "ipc" / "b.h") << "\n\ntime_t t = time(nullptr);\n";
   std::ofstream(root / "ctl" / "c.txt") << "gettimeofday(&tv, nullptr);\n";
   auto found = FindDirectReads(root, ProductionDirs(root));
