@@ -54,6 +54,10 @@ std::vector<std::string> FindDirectReads(const fs::path& root, const std::vector
       std::string line;
       for (int n = 1; std::getline(in, line); ++n) {
         const std::string code = line.substr(0, line.find("//"));
+        // Every form names "now", "time" or "gettimeofday"; the cheap test first.
+        if (code.find("now") == std::string::npos && code.find("time") == std::string::npos) {
+          continue;
+        }
         if (std::regex_search(code, DirectRead())) {
           found.push_back(fs::relative(entry.path(), root).string() + ":" + std::to_string(n) +
                           ": " + line);

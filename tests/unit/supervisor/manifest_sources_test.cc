@@ -361,7 +361,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   UrlSourceOptions opts;
   opts.ca_file = cert;
   opts.headers = {{"Authorization", "Bearer s3cret"}};
-  ManifestUrlSource good(url, opts);
+  ManifestUrlSource good(RealClock::Get(), url, opts);
   auto r = good.FetchOnce();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) {
@@ -371,7 +371,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(auth, "Bearer s3cret");
   }
-  ManifestUrlSource unknown(url, {});
+  ManifestUrlSource unknown(RealClock::Get(), url, {});
   EXPECT_FALSE(unknown.FetchOnce().ok());
   EXPECT_EQ(unknown.last_failure_reason(), "tls");
   server.stop();
