@@ -6,6 +6,8 @@
 // names). Monotonic time is CLOCK_MONOTONIC: the same clock in every process on the node and
 // immune to steps of the wall clock, so a time that crosses processes (IPC) is MonoNanos().
 // Nothing outside lib/common reads a clock directly (direct_clock_reads_test.cc checks it).
+// Code that blocks in real time (poll, a socket timeout) and measures its deadline on the Clock
+// it is given needs a clock that moves: RealClock. FakeClock is for cores without I/O.
 #pragma once
 
 #include <chrono>

@@ -130,8 +130,8 @@ class DealerClient : public SocketBase {
 
 // Request/reply with a deadline and retries over a DEALER: sends, waits for a reply whose
 // request id matches (`match` decides), and on timeout reconnects and resends until the overall
-// deadline. Never blocks past the deadline. Its deadlines are measured on `clock` (the process's
-// RealClock unless the creator gives another: the waits themselves are real poll timeouts).
+// deadline. Never blocks past the deadline. Its deadlines are measured on `clock`, the process's
+// RealClock unless the creator gives another that moves in real time (the waits are polls).
 class RequestClient {
  public:
   RequestClient(Context& ctx, std::string uri, size_t max_bytes = kDefaultMaxMessageBytes,
