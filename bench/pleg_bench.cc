@@ -109,7 +109,7 @@ bool MeasureEventLatency(ContainerdInstance& containerd, const TempDir& dir,
     return false;
   }
   ipc::Context ctx;
-  pleg::PlegMirror mirror(ctx, run_dir, ipc::ServiceId::Ctl);
+  pleg::PlegMirror mirror(ctx, RealClock::Get(), run_dir, ipc::ServiceId::Ctl);
   std::map<std::string, SteadyClock::time_point> died, started;
   mirror.on_event = [&](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
     if (!e.id()) return;

@@ -28,7 +28,8 @@ Status ProbeCtlSocket(const std::string& run_dir) {
   return Status::Ok();
 }
 
-Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::RequestKind kind,
+Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& run_dir,
+                                       ipc::ctl::RequestKind kind,
                                        const std::vector<std::string>& services,
                                        std::chrono::milliseconds deadline) {
   if (Status s = ProbeCtlSocket(run_dir); !s.ok()) return s;
@@ -36,7 +37,7 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
   // Replies may be large (`runtime` with hundreds of pods).
   ipc::DealerClient dealer(ctx, 64 * 1024 * 1024);
   if (Status s = dealer.Connect(ipc::kCtlEndpoint.Uri(run_dir)); !s.ok()) return s;
-  ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
+  ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation(), clock);
   flatbuffers::FlatBufferBuilder fbb(512);
   auto req = ipc::ctl::CreateCtlRequest(fbb, kind, fbb.CreateVectorOfStrings(services));
   auto header = envelope.Write(fbb);
@@ -44,18 +45,16 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
              ipc::ctl::CtlMessageIdentifier());
   // One request per connection: no retries (start/stop/restart are not idempotent in effect),
   // so wait for the connection before sending (ZMQ_IMMEDIATE refuses to queue until then).
-  const auto end = std::chrono::steady_clock::now() + deadline;
+  const MonoTime end = clock.Now() + deadline;
   zmq::pollitem_t out{dealer.raw().handle(), 0, ZMQ_POLLOUT, 0};
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        end - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock.Now());
     if (left.count() <= 0) return DeadlineExceeded("could not connect within the deadline");
     zmq::poll(&out, 1, left);
     if (out.revents & ZMQ_POLLOUT) break;
   }
   if (Status s = dealer.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
-  auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock.Now());
   auto frame = dealer.Receive(std::max(left, std::chrono::milliseconds(1)));
   if (!frame.ok()) {
     if (frame.status().code() == StatusCode::kDeadlineExceeded) {

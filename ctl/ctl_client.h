@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ctl_generated.h"
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace nodelet::ctl {
@@ -18,8 +19,9 @@ Status ProbeCtlSocket(const std::string& run_dir);
 
 // Sends one request and returns the unpacked reply. Unavailable when the supervisor cannot be
 // reached, DeadlineExceeded when it does not answer within `deadline`, InvalidArgument for a
-// reply that fails verification.
-Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::RequestKind kind,
+// reply that fails verification. `clock` measures the deadline.
+Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& run_dir,
+                                       ipc::ctl::RequestKind kind,
                                        const std::vector<std::string>& services,
                                        std::chrono::milliseconds deadline);
 

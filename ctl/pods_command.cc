@@ -287,7 +287,7 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
         << ".\n";
     return 0;
   }
-  out << FormatPodTable(list->records, RealClock::Get().WallSeconds());
+  out << FormatPodTable(list->records, o.clock->WallSeconds());
   return 0;
 }
 
@@ -340,7 +340,7 @@ int RunEvents(const PodsOptions& o, const std::string& name, std::ostream& out, 
     PrintFailure(err, "list events", events.status(), o);
     return 1;
   }
-  out << FormatEvents(*events, RealClock::Get().WallSeconds(), uid.empty());
+  out << FormatEvents(*events, o.clock->WallSeconds(), uid.empty());
   return 0;
 }
 
@@ -383,7 +383,7 @@ int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std
   if (o.output == "json") {
     out << status::PodToJson(*matches[0]).dump(4) << "\n";
   } else {
-    out << FormatPodDetails(*matches[0], RealClock::Get().WallSeconds());
+    out << FormatPodDetails(*matches[0], o.clock->WallSeconds());
     // Events at the bottom, as kubectl describe shows them.
     auto events = client.ListEvents(matches[0]->pod.uid);
     if (events.ok()) {
@@ -391,7 +391,7 @@ int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std
       if (events->empty()) {
         out << "  <none>\n";
       } else {
-        std::istringstream lines(FormatEvents(*events, RealClock::Get().WallSeconds(), false));
+        std::istringstream lines(FormatEvents(*events, o.clock->WallSeconds(), false));
         for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
       }
     }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/status/pod_status.h"
 
 namespace nodelet::ctl {
@@ -27,6 +28,8 @@ struct PodsOptions {
   std::string output;
   // How long to wait for statusd.
   std::chrono::milliseconds timeout{3000};
+  // "now" for ages (AGE, LAST SEEN): the process's clock unless a test gives another.
+  const Clock* clock = &RealClock::Get();
 };
 
 // `pods`: the table (or PodList JSON) on `out`, errors on `err`; returns the exit code.

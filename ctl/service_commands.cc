@@ -81,7 +81,7 @@ std::string FormatStatusJson(
 
 int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool json,
               std::ostream& out, std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::Status, names, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Status, names, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (json) {
     out << FormatStatusJson(reply->services);
@@ -105,7 +105,7 @@ int RunAction(const CtlOptions& o, RequestKind kind, const std::vector<std::stri
     err << "nodeletctl: name one or more services, or 'all'\n";
     return kExitFailed;
   }
-  auto reply = CtlRequest(o.run_dir, kind, names, o.action_timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, kind, names, o.action_timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   int rc = kExitOk;
   for (const auto& r : reply->results) {
@@ -121,7 +121,7 @@ int RunAction(const CtlOptions& o, RequestKind kind, const std::vector<std::stri
 
 int RunPid(const CtlOptions& o, const std::vector<std::string>& names, std::ostream& out,
            std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::Pid, names, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Pid, names, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (names.empty()) {
     out << reply->supervisor_pid << "\n";
@@ -136,7 +136,7 @@ int RunPid(const CtlOptions& o, const std::vector<std::string>& names, std::ostr
 }
 
 int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::Version, {}, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Version, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   out << reply->version << "\n";
   return kExitOk;
@@ -192,7 +192,7 @@ std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply) {
 }
 
 int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::Runtime, {}, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Runtime, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!json) {
     out << FormatRuntime(*reply);
@@ -263,7 +263,7 @@ std::string LastLines(const std::string& path, int lines) {
 
 int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow, std::ostream& out,
             std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::LogPath, {name}, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::LogPath, {name}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!reply->results.empty() || reply->services.empty()) {
     err << name << ": ERROR (no such process)\n";
@@ -329,7 +329,7 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
 }
 
 int RunNode(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
-  auto reply = CtlRequest(o.run_dir, RequestKind::Node, {}, o.timeout);
+  auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Node, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!reply->ok) {
     err << "nodeletctl: " << reply->error << "\n";

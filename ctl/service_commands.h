@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ctl_generated.h"
+#include "lib/common/clock.h"
 
 namespace nodelet::ctl {
 
@@ -24,6 +25,8 @@ struct CtlOptions {
   std::string run_dir = "/run/nodelet";
   std::chrono::milliseconds timeout{5000};          // status, pid, version, tail
   std::chrono::milliseconds action_timeout{90000};  // start, stop, restart
+  // Measures the deadlines: the process's clock unless a test gives another.
+  const Clock* clock = &RealClock::Get();
 };
 
 // "0:01:02", "1 day, 2:03:04" (supervisorctl's uptime).

@@ -229,9 +229,11 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   return out.str();
 }
 
-HttpEndpoint::HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
-                           const NodeView* node, HttpServerOptions server_options)
+HttpEndpoint::HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir,
+                           std::string address, const NodeView* node,
+                           HttpServerOptions server_options)
     : ctx_(ctx),
+      clock_(clock),
       run_dir_(std::move(run_dir)),
       address_(std::move(address)),
       node_(node),
@@ -254,7 +256,7 @@ Status HttpEndpoint::Start() {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   const int port = std::atoi(address_.c_str() + colon + 1);
-  server_ = std::make_unique<HttpServer>(server_options_);
+  server_ = std::make_unique<HttpServer>(clock_, server_options_);
   auto snapshot = [this] {
     std::lock_guard<std::mutex> lock(mu_);
     return snapshot_;

@@ -39,7 +39,7 @@ std::string RenderMetrics(const HttpSnapshot& s);
 
 class HttpEndpoint {
  public:
-  HttpEndpoint(ipc::Context& ctx, std::string run_dir, std::string address,
+  HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir, std::string address,
                const NodeView* node = nullptr, HttpServerOptions server_options = {});
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
@@ -49,6 +49,7 @@ class HttpEndpoint {
 
  private:
   ipc::Context& ctx_;
+  const Clock& clock_;
   std::string run_dir_;
   std::string address_;
   const NodeView* node_ = nullptr;

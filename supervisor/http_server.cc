@@ -14,8 +14,6 @@
 namespace nodelet::supervisor {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 const char* Reason(int status) {
   switch (status) {
     case 200:
@@ -34,7 +32,7 @@ const char* Reason(int status) {
   return "Status";
 }
 
-void SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) {
+void SendAll(const Clock& clock, int fd, const std::string& data, MonoTime deadline) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -44,8 +42,7 @@ void SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.Now());
       if (left.count() <= 0) return;
       pollfd p{fd, POLLOUT, 0};
       if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) return;
@@ -57,7 +54,8 @@ void SendAll(int fd, const std::string& data, SteadyClock::time_point deadline) 
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options) : options_(options) {}
+HttpServer::HttpServer(const Clock& clock, HttpServerOptions options)
+    : clock_(clock), options_(options) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -133,7 +131,7 @@ void HttpServer::EventLoop() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    auto now = SteadyClock::now();
+    MonoTime now = clock_.Now();
     auto next = now + std::chrono::seconds(1);
     for (const auto& [fd, c] : conns) {
       fds.push_back({fd, POLLIN, 0});
@@ -154,7 +152,7 @@ void HttpServer::EventLoop() {
           continue;
         }
         ++open_;
-        conns[fd] = Conn{fd, "", SteadyClock::now() + options_.request_deadline};
+        conns[fd] = Conn{fd, "", clock_.Now() + options_.request_deadline};
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -199,7 +197,7 @@ void HttpServer::EventLoop() {
       cv_.notify_one();
     }
     // Requests that did not arrive whole in time.
-    now = SteadyClock::now();
+    now = clock_.Now();
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second.deadline <= now) {
         ++timed_out_;
@@ -243,7 +241,7 @@ void HttpServer::Serve(const Job& job) {
                     "\r\nContent-Length: " + std::to_string(reply.body.size()) +
                     "\r\nConnection: close\r\n\r\n";
   if (!head) out += reply.body;
-  SendAll(job.fd, out, SteadyClock::now() + options_.write_deadline);
+  SendAll(clock_, job.fd, out, clock_.Now() + options_.write_deadline);
   shutdown(job.fd, SHUT_WR);
   CloseConn(job.fd);
 }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace nodelet::supervisor {
@@ -44,7 +45,8 @@ struct HttpReply {
 class HttpServer {
  public:
   using Handler = std::function<HttpReply()>;
-  explicit HttpServer(HttpServerOptions options = {});
+  // `clock` measures the request and write deadlines.
+  explicit HttpServer(const Clock& clock, HttpServerOptions options = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -64,7 +66,7 @@ class HttpServer {
   struct Conn {
     int fd = -1;
     std::string head;
-    std::chrono::steady_clock::time_point deadline;
+    MonoTime deadline;
   };
   struct Job {
     int fd = -1;
@@ -75,6 +77,7 @@ class HttpServer {
   void Serve(const Job& job);
   void CloseConn(int fd);
 
+  const Clock& clock_;
   HttpServerOptions options_;
   std::map<std::string, Handler> handlers_;
   int listen_fd_ = -1;

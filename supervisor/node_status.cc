@@ -17,12 +17,6 @@
 namespace nodelet::supervisor {
 namespace {
 
-int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string Time(int64_t unix_s) { return pod::FormatRfc3339Nano(pod::UnixTime{unix_s, 0}); }
 
 int64_t MemAvailable() {
@@ -127,9 +121,9 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
   };
 }
 
-NodeStatusManager::NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime,
-                                     cri::ImageService* images)
-    : options_(std::move(options)), runtime_(runtime), images_(images) {}
+NodeStatusManager::NodeStatusManager(const Clock& clock, NodeStatusOptions options,
+                                     cri::RuntimeService* runtime, cri::ImageService* images)
+    : clock_(clock), options_(std::move(options)), runtime_(runtime), images_(images) {}
 
 NodeStatusManager::~NodeStatusManager() {
   RequestStop();
@@ -156,7 +150,7 @@ void NodeStatusManager::SetServices(bool all_running, const std::string& why) {
 }
 
 void NodeStatusManager::Loop() {
-  auto next_status = std::chrono::steady_clock::now() + options_.status_period;
+  MonoTime next_status = clock_.Now() + options_.status_period;
   // The status built by Start() goes out at the first runtime check.
   bool unpublished = true;
   std::unique_lock<std::mutex> lock(mu_);
@@ -168,9 +162,9 @@ void NodeStatusManager::Loop() {
     CheckRuntime();
     // A change of the runtime's readiness shows in the node's Ready condition at once.
     if (stopping_) break;
-    if (std::chrono::steady_clock::now() >= next_status || runtime_ready_.load() != was_ready) {
+    if (clock_.Now() >= next_status || runtime_ready_.load() != was_ready) {
       Refresh();
-      next_status = std::chrono::steady_clock::now() + options_.status_period;
+      next_status = clock_.Now() + options_.status_period;
       unpublished = true;
     }
     if (unpublished && options_.publish) unpublished = !options_.publish(NodeJson());
@@ -224,7 +218,7 @@ nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status
 
 void NodeStatusManager::Refresh() {
   CheckRuntime();
-  const int64_t now = NowUnix();
+  const int64_t now = clock_.WallSeconds();
   NodeResources cap = ReadNodeCapacity();
   struct statvfs fs {};
   int64_t disk_total = 0, disk_avail = 0;

@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/ipc/sockets.h"
@@ -65,8 +66,8 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
 class NodeStatusManager : public NodeView {
  public:
   // `runtime` and `images` may be null (no runtime endpoint): the runtime is then "not
-  // configured" and Ready is false.
-  NodeStatusManager(NodeStatusOptions options, cri::RuntimeService* runtime,
+  // configured" and Ready is false. `clock` paces the status and stamps its times.
+  NodeStatusManager(const Clock& clock, NodeStatusOptions options, cri::RuntimeService* runtime,
                     cri::ImageService* images);
   ~NodeStatusManager() override;
   void Start();
@@ -89,6 +90,7 @@ class NodeStatusManager : public NodeView {
   nlohmann::json Condition(const std::string& type, bool status, const std::string& reason,
                            const std::string& message, int64_t now);
 
+  const Clock& clock_;
   NodeStatusOptions options_;
   cri::RuntimeService* runtime_;
   cri::ImageService* images_;

@@ -18,16 +18,14 @@ namespace {
 
 constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+// Wall-clock readings: what the pods and events say to operators.
+int64_t NowMs(const Clock& clock) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock.WallNow().time_since_epoch())
       .count();
 }
 
-pod::UnixTime NowUnix() {
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
+pod::UnixTime NowUnix(const Clock& clock) {
+  const int64_t ns = clock.WallNanos();
   return pod::UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
 }
 
@@ -181,7 +179,7 @@ Status PodManager::Start() {
     url_options.period = options_.manifest_url_period;
     url_options.headers = options_.manifest_url_headers;
     url_options.on_snapshot = options_.on_url_snapshot;
-    url_ = std::make_unique<ManifestUrlSource>(options_.manifest_url, url_options);
+    url_ = std::make_unique<ManifestUrlSource>(clock_, options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;
     sources.insert("http");
   }
@@ -244,7 +242,7 @@ void PodManager::SourceFailed(const std::string& source, const SourceFailure& fa
   e.reason = "PodSourceFailed";
   e.message = message;
   e.source = "nodelet";
-  e.first_unix_s = e.last_unix_s = NowUnix().seconds;
+  e.first_unix_s = e.last_unix_s = clock_.WallSeconds();
   if (events_.size() < 100) events_.push_back(std::move(e));
   FlushEvents();
 }
@@ -270,7 +268,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     origin.source = m.origin;
     origin.node_name = options_.node_name;
     auto seen = file_seen_.find(m.origin);
-    if (seen == file_seen_.end()) seen = file_seen_.emplace(m.origin, NowUnix()).first;
+    if (seen == file_seen_.end()) seen = file_seen_.emplace(m.origin, NowUnix(clock_)).first;
     origin.seen = seen->second;
     pod::ParseOptions parse;
     parse.other_kinds = {"ConfigMap", "Secret"};
@@ -347,7 +345,7 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& changes) {
         log->info("ADD pod {} ({}) from {}", name, c.uid, c.source);
         admitted_[c.uid] = c.pod;
         source_of_[c.uid] = c.source;
-        first_seen_ms_[c.uid] = NowMs();
+        first_seen_ms_[c.uid] = NowMs(clock_);
         break;
       }
       case PodOp::kUpdate:

@@ -206,7 +206,7 @@ struct Supervisor::Impl {
     if (Status s = control->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
     envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
 
-    mirror = std::make_unique<pleg::PlegMirror>(*ctx, c.run_dir, ipc::ServiceId::Supervisor);
+    mirror = std::make_unique<pleg::PlegMirror>(*ctx, clock, c.run_dir, ipc::ServiceId::Supervisor);
     if (Status s = mirror->Connect(loop); !s.ok()) return s;
     runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
 
@@ -230,7 +230,8 @@ struct Supervisor::Impl {
       cri_client = std::move(*client);
     }
     node_opts.publish = MakeNodeStatusPublisher(*ctx, c.run_dir);
-    node = std::make_unique<NodeStatusManager>(node_opts, cri_client.get(), cri_client.get());
+    node =
+        std::make_unique<NodeStatusManager>(clock, node_opts, cri_client.get(), cri_client.get());
     node->Start();
 
     PodManagerOptions pod_opts;
@@ -253,7 +254,8 @@ struct Supervisor::Impl {
     if (Status s = pods->Start(); !s.ok()) return s;
 
     if (!options.http_address.empty()) {
-      http = std::make_unique<HttpEndpoint>(*ctx, c.run_dir, options.http_address, node.get());
+      http =
+          std::make_unique<HttpEndpoint>(*ctx, clock, c.run_dir, options.http_address, node.get());
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http->Start(); !s.ok()) {
         log->error("HTTP endpoint disabled: {}", s.message());

@@ -6,15 +6,6 @@
 #include <algorithm>
 
 namespace nodelet::plegd {
-namespace {
-
-int64_t EpochNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 PlegEngine::PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options,
                        std::function<void()> on_output)
@@ -104,27 +95,28 @@ void PlegEngine::RelistLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    auto started = std::chrono::steady_clock::now();
+    const MonoTime started = clock_.Now();
     RelistOnce();
     lock.lock();
     // Wait for the next period; Stop() wakes us at once.
-    stop_cv_.wait_until(lock, started + options_.relist_period, [this] { return stopping_; });
+    stop_cv_.wait_for(lock, TimeUntil(clock_, started + options_.relist_period),
+                      [this] { return stopping_; });
   }
 }
 
 void PlegEngine::RelistOnce() {
   const uint64_t relist = ++relist_seq_;
-  const auto t0 = std::chrono::steady_clock::now();
+  const MonoTime t0 = clock_.Now();
   RelistResult done;
   done.relist = relist;
-  done.started_at_ns = EpochNanos();
+  done.started_at_ns = clock_.WallNanos();
+  done.started_at_mono_ns = clock_.MonoNanos();
 
   auto listing = runtime_.List();
   if (!listing.ok()) {
     ++relist_errors_;
     done.error = listing.status().ToString();
-    done.duration = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - t0);
+    done.duration = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - t0);
     {
       std::lock_guard<std::mutex> lock(mu_);
       last_error_ = done.error;
@@ -196,13 +188,12 @@ void PlegEngine::RelistOnce() {
   // when it returns and does not hold back the RelistDone or the next relist.
   {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait_until(lock, t0 + options_.inspect_wait,
-                        [&] { return stopping_ || outstanding_.count(relist) == 0; });
+    done_cv_.wait_for(lock, TimeUntil(clock_, t0 + options_.inspect_wait),
+                      [&] { return stopping_ || outstanding_.count(relist) == 0; });
     // Late jobs of this relist still count down their own entry; drop ours.
     outstanding_.erase(relist);
   }
-  done.duration =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  done.duration = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - t0);
   last_duration_us_ = done.duration.count();
   EmitRelist(std::move(done));
 }

@@ -46,7 +46,8 @@ struct PodResult {
 struct RelistResult {
   uint64_t relist = 0;
   std::chrono::microseconds duration{0};
-  int64_t started_at_ns = 0;
+  int64_t started_at_ns = 0;       // wall clock, for operators
+  int64_t started_at_mono_ns = 0;  // Clock::MonoNanos(), compared across processes
   uint32_t pods = 0;
   uint32_t containers = 0;
   std::string error;

@@ -105,16 +105,18 @@ void PlegdService::HandleEngineOutput() {
     if (r.error.empty()) {
       cache_.set_last_relist(r.relist);
       relist_duration_.Observe(r.duration);
-      if (last_relist_started_ns_ != 0 && r.started_at_ns > last_relist_started_ns_) {
-        relist_interval_.Observe(
-            std::chrono::microseconds((r.started_at_ns - last_relist_started_ns_) / 1000));
+      if (last_relist_started_mono_ns_ != 0 &&
+          r.started_at_mono_ns > last_relist_started_mono_ns_) {
+        relist_interval_.Observe(std::chrono::microseconds(
+            (r.started_at_mono_ns - last_relist_started_mono_ns_) / 1000));
       }
       last_relist_started_ns_ = r.started_at_ns;
+      last_relist_started_mono_ns_ = r.started_at_mono_ns;
     }
     flatbuffers::FlatBufferBuilder fbb(256);
-    auto done =
-        ipc::pleg::CreateRelistDoneDirect(fbb, r.relist, static_cast<uint64_t>(r.duration.count()),
-                                          r.pods, r.containers, r.started_at_ns, r.error.c_str());
+    auto done = ipc::pleg::CreateRelistDoneDirect(
+        fbb, r.relist, static_cast<uint64_t>(r.duration.count()), r.pods, r.containers,
+        r.started_at_ns, r.error.c_str(), r.started_at_mono_ns);
     Publish(fbb, Body::RelistDone, done.Union());
   }
 }

@@ -62,7 +62,8 @@ class PlegdService : public Service {
   uint64_t bad_requests_ = 0;
   Histogram relist_duration_{Histogram::LatencyBuckets()};
   Histogram relist_interval_{{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 5, 10, 30}};
-  int64_t last_relist_started_ns_ = 0;
+  int64_t last_relist_started_ns_ = 0;       // wall clock: last_relist_unix_ms
+  int64_t last_relist_started_mono_ns_ = 0;  // monotonic: the relist interval
   bool bad_logged_ = false;
   EventLoop::Handle snapshot_source_;
 };

@@ -73,14 +73,12 @@ std::vector<std::pair<std::string, uint64_t>> GarbageCollector::Counters() const
 }
 
 void GarbageCollector::Loop() {
-  using Steady = std::chrono::steady_clock;
   // The first image GC soon after start (the kubelet waits a minute; a restart of podworkerd
   // should not postpone it by a whole period either).
-  Steady::time_point next_image =
-      Steady::now() +
-      std::min<std::chrono::milliseconds>(config_.image_gc_period, std::chrono::seconds(5));
-  Steady::time_point next_containers = Steady::now();
-  Steady::time_point next_sweep = Steady::time_point::max();
+  MonoTime next_image = clock_.Now() + std::min<std::chrono::milliseconds>(config_.image_gc_period,
+                                                                           std::chrono::seconds(5));
+  MonoTime next_containers = clock_.Now();
+  MonoTime next_sweep = MonoTime::max();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!desired_pods_) {
@@ -88,31 +86,30 @@ void GarbageCollector::Loop() {
       cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || desired_pods_; });
       continue;
     }
-    if (sweep_ && next_sweep == Steady::time_point::max())
-      next_sweep = Steady::now() + sweep_period_;
-    cv_.wait_until(lock, std::min({next_image, next_containers, next_sweep}),
-                   [&] { return stopping_; });
+    if (sweep_ && next_sweep == MonoTime::max()) next_sweep = clock_.Now() + sweep_period_;
+    cv_.wait_for(lock, TimeUntil(clock_, std::min({next_image, next_containers, next_sweep})),
+                 [&] { return stopping_; });
     if (stopping_) break;
-    const auto now = Steady::now();
+    const MonoTime now = clock_.Now();
     if (now >= next_sweep) {
       lock.unlock();
       sweep_();
       lock.lock();
-      next_sweep = Steady::now() + sweep_period_;
+      next_sweep = clock_.Now() + sweep_period_;
     }
     if (now >= next_containers) {
       std::set<std::string> live = *desired_pods_;
       lock.unlock();
       RunContainerGc(live);
       lock.lock();
-      next_containers = Steady::now() + config_.container_gc_period;
+      next_containers = clock_.Now() + config_.container_gc_period;
     }
     if (now >= next_image) {
       image_gc_.set_desired_refs(desired_images_);
       lock.unlock();
       RunImageGc();
       lock.lock();
-      next_image = Steady::now() + config_.image_gc_period;
+      next_image = clock_.Now() + config_.image_gc_period;
     }
   }
 }

@@ -14,7 +14,11 @@
 namespace nodelet::podworkerd {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// The attempt's deadline, on the prober's clock.
+struct Deadline {
+  const Clock& clock;
+  MonoTime at;
+};
 
 class Fd {
  public:
@@ -31,14 +35,15 @@ class Fd {
 };
 
 // Milliseconds left before `deadline` (0 when it has passed), for poll.
-int LeftMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+int LeftMs(const Deadline& deadline) {
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at - deadline.clock.Now());
   if (left.count() <= 0) return 0;
   return static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30));
 }
 
 // Waits for `events` on fd until the deadline: true when ready.
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
+bool WaitFor(int fd, short events, const Deadline& deadline) {
   for (;;) {
     int ms = LeftMs(deadline);
     if (ms == 0) return false;
@@ -63,7 +68,7 @@ std::string Trim(const std::string& s) {
 }
 
 // Connects to host:port before the deadline; an fd or why not.
-int Connect(const std::string& host, int port, Clock::time_point deadline, std::string& error) {
+int Connect(const std::string& host, int port, const Deadline& deadline, std::string& error) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
@@ -103,7 +108,7 @@ int Connect(const std::string& host, int port, Clock::time_point deadline, std::
   return fd;
 }
 
-bool SendAll(int fd, const std::string& data, Clock::time_point deadline) {
+bool SendAll(int fd, const std::string& data, const Deadline& deadline) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
@@ -123,7 +128,7 @@ bool SendAll(int fd, const std::string& data, Clock::time_point deadline) {
 
 // Reads what is there (up to `max` bytes) into `out`: >0 bytes read, 0 EOF, -1 error,
 // -2 deadline.
-ssize_t ReadSome(int fd, std::string& out, size_t max, Clock::time_point deadline) {
+ssize_t ReadSome(int fd, std::string& out, size_t max, const Deadline& deadline) {
   char buf[4096];
   for (;;) {
     ssize_t n = recv(fd, buf, std::min(sizeof buf, max), 0);
@@ -229,7 +234,7 @@ std::optional<Target> Resolve(const Target& base, const std::string& location, s
 
 // One request/response on a fresh connection. Returns false with `error` set when no complete
 // answer arrived in time.
-bool Exchange(const Target& target, const HttpProbeRequest& req, Clock::time_point deadline,
+bool Exchange(const Target& target, const HttpProbeRequest& req, const Deadline& deadline,
               Response& out, std::string& error) {
   Fd fd(Connect(target.host, target.port, deadline, error));
   if (fd.get() < 0) return false;
@@ -350,8 +355,8 @@ bool IsRedirect(int status) {
 
 }  // namespace
 
-HttpProbeResult DoHttpProbe(const HttpProbeRequest& request) {
-  const auto deadline = Clock::now() + request.timeout;
+HttpProbeResult DoHttpProbe(const Clock& clock, const HttpProbeRequest& request) {
+  const Deadline deadline{clock, clock.Now() + request.timeout};
   HttpProbeResult result;
   Target target{request.host, request.port, request.path.empty() ? "/" : request.path};
   if (target.path.front() != '/') target.path = "/" + target.path;

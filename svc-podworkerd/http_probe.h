@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "lib/common/clock.h"
+
 namespace nodelet::podworkerd {
 
 inline constexpr size_t kMaxProbeBodyBytes = 10 * 1024;
@@ -40,6 +42,7 @@ struct HttpProbeResult {
   int redirects = 0;      // redirects followed
 };
 
-HttpProbeResult DoHttpProbe(const HttpProbeRequest& request);
+// `clock` measures the attempt's deadline (request.timeout).
+HttpProbeResult DoHttpProbe(const Clock& clock, const HttpProbeRequest& request);
 
 }  // namespace nodelet::podworkerd

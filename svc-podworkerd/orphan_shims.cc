@@ -77,10 +77,9 @@ bool PidfdKill(int pidfd) {
 }
 
 // Waits until the process behind `pidfd` has exited (its pidfd turns readable), up to `until`.
-bool WaitExited(int pidfd, std::chrono::steady_clock::time_point until) {
+bool WaitExited(const Clock& clock, int pidfd, MonoTime until) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock.Now());
     pollfd p{pidfd, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (r > 0) return true;
@@ -193,9 +192,9 @@ OrphanSweepResult OrphanShimSweeper::Sweep(bool final_sweep) {
   return result;
 }
 
-Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
+Status EndShimTree(const Clock& clock, const ShimProcess& shim, std::chrono::milliseconds timeout,
                    const std::string& proc_root, const std::string& cgroup_root) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const MonoTime until = clock.Now() + timeout;
   // Hold the shim by pidfd first, then check that it is still the same process.
   int shim_fd = PidfdOpen(shim.pid);
   if (shim_fd < 0)
@@ -241,18 +240,18 @@ Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
       held.push_back(fd);
     }
     if (!killed_any) break;
-    for (int fd : held) WaitExited(fd, until);
+    for (int fd : held) WaitExited(clock, fd, until);
   }
   Status result = Status::Ok();
   for (int fd : held) {
-    if (!WaitExited(fd, until))
+    if (!WaitExited(clock, fd, until))
       result = DeadlineExceeded("a process below shim " + std::to_string(shim.pid) +
                                 " did not exit after SIGKILL");
     close(fd);
   }
   if (!PidfdKill(shim_fd)) {
     result = ErrnoStatus("SIGKILL to shim " + std::to_string(shim.pid), errno);
-  } else if (!WaitExited(shim_fd, until)) {
+  } else if (!WaitExited(clock, shim_fd, until)) {
     result = DeadlineExceeded("shim " + std::to_string(shim.pid) + " did not exit after SIGKILL");
   }
   close(shim_fd);

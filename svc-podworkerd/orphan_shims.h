@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace nodelet::podworkerd {
@@ -89,7 +90,8 @@ class OrphanShimSweeper {
 // Ends a shim and every process below it with SIGKILL through pidfds (the shim only if its start
 // time is still `shim.start_time`), waits up to `timeout` for them to exit, then removes with
 // rmdir the cgroups (every hierarchy) its descendants were in whose last component is `shim.id`.
-Status EndShimTree(const ShimProcess& shim, std::chrono::milliseconds timeout,
+// The timeout is measured on `clock`.
+Status EndShimTree(const Clock& clock, const ShimProcess& shim, std::chrono::milliseconds timeout,
                    const std::string& proc_root = "/proc",
                    const std::string& cgroup_root = "/sys/fs/cgroup");
 

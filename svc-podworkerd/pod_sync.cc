@@ -18,12 +18,6 @@ using ipc::pleg::ContainerState;
 using ipc::pleg::PodRecordT;
 using ipc::pleg::SandboxRecordT;
 
-int64_t NowEpochNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The newest sandbox of the pod (by creation time), or nullptr.
 const SandboxRecordT* NewestSandbox(const PodRecordT* rec) {
   if (rec == nullptr) return nullptr;
@@ -112,7 +106,7 @@ status::ContainerState FromRecord(const ContainerRecordT& c) {
 }  // namespace
 
 status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& type,
-                                      const std::string& reason, const std::string& message) {
+                                      const std::string& reason, const std::string& message) const {
   status::PodEvent e;
   e.pod_uid = pod.metadata.uid;
   e.namespace_ = pod.metadata.namespace_name;
@@ -121,7 +115,7 @@ status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& ty
   e.reason = reason;
   e.message = message;
   e.source = "podworkerd";
-  e.last_unix_s = e.first_unix_s = NowEpochNs() / 1000000000;
+  e.last_unix_s = e.first_unix_s = clock_.WallSeconds();
   return e;
 }
 
@@ -153,7 +147,7 @@ bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
       CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
   // The exit, on the monotonic clock.
   MonoTime finished = clock_.Now() - std::chrono::nanoseconds(std::max<int64_t>(
-                                         0, NowEpochNs() - exited.finished_at_ns));
+                                         0, clock_.WallNanos() - exited.finished_at_ns));
   Duration remaining{};
   std::lock_guard<std::mutex> lock(backoff_mu_);
   if (!backoff_.InBackoff(key, finished, &remaining)) return false;
@@ -651,7 +645,7 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
   in.statuses = &st.container_statuses;
   in.pod_is_terminal = terminal;
   st.phase = ComputePhase(in);
-  const int64_t now_s = NowEpochNs() / 1000000000;
+  const int64_t now_s = clock_.WallSeconds();
   st.conditions = ComputeConditions(in, st.phase, {}, now_s);
   const SandboxRecordT* sandbox = NewestSandbox(rec);
   if (sandbox != nullptr) {

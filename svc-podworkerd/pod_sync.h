@@ -86,9 +86,9 @@ class PodSyncer {
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
   void set_root_dir(std::string dir) { root_dir_ = std::move(dir); }
 
-  // An event about `pod`, stamped now, from podworkerd.
-  static status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
-                                    const std::string& reason, const std::string& message);
+  // An event about `pod`, stamped now (the wall clock), from podworkerd.
+  status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
+                             const std::string& reason, const std::string& message) const;
 
  private:
   struct Waiting {

@@ -24,12 +24,6 @@ constexpr std::chrono::milliseconds kTick{100};
 constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
 constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
 
-int64_t NowEpochNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 status::PodIdentity IdentityOf(const pod::Pod& p) {
   status::PodIdentity id;
   id.namespace_ = p.metadata.namespace_name;
@@ -82,7 +76,7 @@ Status PodworkerdService::Start() {
   cri_ = std::move(*client);
   std::string run_dir = ctx.options.run_dir;
   counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
-  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint); tasks.ok()) {
+  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint, ctx.clock); tasks.ok()) {
     tasks_ = std::move(*tasks);
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
@@ -106,7 +100,7 @@ Status PodworkerdService::Start() {
                   "Ending containerd shim pid {} of removed sandbox {}: containerd no longer knows "
                   "it",
                   shim.pid, id);
-          if (Status e = EndShimTree(shim, std::chrono::seconds(10)); !e.ok()) {
+          if (Status e = EndShimTree(ctx_.clock, shim, std::chrono::seconds(10)); !e.ok()) {
             GetLogger("podworkerd")
                 ->error("Shim {} of removed sandbox {}: {}", shim.pid, id, e.message());
           }
@@ -116,20 +110,21 @@ Status PodworkerdService::Start() {
     // Shims that nothing reaches any more, however they were left (orphan_shims.h).
     orphan_shims_ = std::make_unique<OrphanShimSweeper>(
         "k8s.io",
-        OrphanSweepDeps{
-            [socket] { return ListShims(socket); },
-            [this]() -> Result<std::set<std::string>> {
-              auto sandboxes = cri_->ListPodSandbox({});
-              if (!sandboxes.ok()) return sandboxes.status();
-              auto containers = cri_->ListContainers({});
-              if (!containers.ok()) return containers.status();
-              std::set<std::string> ids;
-              for (const auto& sb : *sandboxes) ids.insert(sb.id());
-              for (const auto& c : *containers) ids.insert(c.id());
-              return ids;
-            },
-            [this](const std::string& id) { return tasks_->ContainerKnown(id); },
-            [](const ShimProcess& shim) { return EndShimTree(shim, std::chrono::seconds(10)); }});
+        OrphanSweepDeps{[socket] { return ListShims(socket); },
+                        [this]() -> Result<std::set<std::string>> {
+                          auto sandboxes = cri_->ListPodSandbox({});
+                          if (!sandboxes.ok()) return sandboxes.status();
+                          auto containers = cri_->ListContainers({});
+                          if (!containers.ok()) return containers.status();
+                          std::set<std::string> ids;
+                          for (const auto& sb : *sandboxes) ids.insert(sb.id());
+                          for (const auto& c : *containers) ids.insert(c.id());
+                          return ids;
+                        },
+                        [this](const std::string& id) { return tasks_->ContainerKnown(id); },
+                        [this](const ShimProcess& shim) {
+                          return EndShimTree(ctx_.clock, shim, std::chrono::seconds(10));
+                        }});
     // containerd (runc) can leave a removed container's empty cgroups after a cancelled start.
     counting_->set_sweep_leftover_cgroups("/sys/fs/cgroup", [](const std::string& path, int dirs) {
       GetLogger("podworkerd")
@@ -150,8 +145,9 @@ Status PodworkerdService::Start() {
     });
   }
   // Probe results that changed are taken on the loop.
-  probes_ = std::make_unique<ProbeManager>(
-      *counting_, [this] { ctx_.loop.Post([this] { SyncChanged(probes_->TakeChanged()); }); });
+  probes_ = std::make_unique<ProbeManager>(*counting_, ctx.clock, [this] {
+    ctx_.loop.Post([this] { SyncChanged(probes_->TakeChanged()); });
+  });
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
       [volumes = std::make_shared<volume::VolumeClient>(ctx.ipc, run_dir)](const std::string& uid) {
@@ -166,8 +162,8 @@ Status PodworkerdService::Start() {
     return s;
   }
   envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Podworkerd, ctx.incarnation);
-  mirror_ =
-      std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir, ipc::ServiceId::Podworkerd);
+  mirror_ = std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.clock, ctx.options.run_dir,
+                                               ipc::ServiceId::Podworkerd);
   mirror_->on_event = [this](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
     if (e.pod_uid()) mirror_changed_.insert(e.pod_uid()->str());
   };
@@ -441,8 +437,8 @@ void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
 void PodworkerdService::Dispatch(Work<pod::Pod> work) {
   if (work.kind == WorkKind::kSync) {
     const Entry& e = pods_[work.uid];
-    if (!mirror_->ready() ||
-        (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns)) {
+    if (!mirror_->ready() || (e.fresh_after_mono_ns != 0 &&
+                              mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns)) {
       parked_[work.uid] = std::move(work);
       return;
     }
@@ -457,7 +453,7 @@ void PodworkerdService::RunParked() {
   if (parked_.empty() || !mirror_->ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
     const Entry& e = pods_[it->first];
-    if (e.fresh_after_ns != 0 && mirror_->relist_started_ns() <= e.fresh_after_ns) {
+    if (e.fresh_after_mono_ns != 0 && mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns) {
       ++it;
       continue;
     }
@@ -477,7 +473,7 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
     Done d;
     d.uid = work.uid;
     d.kind = work.kind;
-    const auto began = std::chrono::steady_clock::now();
+    const MonoTime began = ctx_.clock.Now();
     switch (work.kind) {
       case WorkKind::kSync:
         if (seed) SeedReadiness(work.uid);
@@ -491,9 +487,8 @@ void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::Po
         if (!desired) d.error = syncer_->RemovePod(work.uid);
         break;
     }
-    d.completed_ns = NowEpochNs();
-    d.took = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - began);
+    d.completed_mono_ns = ctx_.clock.MonoNanos();
+    d.took = std::chrono::duration_cast<std::chrono::microseconds>(ctx_.clock.Now() - began);
     // Shared: a posted callback must be copyable.
     ctx_.loop.Post([this, done = std::make_shared<Done>(std::move(d))] {
       HandleDone(*done);
@@ -534,7 +529,7 @@ void PodworkerdService::HandleDone(Done& d) {
         }
         e.last_error = o.error;
       }
-      if (o.changed_runtime) e.fresh_after_ns = d.completed_ns;
+      if (o.changed_runtime) e.fresh_after_mono_ns = d.completed_mono_ns;
       e.retry_at = o.retry_at;
       // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
       // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
@@ -560,9 +555,9 @@ void PodworkerdService::HandleDone(Done& d) {
     case WorkKind::kTerminating:
       if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
       if (e.pod) {
-        status_->SendEvents({PodSyncer::MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
+        status_->SendEvents({syncer_->MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
       }
-      e.fresh_after_ns = d.completed_ns;
+      e.fresh_after_mono_ns = d.completed_mono_ns;
       next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
       break;
     case WorkKind::kTerminated:

@@ -73,8 +73,9 @@ class PodworkerdService : public Service {
     std::shared_ptr<const pod::Pod> pod;  // null for an orphan found in the runtime
     std::string config_hash;
     bool desired = false;
-    // The next sync waits for a relist that started after this (epoch ns).
-    int64_t fresh_after_ns = 0;
+    // The next sync waits for a relist that started after this (Clock::MonoNanos(), compared
+    // with plegd's monotonic relist start: the same CLOCK_MONOTONIC in both processes).
+    int64_t fresh_after_mono_ns = 0;
     MonoTime next_resync{};
     std::optional<MonoTime> retry_at;
     std::chrono::milliseconds error_backoff{0};
@@ -91,7 +92,7 @@ class PodworkerdService : public Service {
     std::string uid;
     WorkKind kind;
     SyncOutcome outcome;
-    int64_t completed_ns = 0;
+    int64_t completed_mono_ns = 0;
     std::chrono::microseconds took{0};
     Status error = Status::Ok();
   };

@@ -17,8 +17,6 @@
 namespace nodelet::podworkerd {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // A port given by number or by the container's port name.
 std::optional<int> ResolvePort(const pod::IntOrString& port, const pod::Container& c) {
   if (!port.is_string) return port.int_value;
@@ -64,7 +62,7 @@ ProbeOutcome TcpProbe(const std::string& host, int port, std::chrono::millisecon
 
 }  // namespace
 
-ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
+ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const pod::Probe& probe,
                       const pod::Container& container, const std::string& container_id,
                       const std::string& default_host) {
   const auto timeout = std::chrono::seconds(std::max(1, probe.timeout_seconds));
@@ -88,7 +86,7 @@ ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
     req.path = h.path.empty() ? "/" : h.path;
     for (const auto& hh : h.http_headers) req.headers.emplace_back(hh.name, hh.value);
     req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-    HttpProbeResult r = DoHttpProbe(req);
+    HttpProbeResult r = DoHttpProbe(clock, req);
     return {r.success, r.message};
   }
   if (probe.tcp_socket) {
@@ -112,9 +110,10 @@ const char* ProbeKindName(ProbeKind kind) {
   return "?";
 }
 
-ProbeManager::ProbeManager(cri::RuntimeService& runtime, std::function<void()> on_change,
-                           int min_threads)
+ProbeManager::ProbeManager(cri::RuntimeService& runtime, const Clock& clock,
+                           std::function<void()> on_change, int min_threads)
     : runtime_(runtime),
+      clock_(clock),
       on_change_(std::move(on_change)),
       min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -183,7 +182,7 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
     p.spec = *spec;
     p.container = container;
     p.host = host;
-    p.next = SteadyClock::now() + std::chrono::seconds(spec->initial_delay_seconds);
+    p.next = clock_.Now() + std::chrono::seconds(spec->initial_delay_seconds);
     // Readiness carried over from before a restart: no flip to unready while it is re-probed.
     if (kind == ProbeKind::kReadiness) {
       auto s = seeded_.find(container_id);
@@ -253,7 +252,7 @@ void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome,
   if (it == probes_.end()) return;  // removed meanwhile
   Probe& p = it->second;
   p.running = false;
-  p.next = SteadyClock::now() + std::chrono::seconds(std::max(1, p.spec.period_seconds));
+  p.next = clock_.Now() + std::chrono::seconds(std::max(1, p.spec.period_seconds));
   std::optional<bool> before = p.result;
   if (outcome.success) {
     p.failures = 0;
@@ -277,7 +276,7 @@ void ProbeManager::Loop() {
     // More threads than probes (and than the minimum): this one is not needed any more.
     if (alive_ > std::max(min_threads_, probes_.size())) break;
     // The earliest due probe that is not in flight and not held back by a startup probe.
-    auto now = SteadyClock::now();
+    const MonoTime now = clock_.Now();
     auto next_wake = now + std::chrono::seconds(1);
     Probe* due = nullptr;
     for (auto& [key, p] : probes_) {
@@ -293,7 +292,7 @@ void ProbeManager::Loop() {
       next_wake = std::min(next_wake, p.next);
     }
     if (due == nullptr) {
-      cv_.wait_until(lock, next_wake);
+      cv_.wait_for(lock, TimeUntil(clock_, next_wake));
       continue;
     }
     due->running = true;
@@ -302,10 +301,10 @@ void ProbeManager::Loop() {
     pod::Container container = due->container;
     std::string host = due->host;
     lock.unlock();
-    const auto start = SteadyClock::now();
-    ProbeOutcome outcome = RunProbe(runtime_, spec, container, key.first, host);
+    const MonoTime start = clock_.Now();
+    ProbeOutcome outcome = RunProbe(clock_, runtime_, spec, container, key.first, host);
     Record(key, outcome,
-           std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start));
+           std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - start));
     lock.lock();
   }
   --alive_;

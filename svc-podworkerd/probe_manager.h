@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/common/histogram.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
@@ -48,17 +49,19 @@ struct ProbeOutcome {
 const char* ProbeKindName(ProbeKind kind);  // "Liveness", "Readiness", "Startup" (the kubelet's)
 
 // Runs one probe attempt against a container (exec / httpGet / tcpSocket). `host` is the pod's
-// IP (127.0.0.1 for host-network pods) unless the probe names a host.
-ProbeOutcome RunProbe(cri::RuntimeService& runtime, const pod::Probe& probe,
+// IP (127.0.0.1 for host-network pods) unless the probe names a host. `clock` times an httpGet.
+ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const pod::Probe& probe,
                       const pod::Container& container, const std::string& container_id,
                       const std::string& host);
 
 class ProbeManager {
  public:
+  // `clock` schedules the probes (periods, initial delays) and times their attempts.
   // `on_change` is called from a probe thread when TakeChanged() has something after it was
   // empty; it must be thread-safe (EventLoop::Post). `min_threads` stay up while idle; more are
   // started as probes are registered.
-  ProbeManager(cri::RuntimeService& runtime, std::function<void()> on_change, int min_threads = 2);
+  ProbeManager(cri::RuntimeService& runtime, const Clock& clock, std::function<void()> on_change,
+               int min_threads = 2);
   ~ProbeManager();
 
   // Makes sure the probes of a running container instance exist (started at `started_at`).
@@ -97,7 +100,7 @@ class ProbeManager {
     pod::Probe spec;
     pod::Container container;
     std::string host;
-    std::chrono::steady_clock::time_point next;
+    MonoTime next;
     int successes = 0, failures = 0;
     std::optional<bool> result;  // nullopt until a threshold is reached
     bool running = false;        // an attempt is in flight
@@ -110,6 +113,7 @@ class ProbeManager {
   bool StartedLocked(const std::string& container_id) const;
 
   cri::RuntimeService& runtime_;
+  const Clock& clock_;
   std::function<void()> on_change_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

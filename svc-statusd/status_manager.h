@@ -48,6 +48,8 @@ struct SetOutcome {
 class StatusManager {
  public:
   explicit StatusManager(const Clock& clock) : clock_(clock) {}
+  // statusd's clock, for whatever else statusd stamps (events, the node status).
+  const Clock& clock() const { return clock_; }
 
   // Replaces the whole state with records read from the store (at start).
   void Load(std::vector<PodStatusRecord> records);

@@ -127,9 +127,7 @@ void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChang
       if (const auto* list = m->body_as_RecordEventsRequest()->events()) {
         for (const auto* e : *list) events.push_back(status::ReadEvent(e));
       }
-      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+      const int64_t now = manager_.clock().WallSeconds();
       auto r = events_->Record(events, now);
       if (!r.ok()) return refuse(r.status());
       p.stored = *r;
@@ -149,9 +147,7 @@ void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChang
       if (req->node_json() == nullptr) {
         return refuse(InvalidArgument("SetNodeStatusRequest has no node_json"));
       }
-      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+      const int64_t now = manager_.clock().WallSeconds();
       auto r = node_->Set(req->node_json()->str(), now, &p.node_changed);
       if (!r.ok()) return refuse(r.status());
       p.node = std::move(*r);

@@ -248,15 +248,12 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
   return Status::Ok();
 }
 
-Status AtomicWriteFiles(const std::string& dir, const Payload& files) {
+Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return Fail("create volume directory " + dir, errno);
   UniqueFd fd(open(dir.c_str(), kDirFlags));
   if (!fd.valid()) return Fail("open volume directory " + dir, errno);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  Status s = AtomicWriteAt(
-      fd.get(), files,
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  Status s = AtomicWriteAt(fd.get(), files, static_cast<uint64_t>(clock.WallNanos()));
   if (!s.ok()) return Status(s.code(), dir + ": " + s.message());
   return s;
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace nodelet::volumed {
@@ -38,8 +39,8 @@ bool IsSafePayloadPath(const std::string& path);
 Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp);
 
 // Opens `dir` (which must exist and must not be a link) and writes into it, stamped with the
-// wall clock in ns.
-Status AtomicWriteFiles(const std::string& dir, const Payload& files);
+// wall clock of `clock` in ns.
+Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files);
 
 // Removes the directory `path` and everything in it on directory fds, never following a link:
 // a directory a container swapped for a link meanwhile is removed as the link. The components

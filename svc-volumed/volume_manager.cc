@@ -22,10 +22,13 @@ VolumeManager::VolumeManager(std::string root_dir, const Clock& clock)
       clock_(clock),
       own_mounter_(std::make_unique<MounterImpl>()),
       mounter_(*own_mounter_),
-      plugins_(root_, mounter_) {}
+      plugins_(root_, mounter_, clock_) {}
 
 VolumeManager::VolumeManager(std::string root_dir, const Clock& clock, Mounter& mounter)
-    : root_(std::move(root_dir)), clock_(clock), mounter_(mounter), plugins_(root_, mounter_) {}
+    : root_(std::move(root_dir)),
+      clock_(clock),
+      mounter_(mounter),
+      plugins_(root_, mounter_, clock_) {}
 
 Result<std::string> VolumeManager::PodDir(const std::string& uid) const {
   return JoinComponent(root_ + "/pods", uid);

@@ -233,14 +233,14 @@ Status FilePayloadPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state
   if (Status s = MakePayload(spec, &files); !s.ok()) return s;
   std::string hash = PayloadHash(files);
   if (hash == state.content_hash) return Status::Ok();
-  if (Status s = AtomicWriteFiles(*dir, files); !s.ok()) return s;
+  if (Status s = AtomicWriteFiles(clock_, *dir, files); !s.ok()) return s;
   state.content_hash = std::move(hash);
   *content_changed = true;
   return Status::Ok();
 }
 
-ConfigMapPlugin::ConfigMapPlugin(std::string root_dir, Mounter& mounter)
-    : FilePayloadPlugin("configmap", std::move(root_dir), mounter) {}
+ConfigMapPlugin::ConfigMapPlugin(std::string root_dir, Mounter& mounter, const Clock& clock)
+    : FilePayloadPlugin("configmap", std::move(root_dir), mounter, clock) {}
 
 bool ConfigMapPlugin::ReadsChangedObject(const pod::Volume& v, const std::string& ns,
                                          const ConfigObjects& before,
@@ -259,8 +259,8 @@ Status ConfigMapPlugin::MakePayload(const VolumeSpec& spec, Payload* files) cons
   return AddItems(it->second, c.items, c.default_mode.value_or(pod::kDefaultFileMode), files);
 }
 
-SecretPlugin::SecretPlugin(std::string root_dir, Mounter& mounter)
-    : FilePayloadPlugin("secret", std::move(root_dir), mounter) {}
+SecretPlugin::SecretPlugin(std::string root_dir, Mounter& mounter, const Clock& clock)
+    : FilePayloadPlugin("secret", std::move(root_dir), mounter, clock) {}
 
 bool SecretPlugin::ReadsChangedObject(const pod::Volume& v, const std::string& ns,
                                       const ConfigObjects& before,
@@ -279,8 +279,8 @@ Status SecretPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
   return AddItems(it->second, s.items, s.default_mode.value_or(pod::kDefaultFileMode), files);
 }
 
-DownwardApiPlugin::DownwardApiPlugin(std::string root_dir, Mounter& mounter)
-    : FilePayloadPlugin("downward-api", std::move(root_dir), mounter) {}
+DownwardApiPlugin::DownwardApiPlugin(std::string root_dir, Mounter& mounter, const Clock& clock)
+    : FilePayloadPlugin("downward-api", std::move(root_dir), mounter, clock) {}
 
 Status DownwardApiPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
   const auto& d = *spec.volume.downward_api;
@@ -297,11 +297,11 @@ Status DownwardApiPlugin::MakePayload(const VolumeSpec& spec, Payload* files) co
   return Status::Ok();
 }
 
-VolumePlugins::VolumePlugins(const std::string& root_dir, Mounter& mounter) {
+VolumePlugins::VolumePlugins(const std::string& root_dir, Mounter& mounter, const Clock& clock) {
   plugins_.push_back(std::make_unique<HostPathPlugin>());
-  plugins_.push_back(std::make_unique<ConfigMapPlugin>(root_dir, mounter));
-  plugins_.push_back(std::make_unique<SecretPlugin>(root_dir, mounter));
-  plugins_.push_back(std::make_unique<DownwardApiPlugin>(root_dir, mounter));
+  plugins_.push_back(std::make_unique<ConfigMapPlugin>(root_dir, mounter, clock));
+  plugins_.push_back(std::make_unique<SecretPlugin>(root_dir, mounter, clock));
+  plugins_.push_back(std::make_unique<DownwardApiPlugin>(root_dir, mounter, clock));
   plugins_.push_back(std::make_unique<EmptyDirPlugin>(root_dir, mounter));
 }
 

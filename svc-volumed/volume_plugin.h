@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lib/common/beneath.h"
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/pod.h"
 #include "svc-volumed/atomic_writer.h"
@@ -123,7 +124,9 @@ class HostPathPlugin : public VolumePlugin {
 // when the payload (paths, contents, modes) differs from what was last written.
 class FilePayloadPlugin : public PodDirectoryPlugin {
  public:
-  using PodDirectoryPlugin::PodDirectoryPlugin;
+  // `clock` names each written generation (atomic_writer.h).
+  FilePayloadPlugin(std::string name, std::string root_dir, Mounter& mounter, const Clock& clock)
+      : PodDirectoryPlugin(std::move(name), std::move(root_dir), mounter), clock_(clock) {}
   Status SetUp(const VolumeSpec& spec, PluginVolumeState& state, bool* content_changed) override;
 
  protected:
@@ -131,11 +134,14 @@ class FilePayloadPlugin : public PodDirectoryPlugin {
   virtual Status MakePayload(const VolumeSpec& spec, Payload* files) const = 0;
   // Secrets: the files live on a tmpfs, never on disk.
   virtual bool OnTmpfs() const { return false; }
+
+ private:
+  const Clock& clock_;
 };
 
 class ConfigMapPlugin : public FilePayloadPlugin {
  public:
-  ConfigMapPlugin(std::string root_dir, Mounter& mounter);
+  ConfigMapPlugin(std::string root_dir, Mounter& mounter, const Clock& clock);
   bool CanSupport(const pod::Volume& v) const override { return v.config_map.has_value(); }
   bool ReadsChangedObject(const pod::Volume& v, const std::string& ns, const ConfigObjects& before,
                           const ConfigObjects& after) const override;
@@ -146,7 +152,7 @@ class ConfigMapPlugin : public FilePayloadPlugin {
 
 class SecretPlugin : public FilePayloadPlugin {
  public:
-  SecretPlugin(std::string root_dir, Mounter& mounter);
+  SecretPlugin(std::string root_dir, Mounter& mounter, const Clock& clock);
   bool CanSupport(const pod::Volume& v) const override { return v.secret.has_value(); }
   bool ReadsChangedObject(const pod::Volume& v, const std::string& ns, const ConfigObjects& before,
                           const ConfigObjects& after) const override;
@@ -160,7 +166,7 @@ class SecretPlugin : public FilePayloadPlugin {
 // annotations['k'] and spec.nodeName through fieldRef.
 class DownwardApiPlugin : public FilePayloadPlugin {
  public:
-  DownwardApiPlugin(std::string root_dir, Mounter& mounter);
+  DownwardApiPlugin(std::string root_dir, Mounter& mounter, const Clock& clock);
   bool CanSupport(const pod::Volume& v) const override { return v.downward_api.has_value(); }
 
  protected:
@@ -170,7 +176,7 @@ class DownwardApiPlugin : public FilePayloadPlugin {
 // The plugins of one volumed, by the volume's source.
 class VolumePlugins {
  public:
-  VolumePlugins(const std::string& root_dir, Mounter& mounter);
+  VolumePlugins(const std::string& root_dir, Mounter& mounter, const Clock& clock);
   // The plugin of `v`: the first that supports it, in the order hostPath, configMap, secret,
   // downwardAPI, emptyDir; a volume without a source is an emptyDir.
   VolumePlugin& For(const pod::Volume& v) const;

@@ -9,6 +9,7 @@
 #include "lib/cri/containerd_containers.grpc.pb.h"
 #include "lib/cri/containerd_tasks.grpc.pb.h"
 #include "lib/cri/grpc_cri_client.h"
+#include "lib/cri/grpc_deadline.h"
 
 namespace nodelet::cri {
 
@@ -37,7 +38,8 @@ struct ContainerdTasks::Stub {
 };
 
 Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(
-    const std::string& endpoint, std::string ns, std::chrono::milliseconds timeout) {
+    const std::string& endpoint, const Clock& clock, std::string ns,
+    std::chrono::milliseconds timeout) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
@@ -45,12 +47,14 @@ Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(
   if (channel == nullptr)
     return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
   return std::unique_ptr<ContainerdTasks>(
-      new ContainerdTasks(std::move(ns), timeout, std::move(channel)));
+      new ContainerdTasks(clock, std::move(ns), timeout, std::move(channel)));
 }
 
-ContainerdTasks::ContainerdTasks(std::string ns, std::chrono::milliseconds timeout,
+ContainerdTasks::ContainerdTasks(const Clock& clock, std::string ns,
+                                 std::chrono::milliseconds timeout,
                                  std::shared_ptr<grpc::Channel> channel)
-    : ns_(std::move(ns)),
+    : clock_(clock),
+      ns_(std::move(ns)),
       timeout_(timeout),
       channel_(std::move(channel)),
       stub_(std::make_unique<Stub>(channel_)) {}
@@ -61,7 +65,7 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* exi
   if (existed != nullptr) *existed = true;
   auto context = [this] {
     auto c = std::make_unique<grpc::ClientContext>();
-    c->set_deadline(std::chrono::system_clock::now() + timeout_);
+    c->set_deadline(GrpcDeadline(timeout_));
     c->AddMetadata("containerd-namespace", ns_);
     return c;
   };
@@ -86,13 +90,13 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* exi
   tasks::DeleteResponse response;
   // The kill is asynchronous: until the shim has reaped the init process the delete is refused
   // ("cannot delete a running process", code UNKNOWN), so it is retried within the deadline.
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const MonoTime deadline = clock_.Now() + timeout_;
   for (;;) {
     auto c = context();
     Status s = GrpcCallStatus("containerd Tasks.Delete of " + container_id,
                               stub_->tasks->Delete(c.get(), request, &response));
     if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
-    if (std::chrono::steady_clock::now() >= deadline) return s;
+    if (clock_.Now() >= deadline) return s;
     // Polls, bounded by the deadline above. (Tasks.Wait would block until the exit, but a task
     // stuck this way is one nodelet cannot create on purpose to test that path, so the simpler
     // poll, which the real-containerd test exercises, is kept.)
@@ -102,7 +106,7 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* exi
 
 Result<bool> ContainerdTasks::ContainerKnown(const std::string& id) {
   grpc::ClientContext c;
-  c.set_deadline(std::chrono::system_clock::now() + timeout_);
+  c.set_deadline(GrpcDeadline(timeout_));
   c.AddMetadata("containerd-namespace", ns_);
   containers::GetContainerRequest request;
   request.set_id(id);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace grpc {
@@ -30,9 +31,9 @@ std::optional<std::string> StuckTaskContainerId(const Status& removal_error);
 class ContainerdTasks {
  public:
   // `endpoint`: the CRI endpoint ("unix:///run/containerd/containerd.sock"); `ns`: the
-  // containerd namespace of CRI's containers.
+  // containerd namespace of CRI's containers; `clock` bounds KillAndDelete's retries.
   static Result<std::unique_ptr<ContainerdTasks>> Create(
-      const std::string& endpoint, std::string ns = "k8s.io",
+      const std::string& endpoint, const Clock& clock, std::string ns = "k8s.io",
       std::chrono::milliseconds timeout = std::chrono::seconds(10));
   ~ContainerdTasks();
 
@@ -50,8 +51,9 @@ class ContainerdTasks {
 
  private:
   struct Stub;
-  ContainerdTasks(std::string ns, std::chrono::milliseconds timeout,
+  ContainerdTasks(const Clock& clock, std::string ns, std::chrono::milliseconds timeout,
                   std::shared_ptr<grpc::Channel> channel);
+  const Clock& clock_;
   std::string ns_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lib/cri/api.grpc.pb.h"
+#include "lib/cri/grpc_deadline.h"
 
 namespace nodelet::cri {
 namespace {
@@ -97,7 +98,7 @@ Status CallFailed(const std::string& call, const std::string& why) {
 template <typename Fn>
 Status Invoke(const char* call, milliseconds timeout, Fn&& fn, bool wait_for_ready = false) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  context.set_deadline(GrpcDeadline(timeout));
   context.set_wait_for_ready(wait_for_ready);
   grpc::Status status = fn(&context);
   if (!status.ok()) return StatusFromGrpc(call, status);

@@ -10,7 +10,8 @@ uint64_t NewIncarnation() {
 }
 
 flatbuffers::Offset<Envelope> EnvelopeWriter::Write(flatbuffers::FlatBufferBuilder& fbb) {
-  return CreateEnvelope(fbb, kSchemaVersion, sender_, incarnation_, ++sequence_, MonotonicNanos());
+  return CreateEnvelope(fbb, kSchemaVersion, sender_, incarnation_, ++sequence_,
+                        clock_->MonoNanos());
 }
 
 }  // namespace nodelet::ipc

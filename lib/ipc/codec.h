@@ -28,11 +28,12 @@ inline constexpr size_t kDefaultMaxMessageBytes = 4 * 1024 * 1024;
 uint64_t NewIncarnation();
 
 // Writes envelopes for one sender on one socket: fixed sender and incarnation, a sequence that
-// increases by one per message.
+// increases by one per message, and the send time from `clock` (MonoNanos). The clock defaults
+// to the process's RealClock at the creator's call: the send time is only a latency figure.
 class EnvelopeWriter {
  public:
-  EnvelopeWriter(ServiceId sender, uint64_t incarnation)
-      : sender_(sender), incarnation_(incarnation) {}
+  EnvelopeWriter(ServiceId sender, uint64_t incarnation, const Clock& clock = RealClock::Get())
+      : sender_(sender), incarnation_(incarnation), clock_(&clock) {}
   flatbuffers::Offset<Envelope> Write(flatbuffers::FlatBufferBuilder& fbb);
   uint64_t last_sequence() const { return sequence_; }
   uint64_t incarnation() const { return incarnation_; }
@@ -41,6 +42,7 @@ class EnvelopeWriter {
  private:
   ServiceId sender_;
   uint64_t incarnation_;
+  const Clock* clock_;
   uint64_t sequence_ = 0;
 };
 

@@ -207,8 +207,8 @@ Status DealerClient::Reconnect() {
   return ConnectTo(uri_);
 }
 
-RequestClient::RequestClient(Context& ctx, std::string uri, size_t max_bytes)
-    : uri_(std::move(uri)), dealer_(ctx, max_bytes) {}
+RequestClient::RequestClient(Context& ctx, std::string uri, size_t max_bytes, const Clock& clock)
+    : uri_(std::move(uri)), dealer_(ctx, max_bytes), clock_(clock) {}
 
 Status RequestClient::Connect() { return dealer_.Connect(uri_); }
 

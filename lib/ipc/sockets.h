@@ -130,10 +130,12 @@ class DealerClient : public SocketBase {
 
 // Request/reply with a deadline and retries over a DEALER: sends, waits for a reply whose
 // request id matches (`match` decides), and on timeout reconnects and resends until the overall
-// deadline. Never blocks past the deadline.
+// deadline. Never blocks past the deadline. Its deadlines are measured on `clock`, the process's
+// RealClock unless the creator gives another that moves in real time (the waits are polls).
 class RequestClient {
  public:
-  RequestClient(Context& ctx, std::string uri, size_t max_bytes = kDefaultMaxMessageBytes);
+  RequestClient(Context& ctx, std::string uri, size_t max_bytes = kDefaultMaxMessageBytes,
+                const Clock& clock = RealClock::Get());
   Status Connect();
   // `match` returns true for the reply that answers this request (stale replies from an earlier
   // attempt are skipped). `attempt_timeout` bounds each try; `deadline` bounds the whole call.
@@ -144,6 +146,7 @@ class RequestClient {
  private:
   std::string uri_;
   DealerClient dealer_;
+  const Clock& clock_;
 };
 
 // PUB side of the events pattern. Slow subscribers drop messages (high-water mark); sequence
@@ -174,18 +177,18 @@ template <typename Match>
 Result<Frame> RequestClient::Call(const void* data, size_t size,
                                   std::chrono::milliseconds attempt_timeout,
                                   std::chrono::milliseconds deadline, Match match) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
+  const auto end = clock_.Now() + deadline;
   Status last = DeadlineExceeded("no reply from " + uri_);
-  while (std::chrono::steady_clock::now() < end) {
-    const auto attempt_end = std::min(end, std::chrono::steady_clock::now() + attempt_timeout);
+  while (clock_.Now() < end) {
+    const auto attempt_end = std::min(end, clock_.Now() + attempt_timeout);
     // A fresh (or re-made) connection takes a moment: wait for it within this attempt instead
     // of failing the send and waiting for a reply that cannot come.
-    auto until_attempt_end = std::chrono::duration_cast<std::chrono::milliseconds>(
-        attempt_end - std::chrono::steady_clock::now());
+    auto until_attempt_end =
+        std::chrono::duration_cast<std::chrono::milliseconds>(attempt_end - clock_.Now());
     (void)dealer_.WaitWritable(std::max(until_attempt_end, std::chrono::milliseconds(0)));
     if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
     for (;;) {
-      auto now = std::chrono::steady_clock::now();
+      auto now = clock_.Now();
       if (now >= attempt_end) break;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_end - now);
       auto frame = dealer_.Receive(std::max(left, std::chrono::milliseconds(1)));
@@ -196,7 +199,7 @@ Result<Frame> RequestClient::Call(const void* data, size_t size,
       }
       if (match(*frame)) return std::move(frame).value();
     }
-    if (std::chrono::steady_clock::now() >= end) break;
+    if (clock_.Now() >= end) break;
     // Lazy Pirate: the reply may be lost for good; start over on a fresh socket.
     if (Status s = dealer_.Reconnect(); !s.ok()) return s;
   }

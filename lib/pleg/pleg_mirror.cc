@@ -9,16 +9,15 @@ constexpr size_t kMaxBytes = 64 * 1024 * 1024;
 using ipc::pleg::Body;
 using ipc::pleg::PlegMessage;
 
-MonoTime Now() { return RealClock::Get().Now(); }
-
 }  // namespace
 
-PlegMirror::PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self,
-                       std::chrono::milliseconds snapshot_timeout)
+PlegMirror::PlegMirror(ipc::Context& ctx, const Clock& clock, std::string run_dir,
+                       ipc::ServiceId self, std::chrono::milliseconds snapshot_timeout)
     : ctx_(ctx),
+      clock_(clock),
       run_dir_(std::move(run_dir)),
       snapshot_timeout_(snapshot_timeout),
-      envelope_(self, ipc::NewIncarnation()) {}
+      envelope_(self, ipc::NewIncarnation(), clock) {}
 
 Status PlegMirror::Connect() {
   sub_ = std::make_unique<ipc::Subscriber>(ctx_, kMaxBytes);
@@ -71,7 +70,7 @@ std::vector<zmq::pollitem_t> PlegMirror::PollItems() {
 
 void PlegMirror::RequestSnapshot() {
   in_sync_ = false;
-  if (outstanding_ != 0 && Now() - asked_at_ < snapshot_timeout_) return;  // still waiting
+  if (outstanding_ != 0 && clock_.Now() - asked_at_ < snapshot_timeout_) return;  // still waiting
   if (outstanding_ != 0) {
     // The answer is overdue: plegd may have died with our request. Start on a fresh socket.
     (void)snapshot_->Reconnect();
@@ -85,7 +84,7 @@ void PlegMirror::RequestSnapshot() {
              ipc::pleg::PlegMessageIdentifier());
   // With ZMQ_IMMEDIATE the send fails while plegd is not there; Tick() tries again.
   outstanding_ = snapshot_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok() ? id : 0;
-  asked_at_ = Now();
+  asked_at_ = clock_.Now();
 }
 
 void PlegMirror::Tick() {
@@ -127,7 +126,7 @@ void PlegMirror::HandleSnapshotReply() {
     sequence_ = snap->sequence();
     relist_ = snap->relist();
     in_sync_ = true;
-    last_heard_ = Now();
+    last_heard_ = clock_.Now();
     ++snapshots_;
     if (on_resync) on_resync();
   }
@@ -145,7 +144,7 @@ void PlegMirror::DrainUpdates() {
       continue;
     }
     const auto* h = (*m)->header();
-    last_heard_ = Now();
+    last_heard_ = clock_.Now();
     if (h->incarnation() != incarnation_) {
       RequestSnapshot();  // plegd restarted: everything we hold may be stale
       return;
@@ -167,16 +166,15 @@ void PlegMirror::OnReadable() {
 }
 
 Status PlegMirror::Sync(std::chrono::milliseconds deadline) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
+  const MonoTime end = clock_.Now() + deadline;
   for (;;) {
     OnReadable();
     if (in_sync_ && !sub_->Readable()) return Status::Ok();
     Tick();
-    auto now = std::chrono::steady_clock::now();
+    const MonoTime now = clock_.Now();
     if (now >= end) return DeadlineExceeded("plegd did not answer a snapshot request in time");
     auto items = PollItems();
-    auto wait =
-        std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(100));
+    auto wait = std::min<Duration>(end - now, std::chrono::milliseconds(100));
     zmq::poll(
         items.data(), items.size(),
         std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
@@ -187,7 +185,7 @@ void PlegMirror::Apply(const PlegMessage& msg) {
   if (auto done = msg.body_as_RelistDone()) {
     if (done->error() == nullptr || done->error()->size() == 0) {
       relist_ = done->relist();
-      relist_started_ns_ = done->started_at_ns();
+      relist_started_mono_ns_ = done->started_at_mono_ns();
       relist_error_.clear();
     } else {
       relist_error_ = done->error()->str();

@@ -29,7 +29,8 @@ namespace nodelet::pleg {
 
 class PlegMirror {
  public:
-  PlegMirror(ipc::Context& ctx, std::string run_dir, ipc::ServiceId self,
+  // `clock` times snapshot requests and Sync's deadline.
+  PlegMirror(ipc::Context& ctx, const Clock& clock, std::string run_dir, ipc::ServiceId self,
              std::chrono::milliseconds snapshot_timeout = std::chrono::milliseconds(1000));
   // Subscribes to plegd's events and asks for the first snapshot.
   Status Connect();
@@ -57,10 +58,12 @@ class PlegMirror {
   const std::map<std::string, ipc::pleg::PodRecordT>& pods() const { return pods_; }
   // The last relist plegd completed, as far as this replica knows.
   uint64_t relist() const { return relist_; }
-  // When (epoch ns) the last successful relist this replica heard of started; 0 until a
-  // RelistDone arrived. A consumer that changed the runtime at time T waits for a relist that
-  // started after T before it trusts the replica for that pod again.
-  int64_t relist_started_ns() const { return relist_started_ns_; }
+  // When the last successful relist this replica heard of started, in CLOCK_MONOTONIC
+  // nanoseconds (plegd's RelistDone.started_at_mono_ns: the same clock in every process on the
+  // node, immune to wall-clock steps); 0 until a RelistDone arrived. A consumer that changed the
+  // runtime at its Clock::MonoNanos() T waits for a relist that started after T before it
+  // trusts the replica for that pod again.
+  int64_t relist_started_mono_ns() const { return relist_started_mono_ns_; }
   uint64_t gaps() const { return gaps_; }
   uint64_t snapshots() const { return snapshots_; }
   uint64_t bad_messages() const { return bad_messages_; }
@@ -87,6 +90,7 @@ class PlegMirror {
   void ArmRetry();
 
   ipc::Context& ctx_;
+  const Clock& clock_;
   std::string run_dir_;
   std::chrono::milliseconds snapshot_timeout_;
   ipc::EnvelopeWriter envelope_;
@@ -99,7 +103,7 @@ class PlegMirror {
   uint64_t incarnation_ = 0;
   uint64_t sequence_ = 0;
   uint64_t relist_ = 0;
-  int64_t relist_started_ns_ = 0;
+  int64_t relist_started_mono_ns_ = 0;
   uint64_t next_request_id_ = 1;
   uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
   std::string relist_error_;

@@ -56,8 +56,8 @@ Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& f
   return std::make_pair(name, value);
 }
 
-ManifestUrlSource::ManifestUrlSource(std::string url, UrlSourceOptions options)
-    : url_(std::move(url)), options_(std::move(options)) {
+ManifestUrlSource::ManifestUrlSource(const Clock& clock, std::string url, UrlSourceOptions options)
+    : clock_(clock), url_(std::move(url)), options_(std::move(options)) {
   if (!options_.on_snapshot) event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -119,13 +119,11 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
   httplib::Headers headers;
   for (const auto& [name, value] : options_.headers) headers.emplace(name, value);
   if (!etag_.empty()) headers.emplace("If-None-Match", etag_);
-  const auto started = std::chrono::steady_clock::now();
+  const MonoTime started = clock_.Now();
   UrlResponse response(url_, options_.max_bytes, started + options_.deadline);
   auto res = client.Get(
       parts_.path.c_str(), headers, [](const httplib::Response&) { return true; },
-      [&](const char* data, size_t len) {
-        return response.OnData(data, len, std::chrono::steady_clock::now());
-      });
+      [&](const char* data, size_t len) { return response.OnData(data, len, clock_.Now()); });
   auto outcome = res ? response.Finish("", res->status, res->get_header_value("ETag"), have_last_)
                      : response.Finish(httplib::to_string(res.error()), 0, "", have_last_);
   if (!outcome.ok()) {
@@ -148,7 +146,7 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
           failure_reason_ = "tls";
         } else if (res.error() == httplib::Error::ConnectionTimeout ||
                    (res.error() == httplib::Error::Read &&
-                    std::chrono::steady_clock::now() - started >= options_.timeout)) {
+                    clock_.Now() - started >= options_.timeout)) {
           // httplib says Read for a read that timed out: told apart by the time it took.
           failure_reason_ = "timeout";
         } else {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/manifest_parser.h"
 #include "supervisor/sources/manifest_source.h"
@@ -57,7 +58,7 @@ struct UrlSourceOptions {
 // the fetch deadline, then Finish turns the outcome into a snapshot or an error naming the URL.
 class UrlResponse {
  public:
-  using Time = std::chrono::steady_clock::time_point;
+  using Time = MonoTime;
   UrlResponse(std::string url, size_t max_bytes, Time deadline)
       : url_(std::move(url)), max_bytes_(max_bytes), deadline_(deadline) {}
   // One piece of the body arriving at `now`; false to abort the transfer (too large, too late).
@@ -84,7 +85,8 @@ class UrlResponse {
 
 class ManifestUrlSource {
  public:
-  ManifestUrlSource(std::string url, UrlSourceOptions options);
+  // `clock` measures each fetch's deadline.
+  ManifestUrlSource(const Clock& clock, std::string url, UrlSourceOptions options);
   ~ManifestUrlSource();
   ManifestUrlSource(const ManifestUrlSource&) = delete;
   ManifestUrlSource& operator=(const ManifestUrlSource&) = delete;
@@ -107,6 +109,7 @@ class ManifestUrlSource {
  private:
   void Loop();
 
+  const Clock& clock_;
   std::string url_;
   UrlParts parts_;
   UrlSourceOptions options_;

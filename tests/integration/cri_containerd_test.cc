@@ -232,7 +232,7 @@ TEST_F(CriContainerdTest, HostNetworkPodWithABusyboxContainer) {
 // against the real task service: its processes die, the task and its cgroups go, and CRI then
 // sees the container exited and removes it. A second repair finds nothing and is fine.
 TEST_F(CriContainerdTest, ContainerdTasksKillsAndDeletesATask) {
-  auto tasks = cri::ContainerdTasks::Create(containerd_->endpoint());
+  auto tasks = cri::ContainerdTasks::Create(containerd_->endpoint(), RealClock::Get());
   ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
   auto sandbox_config = HostNetworkSandbox("tasks", log_dir_);
   auto sandbox = cri().RunPodSandbox(sandbox_config, "");

@@ -84,7 +84,7 @@ class PlegdProcess {
 class Watcher {
  public:
   Watcher(ipc::Context& ctx, const std::string& run_dir)
-      : mirror_(ctx, run_dir, ipc::ServiceId::Ctl) {
+      : mirror_(ctx, RealClock::Get(), run_dir, ipc::ServiceId::Ctl) {
     mirror_.on_event = [this](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
       events_.push_back({e.type(), e.id() ? e.id()->str() : "", e.exit_code()});
     };

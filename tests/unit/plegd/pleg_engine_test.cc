@@ -151,3 +151,38 @@ TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
 
 }  // namespace
 }  // namespace nodelet::plegd
+
+namespace nodelet::plegd {
+namespace {
+
+// A relist's start goes out twice: on the wall clock for operators, and on the monotonic clock
+// for subscribers that compare it with their own times (a pod worker's freshness). A step of the
+// wall clock moves only the first.
+TEST(PlegEngineTest, RelistStartIsStampedOnBothClocksAndAWallStepMovesOnlyTheWallOne) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  FakeClock clock;
+  PlegEngine engine(rt, clock, {});
+  engine.StartInspectors();
+
+  const int64_t mono1 = clock.MonoNanos();
+  const int64_t wall1 = clock.WallNanos();
+  engine.RelistOnce();
+  auto first = engine.Drain();
+  ASSERT_EQ(first.relists.size(), 1u);
+  EXPECT_EQ(first.relists[0].started_at_mono_ns, mono1);
+  EXPECT_EQ(first.relists[0].started_at_ns, wall1);
+
+  // The wall clock is set back an hour, then a second passes.
+  clock.StepWall(-std::chrono::hours(1));
+  clock.Advance(std::chrono::seconds(1));
+  engine.RelistOnce();
+  auto second = engine.Drain();
+  ASSERT_EQ(second.relists.size(), 1u);
+  EXPECT_EQ(second.relists[0].started_at_mono_ns - mono1, 1'000'000'000);
+  EXPECT_LT(second.relists[0].started_at_ns, wall1) << "the wall reading follows the step";
+  engine.Stop();
+}
+
+}  // namespace
+}  // namespace nodelet::plegd

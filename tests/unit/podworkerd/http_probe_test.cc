@@ -45,10 +45,10 @@ TEST(HttpProbeTest, StatusCodeDecides) {
     SendAll(fd, bad ? "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 3\r\n\r\nbad"
                     : "HTTP/1.1 204 No Content\r\n\r\n");
   });
-  auto ok = DoHttpProbe(Request(server.port(), "/healthz"));
+  auto ok = DoHttpProbe(RealClock::Get(), Request(server.port(), "/healthz"));
   EXPECT_TRUE(ok.success) << ok.message;
   EXPECT_EQ(ok.status, 204);
-  auto bad = DoHttpProbe(Request(server.port(), "/bad"));
+  auto bad = DoHttpProbe(RealClock::Get(), Request(server.port(), "/bad"));
   EXPECT_FALSE(bad.success);
   EXPECT_EQ(bad.status, 500);
   EXPECT_EQ(bad.message, "HTTP probe failed with statuscode: 500");
@@ -58,7 +58,7 @@ TEST(HttpProbeTest, RequestCarriesTheProbesHeadersAndHost) {
   LoopbackServer server([](int fd, const std::string&) { SendAll(fd, "HTTP/1.1 200 OK\r\n\r\n"); });
   auto req = Request(server.port(), "/p?q=1");
   req.headers = {{"Host", "app.example"}, {"X-Probe", "yes"}};
-  EXPECT_TRUE(DoHttpProbe(req).success);
+  EXPECT_TRUE(DoHttpProbe(RealClock::Get(), req).success);
   auto got = server.requests();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].rfind("GET /p?q=1 HTTP/1.1\r\n", 0), 0u) << got[0];
@@ -68,7 +68,7 @@ TEST(HttpProbeTest, RequestCarriesTheProbesHeadersAndHost) {
   EXPECT_NE(got[0].find("\r\nConnection: close\r\n"), std::string::npos) << got[0];
   // A header that would split the request is left out; nothing is injected.
   req.headers = {{"X-Evil", "a\r\nInjected: 1"}, {"Bad\nName", "x"}};
-  EXPECT_TRUE(DoHttpProbe(req).success);
+  EXPECT_TRUE(DoHttpProbe(RealClock::Get(), req).success);
   got = server.requests();
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].find("Injected"), std::string::npos) << got[1];
@@ -86,7 +86,7 @@ TEST(HttpProbeTest, TricklingServerIsCutAtTheDeadline) {
   });
   for (const char* path : {"/headers", "/body"}) {
     const auto start = Clock::now();
-    auto r = DoHttpProbe(Request(server.port(), path, 700ms));
+    auto r = DoHttpProbe(RealClock::Get(), Request(server.port(), path, 700ms));
     const auto took = Clock::now() - start;
     EXPECT_FALSE(r.success) << path;
     EXPECT_NE(r.message.find("timeout"), std::string::npos) << path << ": " << r.message;
@@ -105,7 +105,7 @@ TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
     while (!server.stopping() && sent < (256u << 20) && SendAll(fd, chunk)) sent += chunk.size();
   });
   const auto start = Clock::now();
-  auto r = DoHttpProbe(Request(server.port(), "/", 5s));
+  auto r = DoHttpProbe(RealClock::Get(), Request(server.port(), "/", 5s));
   EXPECT_TRUE(r.success) << r.message;
   EXPECT_LE(r.body_bytes, kMaxProbeBodyBytes);
   EXPECT_LT(Clock::now() - start, 2s);
@@ -116,7 +116,7 @@ TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
     for (int i = 0; i < 4096 && !chunked.stopping() && SendAll(fd, chunk); ++i) {
     }
   });
-  r = DoHttpProbe(Request(chunked.port(), "/", 5s));
+  r = DoHttpProbe(RealClock::Get(), Request(chunked.port(), "/", 5s));
   EXPECT_TRUE(r.success) << r.message;
   EXPECT_LE(r.body_bytes, kMaxProbeBodyBytes);
 }
@@ -133,17 +133,17 @@ TEST(HttpProbeTest, RedirectsFollowTheKubeletsRules) {
       SendAll(fd, "HTTP/1.1 302 Found\r\nLocation: /loop\r\n\r\n");
     }
   });
-  auto same = DoHttpProbe(Request(server.port(), "/start"));
+  auto same = DoHttpProbe(RealClock::Get(), Request(server.port(), "/start"));
   EXPECT_TRUE(same.success) << same.message;
   EXPECT_EQ(same.redirects, 1);
   EXPECT_EQ(same.status, 200);
   // Another host: not followed; a success with a warning, as the kubelet does.
-  auto away = DoHttpProbe(Request(server.port(), "/away"));
+  auto away = DoHttpProbe(RealClock::Get(), Request(server.port(), "/away"));
   EXPECT_TRUE(away.success);
   EXPECT_TRUE(away.warning);
   EXPECT_EQ(away.message.rfind("Probe terminated redirects", 0), 0u) << away.message;
   // A loop ends as Go's client ends it (the kubelet's): the 10th redirect is not followed.
-  auto loop = DoHttpProbe(Request(server.port(), "/loop"));
+  auto loop = DoHttpProbe(RealClock::Get(), Request(server.port(), "/loop"));
   EXPECT_FALSE(loop.success);
   EXPECT_EQ(loop.redirects, kMaxProbeRedirects - 1);
   EXPECT_EQ(loop.message, "stopped after 10 redirects");
@@ -156,7 +156,7 @@ TEST(HttpProbeTest, NothingListeningFailsAtOnce) {
     port = gone.port();
   }
   const auto start = Clock::now();
-  auto r = DoHttpProbe(Request(port));
+  auto r = DoHttpProbe(RealClock::Get(), Request(port));
   EXPECT_FALSE(r.success);
   EXPECT_NE(r.message.find("Connection refused"), std::string::npos) << r.message;
   EXPECT_LT(Clock::now() - start, 1s);

@@ -231,11 +231,11 @@ TEST(OrphanShimsTest, EndShimTreeEndsTheShimAndEverythingBelowIt) {
   ASSERT_GE(f.size(), 20u);
   const uint64_t start = std::stoull(f[19]);
   ShimProcess stale{shim, "x", "k8s.io", start + 1};
-  EXPECT_TRUE(EndShimTree(stale, std::chrono::seconds(5)).ok());
+  EXPECT_TRUE(EndShimTree(RealClock::Get(), stale, std::chrono::seconds(5)).ok());
   EXPECT_EQ(kill(shim, 0), 0) << "a stale start time ended the process";
 
   ShimProcess real{shim, "x", "k8s.io", start};
-  Status s = EndShimTree(real, std::chrono::seconds(10));
+  Status s = EndShimTree(RealClock::Get(), real, std::chrono::seconds(10));
   EXPECT_TRUE(s.ok()) << s.ToString();
   int status = 0;
   ASSERT_EQ(waitpid(shim, &status, 0), shim);

@@ -107,6 +107,8 @@ class ProbeManagerTest : public ::testing::Test {
     return p;
   }
 
+  // Real time: the probe threads wait for their periods.
+  RealClock clock_;
   FakeCriRuntime runtime_;
   testing::RuntimePods pods_{runtime_, kImage};
   std::mutex mu_;
@@ -117,7 +119,7 @@ class ProbeManagerTest : public ::testing::Test {
 };
 
 TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReportedChanged) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -136,7 +138,7 @@ TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReported
 }
 
 TEST_F(ProbeManagerTest, LivenessFailsAtItsFailureThresholdAndIsNotProbedAgain) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -152,7 +154,7 @@ TEST_F(ProbeManagerTest, LivenessFailsAtItsFailureThresholdAndIsNotProbedAgain) 
 }
 
 TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -173,7 +175,7 @@ TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
 }
 
 TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   // No readiness or startup probe: ready as soon as it runs.
   EXPECT_TRUE(probes.Ready("c1", false, false));
   // Probes declared but not registered yet: not ready.
@@ -185,7 +187,7 @@ TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
 }
 
 TEST_F(ProbeManagerTest, ASeededReadinessStaysWhileItIsProbedAgain) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   const std::string id = Running("u1", "app");
   probes.SeedReady(id, true);
   pod::Container c;
@@ -200,7 +202,7 @@ TEST_F(ProbeManagerTest, ASeededReadinessStaysWhileItIsProbedAgain) {
 
 TEST_F(ProbeManagerTest, AProbeThatHangsHoldsBackNoOther) {
   ProbeManager probes(
-      runtime_, [] {}, /*min_threads=*/1);
+      runtime_, clock_, [] {}, /*min_threads=*/1);
   // Declared after the manager, so destroyed first: the hung probe returns before the manager
   // waits for its threads, also when an assertion ends the test early.
   struct ReleaseAtEnd {
@@ -226,7 +228,7 @@ TEST_F(ProbeManagerTest, AProbeThatHangsHoldsBackNoOther) {
 }
 
 TEST_F(ProbeManagerTest, ProbesEndWithTheirPodAndWithAnOlderInstance) {
-  ProbeManager probes(runtime_, [] {});
+  ProbeManager probes(runtime_, clock_, [] {});
   const std::string first = Running("u1", "app");
   pod::Container c;
   c.name = "app";

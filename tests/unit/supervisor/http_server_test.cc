@@ -65,7 +65,7 @@ bool ClosedByPeer(int fd, std::chrono::milliseconds timeout) {
 }
 
 TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
-  HttpServer server;
+  HttpServer server(RealClock::Get());
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
   auto port = server.Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.status().ToString();
@@ -89,7 +89,7 @@ TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
 TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
   HttpServerOptions opts;
   opts.request_deadline = 300ms;
-  HttpServer server(opts);
+  HttpServer server(RealClock::Get(), opts);
   server.Get("/healthz", [] { return HttpReply{}; });
   auto port = server.Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
@@ -115,7 +115,7 @@ TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
 TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
   HttpServerOptions opts;
   opts.max_connections = 4;
-  HttpServer server(opts);
+  HttpServer server(RealClock::Get(), opts);
   server.Get("/healthz", [] { return HttpReply{}; });
   auto port = server.Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
@@ -138,7 +138,7 @@ TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
 TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
   HttpServerOptions opts;
   opts.workers = 2;
-  HttpServer server(opts);
+  HttpServer server(RealClock::Get(), opts);
   std::atomic<bool> release{false};
   server.Get("/slow", [&] {
     const auto end = Clock::now() + 5s;

@@ -178,7 +178,7 @@ class UrlServer {
 
 TEST(ManifestUrlSourceTest, FetchesAndHonoursETag) {
   UrlServer server;
-  ManifestUrlSource src(server.url(), {});
+  ManifestUrlSource src(RealClock::Get(), server.url(), {});
   auto first = src.FetchOnce();
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->manifests.size(), 1u);
@@ -198,7 +198,7 @@ TEST(ManifestUrlSourceTest, OversizedBodyIsCutOff) {
   server.Set(std::string(100000, 'x'), "\"big\"");
   UrlSourceOptions opts;
   opts.max_bytes = 1000;
-  ManifestUrlSource src(server.url(), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
@@ -210,7 +210,7 @@ TEST(ManifestUrlSourceTest, HangingServerHitsTheDeadline) {
   server.Hang();
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
-  ManifestUrlSource src(server.url(), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   auto r = src.FetchOnce();
   server.Release();
   ASSERT_FALSE(r.ok());
@@ -223,7 +223,7 @@ TEST(ManifestUrlSourceTest, GigabyteAnswerIsAbortedEarly) {
   UrlServer server;
   UrlSourceOptions opts;
   opts.max_bytes = 1 << 20;
-  ManifestUrlSource src(server.url("/endless"), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url("/endless"), opts);
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
@@ -240,7 +240,7 @@ TEST(ManifestUrlSourceTest, TricklingServerHitsTheFetchDeadline) {
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(2000);
   opts.deadline = std::chrono::milliseconds(500);
-  ManifestUrlSource src(server.url("/trickle"), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url("/trickle"), opts);
   const auto start = std::chrono::steady_clock::now();
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
@@ -256,7 +256,7 @@ TEST(ManifestUrlSourceTest, HostileAnswerKeepsThePreviousSnapshot) {
   UrlSourceOptions opts;
   opts.max_bytes = 4096;
   opts.period = std::chrono::milliseconds(20);
-  ManifestUrlSource src(server.url(), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   ASSERT_TRUE(src.Start().ok());
   ASSERT_TRUE(WaitReadable(src.fd(), 5000));
   auto good = src.Poll();
@@ -283,30 +283,30 @@ TEST(ManifestUrlSourceTest, FailureReasons) {
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
   {
-    ManifestUrlSource src(server.url("/nosuch"), opts);
+    ManifestUrlSource src(RealClock::Get(), server.url("/nosuch"), opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     EXPECT_EQ(src.last_failure_reason(), "http_status");
   }
   {
     server.Hang();
-    ManifestUrlSource src(server.url(), opts);
+    ManifestUrlSource src(RealClock::Get(), server.url(), opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     server.Release();
     EXPECT_EQ(src.last_failure_reason(), "timeout");
   }
   {
-    ManifestUrlSource src("http://127.0.0.1:1/pods", opts);
+    ManifestUrlSource src(RealClock::Get(), "http://127.0.0.1:1/pods", opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     EXPECT_EQ(src.last_failure_reason(), "fetch");
   }
-  ManifestUrlSource src(server.url(), opts);
+  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   EXPECT_TRUE(src.FetchOnce().ok());
   EXPECT_EQ(src.last_failure_reason(), "");
 }
 
 TEST(ManifestUrlSourceTest, BackgroundThreadDeliversSnapshots) {
   UrlServer server;
-  ManifestUrlSource src(server.url(), {});
+  ManifestUrlSource src(RealClock::Get(), server.url(), {});
   ASSERT_TRUE(src.Start().ok());
   ASSERT_TRUE(WaitReadable(src.fd(), 5000));
   auto snap = src.Poll();
@@ -361,7 +361,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   UrlSourceOptions opts;
   opts.ca_file = cert;
   opts.headers = {{"Authorization", "Bearer s3cret"}};
-  ManifestUrlSource good(url, opts);
+  ManifestUrlSource good(RealClock::Get(), url, opts);
   auto r = good.FetchOnce();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) {
@@ -371,7 +371,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(auth, "Bearer s3cret");
   }
-  ManifestUrlSource unknown(url, {});
+  ManifestUrlSource unknown(RealClock::Get(), url, {});
   EXPECT_FALSE(unknown.FetchOnce().ok());
   EXPECT_EQ(unknown.last_failure_reason(), "tls");
   server.stop();

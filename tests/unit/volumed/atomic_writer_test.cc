@@ -53,9 +53,9 @@ class AtomicWriterTest : public ::testing::Test {
 };
 
 TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
-  ASSERT_TRUE(
-      AtomicWriteFiles(vol_, {{"a", {"1", 0644}}, {"b", {"2", 0600}}, {"d/e/f", {"3", 0400}}})
-          .ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_,
+                               {{"a", {"1", 0644}}, {"b", {"2", 0600}}, {"d/e/f", {"3", 0400}}})
+                  .ok());
   EXPECT_TRUE(IsPayloadDirName(DataTarget())) << DataTarget();
   EXPECT_EQ(fs::read_symlink(vol_ + "/a"), "..data/a");
   EXPECT_EQ(fs::read_symlink(vol_ + "/d"), "..data/d");
@@ -70,7 +70,7 @@ TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
   EXPECT_EQ(st.st_mode & 07777, 0755u);
 
   const std::string first = DataTarget();
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"a", {"new", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"a", {"new", 0644}}}).ok());
   EXPECT_EQ(Read(vol_ + "/a"), "new");
   EXPECT_NE(DataTarget(), first);
   EXPECT_FALSE(fs::exists(vol_ + "/" + first)) << "the previous payload directory is removed";
@@ -88,61 +88,61 @@ TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
 TEST_F(AtomicWriterTest, RefusesUnsafePayloadPaths) {
   for (const char* bad :
        {"../escape", "/abs", "a/../b", "..hidden", "a/..b", "a//b", "./a", "", "a/"}) {
-    EXPECT_FALSE(AtomicWriteFiles(vol_, {{bad, {"x", 0644}}}).ok()) << bad;
+    EXPECT_FALSE(AtomicWriteFiles(RealClock::Get(), vol_, {{bad, {"x", 0644}}}).ok()) << bad;
   }
   EXPECT_FALSE(fs::exists(dir_.Sub("escape")));
   EXPECT_TRUE(IsSafePayloadPath("a.b/c..d/e"));
 }
 
 TEST_F(AtomicWriterTest, DataLinkPointedOutsideIsNeverFollowed) {
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"1", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}}).ok());
   // What the container did with a read-write mount: ln -sfn ../../outside ..data
   fs::remove(vol_ + "/..data");
   fs::create_symlink("../outside", vol_ + "/..data");
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"2", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"2", 0644}}}).ok());
   EXPECT_EQ(Read(vol_ + "/k"), "2");
   EXPECT_TRUE(IsPayloadDirName(DataTarget()));
   ExpectOutsideIntact();
   // An absolute link, and a payload-looking name: the same.
   fs::remove(vol_ + "/..data");
   fs::create_symlink(outside_, vol_ + "/..data");
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"3", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"3", 0644}}}).ok());
   EXPECT_EQ(Read(vol_ + "/k"), "3");
   ExpectOutsideIntact();
 }
 
 TEST_F(AtomicWriterTest, PayloadDirectorySwappedForALinkIsNotFollowed) {
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"1", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}}).ok());
   const std::string old = DataTarget();
   fs::remove_all(vol_ + "/" + old);
   fs::create_symlink(outside_, vol_ + "/" + old);    // the current one
   fs::create_symlink(outside_, vol_ + "/..data_1");  // and one more by our pattern
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"k", {"2", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"2", 0644}}}).ok());
   EXPECT_EQ(Read(vol_ + "/k"), "2");
   ExpectOutsideIntact();
   EXPECT_TRUE(fs::is_symlink(vol_ + "/..data_1")) << "what is not ours stays";
 }
 
 TEST_F(AtomicWriterTest, LinksInsideAnOldPayloadAreRemovedNotFollowed) {
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"dir/k", {"1", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"dir/k", {"1", 0644}}}).ok());
   const std::string old = vol_ + "/" + DataTarget();
   fs::remove_all(old + "/dir");
   fs::create_symlink(outside_, old + "/dir");
   fs::create_symlink(outside_ + "/sentinel", old + "/file-link");
   fs::create_symlink("/", old + "/root");
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"dir/k", {"2", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"dir/k", {"2", 0644}}}).ok());
   EXPECT_FALSE(fs::exists(fs::symlink_status(old)));
   EXPECT_EQ(Read(vol_ + "/dir/k"), "2");
   ExpectOutsideIntact();
 }
 
 TEST_F(AtomicWriterTest, UserVisibleNameAndTempLinkPointedOutside) {
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"sentinel", {"1", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"sentinel", {"1", 0644}}}).ok());
   fs::remove(vol_ + "/sentinel");
   fs::create_symlink(outside_ + "/sentinel", vol_ + "/sentinel");
   fs::create_symlink(outside_ + "/sub", vol_ + "/..data_tmp");
   fs::create_symlink(outside_ + "/sub", vol_ + "/gone");  // not ours: stays
-  ASSERT_TRUE(AtomicWriteFiles(vol_, {{"sentinel", {"2", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_, {{"sentinel", {"2", 0644}}}).ok());
   EXPECT_EQ(fs::read_symlink(vol_ + "/sentinel"), "..data/sentinel");
   EXPECT_EQ(Read(vol_ + "/sentinel"), "2");
   EXPECT_TRUE(fs::is_symlink(vol_ + "/gone"));
@@ -151,7 +151,7 @@ TEST_F(AtomicWriterTest, UserVisibleNameAndTempLinkPointedOutside) {
 
 TEST_F(AtomicWriterTest, WhatStandsInTheWayIsAnErrorNotRemoved) {
   std::ofstream(vol_ + "/k") << "planted";
-  auto s = AtomicWriteFiles(vol_, {{"k", {"1", 0644}}});
+  auto s = AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}});
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("k is in the way"));
   EXPECT_EQ(Read(vol_ + "/k"), "planted");
@@ -167,7 +167,7 @@ TEST_F(AtomicWriterTest, WhatStandsInTheWayIsAnErrorNotRemoved) {
     return out;
   };
   const auto before = payloads();
-  EXPECT_FALSE(AtomicWriteFiles(vol_, {{"k", {"1", 0644}}}).ok());
+  EXPECT_FALSE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}}).ok());
   EXPECT_TRUE(fs::is_directory(vol_ + "/..data/x"));
   EXPECT_EQ(payloads(), before);
 }
@@ -175,7 +175,7 @@ TEST_F(AtomicWriterTest, WhatStandsInTheWayIsAnErrorNotRemoved) {
 TEST_F(AtomicWriterTest, VolumeDirectoryThatIsALinkIsRefused) {
   fs::remove(vol_);
   fs::create_symlink(outside_, vol_);
-  EXPECT_FALSE(AtomicWriteFiles(vol_, {{"k", {"1", 0644}}}).ok());
+  EXPECT_FALSE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}}).ok());
   ExpectOutsideIntact();
 }
 

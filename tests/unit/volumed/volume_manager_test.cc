@@ -69,16 +69,16 @@ class VolumeManagerTest : public ::testing::Test {
 TEST(AtomicWriteFilesTest, SwapsDataAndRemovesStaleNames) {
   TempDir dir;
   const std::string d = dir.Sub("vol");
-  ASSERT_TRUE(AtomicWriteFiles(d, {{"a", {"1", 0644}}, {"b", {"2", 0600}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), d, {{"a", {"1", 0644}}, {"b", {"2", 0600}}}).ok());
   EXPECT_EQ(Read(d + "/a"), "1");
   EXPECT_TRUE(fs::is_symlink(d + "/a"));
   EXPECT_TRUE(fs::is_symlink(d + "/..data"));
   std::string first = fs::read_symlink(d + "/..data");
-  ASSERT_TRUE(AtomicWriteFiles(d, {{"a", {"3", 0644}}}).ok());
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), d, {{"a", {"3", 0644}}}).ok());
   EXPECT_EQ(Read(d + "/a"), "3");
   EXPECT_FALSE(fs::exists(d + "/b")) << "a key that went away disappears";
   EXPECT_FALSE(fs::exists(d + "/" + first)) << "the previous data directory is removed";
-  EXPECT_FALSE(AtomicWriteFiles(d, {{"../escape", {"x", 0644}}}).ok());
+  EXPECT_FALSE(AtomicWriteFiles(RealClock::Get(), d, {{"../escape", {"x", 0644}}}).ok());
 }
 
 TEST_F(VolumeManagerTest, EmptyDirAndHostPathTypes) {

@@ -92,7 +92,8 @@ class VolumePluginTest : public ::testing::Test {
   }
   TempDir dir_;
   FakeMounter mounter_;
-  VolumePlugins plugins_{dir_.Sub("root"), mounter_};
+  FakeClock clock_;
+  VolumePlugins plugins_{dir_.Sub("root"), mounter_, clock_};
   std::map<std::string, ConfigObject> config_maps_, secrets_;
   PluginVolumeState state_;
 };
