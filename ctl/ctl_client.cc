@@ -33,8 +33,8 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
                                        std::chrono::milliseconds deadline) {
   if (Status s = ProbeCtlSocket(run_dir); !s.ok()) return s;
   ipc::Context ctx;
-  // Replies may be large (`runtime` with hundreds of pods).
-  ipc::DealerClient dealer(ctx, 64 * 1024 * 1024);
+  // Replies may be large (`runtime` with hundreds of pods): ipc::kCtlChannel.
+  ipc::DealerClient dealer(ctx, ipc::kCtlChannel);
   if (Status s = dealer.Connect(ipc::kCtlEndpoint.Uri(run_dir)); !s.ok()) return s;
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
   flatbuffers::FlatBufferBuilder fbb(512);
@@ -63,8 +63,9 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const std::string& run_dir, ipc::ctl::Req
     }
     return frame.status();
   }
-  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(
-      frame->data(), frame->size(), ipc::ctl::CtlMessageIdentifier(), 64 * 1024 * 1024);
+  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(frame->data(), frame->size(),
+                                                      ipc::ctl::CtlMessageIdentifier(),
+                                                      ipc::kCtlChannel.replies.max_message_bytes);
   if (!msg.ok()) return InvalidArgument("bad reply: " + msg.status().message());
   const auto* reply = (*msg)->body_as_CtlReply();
   if (reply == nullptr) return InvalidArgument("bad reply: not a CtlReply");

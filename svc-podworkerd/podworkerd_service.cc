@@ -20,7 +20,7 @@ namespace {
 using ipc::podwork::Body;
 using ipc::podwork::PodWorkMessage;
 
-constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
+constexpr size_t kMaxWorkBytes = ipc::kPodWorkChannel.requests.max_message_bytes;
 constexpr std::chrono::milliseconds kTick{100};
 constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
 constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
@@ -62,7 +62,7 @@ Result<PodVolumeSet> AskVolumed(ipc::Context& ctx, const std::string& run_dir,
                                 const std::string& uid) {
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id++;
-  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir));
+  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir), ipc::kVolumeChannel);
   if (Status s = client.Connect(); !s.ok()) return s;
   flatbuffers::FlatBufferBuilder fbb(256);
   auto req = ipc::volume::CreatePodVolumesRequestDirect(fbb, id, uid.c_str());
@@ -273,7 +273,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
   syncer_->set_image_puller_config(config_.image_pulls);
-  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kPodWorkChannel);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
   }
@@ -282,7 +282,7 @@ Status PodworkerdService::Start(ServiceContext& ctx) {
       std::make_unique<pleg::PlegMirror>(ctx.ipc, ctx.options.run_dir, ipc::ServiceId::Podworkerd);
   if (Status s = mirror_->Connect(); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
-  volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
+  volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc, ipc::kVolumeEvents);
   if (Status s = volume_events_->Connect(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir));
       !s.ok()) {
     return s;

@@ -45,7 +45,7 @@ class Runtime {
         signal_fd_(signal_fd),
         incarnation_(ipc::NewIncarnation()),
         envelope_(spec.id, incarnation_),
-        control_(ipc_),
+        control_(ipc_, ipc::kControlChannel),
         log_(GetLogger(spec.name)),
         watchdog_(notifier_, clock_, WatchdogInterval()) {}
 
