@@ -64,9 +64,10 @@ inline constexpr ChannelLimits kPodWorkChannel{{64 * kMiB, 128 * kMiB}, {1 * kMi
 // limit is DesiredPods'; replies are small but a VolumesReport lists every volume of the node.
 inline constexpr ChannelLimits kVolumeChannel{{64 * kMiB, 128 * kMiB}, {4 * kMiB, 16 * kMiB}};
 
-// The supervisor's ROUTER <- every service's DEALER: Hello, Heartbeat (health and counters,
-// a few KiB), Reply -> Welcome, Command. 64 messages per peer each way.
-inline constexpr ChannelLimits kControlChannel{{1 * kMiB, 64 * kMiB}, {1 * kMiB, 64 * kMiB}};
+// The supervisor's ROUTER <- every service's DEALER: Hello, Heartbeat (health and counters, a
+// few KiB), Reply -> Welcome, Command (a few bytes). The requests' limit stays the 4 MiB it
+// always was (docs/supervisor.md, "Hostile input"); 16 of them per peer, one heartbeat a second.
+inline constexpr ChannelLimits kControlChannel{{4 * kMiB, 64 * kMiB}, {64 * kKiB, 4 * kMiB}};
 
 // The supervisor's ROUTER <- nodeletctl's DEALER: CtlRequest -> CtlReply (`runtime` carries the
 // runtime view of every pod). One request per connection: 16 requests and 2 replies per peer.
