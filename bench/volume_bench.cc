@@ -70,7 +70,8 @@ pod::Pod FiveVolumePod(const std::string& uid, const std::string& host_dir) {
 
 class Driver {
  public:
-  Driver(ipc::Context& ctx, const std::string& run_dir) : dealer_(ctx), events_(ctx) {
+  Driver(ipc::Context& ctx, const std::string& run_dir)
+      : dealer_(ctx), events_(ctx, ipc::kVolumeEvents) {
     (void)dealer_.Connect(ipc::kVolumeEndpoint.Uri(run_dir));
     (void)events_.Connect(ipc::kVolumeEventsEndpoint.Uri(run_dir));
     (void)dealer_.WaitWritable(milliseconds(5000));

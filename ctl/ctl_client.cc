@@ -34,8 +34,8 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
                                        std::chrono::milliseconds deadline) {
   if (Status s = ProbeCtlSocket(run_dir); !s.ok()) return s;
   ipc::Context ctx;
-  // Replies may be large (`runtime` with hundreds of pods).
-  ipc::DealerClient dealer(ctx, 64 * 1024 * 1024);
+  // Replies may be large (`runtime` with hundreds of pods): ipc::kCtlChannel.
+  ipc::DealerClient dealer(ctx, ipc::kCtlChannel);
   if (Status s = dealer.Connect(ipc::kCtlEndpoint.Uri(run_dir)); !s.ok()) return s;
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation(), clock);
   flatbuffers::FlatBufferBuilder fbb(512);
@@ -62,8 +62,9 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
     }
     return frame.status();
   }
-  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(
-      frame->data(), frame->size(), ipc::ctl::CtlMessageIdentifier(), 64 * 1024 * 1024);
+  auto msg = ipc::DecodeMessage<ipc::ctl::CtlMessage>(frame->data(), frame->size(),
+                                                      ipc::ctl::CtlMessageIdentifier(),
+                                                      ipc::kCtlChannel.replies.max_message_bytes);
   if (!msg.ok()) return InvalidArgument("bad reply: " + msg.status().message());
   const auto* reply = (*msg)->body_as_CtlReply();
   if (reply == nullptr) return InvalidArgument("bad reply: not a CtlReply");

@@ -22,7 +22,7 @@ std::string Pad(const std::string& s, size_t w) {
 int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, std::ostream& out,
                std::ostream& err) {
   ipc::Context ctx;
-  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir));
+  ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir), ipc::kVolumeChannel);
   if (Status s = client.Connect(); !s.ok()) {
     err << "Error: cannot reach volumed in " << run_dir << ": " << s.message() << "\n";
     return 4;

@@ -17,8 +17,8 @@ using ipc::ctl::Body;
 using ipc::ctl::CtlMessage;
 using ipc::ctl::RequestKind;
 
-// Requests are small; replies (a runtime view of hundreds of pods) are not limited by this.
-constexpr size_t kMaxCtlBytes = 64 * 1024;
+// Requests are small; replies (a runtime view of hundreds of pods) have their own limit.
+constexpr size_t kMaxCtlBytes = ipc::kCtlChannel.requests.max_message_bytes;
 
 struct Result {
   std::string name;
@@ -33,7 +33,7 @@ struct CtlServer::Impl {
       : services(s),
         clock(c),
         options(std::move(o)),
-        router(ctx, kMaxCtlBytes),
+        router(ctx, ipc::kCtlChannel),
         envelope(ipc::ServiceId::Supervisor, ipc::NewIncarnation()),
         log(GetLogger("ctl")) {}
 

@@ -16,8 +16,6 @@
 namespace nodelet::supervisor {
 namespace {
 
-constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
-
 // Wall-clock readings: what the pods and events say to operators.
 int64_t NowMs(const Clock& clock) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock.WallNow().time_since_epoch())
@@ -184,9 +182,9 @@ Status PodManager::Start() {
     sources.insert("http");
   }
   config_ = std::make_unique<PodConfig<pod::Pod>>(sources);
-  work_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxWorkBytes);
+  work_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kPodWorkChannel);
   if (Status s = work_->Connect(ipc::kPodWorkerEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
-  volumes_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxWorkBytes);
+  volumes_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kVolumeChannel);
   if (Status s = volumes_->Connect(ipc::kVolumeEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
   if (dir_) {
     if (auto snap = dir_->Poll()) TakeSnapshot(*snap);

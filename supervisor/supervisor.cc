@@ -202,7 +202,7 @@ struct Supervisor::Impl {
       manager = std::make_unique<ProcessManager>(clock, *launcher, options.policy, names);
       services = manager.get();
     }
-    control = std::make_unique<ipc::RouterServer>(*ctx);
+    control = std::make_unique<ipc::RouterServer>(*ctx, ipc::kControlChannel);
     if (Status s = control->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
     envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
 

@@ -2,6 +2,7 @@
 
 #include "lib/common/logging.h"
 #include "lib/cri/grpc_cri_client.h"
+#include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
 #include "svc-plegd/cri_pleg_runtime.h"
 
@@ -10,9 +11,6 @@ namespace {
 
 using ipc::pleg::Body;
 using ipc::pleg::PlegMessage;
-
-// Snapshots of hundreds of pods are larger than the default limit.
-constexpr size_t kMaxPlegMessageBytes = 64 * 1024 * 1024;
 
 flatbuffers::Offset<ipc::pleg::Event> PackEvent(flatbuffers::FlatBufferBuilder& fbb,
                                                 const PlegEvent& e, int32_t exit_code) {
@@ -47,11 +45,12 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   auto runtime = factory(config_);
   if (!runtime.ok()) return runtime.status();
   runtime_ = std::move(runtime).value();
-  publisher_ = std::make_unique<ipc::Publisher>(ctx.ipc, kMaxPlegMessageBytes);
+  // Events and snapshots have their own sockets and limits (ipc::kPlegEvents, kPlegSnapshots).
+  publisher_ = std::make_unique<ipc::Publisher>(ctx.ipc, ipc::kPlegEvents);
   if (Status s = publisher_->Bind(ipc::kPlegEventsEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
   }
-  snapshots_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxPlegMessageBytes);
+  snapshots_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kPlegSnapshots);
   if (Status s = snapshots_->Bind(ipc::kPlegSnapshotEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
   }
@@ -80,7 +79,15 @@ void PlegdService::Publish(flatbuffers::FlatBufferBuilder& fbb, Body type,
   auto header = envelope_->Write(fbb);
   fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, type, body),
              ipc::pleg::PlegMessageIdentifier());
-  (void)publisher_->Publish(fbb.GetBufferPointer(), fbb.GetSize());
+  // Over the event limit: not published, but its sequence number is spent, so every subscriber
+  // sees the gap and takes a snapshot, which carries the record (ipc::kPlegEvents).
+  if (Status s = publisher_->Publish(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+    ++publish_refused_;
+    if (!publish_refused_logged_) {
+      GetLogger("plegd")->warn("Failed to publish an update: {}; subscribers resync", s.message());
+      publish_refused_logged_ = true;
+    }
+  }
 }
 
 void PlegdService::HandleEngineOutput() {
@@ -154,7 +161,16 @@ void PlegdService::HandleSnapshotRequests() {
     auto header = reply_writer.Write(fbb);
     fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::Snapshot, snap.Union()),
                ipc::pleg::PlegMessageIdentifier());
-    (void)snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+    if (Status s = snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+      // Over kPlegSnapshots' reply limit, or the peer's queue is full: it asks again.
+      ++snapshot_send_failures_;
+      if (s.code() == StatusCode::kResourceExhausted && !snapshot_too_large_logged_) {
+        GetLogger("plegd")->error("Failed to send a snapshot of {} pods: {}", pods.size(),
+                                  s.message());
+        snapshot_too_large_logged_ = true;
+      }
+      continue;
+    }
     ++snapshots_served_;
   }
 }
@@ -174,6 +190,8 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("relist_duration_us", static_cast<uint64_t>(engine_->last_relist_duration_us()));
   c.emplace_back("events_published", events_published_);
   c.emplace_back("snapshots_served", snapshots_served_);
+  c.emplace_back("publish_refused", publish_refused_);
+  c.emplace_back("snapshot_send_failures", snapshot_send_failures_);
   c.emplace_back("bad_requests", bad_requests_);
   c.emplace_back("pods", cache_.pods().size());
   c.emplace_back("containers", cache_.container_count());

@@ -60,6 +60,12 @@ class PlegdService : public Service {
   uint64_t events_published_ = 0;
   uint64_t snapshots_served_ = 0;
   uint64_t bad_requests_ = 0;
+  // Updates over ipc::kPlegEvents' limit (subscribers resync from a snapshot instead).
+  uint64_t publish_refused_ = 0;
+  // Snapshots not sent: over kPlegSnapshots' reply limit, or the peer's queue full.
+  uint64_t snapshot_send_failures_ = 0;
+  bool publish_refused_logged_ = false;
+  bool snapshot_too_large_logged_ = false;
   Histogram relist_duration_{Histogram::LatencyBuckets()};
   Histogram relist_interval_{{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 5, 10, 30}};
   int64_t last_relist_started_ns_ = 0;       // wall clock: last_relist_unix_ms

@@ -19,7 +19,7 @@ namespace {
 using ipc::podwork::Body;
 using ipc::podwork::PodWorkMessage;
 
-constexpr size_t kMaxWorkBytes = 64 * 1024 * 1024;
+constexpr size_t kMaxWorkBytes = ipc::kPodWorkChannel.requests.max_message_bytes;
 constexpr std::chrono::milliseconds kTick{100};
 constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
 constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
@@ -157,7 +157,7 @@ Status PodworkerdService::Start() {
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
   syncer_->set_image_puller_config(config_.image_pulls);
-  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxWorkBytes);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kPodWorkChannel);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
   }
@@ -178,7 +178,7 @@ Status PodworkerdService::Start() {
   };
   if (Status s = mirror_->Connect(ctx.loop); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
-  volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc);
+  volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc, ipc::kVolumeEvents);
   if (Status s = volume_events_->Connect(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir));
       !s.ok()) {
     return s;

@@ -77,6 +77,7 @@ Status StatusdService::Start(ServiceContext& ctx) {
   // A client may pipeline many requests; the replies to all it may have in flight must fit in
   // its queue, or replies would be dropped (router_mandatory + dontwait) and have to be resent.
   router_->raw().set(zmq::sockopt::sndhwm, kReplyQueueLimit);
+  router_->BoundQueuedBytesPerPeer(kReplyQueueBudgetBytes);
   router_->BoundReceiveQueue(kRequestQueueBudgetBytes);
   if (Status s = router_->Bind(ipc::kStatusEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
   watch_ = std::make_unique<ipc::Publisher>(ctx.ipc, status::kMaxWatchMessageBytes,

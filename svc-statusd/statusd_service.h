@@ -40,6 +40,11 @@ inline constexpr size_t kRequestQueueBudgetBytes = 256 * 1024 * 1024;
 // flight (status::kPipelinedMaxInFlightRequests), so a client within its budget never loses a
 // reply. A reply over it is dropped (router_mandatory + dontwait) and counted; the client resends.
 inline constexpr int kReplyQueueLimit = 4096;
+// Bytes of replies queued per peer, counted exactly (RouterServer::BoundQueuedBytesPerPeer): a
+// count cannot bound them, a reply being 64 bytes (SetPodStatusReply) or up to 64 MiB
+// (ListPodStatusesReply). A pipelined client's 1024 replies in flight (64 KiB at most each) fit.
+// A reply over it is dropped and counted like one over kReplyQueueLimit; the client resends.
+inline constexpr size_t kReplyQueueBudgetBytes = 256 * 1024 * 1024;
 // The watch stream: a message is one record (at most a request's 1 MiB plus versions), refused
 // over status::kMaxWatchMessageBytes; each subscriber's queue holds at most
 // status::kWatchQueueBudgetBytes (128 messages). A slow watcher misses messages, sees the gap

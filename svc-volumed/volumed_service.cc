@@ -1,13 +1,14 @@
 #include "svc-volumed/volumed_service.h"
 
 #include "lib/common/logging.h"
+#include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pod/pod_flatbuffers.h"
 
 namespace nodelet::volumed {
 namespace {
 
-constexpr size_t kMaxBytes = 64 * 1024 * 1024;
+constexpr size_t kMaxBytes = ipc::kVolumeChannel.requests.max_message_bytes;
 
 std::map<std::string, ConfigObject> Objects(
     const flatbuffers::Vector<flatbuffers::Offset<ipc::podwork::ConfigObject>>* list) {
@@ -64,9 +65,9 @@ Result<std::unique_ptr<VolumedService>> VolumedService::Create(ServiceContext& c
 
 Status VolumedService::Start(ServiceContext& ctx) {
   manager_ = std::make_unique<VolumeManager>(ctx.options.root_dir, ctx.clock);
-  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, kMaxBytes);
+  router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kVolumeChannel);
   if (Status s = router_->Bind(ipc::kVolumeEndpoint.Uri(ctx.options.run_dir)); !s.ok()) return s;
-  events_ = std::make_unique<ipc::Publisher>(ctx.ipc);
+  events_ = std::make_unique<ipc::Publisher>(ctx.ipc, ipc::kVolumeEvents);
   if (Status s = events_->Bind(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;
   }

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
+#include "lib/common/check.h"
 #include "lib/common/fs.h"
 
 namespace nodelet::ipc {
@@ -29,15 +32,39 @@ void AlignFrame(zmq::message_t& frame) {
   frame.move(copy);
 }
 
+// A frame queued under RouterServer::BoundQueuedBytesPerPeer: ZeroMQ calls FreeQueuedFrame (on
+// its I/O thread, or ours when the send fails) once the frame is written or dropped.
+struct QueuedFrame {
+  std::shared_ptr<std::atomic<size_t>> queued;
+  size_t size;
+};
+
+void FreeQueuedFrame(void* data, void* hint) {
+  auto* frame = static_cast<QueuedFrame*>(hint);
+  // acq_rel: pairs with the fetch_add made after the copy, so the copy happens before the free.
+  frame->queued->fetch_sub(frame->size, std::memory_order_acq_rel);
+  delete frame;
+  std::free(data);
+}
+
+// How many sends between sweeps of peers with nothing queued.
+constexpr size_t kSweepEvery = 256;
+
 }  // namespace
 
 SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
     : socket_(ctx.raw(), type), max_bytes_(max_bytes) {
+  ApplyOptions();
+}
+
+void SocketBase::ApplyOptions() {
   socket_.set(zmq::sockopt::linger, 0);
   // ZeroMQ drops (and disconnects) a peer that sends a frame over the limit before we see it: it
   // reads the length in the frame header and disconnects without allocating.
-  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes));
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes_));
   socket_.set(zmq::sockopt::handshake_ivl, kHandshakeDeadlineMs);
+  if (rcvhwm_ > 0) socket_.set(zmq::sockopt::rcvhwm, rcvhwm_);
+  if (sndhwm_ > 0) socket_.set(zmq::sockopt::sndhwm, sndhwm_);
 }
 
 SocketBase::~SocketBase() {
@@ -47,7 +74,20 @@ SocketBase::~SocketBase() {
 }
 
 void SocketBase::BoundReceiveQueue(size_t budget_bytes) {
-  socket_.set(zmq::sockopt::rcvhwm, HwmForBudget(budget_bytes, max_bytes_));
+  rcvhwm_ = HwmForBudget(budget_bytes, max_bytes_);
+  socket_.set(zmq::sockopt::rcvhwm, rcvhwm_);
+}
+
+void SocketBase::BoundSendQueue(size_t budget_bytes, size_t max_send_bytes) {
+  max_send_bytes_ = max_send_bytes;
+  sndhwm_ = HwmForBudget(budget_bytes, max_send_bytes);
+  socket_.set(zmq::sockopt::sndhwm, sndhwm_);
+}
+
+Status SocketBase::CheckSendSize(size_t size) const {
+  if (size <= max_send_bytes_) return Status::Ok();
+  return ResourceExhausted("message of " + std::to_string(size) + " bytes exceeds the limit of " +
+                           std::to_string(max_send_bytes_));
 }
 
 int SocketBase::ReceiveHwm() { return socket_.get(zmq::sockopt::rcvhwm); }
@@ -99,6 +139,12 @@ RouterServer::RouterServer(Context& ctx, size_t max_bytes)
   socket_.set(zmq::sockopt::router_mandatory, 1);
 }
 
+RouterServer::RouterServer(Context& ctx, const ChannelLimits& limits)
+    : RouterServer(ctx, limits.requests.max_message_bytes) {
+  BoundReceiveQueue(limits.requests.budget_bytes);
+  BoundSendQueue(limits.replies.budget_bytes, limits.replies.max_message_bytes);
+}
+
 Status RouterServer::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
 
 Result<Incoming> RouterServer::Receive(std::chrono::milliseconds timeout) {
@@ -128,18 +174,59 @@ Result<Incoming> RouterServer::Receive(std::chrono::milliseconds timeout) {
 }
 
 Status RouterServer::Send(const std::string& peer, const void* data, size_t size) {
+  if (Status s = CheckSendSize(size); !s.ok()) return s;
+  if (peer_budget_bytes_ == 0) {
+    zmq::message_t body(data, size);
+    return SendFrames(peer, body);
+  }
+  auto& queued = queued_[peer];
+  if (!queued) queued = std::make_shared<std::atomic<size_t>>(0);
+  const size_t now = queued->load(std::memory_order_acquire);
+  if (now > 0 && now + size > peer_budget_bytes_) {
+    return Unavailable("peer queue full (" + std::to_string(now) + " bytes queued, budget " +
+                       std::to_string(peer_budget_bytes_) + ")");
+  }
+  void* copy = std::malloc(size > 0 ? size : 1);
+  NODELET_CHECK(copy != nullptr);
+  if (size > 0) std::memcpy(copy, data, size);
+  queued->fetch_add(size, std::memory_order_acq_rel);
+  // From here the frame owns `copy`; ZeroMQ frees it (FreeQueuedFrame) when it is written, or the
+  // frame's destructor does when the send fails.
+  zmq::message_t body(copy, size, FreeQueuedFrame, new QueuedFrame{queued, size});
+  Status s = SendFrames(peer, body);
+  if (++sends_since_sweep_ >= kSweepEvery) ForgetIdlePeers();
+  return s;
+}
+
+Status RouterServer::SendFrames(const std::string& peer, zmq::message_t& body) {
   try {
     if (!socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       return Unavailable("peer queue full");
     }
-    if (!socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait)) {
-      return Unavailable("peer queue full");
-    }
+    if (!socket_.send(body, zmq::send_flags::dontwait)) return Unavailable("peer queue full");
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return Unavailable("peer is gone");
     return ZmqError("Failed to send", e);
   }
   return Status::Ok();
+}
+
+void RouterServer::BoundQueuedBytesPerPeer(size_t budget_bytes) {
+  peer_budget_bytes_ = budget_bytes;
+}
+
+size_t RouterServer::QueuedBytes(const std::string& peer) const {
+  auto it = queued_.find(peer);
+  return it == queued_.end() ? 0 : it->second->load(std::memory_order_acquire);
+}
+
+void RouterServer::ForgetIdlePeers() {
+  sends_since_sweep_ = 0;
+  // A peer with nothing queued costs nothing to count again from zero; frames still queued keep
+  // their counter alive through their own reference.
+  std::erase_if(queued_, [](const auto& entry) {
+    return entry.second->load(std::memory_order_acquire) == 0;
+  });
 }
 
 DealerClient::DealerClient(Context& ctx, size_t max_bytes)
@@ -151,12 +238,19 @@ DealerClient::DealerClient(Context& ctx, size_t max_bytes)
   socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
 }
 
+DealerClient::DealerClient(Context& ctx, const ChannelLimits& limits)
+    : DealerClient(ctx, limits.replies.max_message_bytes) {
+  BoundReceiveQueue(limits.replies.budget_bytes);
+  BoundSendQueue(limits.requests.budget_bytes, limits.requests.max_message_bytes);
+}
+
 Status DealerClient::Connect(const std::string& uri) {
   uri_ = uri;
   return ConnectTo(uri);
 }
 
 Status DealerClient::Send(const void* data, size_t size) {
+  if (Status s = CheckSendSize(size); !s.ok()) return s;
   try {
     if (!socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait)) {
       return Unavailable("not connected to '" + uri_ + "' (or its queue is full)");
@@ -199,8 +293,7 @@ Result<Frame> DealerClient::Receive(std::chrono::milliseconds timeout) {
 Status DealerClient::Reconnect() {
   socket_.close();
   socket_ = zmq::socket_t(ctx_.raw(), zmq::socket_type::dealer);
-  socket_.set(zmq::sockopt::linger, 0);
-  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes_));
+  ApplyOptions();
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::reconnect_ivl, 20);
   socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
@@ -208,22 +301,40 @@ Status DealerClient::Reconnect() {
 }
 
 RequestClient::RequestClient(Context& ctx, std::string uri, size_t max_bytes, const Clock& clock)
-    : uri_(std::move(uri)), dealer_(ctx, max_bytes), clock_(clock) {}
+    : uri_(std::move(uri)), dealer_(ctx, max_bytes), clock_(clock) {
+  // Replies of at most max_bytes, and requests no larger than the largest reply.
+  dealer_.BoundReceiveQueue(kRequestClientQueueDepth * max_bytes);
+  dealer_.BoundSendQueue(kRequestClientQueueDepth * max_bytes, max_bytes);
+}
+
+RequestClient::RequestClient(Context& ctx, std::string uri, const ChannelLimits& limits,
+                             const Clock& clock)
+    : uri_(std::move(uri)), dealer_(ctx, limits), clock_(clock) {
+  const QueueLimits& replies = limits.replies;
+  const QueueLimits& requests = limits.requests;
+  if (replies.hwm() > kRequestClientQueueDepth) {
+    dealer_.BoundReceiveQueue(kRequestClientQueueDepth * replies.max_message_bytes);
+  }
+  if (requests.hwm() > kRequestClientQueueDepth) {
+    dealer_.BoundSendQueue(kRequestClientQueueDepth * requests.max_message_bytes,
+                           requests.max_message_bytes);
+  }
+}
 
 Status RequestClient::Connect() { return dealer_.Connect(uri_); }
 
 Publisher::Publisher(Context& ctx, size_t max_bytes, size_t queue_budget_bytes)
     : SocketBase(ctx, zmq::socket_type::pub, max_bytes) {
-  socket_.set(zmq::sockopt::sndhwm, HwmForBudget(queue_budget_bytes, max_bytes));
+  BoundSendQueue(queue_budget_bytes, max_bytes);
 }
 
 Status Publisher::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
 
 Status Publisher::Publish(const void* data, size_t size) {
-  if (size > max_bytes_) {
+  if (size > max_send_bytes_) {
     return ResourceExhausted("message of " + std::to_string(size) +
                              " bytes exceeds the publisher's limit of " +
-                             std::to_string(max_bytes_));
+                             std::to_string(max_send_bytes_));
   }
   try {
     socket_.send(zmq::const_buffer(data, size), zmq::send_flags::dontwait);
@@ -236,7 +347,7 @@ Status Publisher::Publish(const void* data, size_t size) {
 Subscriber::Subscriber(Context& ctx, size_t max_bytes, size_t queue_budget_bytes)
     : SocketBase(ctx, zmq::socket_type::sub, max_bytes) {
   socket_.set(zmq::sockopt::subscribe, "");
-  socket_.set(zmq::sockopt::rcvhwm, HwmForBudget(queue_budget_bytes, max_bytes));
+  BoundReceiveQueue(queue_budget_bytes);
   socket_.set(zmq::sockopt::reconnect_ivl, 20);
   socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
 }

@@ -1,18 +1,22 @@
 // RAII wrappers over cppzmq for the patterns of docs/design.md: control and work (ROUTER servers,
 // DEALER clients with deadlines), events (PUB/SUB). Each socket belongs to one thread. Every
 // socket has linger 0 and a ZeroMQ-level size limit; every receive has a deadline and returns a
-// Status instead of throwing.
+// Status instead of throwing. Queues are bounded in bytes through lib/ipc/channel_limits.h.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
+#include "lib/ipc/channel_limits.h"
 #include "lib/ipc/codec.h"
 
 namespace nodelet::ipc {
@@ -26,31 +30,6 @@ class Context {
  private:
   zmq::context_t ctx_;
 };
-
-// Byte bounds on the queues (docs/security.md section 9). ZeroMQ's high-water marks count
-// messages, not bytes, so a byte budget becomes a message count through the largest message the
-// queue can hold: hwm = budget / max message bytes (at least 1), and hwm x max <= budget.
-//   - Inbound queues are exact: ZeroMQ refuses (and disconnects) a peer whose frame is over the
-//     socket's maxmsgsize, so every queued inbound frame is at most max_bytes.
-//   - Outbound queues of PUB sockets are exact too: Publish() refuses a frame over max_bytes.
-//   - Request/reply clients that pipeline account their bytes in flight themselves (see
-//     status::PipelinedStatusClient) and refuse a send over their budget.
-// A budget of kCountBoundOnly keeps the old count-only bound (kCountOnlyHwm messages of up to
-// max_bytes each): the channels that have not chosen a budget yet (plegd's events, volumed's
-// events) pass nothing and keep it; see docs/security.md section 9 for which channels are bounded.
-inline constexpr size_t kCountBoundOnly = 0;
-inline constexpr int kCountOnlyHwm = 100000;
-
-// The message high-water mark that keeps `max_message_bytes`-sized messages within
-// `budget_bytes`; at least 1 (one message of the largest size is always allowed).
-constexpr int HwmForBudget(size_t budget_bytes, size_t max_message_bytes) {
-  if (budget_bytes == kCountBoundOnly) return kCountOnlyHwm;
-  if (max_message_bytes == 0) return 1;
-  size_t n = budget_bytes / max_message_bytes;
-  if (n < 1) n = 1;
-  if (n > 1000000) n = 1000000;
-  return static_cast<int>(n);
-}
 
 // A message body (one frame).
 using Frame = zmq::message_t;
@@ -74,11 +53,18 @@ class SocketBase {
   // True when a message can be received now without blocking.
   bool Readable();
   zmq::socket_t& raw() { return socket_; }
+  // The largest frame accepted from a peer (ZeroMQ's maxmsgsize).
   size_t max_bytes() const { return max_bytes_; }
+  // The largest frame Send()/Publish() accept.
+  size_t max_send_bytes() const { return max_send_bytes_; }
   // Bounds the inbound queue (per peer) to `budget_bytes`: rcvhwm = HwmForBudget(budget,
-  // max_bytes()), kCountBoundOnly for the count-only default. Call before Bind/Connect.
+  // max_bytes()). Call before Bind/Connect.
   void BoundReceiveQueue(size_t budget_bytes);
-  // The receive high-water mark in force (messages per peer).
+  // Bounds the outbound queue (per peer) to `budget_bytes` of frames of at most
+  // `max_send_bytes`: sndhwm = HwmForBudget(budget, max_send_bytes), and a larger frame is
+  // refused (ResourceExhausted, nothing sent). Call before Bind/Connect.
+  void BoundSendQueue(size_t budget_bytes, size_t max_send_bytes);
+  // The high-water marks in force (messages per peer).
   int ReceiveHwm();
   int SendHwm();
 
@@ -89,9 +75,17 @@ class SocketBase {
   // holder ever unlinks the socket, so a second instance cannot steal a running one's socket.
   Status BindIpc(const std::string& uri, unsigned mode);
   Status ConnectTo(const std::string& uri);
+  // Sets the options every socket has (linger, size limit, handshake deadline, the marks); again
+  // on a socket made anew.
+  void ApplyOptions();
+  // ResourceExhausted for a frame over max_send_bytes().
+  Status CheckSendSize(size_t size) const;
 
   zmq::socket_t socket_;
   size_t max_bytes_;
+  size_t max_send_bytes_ = SIZE_MAX;
+  int rcvhwm_ = 0;  // 0: ZeroMQ's default
+  int sndhwm_ = 0;
   std::string bound_path_;
   int lock_fd_ = -1;
 };
@@ -100,19 +94,43 @@ class SocketBase {
 class RouterServer : public SocketBase {
  public:
   explicit RouterServer(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  // The server end of `limits`: requests of at most limits.requests.max_message_bytes, each
+  // peer's inbound queue within its budget; replies likewise within limits.replies.
+  RouterServer(Context& ctx, const ChannelLimits& limits);
   // mode: permissions of the socket file (0600 by default; 0660 to let a group in).
   Status Bind(const std::string& uri, unsigned mode = 0600);
   // Waits up to `timeout` for one message. DeadlineExceeded when none came; InvalidArgument for
   // a malformed multipart message (which is dropped).
   Result<Incoming> Receive(std::chrono::milliseconds timeout);
-  // Sends without blocking; Unavailable when the peer is gone or its queue is full.
+  // Sends without blocking; Unavailable when the peer is gone or its queue is full (by count,
+  // or by bytes under BoundQueuedBytesPerPeer); ResourceExhausted for a frame over the limit.
   Status Send(const std::string& peer, const void* data, size_t size);
+
+  // Counts, exactly, the bytes of frames queued to each peer and not yet written to its
+  // connection, and refuses (Unavailable, nothing queued) a Send that would take a peer over
+  // `budget_bytes`; a peer with nothing queued may always get one frame. For replies whose sizes
+  // vary too much for a count (sndhwm) to bound their bytes. Each frame is then copied into
+  // memory whose release ZeroMQ reports (zero-copy with a free function).
+  void BoundQueuedBytesPerPeer(size_t budget_bytes);
+  // Bytes queued to `peer` (with BoundQueuedBytesPerPeer; 0 otherwise).
+  size_t QueuedBytes(const std::string& peer) const;
+
+ private:
+  Status SendFrames(const std::string& peer, zmq::message_t& body);
+  void ForgetIdlePeers();
+
+  size_t peer_budget_bytes_ = 0;  // 0: not counted
+  std::unordered_map<std::string, std::shared_ptr<std::atomic<size_t>>> queued_;
+  size_t sends_since_sweep_ = 0;
 };
 
 // A client of a RouterServer: connects (reconnects automatically), sends, receives.
 class DealerClient : public SocketBase {
  public:
   explicit DealerClient(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes);
+  // The client end of `limits`: replies of at most limits.replies.max_message_bytes, its
+  // inbound queue within that budget; requests likewise within limits.requests.
+  DealerClient(Context& ctx, const ChannelLimits& limits);
   Status Connect(const std::string& uri);
   // Sends without blocking; Unavailable when the queue to the peer is full.
   Status Send(const void* data, size_t size);
@@ -120,7 +138,8 @@ class DealerClient : public SocketBase {
   // ZMQ_IMMEDIATE nothing is queued before); false at the deadline.
   bool WaitWritable(std::chrono::milliseconds timeout);
   Result<Frame> Receive(std::chrono::milliseconds timeout);
-  // Drops the socket and connects a fresh one (the "Lazy Pirate" reset after a lost reply).
+  // Drops the socket and connects a fresh one (the "Lazy Pirate" reset after a lost reply), with
+  // the same options and bounds.
   Status Reconnect();
 
  private:
@@ -130,11 +149,16 @@ class DealerClient : public SocketBase {
 
 // Request/reply with a deadline and retries over a DEALER: sends, waits for a reply whose
 // request id matches (`match` decides), and on timeout reconnects and resends until the overall
-// deadline. Never blocks past the deadline. Its deadlines are measured on `clock`, the process's
-// RealClock unless the creator gives another that moves in real time (the waits are polls).
+// deadline. Never blocks past the deadline. One request is out at a time, so each way at most
+// kRequestClientQueueDepth messages are queued (replies of at most max_bytes each). Its deadlines
+// are measured on `clock`, the process's RealClock unless the creator gives another that moves in
+// real time (the waits are polls).
 class RequestClient {
  public:
   RequestClient(Context& ctx, std::string uri, size_t max_bytes = kDefaultMaxMessageBytes,
+                const Clock& clock = RealClock::Get());
+  // The client end of `limits` (its marks no higher than kRequestClientQueueDepth).
+  RequestClient(Context& ctx, std::string uri, const ChannelLimits& limits,
                 const Clock& clock = RealClock::Get());
   Status Connect();
   // `match` returns true for the reply that answers this request (stale replies from an earlier
@@ -156,8 +180,9 @@ class RequestClient {
 // subscriber only (PUB never blocks); the publisher cannot tell which subscriber missed it.
 class Publisher : public SocketBase {
  public:
-  explicit Publisher(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes,
-                     size_t queue_budget_bytes = kCountBoundOnly);
+  Publisher(Context& ctx, size_t max_bytes, size_t queue_budget_bytes);
+  Publisher(Context& ctx, const QueueLimits& limits)
+      : Publisher(ctx, limits.max_message_bytes, limits.budget_bytes) {}
   Status Bind(const std::string& uri, unsigned mode = 0600);
   // ResourceExhausted for a message over max_bytes() (nothing is sent).
   Status Publish(const void* data, size_t size);
@@ -167,8 +192,9 @@ class Publisher : public SocketBase {
 // (rcvhwm from the budget and max_bytes); past it ZeroMQ drops messages (sequence gaps).
 class Subscriber : public SocketBase {
  public:
-  explicit Subscriber(Context& ctx, size_t max_bytes = kDefaultMaxMessageBytes,
-                      size_t queue_budget_bytes = kCountBoundOnly);
+  Subscriber(Context& ctx, size_t max_bytes, size_t queue_budget_bytes);
+  Subscriber(Context& ctx, const QueueLimits& limits)
+      : Subscriber(ctx, limits.max_message_bytes, limits.budget_bytes) {}
   Status Connect(const std::string& uri);
   Result<Frame> Receive(std::chrono::milliseconds timeout);
 };

@@ -1,11 +1,11 @@
 #include "lib/pleg/pleg_mirror.h"
 
+#include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
 
 namespace nodelet::pleg {
 namespace {
 
-constexpr size_t kMaxBytes = 64 * 1024 * 1024;
 using ipc::pleg::Body;
 using ipc::pleg::PlegMessage;
 
@@ -20,9 +20,9 @@ PlegMirror::PlegMirror(ipc::Context& ctx, const Clock& clock, std::string run_di
       envelope_(self, ipc::NewIncarnation(), clock) {}
 
 Status PlegMirror::Connect() {
-  sub_ = std::make_unique<ipc::Subscriber>(ctx_, kMaxBytes);
+  sub_ = std::make_unique<ipc::Subscriber>(ctx_, ipc::kPlegEvents);
   if (Status s = sub_->Connect(ipc::kPlegEventsEndpoint.Uri(run_dir_)); !s.ok()) return s;
-  snapshot_ = std::make_unique<ipc::DealerClient>(ctx_, kMaxBytes);
+  snapshot_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kPlegSnapshots);
   if (Status s = snapshot_->Connect(ipc::kPlegSnapshotEndpoint.Uri(run_dir_)); !s.ok()) return s;
   RequestSnapshot();
   return Status::Ok();
@@ -103,7 +103,8 @@ void PlegMirror::HandleSnapshotReply() {
     auto frame = snapshot_->Receive(std::chrono::milliseconds(0));
     if (!frame.ok()) return;
     auto m = ipc::DecodeMessage<PlegMessage>(frame->data(), frame->size(),
-                                             ipc::pleg::PlegMessageIdentifier(), kMaxBytes);
+                                             ipc::pleg::PlegMessageIdentifier(),
+                                             ipc::kPlegSnapshots.replies.max_message_bytes);
     if (!m.ok()) {
       ++bad_messages_;
       continue;
@@ -138,7 +139,8 @@ void PlegMirror::DrainUpdates() {
     auto frame = sub_->Receive(std::chrono::milliseconds(0));
     if (!frame.ok()) break;
     auto m = ipc::DecodeMessage<PlegMessage>(frame->data(), frame->size(),
-                                             ipc::pleg::PlegMessageIdentifier(), kMaxBytes);
+                                             ipc::pleg::PlegMessageIdentifier(),
+                                             ipc::kPlegEvents.max_message_bytes);
     if (!m.ok()) {
       ++bad_messages_;
       continue;

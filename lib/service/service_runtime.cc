@@ -35,7 +35,7 @@ class Runtime {
         opts_(opts),
         incarnation_(ipc::NewIncarnation()),
         envelope_(spec.id, incarnation_),
-        control_(ipc_),
+        control_(ipc_, ipc::kControlChannel),
         log_(GetLogger(spec.name)),
         watchdog_(notifier_, clock_, WatchdogInterval()),
         loop_(clock_),

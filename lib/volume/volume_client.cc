@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "lib/ipc/channel_limits.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "volume_generated.h"
@@ -25,7 +26,7 @@ Result<PodVolumeSet> VolumeClient::PodVolumes(const std::string& pod_uid) const 
   // Request ids are unique in the process, so a late reply to an earlier call never matches.
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id++;
-  ipc::RequestClient client(ctx_, ipc::kVolumeEndpoint.Uri(run_dir_));
+  ipc::RequestClient client(ctx_, ipc::kVolumeEndpoint.Uri(run_dir_), ipc::kVolumeChannel);
   if (Status s = client.Connect(); !s.ok()) return s;
   flatbuffers::FlatBufferBuilder fbb(256);
   auto req = ipc::volume::CreatePodVolumesRequestDirect(fbb, id, pod_uid.c_str());

@@ -22,7 +22,7 @@ using ipc::pleg::PlegMessage;
 class FakePlegd {
  public:
   FakePlegd(ipc::Context& ctx, const std::string& run_dir)
-      : pub_(ctx), snapshots_(ctx), run_dir_(run_dir) {}
+      : pub_(ctx, ipc::kPlegEvents), snapshots_(ctx, ipc::kPlegSnapshots), run_dir_(run_dir) {}
   Status Bind() {
     if (Status s = pub_.Bind(ipc::kPlegEventsEndpoint.Uri(run_dir_)); !s.ok()) return s;
     return snapshots_.Bind(ipc::kPlegSnapshotEndpoint.Uri(run_dir_));
