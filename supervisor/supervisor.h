@@ -22,7 +22,7 @@ class Supervisor {
   int Run();
 
  private:
-  struct Impl;
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 
