@@ -1,8 +1,8 @@
 // SupervisedServices: what the supervisor's loop needs from whoever keeps the services running,
 // on top of the operator's ServiceControl. Two implementations: ProcessManager (standalone mode:
 // spawns and restarts the services itself) and SystemdServiceControl (systemd mode: each service
-// is a systemd unit; systemd restarts it, the supervisor watches and asks). All calls run on the
-// supervisor's loop thread.
+// is a systemd unit; systemd restarts it, the supervisor watches and asks), each owned by the
+// mode's ServiceBackend (service_backend.h). All calls run on the supervisor's loop thread.
 #pragma once
 
 #include <sys/types.h>

@@ -1,22 +1,14 @@
 #include "supervisor/supervisor.h"
 
-#include <fcntl.h>
-#include <grp.h>
-#include <limits.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
-#include <tuple>
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
@@ -28,12 +20,15 @@
 #include "lib/pod/static_pod.h"
 #include "lib/service/event_loop.h"
 #include "nodelet_version.h"
+#include "supervisor/child_process_backend.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/http_endpoint.h"
 #include "supervisor/node_status.h"
 #include "supervisor/pleg_runtime_view.h"
 #include "supervisor/pod_manager.h"
-#include "supervisor/systemd_service_control.h"
+#include "supervisor/service_backend.h"
+#include "supervisor/systemd_bus.h"
+#include "supervisor/systemd_unit_backend.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -56,118 +51,36 @@ std::string NameOf(ipc::ServiceId id) {
   }
 }
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 }  // namespace
 
-const std::vector<std::string>& DefaultServiceNames() {
-  static const std::vector<std::string> kNames = {"plegd", "statusd", "volumed", "podworkerd"};
-  return kNames;
-}
+class Supervisor::Impl {
+ public:
+  explicit Impl(SupervisorOptions o) : options_(std::move(o)) {}
 
-std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
-  std::vector<ChildSpec> specs;
-  for (const auto& svc : o.services) {
-    ChildSpec spec;
-    spec.name = svc.name;
-    if (!svc.command.empty()) {
-      spec.argv = svc.command;
-    } else {
-      spec.argv = {o.service_dir + "/nodelet-" + svc.name,
-                   "--root-dir",
-                   o.common.root_dir,
-                   "--run-dir",
-                   o.common.run_dir,
-                   "--log-dir",
-                   o.common.log_dir,
-                   "--log-level",
-                   o.common.log_level,
-                   "--heartbeat-interval",
-                   std::to_string(o.common.heartbeat_interval_ms)};
-      if (!o.common.config_file.empty()) {
-        spec.argv.push_back("--config");
-        spec.argv.push_back(o.common.config_file);
+  int Run() {
+    if (Status s = Setup(); !s.ok()) {
+      if (!lock_conflict_.empty()) {
+        std::fprintf(stderr, "%s\n", lock_conflict_.c_str());
+        return 1;
       }
-      if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
-        spec.argv.push_back("--runtime-endpoint");
-        spec.argv.push_back(o.runtime_endpoint);
-      }
-      if (svc.name == "plegd") {
-        if (!o.relist_period.empty()) {
-          spec.argv.push_back("--relist-period");
-          spec.argv.push_back(o.relist_period);
-        }
-      }
+      log_->error("Failed to start nodelet: {}", s.message());
+      return 1;
     }
-    spec.argv.insert(spec.argv.end(), svc.args.begin(), svc.args.end());
-    specs.push_back(std::move(spec));
+    return Loop();
   }
-  return specs;
-}
 
-struct Supervisor::Impl {
-  explicit Impl(SupervisorOptions o) : options(std::move(o)) {}
-
-  SupervisorOptions options;
-  int lock_fd = -1;           // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
-  std::string lock_conflict;  // set when another nodelet holds the lock
-  std::shared_ptr<spdlog::logger> log = GetLogger("supervisor");
-  RealClock& clock = RealClock::Get();
-  // Before every component that registers on it, so it is destroyed after them.
-  EventLoop loop{clock};
-  std::unique_ptr<ipc::Context> ctx;
-  std::unique_ptr<ChildLauncher> launcher;
-  // Standalone mode: the launcher and the process manager. systemd mode: the bus and the
-  // unit monitor. `services` is whichever of the two runs.
-  std::unique_ptr<ProcessManager> manager;
-  std::unique_ptr<SystemdBus> bus;
-  std::unique_ptr<SystemdServiceControl> units;
-  SupervisedServices* services = nullptr;
-  std::set<std::string> hello_seen;
-  std::unique_ptr<ipc::RouterServer> control;
-  std::unique_ptr<CtlServer> ctl;
-  std::unique_ptr<pleg::PlegMirror> mirror;
-  std::unique_ptr<PlegRuntimeView> runtime_view;
-  std::unique_ptr<PodManager> pods;
-  std::unique_ptr<cri::GrpcCriClient> cri_client;
-  std::unique_ptr<NodeStatusManager> node;
-  std::unique_ptr<HttpEndpoint> http;
-  std::map<std::string, std::map<std::string, uint64_t>> service_counters;
-  std::map<std::string, uint64_t> service_messages;
-  std::unique_ptr<ipc::EnvelopeWriter> envelope;
-  SystemdNotifierImpl notifier;
-  uint64_t incarnation = ipc::NewIncarnation();
-  std::string last_summary;
-  bool ready_sent = false;
-  bool stopping = false;
-  uint64_t bad_control = 0;
-  bool bad_control_logged = false;
-  // The loop's sources (declared last: removed before what their callbacks use goes). The
-  // children's notify sockets and log pipes, and the pod manager's sockets and fds, change as
-  // children restart; they are matched to what exists after every iteration.
-  std::vector<EventLoop::Handle> sources;
-  std::map<std::tuple<int, std::string, bool>, EventLoop::Handle> child_sources;
-  std::map<std::pair<void*, int>, EventLoop::Handle> pod_sources;
-  EventLoop::Timer deadline;
-
+ private:
   Status Setup() {
-    // Signals first: ZeroMQ's I/O threads inherit the mask.
+    // Signals first: ZeroMQ's I/O threads inherit the mask. SIGCHLD is the standalone
+    // backend's (it reaps); it is blocked here, before any thread, in both modes.
     EventLoop::BlockSignals({SIGCHLD, SIGTERM, SIGINT, SIGHUP});
     signal(SIGPIPE, SIG_IGN);
-    for (int signo : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) {
-      sources.push_back(loop.AddSignal(
+    for (int signo : {SIGTERM, SIGINT, SIGHUP}) {
+      sources_.push_back(loop_.AddSignal(
           signo, [this](const signalfd_siginfo& info) { HandleSignal(info.ssi_signo); }));
     }
-    // Orphaned grandchildren are ours to reap.
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    const auto& c = options.common;
+    const auto& c = options_.common;
     if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
@@ -177,10 +90,11 @@ struct Supervisor::Impl {
     auto lock = TryPidLock(c.root_dir + "/nodelet.lock");
     if (!lock.ok()) return lock.status();
     if (lock->fd < 0) {
-      lock_conflict = "nodelet: another nodelet (pid " + HolderPid(*lock) + ") holds " + c.root_dir;
-      return FailedPrecondition(lock_conflict);
+      lock_conflict_ =
+          "nodelet: another nodelet (pid " + HolderPid(*lock) + ") holds " + c.root_dir;
+      return FailedPrecondition(lock_conflict_);
     }
-    lock_fd = lock->fd;
+    lock_fd_ = lock->fd;
     // The kubelet's setupDataDirs: pod directories (volumes), plugins, container logs.
     for (auto [dir, mode] :
          {std::pair{c.root_dir + "/pods", 0750}, std::pair{c.root_dir + "/plugins", 0750},
@@ -188,194 +102,184 @@ struct Supervisor::Impl {
       if (Status s = EnsureDirectory(dir, static_cast<mode_t>(mode)); !s.ok()) return s;
     }
 
-    ctx = std::make_unique<ipc::Context>();
-    if (options.mode == "systemd") {
-      if (Status s = SetupSystemdMode(); !s.ok()) return s;
-    } else {
-      launcher = std::make_unique<ChildLauncher>(c.run_dir, c.log_dir, options.log_max_bytes,
-                                                 options.log_backups);
-      std::vector<std::string> names;
-      for (auto& spec : BuildChildSpecs(options)) {
-        names.push_back(spec.name);
-        if (Status s = launcher->Add(std::move(spec)); !s.ok()) return s;
-      }
-      manager = std::make_unique<ProcessManager>(clock, *launcher, options.policy, names);
-      services = manager.get();
-    }
-    control = std::make_unique<ipc::RouterServer>(*ctx, ipc::kControlChannel);
-    if (Status s = control->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
-    envelope = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation);
+    ctx_ = std::make_unique<ipc::Context>();
+    auto backend = CreateBackend();
+    if (!backend.ok()) return backend.status();
+    backend_ = std::move(*backend);
+    control_ = std::make_unique<ipc::RouterServer>(*ctx_, ipc::kControlChannel);
+    if (Status s = control_->Bind(ipc::kControlEndpoint.Uri(c.run_dir)); !s.ok()) return s;
+    envelope_ = std::make_unique<ipc::EnvelopeWriter>(ipc::ServiceId::Supervisor, incarnation_);
 
-    mirror = std::make_unique<pleg::PlegMirror>(*ctx, clock, c.run_dir, ipc::ServiceId::Supervisor);
-    if (Status s = mirror->Connect(loop); !s.ok()) return s;
-    runtime_view = std::make_unique<PlegRuntimeView>(*mirror);
+    mirror_ =
+        std::make_unique<pleg::PlegMirror>(*ctx_, clock_, c.run_dir, ipc::ServiceId::Supervisor);
+    if (Status s = mirror_->Connect(loop_); !s.ok()) return s;
+    runtime_view_ = std::make_unique<PlegRuntimeView>(*mirror_);
 
     // The node status (and the runtime-up check) needs the runtime.
     NodeStatusOptions node_opts;
-    node_opts.node_name = options.node_name;
+    node_opts.node_name = options_.node_name;
     node_opts.root_dir = c.root_dir;
-    node_opts.max_pods = options.max_pods;
+    node_opts.max_pods = options_.max_pods;
     node_opts.version = NODELET_VERSION;
-    for (auto [text, out] : {std::pair{&options.system_reserved, &node_opts.system_reserved},
-                             std::pair{&options.kube_reserved, &node_opts.kube_reserved}}) {
+    for (auto [text, out] : {std::pair{&options_.system_reserved, &node_opts.system_reserved},
+                             std::pair{&options_.kube_reserved, &node_opts.kube_reserved}}) {
       auto r = ParseReservation(*text);
       if (!r.ok()) return r.status();
       *out = *r;
     }
-    if (!options.runtime_endpoint.empty()) {
+    if (!options_.runtime_endpoint.empty()) {
       cri::CriTimeouts timeouts;
       timeouts.query = std::chrono::seconds(2);
-      auto client = cri::GrpcCriClient::Create(options.runtime_endpoint, timeouts);
+      auto client = cri::GrpcCriClient::Create(options_.runtime_endpoint, timeouts);
       if (!client.ok()) return client.status();
-      cri_client = std::move(*client);
+      cri_client_ = std::move(*client);
     }
-    node_opts.publish = MakeNodeStatusPublisher(*ctx, c.run_dir);
-    node =
-        std::make_unique<NodeStatusManager>(clock, node_opts, cri_client.get(), cri_client.get());
-    node->Start();
+    node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir);
+    node_ = std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(),
+                                                cri_client_.get());
+    node_->Start();
 
     PodManagerOptions pod_opts;
     pod_opts.run_dir = c.run_dir;
-    pod_opts.manifest_dir = options.pod_manifest_path;
-    pod_opts.manifest_url = options.manifest_url;
-    pod_opts.manifest_url_ca = options.manifest_url_ca;
-    pod_opts.manifest_url_period = *ParseDuration(options.http_check_frequency);
-    for (const auto& h : options.manifest_url_headers) {
+    pod_opts.manifest_dir = options_.pod_manifest_path;
+    pod_opts.manifest_url = options_.manifest_url;
+    pod_opts.manifest_url_ca = options_.manifest_url_ca;
+    pod_opts.manifest_url_period = *ParseDuration(options_.http_check_frequency);
+    for (const auto& h : options_.manifest_url_headers) {
       auto parsed = ParseHeaderFlag(h);
       if (!parsed.ok()) return parsed.status();
       pod_opts.manifest_url_headers.push_back(*parsed);
     }
-    pod_opts.node_name = options.node_name;
-    pod_opts.max_pods = options.max_pods;
-    NodeResourceList alloc = node->Allocatable();
+    pod_opts.node_name = options_.node_name;
+    pod_opts.max_pods = options_.max_pods;
+    NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
-    pod_opts.on_url_snapshot = [this] { loop.Post([this] { pods->OnReadable(); }); };
-    pods = std::make_unique<PodManager>(*ctx, clock, pod_opts);
-    if (Status s = pods->Start(); !s.ok()) return s;
+    pod_opts.on_url_snapshot = [this] { loop_.Post([this] { pods_->OnReadable(); }); };
+    pods_ = std::make_unique<PodManager>(*ctx_, clock_, pod_opts);
+    if (Status s = pods_->Start(); !s.ok()) return s;
 
-    if (!options.http_address.empty()) {
-      http =
-          std::make_unique<HttpEndpoint>(*ctx, clock, c.run_dir, options.http_address, node.get());
+    if (!options_.http_address.empty()) {
+      http_ = std::make_unique<HttpEndpoint>(*ctx_, clock_, c.run_dir, options_.http_address,
+                                             node_.get());
       // Not fatal: the node keeps running its pods without the endpoint.
-      if (Status s = http->Start(); !s.ok()) {
-        log->error("HTTP endpoint disabled: {}", s.message());
-        http.reset();
+      if (Status s = http_->Start(); !s.ok()) {
+        log_->error("HTTP endpoint disabled: {}", s.message());
+        http_.reset();
       } else {
-        log->info("HTTP endpoint on {} (/healthz, /pods, /metrics)", options.http_address);
+        log_->info("HTTP endpoint on {} (/healthz, /pods, /metrics)", options_.http_address);
       }
     }
 
-    CtlServerOptions ctl_opts{c.run_dir,       options.ctl_group,  getpid(),
-                              NODELET_VERSION, runtime_view.get(), node.get()};
-    ctl = std::make_unique<CtlServer>(*ctx, *services, clock, ctl_opts);
-    return ctl->Bind();
+    CtlServerOptions ctl_opts{c.run_dir,       options_.ctl_group,  getpid(),
+                              NODELET_VERSION, runtime_view_.get(), node_.get()};
+    ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
+    return ctl_->Bind();
   }
 
-  // systemd mode: each service is a unit that systemd runs; we watch them over D-Bus.
-  Status SetupSystemdMode() {
-    auto opened = OpenSystemdBus(std::chrono::milliseconds(2000));
-    if (!opened.ok()) return Unavailable("systemd mode: " + opened.status().message());
-    bus = std::move(*opened);
-    SystemdModeOptions sd;
-    sd.unit_prefix = options.unit_prefix;
-    sd.job_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-        options.policy.start_timeout + options.policy.stop_timeout);
-    sd.heartbeat_deadline = options.policy.heartbeat_deadline;
-    std::vector<std::string> names;
-    for (const auto& svc : options.services) names.push_back(svc.name);
-    units = std::make_unique<SystemdServiceControl>(clock, *bus, sd, names);
-    if (Status s = units->Watch(); !s.ok()) return Unavailable("systemd mode: " + s.message());
-    services = units.get();
-    return Status::Ok();
+  // The mode's backend, which registers its own sources on the loop.
+  Result<std::unique_ptr<ServiceBackend>> CreateBackend() {
+    switch (options_.mode) {
+      case SupervisorMode::kStandalone: {
+        ChildProcessBackendOptions o;
+        o.run_dir = options_.common.run_dir;
+        o.log_dir = options_.common.log_dir;
+        o.log_max_bytes = options_.log_max_bytes;
+        o.log_backups = options_.log_backups;
+        o.policy = options_.policy;
+        o.children = BuildChildSpecs(options_);
+        auto backend = ChildProcessBackend::Create(loop_, std::move(o));
+        if (!backend.ok()) return backend.status();
+        return std::unique_ptr<ServiceBackend>(std::move(*backend));
+      }
+      case SupervisorMode::kSystemd: {
+        // Each service is a unit that systemd runs; we watch them over D-Bus.
+        auto bus = OpenSystemdBus(std::chrono::milliseconds(2000));
+        if (!bus.ok()) return Unavailable("systemd mode: " + bus.status().message());
+        SystemdUnitBackendOptions o;
+        o.units.unit_prefix = options_.unit_prefix;
+        o.units.job_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+            options_.policy.start_timeout + options_.policy.stop_timeout);
+        o.units.heartbeat_deadline = options_.policy.heartbeat_deadline;
+        for (const auto& svc : options_.services) o.names.push_back(svc.name);
+        o.run_dir = options_.common.run_dir;
+        auto backend = SystemdUnitBackend::Create(loop_, std::move(*bus), std::move(o));
+        if (!backend.ok()) return backend.status();
+        return std::unique_ptr<ServiceBackend>(std::move(*backend));
+      }
+    }
+    return InvalidArgument("unknown supervisor mode");  // not reached: every mode is above
   }
+
+  SupervisedServices& services() { return backend_->services(); }
 
   void HandleSignal(uint32_t signo) {
-    if (signo == SIGCHLD) return;  // reaped after every iteration
     if (signo == SIGHUP) {
-      log->info("SIGHUP: asking services to reload their configuration");
+      log_->info("SIGHUP: asking services to reload their configuration");
       SendCommandToAll(ipc::control::CommandKind::ReloadConfig);
       return;
     }
-    if (!stopping) {
-      log->info("received {}, stopping every service", strsignal(static_cast<int>(signo)));
-      stopping = true;
-      notifier.Notify("STOPPING=1\nSTATUS=stopping");
-      services->StopAll();
+    if (!stopping_) {
+      log_->info("received {}, stopping every service", strsignal(static_cast<int>(signo)));
+      stopping_ = true;
+      notifier_.Notify("STOPPING=1\nSTATUS=stopping");
+      backend_->StopServices();
       // Its runtime calls end within their timeout while the services stop.
-      node->RequestStop();
+      node_->RequestStop();
     }
   }
-
-  void Reap() {
-    for (;;) {
-      int st = 0;
-      pid_t pid = waitpid(-1, &st, WNOHANG);
-      if (pid <= 0) break;
-      const std::string* name = manager ? manager->NameOf(pid) : nullptr;
-      if (name != nullptr) {
-        std::string n = *name;
-        launcher->PumpLog(n);
-        log->log(stopping ? spdlog::level::info : spdlog::level::warn, "{} (pid {}) exited: {}", n,
-                 pid, DescribeWaitStatus(st));
-      }
-      if (manager) manager->OnExit(pid, st);
-    }
-  }
-
-  std::map<std::string, std::string> peers;  // service name -> control routing id
 
   void SendCommand(const std::string& peer, ipc::control::CommandKind kind) {
     static uint64_t next_id = 1;
     flatbuffers::FlatBufferBuilder fbb(128);
     auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
-    auto header = envelope->Write(fbb);
+    auto header = envelope_->Write(fbb);
     fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Command, cmd.Union()),
                ipc::control::ControlMessageIdentifier());
-    (void)control->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+    (void)control_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
   }
 
   void SendCommandToAll(ipc::control::CommandKind kind) {
-    for (const auto& [name, peer] : peers) SendCommand(peer, kind);
+    for (const auto& [name, peer] : peers_) SendCommand(peer, kind);
   }
 
   void HandleControl() {
-    for (int i = 0; i < 256 && control->Readable(); ++i) {
-      auto in = control->Receive(std::chrono::milliseconds(0));
+    for (int i = 0; i < 256 && control_->Readable(); ++i) {
+      auto in = control_->Receive(std::chrono::milliseconds(0));
       if (!in.ok()) continue;
       auto msg = ipc::DecodeMessage<ControlMessage>(in->payload.data(), in->payload.size(),
                                                     ipc::control::ControlMessageIdentifier());
       if (!msg.ok()) {
-        ++bad_control;
-        if (!bad_control_logged) {
-          log->warn("Dropping a bad control message: {}", msg.status().message());
-          bad_control_logged = true;
+        ++bad_control_;
+        if (!bad_control_logged_) {
+          log_->warn("Dropping a bad control message: {}", msg.status().message());
+          bad_control_logged_ = true;
         }
         continue;
       }
       const ControlMessage* m = *msg;
       std::string name = NameOf(m->header()->sender());
-      if (name.empty() || !services->Has(name)) continue;
-      const bool new_peer = peers[name] != in->peer;
-      peers[name] = in->peer;
-      ++service_messages[name];
+      if (name.empty() || !services().Has(name)) continue;
+      const bool new_peer = peers_[name] != in->peer;
+      peers_[name] = in->peer;
+      ++service_messages_[name];
       if (const auto* hello = m->body_as_Hello()) {
-        hello_seen.insert(in->peer);
-        services->OnReady(name, hello->pid());
-        if (name == "podworkerd" || name == "volumed") pods->OnPodworkerdReady();
+        hello_seen_.insert(in->peer);
+        services().OnReady(name, hello->pid());
+        if (name == "podworkerd" || name == "volumed") pods_->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
-        auto w = ipc::control::CreateWelcome(fbb, incarnation, 0);
-        auto header = envelope->Write(fbb);
+        auto w = ipc::control::CreateWelcome(fbb, incarnation_, 0);
+        auto header = envelope_->Write(fbb);
         fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Welcome, w.Union()),
                    ipc::control::ControlMessageIdentifier());
-        (void)control->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+        (void)control_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
       } else if (const auto* hb = m->body_as_Heartbeat()) {
-        services->OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
+        services().OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
         // A service that outlived a supervisor restart (systemd mode) has not said hello to
         // this incarnation: ask it to, so its pid is known.
-        if (new_peer && hello_seen.count(in->peer) == 0)
+        if (new_peer && hello_seen_.count(in->peer) == 0)
           SendCommand(in->peer, ipc::control::CommandKind::Hello);
         if (hb->counters()) {
-          auto& mine = service_counters[name];
+          auto& mine = service_counters_[name];
           mine.clear();
           for (const auto* counter : *hb->counters()) {
             if (counter->name()) mine[counter->name()->str()] = counter->value();
@@ -385,269 +289,123 @@ struct Supervisor::Impl {
     }
   }
 
-  void HandleNotify(const std::string& name) {
-    NotifySocket* sock = launcher->Notify(name);
-    std::string text;
-    pid_t sender = 0;
-    for (int i = 0; i < 64 && sock->Receive(&text, &sender); ++i) {
-      std::istringstream lines(text);
-      std::string line;
-      while (std::getline(lines, line)) {
-        if (line == "READY=1") services->OnReady(name, sender);
-      }
-    }
-  }
-
   void Report() {
-    std::string summary = stopping ? "stopping" : services->Summary();
-    if (summary != last_summary) {
-      last_summary = summary;
-      log->info("{}", summary);
-      notifier.Notify("STATUS=" + summary);
+    std::string summary = stopping_ ? "stopping" : services().Summary();
+    if (summary != last_summary_) {
+      last_summary_ = summary;
+      log_->info("{}", summary);
+      notifier_.Notify("STATUS=" + summary);
     }
-    if (!ready_sent && !stopping && services->AllRunning()) {
+    if (!ready_sent_ && !stopping_ && services().AllRunning()) {
       // Sending never blocks; READY=1 that found the queue full is sent again next iteration.
-      ready_sent =
-          notifier.Notify("READY=1\nSTATUS=" + summary) || std::getenv("NOTIFY_SOCKET") == nullptr;
+      ready_sent_ =
+          notifier_.Notify("READY=1\nSTATUS=" + summary) || std::getenv("NOTIFY_SOCKET") == nullptr;
     }
   }
 
   // Registers `item` (a socket or an fd) on the loop.
   EventLoop::Handle Watch(const zmq::pollitem_t& item, EventLoop::Callback callback) {
     if (item.socket != nullptr) {
-      return loop.AddSocket(zmq::socket_ref(zmq::from_handle, item.socket), std::move(callback));
+      return loop_.AddSocket(zmq::socket_ref(zmq::from_handle, item.socket), std::move(callback));
     }
-    return loop.AddFd(item.fd, std::move(callback));
+    return loop_.AddFd(item.fd, std::move(callback));
   }
 
-  // Matches the loop's sources to the children's notify sockets and log pipes and to the pod
-  // manager's sockets and fds as they are now.
-  void WatchChangingSources() {
-    std::set<std::tuple<int, std::string, bool>> children;
-    for (const auto& p :
-         launcher ? launcher->Pollables() : std::vector<ChildLauncher::Pollable>{}) {
-      auto key = std::make_tuple(p.fd, p.name, p.is_notify);
-      children.insert(key);
-      if (child_sources.count(key) != 0) continue;
-      std::string name = p.name;
-      EventLoop::Callback cb;
-      if (p.is_notify) {
-        cb = [this, name] { HandleNotify(name); };
-      } else {
-        cb = [this, name] { launcher->PumpLog(name); };
-      }
-      child_sources[key] = loop.AddFd(p.fd, std::move(cb));
-    }
-    std::erase_if(child_sources, [&](const auto& kv) { return children.count(kv.first) == 0; });
+  // Matches the loop's sources to the pod manager's sockets and fds as they are now.
+  void WatchPodSources() {
     std::set<std::pair<void*, int>> pod_items;
-    for (const auto& item : pods->PollItems()) {
+    for (const auto& item : pods_->PollItems()) {
       auto key = std::make_pair(item.socket, item.fd);
       pod_items.insert(key);
-      if (pod_sources.count(key) == 0) {
-        pod_sources[key] = Watch(item, [this] { pods->OnReadable(); });
+      if (pod_sources_.count(key) == 0) {
+        pod_sources_[key] = Watch(item, [this] { pods_->OnReadable(); });
       }
     }
-    std::erase_if(pod_sources, [&](const auto& kv) { return pod_items.count(kv.first) == 0; });
+    std::erase_if(pod_sources_, [&](const auto& kv) { return pod_items.count(kv.first) == 0; });
   }
 
-  // What the loop runs after every iteration: reaping, the process manager's and the pod
-  // manager's timers, the snapshots the HTTP endpoint and the node status read, the summary.
+  // What the loop runs after every iteration, after the backend's own after-iteration work
+  // (reaping or reading the bus, the services' timers): the pod manager's timers, the snapshots
+  // the HTTP endpoint and the node status read, the summary.
   void AfterIteration() {
-    Reap();
-    if (bus) {
-      // Signals read while a method call waited are queued in sd-bus, not on the fd.
-      bus->Process();
-      units->RefreshChanged();
+    if (!stopping_) pods_->Tick();
+    if (http_) {
+      HttpSnapshot snap{services().List(), service_counters_, service_messages_, bad_control_};
+      snap.source_failures = pods_->source_failures();
+      http_->Update(std::move(snap));
     }
-    services->Tick();
-    if (!stopping) pods->Tick();
-    if (http) {
-      HttpSnapshot snap{services->List(), service_counters, service_messages, bad_control};
-      snap.source_failures = pods->source_failures();
-      http->Update(std::move(snap));
-    }
-    node->SetServices(services->AllRunning(), services->Summary());
-    WatchChangingSources();
-    MonoTime next = std::min(services->NextDeadline(), pods->NextTick());
-    // sd-bus has output it could not write yet: the loop watches its fd for input only, so come
-    // back at once to flush it (the socket is normally writable again right away).
-    if (bus && (bus->PollItem().events & ZMQ_POLLOUT)) next = clock.Now();
-    deadline.ArmAt(next);
+    node_->SetServices(services().AllRunning(), services().Summary());
+    WatchPodSources();
+    deadline_.ArmAt(pods_->NextTick());
     Report();
-    if (stopping && services->AllStopped()) loop.Stop();
+    if (stopping_ && services().AllStopped()) loop_.Stop();
   }
 
   int Loop() {
-    WatchdogPinger watchdog(notifier, clock, WatchdogInterval());
-    loop.SetWatchdog(&watchdog);
-    services->StartAll();
-    if (units) {
-      log->info("nodelet {} monitoring {} systemd units ({}<service>.service, run dir {})",
-                NODELET_VERSION, options.services.size(), options.unit_prefix,
-                options.common.run_dir);
-    } else {
-      log->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
-                options.services.size(), options.common.run_dir);
-    }
-    // In this order within an iteration (the signals come first).
-    sources.push_back(loop.AddSocket(control->raw(), [this] { HandleControl(); }));
-    if (bus) {
-      // Before the ctl socket, so a status request sees what systemd just signalled.
-      sources.push_back(Watch(bus->PollItem(), [this] {
-        bus->Process();
-        units->RefreshChanged();
-      }));
-    }
-    sources.push_back(Watch(ctl->PollItem(), [this] { ctl->OnReadable(); }));
+    WatchdogPinger watchdog(notifier_, clock_, WatchdogInterval());
+    loop_.SetWatchdog(&watchdog);
+    backend_->StartServices();
+    // In this order within an iteration (the signals come first; the backend's sources were
+    // added when it was created, so the systemd bus comes before the ctl socket).
+    sources_.push_back(loop_.AddSocket(control_->raw(), [this] { HandleControl(); }));
+    sources_.push_back(Watch(ctl_->PollItem(), [this] { ctl_->OnReadable(); }));
     // Nothing to do when it fires: it only wakes the loop for AfterIteration.
-    deadline = loop.AddTimer([] {});
-    sources.push_back(loop.AddAfterIteration([this] { AfterIteration(); }));
-    WatchChangingSources();
-    deadline.ArmAt(std::min(services->NextDeadline(), pods->NextTick()));
+    deadline_ = loop_.AddTimer([] {});
+    sources_.push_back(loop_.AddAfterIteration([this] { AfterIteration(); }));
+    WatchPodSources();
+    deadline_.ArmAt(pods_->NextTick());
     Report();
-    Status run = loop.Run();
-    loop.SetWatchdog(nullptr);
+    Status run = loop_.Run();
+    loop_.SetWatchdog(nullptr);
     if (!run.ok()) {
-      log->critical("{}", run.message());
+      log_->critical("{}", run.message());
       return 1;
     }
-    // Every service is gone; reap any descendant left over (we are a subreaper).
-    for (;;) {
-      int st = 0;
-      if (waitpid(-1, &st, WNOHANG) <= 0) break;
-    }
-    log->info("every service stopped; exiting");
+    log_->info("every service stopped; exiting");
     return 0;
   }
+
+  SupervisorOptions options_;
+  int lock_fd_ = -1;           // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
+  std::string lock_conflict_;  // set when another nodelet holds the lock
+  std::shared_ptr<spdlog::logger> log_ = GetLogger("supervisor");
+  RealClock& clock_ = RealClock::Get();
+  // Before every component that registers on it, so it is destroyed after them.
+  EventLoop loop_{clock_};
+  std::unique_ptr<ipc::Context> ctx_;
+  // The mode's backend: the services, spawned (standalone) or systemd's units (systemd).
+  std::unique_ptr<ServiceBackend> backend_;
+  std::unique_ptr<ipc::RouterServer> control_;
+  std::unique_ptr<ipc::EnvelopeWriter> envelope_;
+  uint64_t incarnation_ = ipc::NewIncarnation();
+  std::map<std::string, std::string> peers_;  // service name -> control routing id
+  std::set<std::string> hello_seen_;
+  std::map<std::string, std::map<std::string, uint64_t>> service_counters_;
+  std::map<std::string, uint64_t> service_messages_;
+  uint64_t bad_control_ = 0;
+  bool bad_control_logged_ = false;
+  std::unique_ptr<CtlServer> ctl_;
+  std::unique_ptr<pleg::PlegMirror> mirror_;
+  std::unique_ptr<PlegRuntimeView> runtime_view_;
+  std::unique_ptr<PodManager> pods_;
+  std::unique_ptr<cri::GrpcCriClient> cri_client_;
+  std::unique_ptr<NodeStatusManager> node_;
+  std::unique_ptr<HttpEndpoint> http_;
+  SystemdNotifierImpl notifier_;
+  std::string last_summary_;
+  bool ready_sent_ = false;
+  bool stopping_ = false;
+  // The loop's sources (declared last: removed before what their callbacks use goes). The pod
+  // manager's sockets and fds change; they are matched to what exists after every iteration.
+  std::vector<EventLoop::Handle> sources_;
+  std::map<std::pair<void*, int>, EventLoop::Handle> pod_sources_;
+  EventLoop::Timer deadline_;
 };
 
 Supervisor::Supervisor(SupervisorOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 Supervisor::~Supervisor() = default;
 
-int Supervisor::Run() {
-  if (Status s = impl_->Setup(); !s.ok()) {
-    if (!impl_->lock_conflict.empty()) {
-      std::fprintf(stderr, "%s\n", impl_->lock_conflict.c_str());
-      return 1;
-    }
-    impl_->log->error("Failed to start nodelet: {}", s.message());
-    return 1;
-  }
-  return impl_->Loop();
-}
-
-int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
-  CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
-  AddCommonOptions(app, o->common, "supervisor");
-  std::map<std::string, std::string> durations = {
-      {"backoff-initial", "100ms"}, {"backoff-max", "10s"},       {"backoff-reset-after", "60s"},
-      {"restart-period", "60s"},    {"fatal-cooldown", "5m"},     {"start-timeout", "10s"},
-      {"stop-timeout", "10s"},      {"heartbeat-deadline", "5s"}, {"failing-grace", "30s"}};
-  for (auto& [name, value] : durations) {
-    app.add_option("--" + name, value, "Supervision policy (duration)")
-        ->check(DurationValidator())
-        ->capture_default_str();
-  }
-  app.add_option("--restart-intensity", o->policy.restart_intensity,
-                 "More restarts than this within --restart-period is FATAL")
-      ->capture_default_str();
-  app.add_option("--service-dir", o->service_dir,
-                 "Where the nodelet-<service> binaries are (default: next to nodelet)");
-  app.add_option("--log-max-bytes", o->log_max_bytes, "Rotate a service's log at this size")
-      ->capture_default_str();
-  app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
-      ->capture_default_str();
-  std::string ctl_group;
-  app.add_option("--ctl-group", ctl_group,
-                 "Group allowed to use the ctl socket (default: root only)");
-  app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
-  app.add_option("--relist-period", o->relist_period, "plegd's relist period")
-      ->check(DurationValidator());
-  app.add_option("--pod-manifest-path", o->pod_manifest_path,
-                 "Directory of static pod manifests (watched; re-read every 20 s)");
-  app.add_option(
-      "--manifest-url", o->manifest_url,
-      "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
-  app.add_option("--http-check-frequency", o->http_check_frequency,
-                 "How often --manifest-url is read (the kubelet's flag)")
-      ->check(DurationValidator())
-      ->capture_default_str();
-  app.add_option("--manifest-url-ca", o->manifest_url_ca,
-                 "PEM file of CAs to verify an https --manifest-url with (default: the system's)");
-  app.add_option("--manifest-url-header", o->manifest_url_headers,
-                 "'Name: value' header sent with every --manifest-url request (repeatable)")
-      ->allow_extra_args(false);
-  app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
-  app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
-  app.add_option("--system-reserved", o->system_reserved,
-                 "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
-  app.add_option("--kube-reserved", o->kube_reserved,
-                 "Resources kept for nodelet itself (same syntax)");
-  app.add_option("--http-address", o->http_address,
-                 "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
-      ->capture_default_str();
-  app.add_option("--mode", o->mode,
-                 "standalone (spawn the services) or systemd (each service is a systemd unit; "
-                 "watch them over D-Bus)")
-      ->check(CLI::IsMember({"standalone", "systemd"}))
-      ->capture_default_str();
-  app.add_option("--unit-prefix", o->unit_prefix,
-                 "systemd mode: the units are PREFIX<service>.service")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  o->common.config_file = app.get_config_ptr()->as<std::string>();
-  auto& p = o->policy;
-  p.backoff_initial = *ParseDuration(durations["backoff-initial"]);
-  p.backoff_max = *ParseDuration(durations["backoff-max"]);
-  p.backoff_reset_after = *ParseDuration(durations["backoff-reset-after"]);
-  p.restart_period = *ParseDuration(durations["restart-period"]);
-  p.fatal_cooldown = *ParseDuration(durations["fatal-cooldown"]);
-  p.start_timeout = *ParseDuration(durations["start-timeout"]);
-  p.stop_timeout = *ParseDuration(durations["stop-timeout"]);
-  p.heartbeat_deadline = *ParseDuration(durations["heartbeat-deadline"]);
-  p.failing_grace = *ParseDuration(durations["failing-grace"]);
-  if (o->service_dir.empty()) o->service_dir = SelfDir();
-  if (o->node_name.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    o->node_name = host;
-  }
-  o->node_name = pod::NormalizeNodeName(o->node_name);
-  if (!ctl_group.empty()) {
-    if (group* g = getgrnam(ctl_group.c_str())) {
-      o->ctl_group = g->gr_gid;
-    } else {
-      std::fprintf(stderr, "nodelet: --ctl-group: no group named '%s'\n", ctl_group.c_str());
-      return 2;
-    }
-  }
-  // Per-service settings: supervisor.services.NAME.{command,args}.
-  auto yaml = LoadYamlFile(o->common.config_file);
-  if (!yaml.ok()) {
-    std::fprintf(stderr, "nodelet: %s\n", yaml.status().message().c_str());
-    return 2;
-  }
-  for (const auto& name : DefaultServiceNames()) {
-    ServiceConfig svc;
-    svc.name = name;
-    try {
-      YAML::Node node = (*yaml)["supervisor"]["services"][name];
-      if (node && node["command"]) svc.command = node["command"].as<std::vector<std::string>>();
-      if (node && node["args"]) svc.args = node["args"].as<std::vector<std::string>>();
-    } catch (const YAML::Exception& e) {
-      std::fprintf(stderr, "nodelet: %s: supervisor.services.%s: %s\n",
-                   o->common.config_file.c_str(), name.c_str(), e.what());
-      return 2;
-    }
-    o->services.push_back(std::move(svc));
-  }
-  InitLogging("nodelet", o->common.log_level);
-  return -1;
-}
+int Supervisor::Run() { return impl_->Run(); }
 
 }  // namespace nodelet::supervisor

@@ -1,65 +1,18 @@
-// Supervisor: nodelet's main loop, in both modes (in systemd mode the units replace the spawned
-// children: see systemd_service_control.h). One thread runs an EventLoop
-// (lib/service/event_loop.h) on the services' control socket (hello, heartbeats), their notify
-// sockets (READY=1), their log pipes, signals (SIGCHLD, SIGTERM, SIGINT, SIGHUP), the operator's
-// ctl socket and plegd's event stream, and drives the ProcessManager's timers. It reports the
-// aggregate to its own NOTIFY_SOCKET: READY=1 once every service ran, STATUS= whenever the summary
-// changes, WATCHDOG=1 while the loop progresses, STOPPING=1 at shutdown.
+// Supervisor: nodelet's main loop, the same in both modes. One thread runs an EventLoop
+// (lib/service/event_loop.h) on the services' control socket (hello, heartbeats), signals
+// (SIGTERM, SIGINT, SIGHUP), the operator's ctl socket, plegd's event stream and the sync loop's
+// pod sources. The services themselves are the ServiceBackend's (service_backend.h) that
+// --mode selects: spawned children (standalone) or systemd units (systemd), each backend with
+// its own sources on the same loop. It reports the aggregate to its own NOTIFY_SOCKET: READY=1
+// once every service ran, STATUS= whenever the summary changes, WATCHDOG=1 while the loop
+// progresses, STOPPING=1 at shutdown.
 #pragma once
 
-#include <functional>
 #include <memory>
-#include <optional>
-#include <string>
-#include <vector>
 
-#include "lib/ipc/sockets.h"
-#include "lib/service/options.h"
-#include "supervisor/child_launcher.h"
-#include "supervisor/process_manager.h"
+#include "supervisor/supervisor_options.h"
 
 namespace nodelet::supervisor {
-
-struct ServiceConfig {
-  std::string name;
-  // Replaces the default command (SERVICE_DIR/nodelet-NAME plus the shared flags) when set.
-  std::vector<std::string> command;
-  // Appended to the default command.
-  std::vector<std::string> args;
-};
-
-struct SupervisorOptions {
-  CommonOptions common;
-  // "standalone": spawn and restart the services; "systemd": watch their units over D-Bus.
-  std::string mode = "standalone";
-  std::string unit_prefix = "nodelet-";  // systemd mode: PREFIX<service>.service
-  SupervisorPolicy policy;
-  std::string service_dir;  // where nodelet-<service> binaries are
-  std::vector<ServiceConfig> services;
-  size_t log_max_bytes = 10 * 1024 * 1024;
-  int log_backups = 3;
-  std::optional<gid_t> ctl_group;
-  std::string runtime_endpoint;  // passed to plegd when set
-  std::string relist_period;     // passed to plegd when set
-  // The sync loop's pod sources and admission (pod_manager.h).
-  std::string pod_manifest_path;
-  std::string manifest_url;
-  std::string http_check_frequency = "20s";       // --http-check-frequency: URL read period
-  std::string manifest_url_ca;                    // --manifest-url-ca
-  std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
-  std::string node_name;                          // default: the hostname, lowercased
-  int max_pods = 110;
-  // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
-  std::string http_address = "127.0.0.1:10255";
-  std::string system_reserved;  // "cpu=100m,memory=256Mi"
-  std::string kube_reserved;
-};
-
-// The four services, in the order they are listed.
-const std::vector<std::string>& DefaultServiceNames();
-
-// Builds the argv of each service from the options (default command or the configured one).
-std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& options);
 
 class Supervisor {
  public:
@@ -69,11 +22,8 @@ class Supervisor {
   int Run();
 
  private:
-  struct Impl;
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Parses nodelet's flags and config file into options; returns an exit code < 0 to go on.
-int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* options);
 
 }  // namespace nodelet::supervisor

@@ -1,0 +1,191 @@
+#include "supervisor/supervisor_options.h"
+
+#include <grp.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+
+#include "lib/common/logging.h"
+#include "lib/pod/static_pod.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+}  // namespace
+
+const std::vector<std::string>& DefaultServiceNames() {
+  static const std::vector<std::string> kNames = {"plegd", "statusd", "volumed", "podworkerd"};
+  return kNames;
+}
+
+std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
+  std::vector<ChildSpec> specs;
+  for (const auto& svc : o.services) {
+    ChildSpec spec;
+    spec.name = svc.name;
+    if (!svc.command.empty()) {
+      spec.argv = svc.command;
+    } else {
+      spec.argv = {o.service_dir + "/nodelet-" + svc.name,
+                   "--root-dir",
+                   o.common.root_dir,
+                   "--run-dir",
+                   o.common.run_dir,
+                   "--log-dir",
+                   o.common.log_dir,
+                   "--log-level",
+                   o.common.log_level,
+                   "--heartbeat-interval",
+                   std::to_string(o.common.heartbeat_interval_ms)};
+      if (!o.common.config_file.empty()) {
+        spec.argv.push_back("--config");
+        spec.argv.push_back(o.common.config_file);
+      }
+      if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
+        spec.argv.push_back("--runtime-endpoint");
+        spec.argv.push_back(o.runtime_endpoint);
+      }
+      if (svc.name == "plegd") {
+        if (!o.relist_period.empty()) {
+          spec.argv.push_back("--relist-period");
+          spec.argv.push_back(o.relist_period);
+        }
+      }
+    }
+    spec.argv.insert(spec.argv.end(), svc.args.begin(), svc.args.end());
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
+  CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
+  AddCommonOptions(app, o->common, "supervisor");
+  std::map<std::string, std::string> durations = {
+      {"backoff-initial", "100ms"}, {"backoff-max", "10s"},       {"backoff-reset-after", "60s"},
+      {"restart-period", "60s"},    {"fatal-cooldown", "5m"},     {"start-timeout", "10s"},
+      {"stop-timeout", "10s"},      {"heartbeat-deadline", "5s"}, {"failing-grace", "30s"}};
+  for (auto& [name, value] : durations) {
+    app.add_option("--" + name, value, "Supervision policy (duration)")
+        ->check(DurationValidator())
+        ->capture_default_str();
+  }
+  app.add_option("--restart-intensity", o->policy.restart_intensity,
+                 "More restarts than this within --restart-period is FATAL")
+      ->capture_default_str();
+  app.add_option("--service-dir", o->service_dir,
+                 "Where the nodelet-<service> binaries are (default: next to nodelet)");
+  app.add_option("--log-max-bytes", o->log_max_bytes, "Rotate a service's log at this size")
+      ->capture_default_str();
+  app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
+      ->capture_default_str();
+  std::string ctl_group;
+  app.add_option("--ctl-group", ctl_group,
+                 "Group allowed to use the ctl socket (default: root only)");
+  app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
+  app.add_option("--relist-period", o->relist_period, "plegd's relist period")
+      ->check(DurationValidator());
+  app.add_option("--pod-manifest-path", o->pod_manifest_path,
+                 "Directory of static pod manifests (watched; re-read every 20 s)");
+  app.add_option(
+      "--manifest-url", o->manifest_url,
+      "http:// or https:// URL of static pod manifests (read every --http-check-frequency)");
+  app.add_option("--http-check-frequency", o->http_check_frequency,
+                 "How often --manifest-url is read (the kubelet's flag)")
+      ->check(DurationValidator())
+      ->capture_default_str();
+  app.add_option("--manifest-url-ca", o->manifest_url_ca,
+                 "PEM file of CAs to verify an https --manifest-url with (default: the system's)");
+  app.add_option("--manifest-url-header", o->manifest_url_headers,
+                 "'Name: value' header sent with every --manifest-url request (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
+  app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
+  app.add_option("--system-reserved", o->system_reserved,
+                 "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
+  app.add_option("--kube-reserved", o->kube_reserved,
+                 "Resources kept for nodelet itself (same syntax)");
+  app.add_option("--http-address", o->http_address,
+                 "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
+      ->capture_default_str();
+  std::string mode(SupervisorModeName(o->mode));
+  app.add_option("--mode", mode,
+                 "standalone (spawn the services) or systemd (each service is a systemd unit; "
+                 "watch them over D-Bus)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            auto parsed = ParseSupervisorMode(text);
+            return parsed.ok() ? std::string() : parsed.status().message();
+          },
+          "MODE"))
+      ->capture_default_str();
+  app.add_option("--unit-prefix", o->unit_prefix,
+                 "systemd mode: the units are PREFIX<service>.service")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  o->common.config_file = app.get_config_ptr()->as<std::string>();
+  o->mode = *ParseSupervisorMode(mode);  // the check above refused anything else
+  auto& p = o->policy;
+  p.backoff_initial = *ParseDuration(durations["backoff-initial"]);
+  p.backoff_max = *ParseDuration(durations["backoff-max"]);
+  p.backoff_reset_after = *ParseDuration(durations["backoff-reset-after"]);
+  p.restart_period = *ParseDuration(durations["restart-period"]);
+  p.fatal_cooldown = *ParseDuration(durations["fatal-cooldown"]);
+  p.start_timeout = *ParseDuration(durations["start-timeout"]);
+  p.stop_timeout = *ParseDuration(durations["stop-timeout"]);
+  p.heartbeat_deadline = *ParseDuration(durations["heartbeat-deadline"]);
+  p.failing_grace = *ParseDuration(durations["failing-grace"]);
+  if (o->service_dir.empty()) o->service_dir = SelfDir();
+  if (o->node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    o->node_name = host;
+  }
+  o->node_name = pod::NormalizeNodeName(o->node_name);
+  if (!ctl_group.empty()) {
+    if (group* g = getgrnam(ctl_group.c_str())) {
+      o->ctl_group = g->gr_gid;
+    } else {
+      std::fprintf(stderr, "nodelet: --ctl-group: no group named '%s'\n", ctl_group.c_str());
+      return 2;
+    }
+  }
+  // Per-service settings: supervisor.services.NAME.{command,args}.
+  auto yaml = LoadYamlFile(o->common.config_file);
+  if (!yaml.ok()) {
+    std::fprintf(stderr, "nodelet: %s\n", yaml.status().message().c_str());
+    return 2;
+  }
+  for (const auto& name : DefaultServiceNames()) {
+    ServiceConfig svc;
+    svc.name = name;
+    try {
+      YAML::Node node = (*yaml)["supervisor"]["services"][name];
+      if (node && node["command"]) svc.command = node["command"].as<std::vector<std::string>>();
+      if (node && node["args"]) svc.args = node["args"].as<std::vector<std::string>>();
+    } catch (const YAML::Exception& e) {
+      std::fprintf(stderr, "nodelet: %s: supervisor.services.%s: %s\n",
+                   o->common.config_file.c_str(), name.c_str(), e.what());
+      return 2;
+    }
+    o->services.push_back(std::move(svc));
+  }
+  InitLogging("nodelet", o->common.log_level);
+  return -1;
+}
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,63 @@
+// SupervisorOptions: nodelet's flags and config file (the shared options, the supervision
+// policy, the mode, the services' commands, the sync loop's sources, the HTTP endpoint), and
+// the services' command lines built from them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/service/options.h"
+#include "supervisor/child_launcher.h"
+#include "supervisor/process_manager.h"
+#include "supervisor/supervisor_mode.h"
+
+namespace nodelet::supervisor {
+
+struct ServiceConfig {
+  std::string name;
+  // Replaces the default command (SERVICE_DIR/nodelet-NAME plus the shared flags) when set.
+  std::vector<std::string> command;
+  // Appended to the default command.
+  std::vector<std::string> args;
+};
+
+struct SupervisorOptions {
+  CommonOptions common;
+  // --mode: spawn and restart the services, or watch their systemd units over D-Bus.
+  SupervisorMode mode = SupervisorMode::kStandalone;
+  std::string unit_prefix = "nodelet-";  // systemd mode: PREFIX<service>.service
+  SupervisorPolicy policy;
+  std::string service_dir;  // where nodelet-<service> binaries are
+  std::vector<ServiceConfig> services;
+  size_t log_max_bytes = 10 * 1024 * 1024;
+  int log_backups = 3;
+  std::optional<gid_t> ctl_group;
+  std::string runtime_endpoint;  // passed to plegd when set
+  std::string relist_period;     // passed to plegd when set
+  // The sync loop's pod sources and admission (pod_manager.h).
+  std::string pod_manifest_path;
+  std::string manifest_url;
+  std::string http_check_frequency = "20s";       // --http-check-frequency: URL read period
+  std::string manifest_url_ca;                    // --manifest-url-ca
+  std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
+  std::string node_name;                          // default: the hostname, lowercased
+  int max_pods = 110;
+  // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
+  std::string http_address = "127.0.0.1:10255";
+  std::string system_reserved;  // "cpu=100m,memory=256Mi"
+  std::string kube_reserved;
+};
+
+// The four services, in the order they are listed.
+const std::vector<std::string>& DefaultServiceNames();
+
+// Builds the argv of each service from the options (default command or the configured one).
+std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& options);
+
+// Parses nodelet's flags and config file into options; returns an exit code < 0 to go on.
+int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* options);
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,100 @@
+// nodelet's --mode, parsed once into a SupervisorMode: both values from the flag and from the
+// config file's supervisor section, and anything else refused while parsing, naming the flag.
+#include "supervisor/supervisor_options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/testing/harness.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs ParseSupervisorOptions on `args` (after argv[0]); returns its exit code and stderr.
+struct Parsed {
+  int rc = 0;
+  std::string stderr_text;
+  SupervisorOptions options;
+};
+Parsed Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "nodelet");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Parsed p;
+  ::testing::internal::CaptureStderr();
+  p.rc = ParseSupervisorOptions(static_cast<int>(args.size()), argv.data(), &p.options);
+  p.stderr_text = ::testing::internal::GetCapturedStderr();
+  return p;
+}
+
+TEST(SupervisorModeTest, ParsesBothValuesAndNamesThem) {
+  for (auto mode : {SupervisorMode::kStandalone, SupervisorMode::kSystemd}) {
+    auto parsed = ParseSupervisorMode(SupervisorModeName(mode));
+    ASSERT_TRUE(parsed.ok()) << SupervisorModeName(mode);
+    EXPECT_EQ(*parsed, mode);
+  }
+  EXPECT_EQ(SupervisorModeName(SupervisorMode::kStandalone), "standalone");
+  EXPECT_EQ(SupervisorModeName(SupervisorMode::kSystemd), "systemd");
+}
+
+TEST(SupervisorModeTest, RefusesAnythingElse) {
+  for (const char* bad : {"", "launchd", "Systemd", "systemd ", "spawn"}) {
+    auto parsed = ParseSupervisorMode(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr("standalone"));
+    EXPECT_THAT(parsed.status().message(), HasSubstr("systemd"));
+  }
+}
+
+TEST(SupervisorOptionsTest, ModeIsStandaloneByDefaultAndSystemdOnRequest) {
+  Parsed standalone = Parse({});
+  EXPECT_EQ(standalone.rc, -1) << standalone.stderr_text;
+  EXPECT_EQ(standalone.options.mode, SupervisorMode::kStandalone);
+
+  Parsed systemd = Parse({"--mode", "systemd"});
+  EXPECT_EQ(systemd.rc, -1) << systemd.stderr_text;
+  EXPECT_EQ(systemd.options.mode, SupervisorMode::kSystemd);
+
+  Parsed explicit_standalone = Parse({"--mode=standalone"});
+  EXPECT_EQ(explicit_standalone.rc, -1) << explicit_standalone.stderr_text;
+  EXPECT_EQ(explicit_standalone.options.mode, SupervisorMode::kStandalone);
+}
+
+TEST(SupervisorOptionsTest, ModeComesFromTheConfigFileAndTheFlagOverridesIt) {
+  testing::TempDir dir;
+  const std::string config = dir.Sub("nodelet.yaml");
+  std::ofstream(config) << "supervisor:\n  mode: systemd\n";
+  Parsed from_file = Parse({"--config", config});
+  EXPECT_EQ(from_file.rc, -1) << from_file.stderr_text;
+  EXPECT_EQ(from_file.options.mode, SupervisorMode::kSystemd);
+
+  Parsed overridden = Parse({"--config", config, "--mode", "standalone"});
+  EXPECT_EQ(overridden.rc, -1) << overridden.stderr_text;
+  EXPECT_EQ(overridden.options.mode, SupervisorMode::kStandalone);
+}
+
+TEST(SupervisorOptionsTest, ABadModeIsRefusedWhileParsingNamingTheFlag) {
+  Parsed bad = Parse({"--mode", "launchd"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.stderr_text, HasSubstr("--mode"));
+  EXPECT_THAT(bad.stderr_text, HasSubstr("launchd"));
+
+  testing::TempDir dir;
+  const std::string config = dir.Sub("nodelet.yaml");
+  std::ofstream(config) << "supervisor:\n  mode: upstart\n";
+  Parsed bad_file = Parse({"--config", config});
+  EXPECT_EQ(bad_file.rc, 2);
+  EXPECT_THAT(bad_file.stderr_text, HasSubstr("mode"));
+  EXPECT_THAT(bad_file.stderr_text, HasSubstr("upstart"));
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
