@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "lib/common/check.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pod/canonical.h"
@@ -82,16 +83,54 @@ class PodworkerdService::Effects : public DispatcherEffects {
 
 // ---- PodworkerdService -----------------------------------------------------------------------
 
+Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const Clock& clock) {
+  auto client = cri::GrpcCriClient::Create(config.runtime_endpoint, config.cri_timeouts);
+  if (!client.ok()) return client.status();
+  struct Owned {
+    std::unique_ptr<cri::GrpcCriClient> cri;
+    std::unique_ptr<cri::ContainerdTasks> tasks;
+  };
+  auto owned = std::make_shared<Owned>();
+  owned->cri = std::move(*client);
+  if (auto tasks = cri::ContainerdTasks::Create(config.runtime_endpoint, clock); tasks.ok()) {
+    owned->tasks = std::move(*tasks);
+  }
+  PodworkerdRuntime runtime;
+  runtime.runtime = owned->cri.get();
+  runtime.images = owned->cri.get();
+  runtime.tasks = owned->tasks.get();
+  runtime.owner = std::move(owned);
+  return runtime;
+}
+
 Result<std::unique_ptr<PodworkerdService>> PodworkerdService::Create(ServiceContext& ctx,
                                                                      PodworkerdConfig config) {
-  std::unique_ptr<PodworkerdService> service(new PodworkerdService(ctx, std::move(config)));
+  // A bad configuration is refused before the runtime is dialled.
+  if (Status s = ValidateImagePullerConfig(config.image_pulls); !s.ok()) return s;
+  if (Status s = ValidateImageGcPolicy(config.gc.image); !s.ok()) return s;
+  auto runtime = ConnectRuntime(config, ctx.clock);
+  if (!runtime.ok()) return runtime.status();
+  return Create(ctx, std::move(config), std::move(*runtime));
+}
+
+Result<std::unique_ptr<PodworkerdService>> PodworkerdService::Create(ServiceContext& ctx,
+                                                                     PodworkerdConfig config,
+                                                                     PodworkerdRuntime runtime) {
+  NODELET_CHECK(runtime.runtime != nullptr && runtime.images != nullptr);
+  std::unique_ptr<PodworkerdService> service(
+      new PodworkerdService(ctx, std::move(config), std::move(runtime)));
   if (Status s = service->Start(); !s.ok()) return s;
   service->Register();
   return service;
 }
 
-PodworkerdService::PodworkerdService(ServiceContext& ctx, PodworkerdConfig config)
-    : ctx_(ctx), config_(std::move(config)) {}
+PodworkerdService::PodworkerdService(ServiceContext& ctx, PodworkerdConfig config,
+                                     PodworkerdRuntime runtime)
+    : ctx_(ctx),
+      config_(std::move(config)),
+      runtime_(std::move(runtime)),
+      cri_(*runtime_.runtime),
+      tasks_(runtime_.tasks) {}
 
 PodworkerdService::~PodworkerdService() { Stop(); }
 
@@ -99,13 +138,9 @@ Status PodworkerdService::Start() {
   ServiceContext& ctx = ctx_;
   if (Status s = ValidateImagePullerConfig(config_.image_pulls); !s.ok()) return s;
   if (Status s = ValidateImageGcPolicy(config_.gc.image); !s.ok()) return s;
-  auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
-  if (!client.ok()) return client.status();
-  cri_ = std::move(*client);
   std::string run_dir = ctx.options.run_dir;
-  counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
-  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint, ctx.clock); tasks.ok()) {
-    tasks_ = std::move(*tasks);
+  counting_ = std::make_unique<CountingRuntime>(*runtime_.runtime, *runtime_.images);
+  if (tasks_) {
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
     // Or the shim alone, the task already deleted: containerd does not know it any more, and
@@ -140,9 +175,9 @@ Status PodworkerdService::Start() {
         "k8s.io",
         OrphanSweepDeps{[socket] { return ListShims(socket); },
                         [this]() -> Result<std::set<std::string>> {
-                          auto sandboxes = cri_->ListPodSandbox({});
+                          auto sandboxes = cri_.ListPodSandbox({});
                           if (!sandboxes.ok()) return sandboxes.status();
-                          auto containers = cri_->ListContainers({});
+                          auto containers = cri_.ListContainers({});
                           if (!containers.ok()) return containers.status();
                           std::set<std::string> ids;
                           for (const auto& sb : *sandboxes) ids.insert(sb.id());

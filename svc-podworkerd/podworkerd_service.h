@@ -54,19 +54,37 @@ struct PodworkerdConfig {
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
 };
 
+// The container runtime podworkerd drives: CRI's two services and, when the runtime is
+// containerd, its task service (repairs of stuck tasks, ends shims nothing reaches). The
+// referenced objects outlive the service; `owner` keeps them alive when the service owns them.
+struct PodworkerdRuntime {
+  cri::RuntimeService* runtime = nullptr;
+  cri::ImageService* images = nullptr;
+  cri::ContainerdTasks* tasks = nullptr;  // optional
+  std::shared_ptr<void> owner;
+};
+
+// The real runtime at config.runtime_endpoint: a GrpcCriClient, and containerd's task service
+// when it answers there.
+Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const Clock& clock);
+
 class PodworkerdService : public Service {
  public:
-  // Connects to the runtime, binds and connects podworkerd's sockets, starts the worker pool and
-  // registers on ctx.loop.
+  // Connects to the real runtime (ConnectRuntime), then as below.
   static Result<std::unique_ptr<PodworkerdService>> Create(ServiceContext& ctx,
                                                            PodworkerdConfig config);
+  // Drives `runtime`; binds and connects podworkerd's sockets, starts the worker pool and
+  // registers on ctx.loop.
+  static Result<std::unique_ptr<PodworkerdService>> Create(ServiceContext& ctx,
+                                                           PodworkerdConfig config,
+                                                           PodworkerdRuntime runtime);
   ~PodworkerdService() override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
 
  private:
-  PodworkerdService(ServiceContext& ctx, PodworkerdConfig config);
+  PodworkerdService(ServiceContext& ctx, PodworkerdConfig config, PodworkerdRuntime runtime);
   Status Start();
   void Register();
   void HandleVolumeEvents();
@@ -83,8 +101,9 @@ class PodworkerdService : public Service {
 
   ServiceContext& ctx_;
   PodworkerdConfig config_;
-  std::unique_ptr<cri::GrpcCriClient> cri_;
-  std::unique_ptr<cri::ContainerdTasks> tasks_;
+  PodworkerdRuntime runtime_;
+  cri::RuntimeService& cri_;
+  cri::ContainerdTasks* tasks_;                      // null when the runtime is not containerd
   std::unique_ptr<OrphanShimSweeper> orphan_shims_;  // when the runtime is containerd
   void SweepOrphanShims(bool final_sweep);  // repairs stuck tasks (lib/cri/containerd_tasks.h)
   std::unique_ptr<CountingRuntime> counting_;
