@@ -253,14 +253,21 @@ class PodworkerdServiceTest : public ::testing::Test {
     Status s = StartService();
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
+  // A new podworkerd on a new loop (what the previous one posted dies with its loop).
   Status StartService() {
+    if (service_) service_->Stop();
+    service_.reset();
+    ctx_.reset();
+    loop_ = std::make_unique<EventLoop>(clock_);
+    ctx_ = std::make_unique<ServiceContext>(
+        ServiceContext{options_, ipc_, clock_, ++incarnation_, *loop_});
     PodworkerdConfig config;
     config.workers = 2;
     config.resync_period = 200ms;
     PodworkerdRuntime runtime;
     runtime.runtime = &cri_;
     runtime.images = &cri_;
-    auto service = PodworkerdService::Create(ctx_, config, runtime);
+    auto service = PodworkerdService::Create(*ctx_, config, runtime);
     if (!service.ok()) return service.status();
     service_ = std::move(*service);
     return Status::Ok();
@@ -287,7 +294,7 @@ class PodworkerdServiceTest : public ::testing::Test {
         next_relist = clock_.Now() + 30ms;
       }
       plegd_.AnswerSnapshots();
-      EXPECT_TRUE(loop_.RunOnce(10ms).ok());
+      EXPECT_TRUE(loop_->RunOnce(10ms).ok());
       if (done()) return true;
     }
     return false;
@@ -342,11 +349,12 @@ class PodworkerdServiceTest : public ::testing::Test {
   CommonOptions options_;
   ipc::Context ipc_;
   const Clock& clock_ = RealClock::Get();
-  EventLoop loop_{clock_};
-  ServiceContext ctx_{options_, ipc_, clock_, 1, loop_};
   testing::FakeCriRuntime cri_;
   StandInPlegd plegd_{ipc_, dir_.path(), clock_};
   StandInSupervisor supervisor_{ipc_, dir_.path()};
+  uint64_t incarnation_ = 0;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<ServiceContext> ctx_;
   std::unique_ptr<PodworkerdService> service_;
 };
 
@@ -376,8 +384,6 @@ TEST_F(PodworkerdServiceTest, RestartedPodworkerdKillsTheOrphanItFindsInThePlegV
   ASSERT_TRUE(RunUntil([&] { return RuntimeView(web.metadata.uid).second.size() == 2; }));
 
   // A new podworkerd whose sources no longer want the pod: it knows it only from plegd's view.
-  service_->Stop();
-  service_.reset();
   ASSERT_TRUE(StartService().ok());
   supervisor_.SetDesired({});
   ASSERT_TRUE(RunUntil([&] { return ObjectsOf(web.metadata.uid) == 0; }))
