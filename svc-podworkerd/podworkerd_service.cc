@@ -8,9 +8,7 @@
 #include "lib/common/check.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
-#include "lib/pod/canonical.h"
 #include "lib/pod/pod_flatbuffers.h"
-#include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
 
