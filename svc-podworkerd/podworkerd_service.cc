@@ -5,11 +5,10 @@
 
 #include <set>
 
+#include "lib/common/check.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
-#include "lib/pod/canonical.h"
 #include "lib/pod/pod_flatbuffers.h"
-#include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
 
@@ -21,8 +20,6 @@ using ipc::podwork::PodWorkMessage;
 
 constexpr size_t kMaxWorkBytes = ipc::kPodWorkChannel.requests.max_message_bytes;
 constexpr std::chrono::milliseconds kTick{100};
-constexpr std::chrono::milliseconds kErrorBackoffInitial{100};
-constexpr std::chrono::milliseconds kErrorBackoffMax{5000};
 
 status::PodIdentity IdentityOf(const pod::Pod& p) {
   status::PodIdentity id;
@@ -39,31 +36,99 @@ status::PodIdentity IdentityOf(const pod::Pod& p) {
   return id;
 }
 
-std::string ConfigHash(const pod::Pod& p) {
-  auto it = p.metadata.annotations.find(pod::kConfigHashAnnotation);
-  if (it != p.metadata.annotations.end()) return it->second;
-  return pod::Hex128(pod::Fnv1a128(pod::CanonicalPod(p)));
-}
-
-int64_t GraceOf(const pod::Pod& p) {
-  return p.spec.termination_grace_period_seconds.value_or(
-      pod::kDefaultTerminationGracePeriodSeconds);
-}
-
 }  // namespace
+
+// ---- The dispatcher's view and effects -------------------------------------------------------
+
+class PodworkerdService::MirrorView : public PodCacheView {
+ public:
+  explicit MirrorView(const pleg::PlegMirror& mirror) : mirror_(mirror) {}
+  bool ready() const override { return mirror_.ready(); }
+  int64_t relist_started_mono_ns() const override { return mirror_.relist_started_mono_ns(); }
+  const std::map<std::string, ipc::pleg::PodRecordT>& pods() const override {
+    return mirror_.pods();
+  }
+
+ private:
+  const pleg::PlegMirror& mirror_;
+};
+
+class PodworkerdService::Effects : public DispatcherEffects {
+ public:
+  explicit Effects(PodworkerdService& s) : s_(s) {}
+  void Run(DispatchedWork work) override { s_.RunWork(std::move(work)); }
+  void ReportStatus(const pod::Pod& pod, const status::PodStatus& status) override {
+    s_.status_->Send(IdentityOf(pod), status);
+  }
+  void SendEvents(std::vector<status::PodEvent> events) override {
+    s_.status_->SendEvents(std::move(events));
+  }
+  void PodStopped(const pod::Pod& pod) override {
+    s_.status_->SendEvents({s_.syncer_->MakeEvent(pod, "Normal", "Killing", "Stopping pod")});
+  }
+  void EnsureProbes(const std::string& uid, const pod::Pod& pod) override {
+    s_.EnsureProbes(uid, pod);
+  }
+  void RemoveProbes(const std::string& uid) override { s_.probes_->RemovePod(uid); }
+  void ForgetPod(const std::string& uid) override { s_.syncer_->ForgetPod(uid); }
+  void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) override {
+    if (s_.gc_) s_.gc_->SetDesired(std::move(uids), std::move(images));
+  }
+
+ private:
+  PodworkerdService& s_;
+};
 
 // ---- PodworkerdService -----------------------------------------------------------------------
 
+Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const Clock& clock) {
+  auto client = cri::GrpcCriClient::Create(config.runtime_endpoint, config.cri_timeouts);
+  if (!client.ok()) return client.status();
+  struct Owned {
+    std::unique_ptr<cri::GrpcCriClient> cri;
+    std::unique_ptr<cri::ContainerdTasks> tasks;
+  };
+  auto owned = std::make_shared<Owned>();
+  owned->cri = std::move(*client);
+  if (auto tasks = cri::ContainerdTasks::Create(config.runtime_endpoint, clock); tasks.ok()) {
+    owned->tasks = std::move(*tasks);
+  }
+  PodworkerdRuntime runtime;
+  runtime.runtime = owned->cri.get();
+  runtime.images = owned->cri.get();
+  runtime.tasks = owned->tasks.get();
+  runtime.owner = std::move(owned);
+  return runtime;
+}
+
 Result<std::unique_ptr<PodworkerdService>> PodworkerdService::Create(ServiceContext& ctx,
                                                                      PodworkerdConfig config) {
-  std::unique_ptr<PodworkerdService> service(new PodworkerdService(ctx, std::move(config)));
+  // A bad configuration is refused before the runtime is dialled.
+  if (Status s = ValidateImagePullerConfig(config.image_pulls); !s.ok()) return s;
+  if (Status s = ValidateImageGcPolicy(config.gc.image); !s.ok()) return s;
+  auto runtime = ConnectRuntime(config, ctx.clock);
+  if (!runtime.ok()) return runtime.status();
+  return Create(ctx, std::move(config), std::move(*runtime));
+}
+
+Result<std::unique_ptr<PodworkerdService>> PodworkerdService::Create(ServiceContext& ctx,
+                                                                     PodworkerdConfig config,
+                                                                     PodworkerdRuntime runtime) {
+  NODELET_CHECK(runtime.runtime != nullptr && runtime.images != nullptr);
+  std::unique_ptr<PodworkerdService> service(
+      new PodworkerdService(ctx, std::move(config), std::move(runtime)));
   if (Status s = service->Start(); !s.ok()) return s;
   service->Register();
   return service;
 }
 
-PodworkerdService::PodworkerdService(ServiceContext& ctx, PodworkerdConfig config)
-    : ctx_(ctx), config_(std::move(config)) {}
+PodworkerdService::PodworkerdService(ServiceContext& ctx, PodworkerdConfig config,
+                                     PodworkerdRuntime runtime)
+    : ctx_(ctx),
+      config_(std::move(config)),
+      runtime_(std::move(runtime)),
+      cri_(*runtime_.runtime),
+      tasks_(runtime_.tasks) {}
 
 PodworkerdService::~PodworkerdService() { Stop(); }
 
@@ -71,13 +136,9 @@ Status PodworkerdService::Start() {
   ServiceContext& ctx = ctx_;
   if (Status s = ValidateImagePullerConfig(config_.image_pulls); !s.ok()) return s;
   if (Status s = ValidateImageGcPolicy(config_.gc.image); !s.ok()) return s;
-  auto client = cri::GrpcCriClient::Create(config_.runtime_endpoint, config_.cri_timeouts);
-  if (!client.ok()) return client.status();
-  cri_ = std::move(*client);
   std::string run_dir = ctx.options.run_dir;
-  counting_ = std::make_unique<CountingRuntime>(*cri_, *cri_);
-  if (auto tasks = cri::ContainerdTasks::Create(config_.runtime_endpoint, ctx.clock); tasks.ok()) {
-    tasks_ = std::move(*tasks);
+  counting_ = std::make_unique<CountingRuntime>(*runtime_.runtime, *runtime_.images);
+  if (tasks_) {
     // A StopPodSandbox cancelled by podworkerd's death can leave the sandbox's task (and its
     // shim) in containerd after CRI removed the sandbox: nothing in CRI reaches it any more.
     // Or the shim alone, the task already deleted: containerd does not know it any more, and
@@ -112,9 +173,9 @@ Status PodworkerdService::Start() {
         "k8s.io",
         OrphanSweepDeps{[socket] { return ListShims(socket); },
                         [this]() -> Result<std::set<std::string>> {
-                          auto sandboxes = cri_->ListPodSandbox({});
+                          auto sandboxes = cri_.ListPodSandbox({});
                           if (!sandboxes.ok()) return sandboxes.status();
-                          auto containers = cri_->ListContainers({});
+                          auto containers = cri_.ListContainers({});
                           if (!containers.ok()) return containers.status();
                           std::set<std::string> ids;
                           for (const auto& sb : *sandboxes) ids.insert(sb.id());
@@ -146,7 +207,7 @@ Status PodworkerdService::Start() {
   }
   // Probe results that changed are taken on the loop.
   probes_ = std::make_unique<ProbeManager>(*counting_, ctx.clock, [this] {
-    ctx_.loop.Post([this] { SyncChanged(probes_->TakeChanged()); });
+    ctx_.loop.Post([this] { dispatcher_->SyncChanged(probes_->TakeChanged()); });
   });
   syncer_ = std::make_unique<PodSyncer>(
       *counting_, *counting_, ctx.clock, config_.backoff, ctx.options.log_dir,
@@ -167,14 +228,18 @@ Status PodworkerdService::Start() {
   mirror_->on_event = [this](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
     if (e.pod_uid()) mirror_changed_.insert(e.pod_uid()->str());
   };
+  mirror_view_ = std::make_unique<MirrorView>(*mirror_);
+  effects_ = std::make_unique<Effects>(*this);
+  dispatcher_ =
+      std::make_unique<PodDispatcher>(ctx.clock, *mirror_view_, *effects_, config_.resync_period);
   mirror_->on_resync = [this] { mirror_resynced_ = true; };
   mirror_->on_applied = [this] {
     std::set<std::string> changed;
     changed.swap(mirror_changed_);
     if (std::exchange(mirror_resynced_, false)) {
-      for (const auto& [uid, _] : pods_) changed.insert(uid);
+      changed.merge(dispatcher_->Known());
     }
-    SyncChanged(changed);
+    dispatcher_->SyncChanged(changed);
   };
   if (Status s = mirror_->Connect(ctx.loop); !s.ok()) return s;
   status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
@@ -191,7 +256,7 @@ Status PodworkerdService::Start() {
     gc_->set_periodic_sweep(config_.orphan_shim_period, [this] { SweepOrphanShims(false); });
   }
   gc_->Start();
-  for (int i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  pool_ = std::make_unique<WorkerPool>(config_.workers);
   GetLogger("podworkerd")
       ->info("pod workers ready ({} threads, runtime {})", config_.workers,
              config_.runtime_endpoint);
@@ -199,14 +264,9 @@ Status PodworkerdService::Start() {
 }
 
 void PodworkerdService::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  if (stopped_) return;
+  stopped_ = true;
+  if (pool_) pool_->Stop();
   gc_.reset();
   // No CRI call of this podworkerd is in flight any more: whatever shim is orphaned now stays
   // so (a RunPodSandbox cancelled by an earlier podworkerd's death), so it is ended at once.
@@ -231,37 +291,14 @@ void PodworkerdService::SweepOrphanShims(bool final_sweep) {
   orphan_shims_ended_ += r.ended.size();
 }
 
-void PodworkerdService::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (stopping_) return;
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
-    lock.unlock();
-    job();
-    lock.lock();
-  }
-}
-
 void PodworkerdService::Register() {
   router_source_ = ctx_.loop.AddSocket(router_->raw(), [this] {
     HandleWork();
-    RunParked();
+    dispatcher_->RunParked();
   });
   volume_source_ = ctx_.loop.AddSocket(volume_events_->raw(), [this] { HandleVolumeEvents(); });
   tick_ = ctx_.loop.AddTimer([this] { OnTick(); });
   tick_.ArmAt(ctx_.clock.Now());  // the first pass at once, then every kTick
-}
-
-void PodworkerdService::SyncChanged(const std::set<std::string>& changed) {
-  for (const auto& uid : changed) {
-    auto it = pods_.find(uid);
-    if (it == pods_.end() || it->second.finished) continue;
-    if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing) continue;
-    Update({uid, UpdateType::kSync, nullptr, std::nullopt});
-  }
-  RunParked();
 }
 
 void PodworkerdService::HandleVolumeEvents() {
@@ -280,22 +317,12 @@ void PodworkerdService::HandleVolumeEvents() {
       changed.insert(ev->pod_uid()->str());
     }
   }
-  SyncChanged(changed);
+  dispatcher_->SyncChanged(changed);
 }
 
 void PodworkerdService::OnTick() {
-  const MonoTime now = ctx_.clock.Now();
-  tick_.ArmAt(now + kTick);
-  RunParked();
-  for (auto& [uid, e] : pods_) {
-    if (!e.desired || e.finished || !e.pod) continue;
-    if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing || lifecycle_.Busy(uid)) continue;
-    bool due = now >= e.next_resync || (e.retry_at && now >= *e.retry_at);
-    if (!due) continue;
-    e.next_resync = now + config_.resync_period;
-    e.retry_at.reset();
-    Update({uid, UpdateType::kSync, nullptr, std::nullopt});
-  }
+  tick_.ArmAt(ctx_.clock.Now() + kTick);
+  dispatcher_->OnTick();
 }
 
 void PodworkerdService::Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
@@ -326,23 +353,22 @@ void PodworkerdService::HandleWork() {
       continue;
     }
     const auto* desired = (*msg)->body_as_DesiredPods();
-    std::string error;
-    ApplyDesired(*desired, error);
+    std::string error = ApplyDesired(*desired);
     generation_ = desired->generation();
     if (!error.empty()) {
       auto err = ipc::podwork::CreateErrorReplyDirect(fbb, generation_, error.c_str());
       Reply(in->peer, fbb, Body::ErrorReply, err.Union());
       continue;
     }
-    auto ack =
-        ipc::podwork::CreateWorkAck(fbb, generation_, static_cast<uint32_t>(lifecycle_.size()), 0);
+    auto ack = ipc::podwork::CreateWorkAck(fbb, generation_,
+                                           static_cast<uint32_t>(dispatcher_->workers()), 0);
     Reply(in->peer, fbb, Body::WorkAck, ack.Union());
   }
 }
 
-void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired, std::string& error) {
-  sources_ready_ = desired.sources_ready();
-  std::set<std::string> seen;
+std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired) {
+  std::string error;
+  std::vector<std::shared_ptr<const pod::Pod>> pods;
   if (desired.pods()) {
     for (const auto* dp : *desired.pods()) {
       auto decoded = dp->pod() ? pod::PodFromFlatBuffer(dp->pod())
@@ -353,237 +379,45 @@ void PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired, s
                 (decoded.ok() ? std::string("no uid") : decoded.status().message());
         continue;
       }
-      auto p = std::make_shared<const pod::Pod>(std::move(*decoded));
-      const std::string uid = p->metadata.uid;
-      seen.insert(uid);
-      const std::string hash = ConfigHash(*p);
-      Entry& e = pods_[uid];
-      const bool known = e.pod != nullptr && e.desired;
-      e.desired = true;
-      if (p->metadata.deletion_timestamp) {
-        e.pod = p;
-        e.config_hash = hash;
-        int64_t grace = p->metadata.deletion_grace_period_seconds.value_or(GraceOf(*p));
-        Update({uid, UpdateType::kKill, p, grace});
-        continue;
-      }
-      if (!known) {
-        e.pod = p;
-        e.config_hash = hash;
-        e.created = ctx_.clock.Now();
-        e.next_resync = ctx_.clock.Now() + config_.resync_period;
-        Update({uid, UpdateType::kCreate, p, std::nullopt});
-      } else if (hash != e.config_hash) {
-        e.pod = p;
-        e.config_hash = hash;
-        e.finished = false;
-        Update({uid, UpdateType::kUpdate, p, std::nullopt});
-      }
+      pods.push_back(std::make_shared<const pod::Pod>(std::move(*decoded)));
     }
   }
-  for (auto& [uid, e] : pods_) {
-    if (!e.desired || seen.count(uid)) continue;
-    // Until every source has reported, a missing pod may belong to a source that has not been
-    // read yet (a manifest URL that is down across a supervisor restart): keep it.
-    if (!sources_ready_) continue;
-    e.desired = false;
-    ++kills_;
-    // A finished pod (every container done for good) is terminated but kept while desired; its
-    // worker ignores updates until forgotten, so forget it: the kill runs again and removes it.
-    if (lifecycle_.Phase(uid) == LifecyclePhase::kTerminated && !lifecycle_.Busy(uid)) {
-      lifecycle_.Forget(uid);
-    }
-    Update({uid, UpdateType::kKill, nullptr,
-            e.pod ? GraceOf(*e.pod) : pod::kDefaultTerminationGracePeriodSeconds});
-  }
-  if (sources_ready_) {
-    KillOrphans();
-    // Garbage collection protects the desired pods' containers and images.
-    std::set<std::string> uids, images;
-    for (const auto& [uid, e] : pods_) {
-      if (!e.desired || !e.pod) continue;
-      uids.insert(uid);
-      for (const auto& c : e.pod->spec.init_containers) images.insert(c.image);
-      for (const auto& c : e.pod->spec.containers) images.insert(c.image);
-    }
-    if (gc_) gc_->SetDesired(std::move(uids), std::move(images));
-  }
+  dispatcher_->ApplyDesired(pods, desired.sources_ready());
+  return error;
 }
 
-void PodworkerdService::KillOrphans() {
-  if (!mirror_->ready()) return;
-  for (const auto& [uid, rec] : mirror_->pods()) {
-    if (rec.foreign || pods_.count(uid)) continue;
-    bool live = false;
-    for (const auto& s : rec.sandboxes) live = live || s->state == ipc::pleg::SandboxState::Ready;
-    for (const auto& c : rec.containers)
-      live = live || c->state == ipc::pleg::ContainerState::Running;
-    (void)live;  // dead leftovers are removed the same way
-    GetLogger("podworkerd")
-        ->info("Killing orphaned pod {}/{} ({}): no desired pod owns it", rec.namespace_, rec.name,
-               uid);
-    ++orphans_killed_;
-    Entry& e = pods_[uid];
-    e.desired = false;
-    Update({uid, UpdateType::kKill, nullptr, std::nullopt});
-  }
-}
-
-void PodworkerdService::Update(PodUpdate<pod::Pod> update) {
-  auto work = lifecycle_.Update(std::move(update));
-  if (work) Dispatch(std::move(*work));
-}
-
-void PodworkerdService::Dispatch(Work<pod::Pod> work) {
-  if (work.kind == WorkKind::kSync) {
-    const Entry& e = pods_[work.uid];
-    if (!mirror_->ready() || (e.fresh_after_mono_ns != 0 &&
-                              mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns)) {
-      parked_[work.uid] = std::move(work);
-      return;
-    }
-  }
-  std::optional<ipc::pleg::PodRecordT> record;
-  auto it = mirror_->pods().find(work.uid);
-  if (it != mirror_->pods().end()) record = it->second;
-  Execute(std::move(work), std::move(record));
-}
-
-void PodworkerdService::RunParked() {
-  if (parked_.empty() || !mirror_->ready()) return;
-  for (auto it = parked_.begin(); it != parked_.end();) {
-    const Entry& e = pods_[it->first];
-    if (e.fresh_after_mono_ns != 0 && mirror_->relist_started_mono_ns() <= e.fresh_after_mono_ns) {
-      ++it;
-      continue;
-    }
-    Work<pod::Pod> work = std::move(it->second);
-    it = parked_.erase(it);
-    Dispatch(std::move(work));
-  }
-}
-
-void PodworkerdService::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record) {
-  Entry& entry = pods_[work.uid];
-  const bool desired = entry.desired;
-  // The first sync of a pod in this incarnation carries readiness over from statusd.
-  const bool seed = work.kind == WorkKind::kSync && !entry.seeded;
-  entry.seeded = entry.seeded || seed;
-  auto job = [this, work = std::move(work), record = std::move(record), desired, seed]() {
-    Done d;
-    d.uid = work.uid;
-    d.kind = work.kind;
+void PodworkerdService::RunWork(DispatchedWork dispatched) {
+  auto job = [this, d = std::move(dispatched)]() {
+    const Work<pod::Pod>& work = d.work;
+    WorkDone done;
+    done.uid = work.uid;
+    done.kind = work.kind;
     const MonoTime began = ctx_.clock.Now();
     switch (work.kind) {
       case WorkKind::kSync:
-        if (seed) SeedReadiness(work.uid);
-        d.outcome = syncer_->SyncPod(*work.pod, record ? &*record : nullptr);
+        if (d.seed_readiness) SeedReadiness(work.uid);
+        done.outcome = syncer_->SyncPod(*work.pod, d.record ? &*d.record : nullptr);
         break;
       case WorkKind::kTerminating:
-        d.error = syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1);
-        if (work.pod) d.outcome.status = syncer_->BuildStatus(*work.pod, nullptr, true);
+        done.error = syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1);
+        if (work.pod) done.outcome.status = syncer_->BuildStatus(*work.pod, nullptr, true);
         break;
       case WorkKind::kTerminated:
-        if (!desired) d.error = syncer_->RemovePod(work.uid);
+        if (!d.desired) done.error = syncer_->RemovePod(work.uid);
         break;
     }
-    d.completed_mono_ns = ctx_.clock.MonoNanos();
-    d.took = std::chrono::duration_cast<std::chrono::microseconds>(ctx_.clock.Now() - began);
+    done.completed_mono_ns = ctx_.clock.MonoNanos();
+    done.took = std::chrono::duration_cast<std::chrono::microseconds>(ctx_.clock.Now() - began);
     // Shared: a posted callback must be copyable.
-    ctx_.loop.Post([this, done = std::make_shared<Done>(std::move(d))] {
-      HandleDone(*done);
-      RunParked();
+    ctx_.loop.Post([this, result = std::make_shared<WorkDone>(std::move(done))] {
+      dispatcher_->HandleDone(*result);
+      dispatcher_->RunParked();
     });
   };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_one();
+  pool_->Submit(std::move(job));
 }
 
-void PodworkerdService::HandleDone(Done& d) {
-  auto log = GetLogger("podworkerd");
-  auto it = pods_.find(d.uid);
-  if (it == pods_.end()) return;
-  Entry& e = it->second;
-  std::optional<Work<pod::Pod>> next;
-  switch (d.kind) {
-    case WorkKind::kSync: {
-      ++syncs_;
-      const SyncOutcome& o = d.outcome;
-      worker_duration_.Observe(d.took);
-      containers_gc_ += static_cast<uint64_t>(o.containers_removed);
-      if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
-        e.start_recorded = true;
-        pod_start_.Observe(
-            std::chrono::duration_cast<std::chrono::microseconds>(ctx_.clock.Now() - e.created));
-      }
-      if (!o.error.empty()) {
-        ++sync_errors_;
-        if (e.logged_errors.size() >= 32) e.logged_errors.clear();  // errors naming ids vary
-        if (e.logged_errors.insert(o.error).second) {
-          log->warn("Failed to sync pod {} ({}): {}", d.uid,
-                    e.pod ? e.pod->metadata.namespace_name + "/" + e.pod->metadata.name : "",
-                    o.error);
-        }
-        e.last_error = o.error;
-      }
-      if (o.changed_runtime) e.fresh_after_mono_ns = d.completed_mono_ns;
-      e.retry_at = o.retry_at;
-      // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
-      // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
-      if (!o.error.empty()) {
-        e.error_backoff = e.error_backoff.count() == 0
-                              ? kErrorBackoffInitial
-                              : std::min(e.error_backoff * 2, kErrorBackoffMax);
-        MonoTime at = ctx_.clock.Now() + e.error_backoff;
-        if (!e.retry_at || at < *e.retry_at) e.retry_at = at;
-      } else {
-        e.error_backoff = std::chrono::milliseconds(0);
-        if (!e.last_error.empty()) log->info("Pod {} synced again after: {}", d.uid, e.last_error);
-        e.last_error.clear();
-        e.logged_errors.clear();
-      }
-      if (o.pod_finished) e.finished = true;
-      ReportStatus(d.uid, o.status);
-      status_->SendEvents(o.events);
-      EnsureProbes(d.uid);
-      next = lifecycle_.Complete(d.uid, WorkKind::kSync, o.pod_finished);
-      break;
-    }
-    case WorkKind::kTerminating:
-      if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
-      if (e.pod) {
-        status_->SendEvents({syncer_->MakeEvent(*e.pod, "Normal", "Killing", "Stopping pod")});
-      }
-      e.fresh_after_mono_ns = d.completed_mono_ns;
-      next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
-      break;
-    case WorkKind::kTerminated:
-      if (!d.error.ok()) log->warn("Failed to remove pod {}: {}", d.uid, d.error.ToString());
-      lifecycle_.Complete(d.uid, WorkKind::kTerminated, false);
-      probes_->RemovePod(d.uid);
-      if (e.desired && !e.finished && e.pod) {
-        // Deleted and re-added while terminating: start over.
-        lifecycle_.Forget(d.uid);
-        auto p = e.pod;
-        Update({d.uid, UpdateType::kCreate, p, std::nullopt});
-      } else if (!e.desired) {
-        lifecycle_.Forget(d.uid);
-        syncer_->ForgetPod(d.uid);
-        parked_.erase(d.uid);
-        pods_.erase(it);
-      }
-      break;
-  }
-  if (next) Dispatch(std::move(*next));
-}
-
-void PodworkerdService::EnsureProbes(const std::string& uid) {
-  auto it = pods_.find(uid);
-  if (it == pods_.end() || !it->second.pod) return;
-  const pod::Pod& p = *it->second.pod;
+void PodworkerdService::EnsureProbes(const std::string& uid, const pod::Pod& p) {
   auto rec = mirror_->pods().find(uid);
   if (rec == mirror_->pods().end()) return;
   std::string host = "127.0.0.1";
@@ -624,12 +458,6 @@ void PodworkerdService::SeedReadiness(const std::string& uid) {
   }
 }
 
-void PodworkerdService::ReportStatus(const std::string& uid, const status::PodStatus& st) {
-  auto it = pods_.find(uid);
-  if (it == pods_.end() || !it->second.pod) return;
-  status_->Send(IdentityOf(*it->second.pod), st);
-}
-
 HealthReport PodworkerdService::Health() const {
   if (!mirror_->ready()) {
     return {ipc::control::Health::Degraded, "waiting for plegd's pod cache"};
@@ -639,14 +467,15 @@ HealthReport PodworkerdService::Health() const {
 
 CounterList PodworkerdService::Counters() const {
   CounterList c;
-  c.emplace_back("pods", pods_.size());
-  c.emplace_back("syncs", syncs_);
-  c.emplace_back("sync_errors", sync_errors_);
-  c.emplace_back("kills", kills_);
-  c.emplace_back("orphans_killed", orphans_killed_);
+  const DispatcherCounters& d = dispatcher_->counters();
+  c.emplace_back("pods", dispatcher_->pods());
+  c.emplace_back("syncs", d.syncs);
+  c.emplace_back("sync_errors", d.sync_errors);
+  c.emplace_back("kills", d.kills);
+  c.emplace_back("orphans_killed", d.orphans_killed);
   c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
   c.emplace_back("bad_messages", bad_messages_);
-  c.emplace_back("parked", parked_.size());
+  c.emplace_back("parked", dispatcher_->parked());
   if (gc_) {
     uint64_t node_wide = 0;
     for (const auto& [name, value] : gc_->Counters()) {
@@ -654,15 +483,15 @@ CounterList PodworkerdService::Counters() const {
       c.emplace_back(name, value);
     }
     // Removed by pod syncs and by the node-wide pass alike.
-    c.emplace_back("containers_garbage_collected", containers_gc_ + node_wide);
+    c.emplace_back("containers_garbage_collected", d.containers_gc + node_wide);
   } else {
-    c.emplace_back("containers_garbage_collected", containers_gc_);
+    c.emplace_back("containers_garbage_collected", d.containers_gc);
   }
   if (probes_) {
     for (auto& kv : probes_->Counters()) c.push_back(std::move(kv));
   }
-  pod_start_.Export("pod_start_duration_seconds", c);
-  worker_duration_.Export("pod_worker_duration_seconds", c);
+  dispatcher_->pod_start().Export("pod_start_duration_seconds", c);
+  dispatcher_->worker_duration().Export("pod_worker_duration_seconds", c);
   if (counting_) {
     for (const auto& [op, n] : counting_->Snapshot()) {
       c.emplace_back("runtime_operations:" + op, n.first);

@@ -1,26 +1,21 @@
 // nodelet-podworkerd's service: takes the desired pods from the supervisor (podwork.fbs, a
 // ROUTER at kPodWorkerEndpoint), keeps a replica of plegd's pod cache (PlegMirror), runs one
-// serialized worker per pod (PodLifecycle: syncing → terminating → terminated) on a thread pool
-// through CRI (PodSyncer), kills orphaned runtime pods (the podKiller, once sources are ready),
-// and sends each pod's status to statusd from its own thread (so a slow statusd never holds a
-// worker back).
+// serialized worker per pod (PodDispatcher and its PodLifecycle: syncing → terminating →
+// terminated) on a thread pool (WorkerPool) through CRI (PodSyncer), kills orphaned runtime pods
+// (the podKiller, once sources are ready), and sends each pod's status to statusd from its own
+// thread (so a slow statusd never holds a worker back).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "lib/common/histogram.h"
 #include "lib/cri/containerd_tasks.h"
 #include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
@@ -34,10 +29,12 @@
 #include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/orphan_shims.h"
+#include "svc-podworkerd/pod_dispatcher.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
 #include "svc-podworkerd/status_sender.h"
+#include "svc-podworkerd/worker_pool.h"
 
 namespace nodelet::podworkerd {
 
@@ -57,71 +54,56 @@ struct PodworkerdConfig {
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
 };
 
+// The container runtime podworkerd drives: CRI's two services and, when the runtime is
+// containerd, its task service (repairs of stuck tasks, ends shims nothing reaches). The
+// referenced objects outlive the service; `owner` keeps them alive when the service owns them.
+struct PodworkerdRuntime {
+  cri::RuntimeService* runtime = nullptr;
+  cri::ImageService* images = nullptr;
+  cri::ContainerdTasks* tasks = nullptr;  // optional
+  std::shared_ptr<void> owner;
+};
+
+// The real runtime at config.runtime_endpoint: a GrpcCriClient, and containerd's task service
+// when it answers there.
+Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const Clock& clock);
+
 class PodworkerdService : public Service {
  public:
-  // Connects to the runtime, binds and connects podworkerd's sockets, starts the worker pool and
-  // registers on ctx.loop.
+  // Connects to the real runtime (ConnectRuntime), then as below.
   static Result<std::unique_ptr<PodworkerdService>> Create(ServiceContext& ctx,
                                                            PodworkerdConfig config);
+  // Drives `runtime`; binds and connects podworkerd's sockets, starts the worker pool and
+  // registers on ctx.loop.
+  static Result<std::unique_ptr<PodworkerdService>> Create(ServiceContext& ctx,
+                                                           PodworkerdConfig config,
+                                                           PodworkerdRuntime runtime);
   ~PodworkerdService() override;
   HealthReport Health() const override;
   CounterList Counters() const override;
   void Stop() override;
 
  private:
-  struct Entry {
-    std::shared_ptr<const pod::Pod> pod;  // null for an orphan found in the runtime
-    std::string config_hash;
-    bool desired = false;
-    // The next sync waits for a relist that started after this (Clock::MonoNanos(), compared
-    // with plegd's monotonic relist start: the same CLOCK_MONOTONIC in both processes).
-    int64_t fresh_after_mono_ns = 0;
-    MonoTime next_resync{};
-    std::optional<MonoTime> retry_at;
-    std::chrono::milliseconds error_backoff{0};
-    bool finished = false;
-    bool seeded = false;  // readiness carried over from statusd
-    MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
-    bool start_recorded = false;
-    // The last sync error, and every error logged since the last successful sync (each is
-    // logged once until a sync succeeds).
-    std::string last_error;
-    std::set<std::string> logged_errors;
-  };
-  struct Done {
-    std::string uid;
-    WorkKind kind;
-    SyncOutcome outcome;
-    int64_t completed_mono_ns = 0;
-    std::chrono::microseconds took{0};
-    Status error = Status::Ok();
-  };
-
-  PodworkerdService(ServiceContext& ctx, PodworkerdConfig config);
+  PodworkerdService(ServiceContext& ctx, PodworkerdConfig config, PodworkerdRuntime runtime);
   Status Start();
   void Register();
-  // Syncs the pods whose runtime view changed (events, volumes, probes), then RunParked().
-  void SyncChanged(const std::set<std::string>& changed);
   void HandleVolumeEvents();
   void OnTick();
   void HandleWork();
-  void ApplyDesired(const ipc::podwork::DesiredPods& desired, std::string& error);
-  void KillOrphans();
-  void Update(PodUpdate<pod::Pod> update);
-  void Dispatch(Work<pod::Pod> work);
-  void RunParked();
-  void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
-  void HandleDone(Done& d);
-  void ReportStatus(const std::string& uid, const status::PodStatus& status);
-  void EnsureProbes(const std::string& uid);
+  // Decodes the desired pods for the dispatcher; "" or what could not be decoded.
+  std::string ApplyDesired(const ipc::podwork::DesiredPods& desired);
+  // Runs a dispatched work item on a worker thread; its result is taken on the loop.
+  void RunWork(DispatchedWork work);
+  void EnsureProbes(const std::string& uid, const pod::Pod& pod);
   void SeedReadiness(const std::string& uid);
   void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb, ipc::podwork::Body type,
              flatbuffers::Offset<void> body);
 
   ServiceContext& ctx_;
   PodworkerdConfig config_;
-  std::unique_ptr<cri::GrpcCriClient> cri_;
-  std::unique_ptr<cri::ContainerdTasks> tasks_;
+  PodworkerdRuntime runtime_;
+  cri::RuntimeService& cri_;
+  cri::ContainerdTasks* tasks_;                      // null when the runtime is not containerd
   std::unique_ptr<OrphanShimSweeper> orphan_shims_;  // when the runtime is containerd
   void SweepOrphanShims(bool final_sweep);  // repairs stuck tasks (lib/cri/containerd_tasks.h)
   std::unique_ptr<CountingRuntime> counting_;
@@ -135,26 +117,19 @@ class PodworkerdService : public Service {
   StatvfsFsStats fs_stats_;
   std::unique_ptr<GarbageCollector> gc_;
 
-  PodLifecycle<pod::Pod> lifecycle_;
-  std::map<std::string, Entry> pods_;
-  std::map<std::string, Work<pod::Pod>> parked_;  // syncs waiting for a fresh cache
-  bool sources_ready_ = false;
+  // The dispatcher's view of plegd's cache, and its effects, in terms of the pieces above.
+  class MirrorView;
+  class Effects;
+  std::unique_ptr<MirrorView> mirror_view_;
+  std::unique_ptr<Effects> effects_;
+  std::unique_ptr<PodDispatcher> dispatcher_;
   uint64_t generation_ = 0;
+  std::unique_ptr<WorkerPool> pool_;
+  bool stopped_ = false;
 
-  // The worker pool.
-  void WorkerLoop();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
-
-  uint64_t containers_gc_ = 0;
   std::atomic<uint64_t> orphan_shims_ended_{0};  // written by the GC thread
-  uint64_t syncs_ = 0, sync_errors_ = 0, kills_ = 0, orphans_killed_ = 0, bad_messages_ = 0;
+  uint64_t bad_messages_ = 0;
   bool bad_logged_ = false;
-  Histogram pod_start_{Histogram::StartupBuckets()};
-  Histogram worker_duration_{Histogram::LatencyBuckets()};
 
   // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the
   // mirror's callbacks and synced once the batch is applied.
