@@ -41,11 +41,11 @@ class StatusdStandIn {
   }
   const Status& bound() const { return bound_; }
 
-  // Waits (5 s at most) until `done(statuses by uid, event reasons)` holds.
+  // Waits (20 s at most) until `done(statuses by uid, event reasons)` holds.
   template <typename Pred>
   bool WaitFor(Pred done) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, 5s, [&] { return done(statuses_, events_); });
+    return cv_.wait_for(lock, 20s, [&] { return done(statuses_, events_); });
   }
   std::map<std::string, std::vector<std::string>> statuses() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -129,10 +129,13 @@ status::PodEvent Event(const std::string& reason) {
 
 class StatusSenderTest : public ::testing::Test {
  protected:
+  // Short pauses, so a statusd that comes late is reached soon; attempts long enough for a
+  // connection and a round trip on a loaded machine under a sanitizer (each attempt connects
+  // afresh, so one that is always too short never succeeds).
   StatusSenderOptions Quick() {
     StatusSenderOptions o;
-    o.attempt_timeout = 50ms;
-    o.deadline = 150ms;
+    o.attempt_timeout = 500ms;
+    o.deadline = 1500ms;
     o.retry_pause = 20ms;
     return o;
   }
