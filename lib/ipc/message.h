@@ -86,12 +86,19 @@ Status PublishMessage(Publisher& socket, flatbuffers::FlatBufferBuilder& fbb,
 // others.
 class BadMessageCounter {
  public:
-  // Counts one bad message; true for the first one ever counted.
-  bool Count() { return count_.fetch_add(1, std::memory_order_relaxed) == 0; }
+  // Counts one bad message; true for the first Count() ever, which the caller logs.
+  bool Count() {
+    count_.fetch_add(1, std::memory_order_relaxed);
+    return !reported_.exchange(true, std::memory_order_relaxed);
+  }
+  // Counts one that is never logged (e.g. a malformed frame with no peer to name); the next
+  // Count() is still the first.
+  void CountSilently() { count_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<uint64_t> count_{0};
+  std::atomic<bool> reported_{false};
 };
 
 }  // namespace nodelet::ipc

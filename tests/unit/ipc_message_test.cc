@@ -79,6 +79,15 @@ TEST(BadMessageCounterTest, FirstIsReportedOnce) {
   EXPECT_EQ(bad.count(), 3u);
 }
 
+TEST(BadMessageCounterTest, SilentCountsDoNotTakeTheFirst) {
+  BadMessageCounter bad;
+  bad.CountSilently();
+  bad.CountSilently();
+  EXPECT_TRUE(bad.Count());
+  EXPECT_FALSE(bad.Count());
+  EXPECT_EQ(bad.count(), 4u);
+}
+
 TEST(BadMessageCounterTest, ExactlyOneFirstAcrossThreads) {
   BadMessageCounter bad;
   std::atomic<int> firsts{0};
