@@ -9,6 +9,7 @@
 
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 
 namespace nodelet::ctl {
@@ -40,9 +41,7 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation(), clock);
   flatbuffers::FlatBufferBuilder fbb(512);
   auto req = ipc::ctl::CreateCtlRequest(fbb, kind, fbb.CreateVectorOfStrings(services));
-  auto header = envelope.Write(fbb);
-  fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, ipc::ctl::Body::CtlRequest, req.Union()),
-             ipc::ctl::CtlMessageIdentifier());
+  ipc::FinishMessage(fbb, envelope, ipc::ctl::Body::CtlRequest, req.Union());
   // One request per connection: no retries (start/stop/restart are not idempotent in effect),
   // so wait for the connection before sending (ZMQ_IMMEDIATE refuses to queue until then).
   const MonoTime end = clock.Now() + deadline;

@@ -5,6 +5,7 @@
 
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 #include "volume_generated.h"
 
@@ -30,10 +31,7 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
   flatbuffers::FlatBufferBuilder fbb(256);
   auto q = ipc::volume::CreateVolumesQueryDirect(fbb, 1, "");
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
-  auto header = envelope.Write(fbb);
-  fbb.Finish(
-      ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesQuery, q.Union()),
-      ipc::volume::VolumeMessageIdentifier());
+  ipc::FinishMessage(fbb, envelope, ipc::volume::Body::VolumesQuery, q.Union());
   auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), std::chrono::milliseconds(1000),
                            std::chrono::milliseconds(3000), [](const ipc::Frame& f) {
                              auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(

@@ -76,12 +76,9 @@ void PlegdService::Stop() {
 
 void PlegdService::Publish(flatbuffers::FlatBufferBuilder& fbb, Body type,
                            flatbuffers::Offset<void> body) {
-  auto header = envelope_->Write(fbb);
-  fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, type, body),
-             ipc::pleg::PlegMessageIdentifier());
   // Over the event limit: not published, but its sequence number is spent, so every subscriber
   // sees the gap and takes a snapshot, which carries the record (ipc::kPlegEvents).
-  if (Status s = publisher_->Publish(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+  if (Status s = ipc::PublishMessage(*publisher_, fbb, *envelope_, type, body); !s.ok()) {
     ++publish_refused_;
     if (!publish_refused_logged_) {
       GetLogger("plegd")->warn("Failed to publish an update: {}; subscribers resync", s.message());
@@ -136,17 +133,13 @@ void PlegdService::HandleSnapshotRequests() {
                                                ipc::pleg::PlegMessageIdentifier());
     flatbuffers::FlatBufferBuilder fbb(64 * 1024);
     if (!msg.ok() || (*msg)->body_type() != Body::SnapshotRequest) {
-      ++bad_requests_;
       std::string why = msg.ok() ? "expected a SnapshotRequest" : msg.status().message();
-      if (!bad_logged_) {
+      if (bad_requests_.Count()) {
         GetLogger("plegd")->warn("Refusing a bad snapshot request: {}", why);
-        bad_logged_ = true;
       }
       auto err = ipc::pleg::CreateErrorReplyDirect(fbb, 0, why.c_str());
-      auto header = envelope_->Write(fbb);
-      fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::ErrorReply, err.Union()),
-                 ipc::pleg::PlegMessageIdentifier());
-      (void)snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+      // A peer whose queue is full gets no error reply; it times out as it would anyway.
+      (void)ipc::SendMessage(*snapshots_, in->peer, fbb, *envelope_, Body::ErrorReply, err.Union());
       continue;
     }
     std::vector<flatbuffers::Offset<ipc::pleg::PodRecord>> pods;
@@ -158,10 +151,9 @@ void PlegdService::HandleSnapshotRequests() {
     auto snap = ipc::pleg::CreateSnapshot(fbb, (*msg)->body_as_SnapshotRequest()->request_id(),
                                           envelope_->last_sequence(), envelope_->incarnation(),
                                           cache_.last_relist(), fbb.CreateVector(pods));
-    auto header = reply_writer.Write(fbb);
-    fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::Snapshot, snap.Union()),
-               ipc::pleg::PlegMessageIdentifier());
-    if (Status s = snapshots_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+    if (Status s = ipc::SendMessage(*snapshots_, in->peer, fbb, reply_writer, Body::Snapshot,
+                                    snap.Union());
+        !s.ok()) {
       // Over kPlegSnapshots' reply limit, or the peer's queue is full: it asks again.
       ++snapshot_send_failures_;
       if (s.code() == StatusCode::kResourceExhausted && !snapshot_too_large_logged_) {
@@ -192,7 +184,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("snapshots_served", snapshots_served_);
   c.emplace_back("publish_refused", publish_refused_);
   c.emplace_back("snapshot_send_failures", snapshot_send_failures_);
-  c.emplace_back("bad_requests", bad_requests_);
+  c.emplace_back("bad_requests", bad_requests_.count());
   c.emplace_back("pods", cache_.pods().size());
   c.emplace_back("containers", cache_.container_count());
   size_t running = 0, running_pods = 0;

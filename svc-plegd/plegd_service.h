@@ -9,6 +9,7 @@
 
 #include "lib/common/histogram.h"
 #include "lib/ipc/codec.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
 #include "svc-plegd/pleg_engine.h"
@@ -59,7 +60,7 @@ class PlegdService : public Service {
   PodCache cache_;
   uint64_t events_published_ = 0;
   uint64_t snapshots_served_ = 0;
-  uint64_t bad_requests_ = 0;
+  ipc::BadMessageCounter bad_requests_;
   // Updates over ipc::kPlegEvents' limit (subscribers resync from a snapshot instead).
   uint64_t publish_refused_ = 0;
   // Snapshots not sent: over kPlegSnapshots' reply limit, or the peer's queue full.
@@ -70,7 +71,6 @@ class PlegdService : public Service {
   Histogram relist_interval_{{0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 5, 10, 30}};
   int64_t last_relist_started_ns_ = 0;       // wall clock: last_relist_unix_ms
   int64_t last_relist_started_mono_ns_ = 0;  // monotonic: the relist interval
-  bool bad_logged_ = false;
   EventLoop::Handle snapshot_source_;
 };
 

@@ -94,19 +94,13 @@ void VolumedService::ArmReconcile() {
 void VolumedService::Publish(const std::string& uid, bool ready) {
   flatbuffers::FlatBufferBuilder fbb(128);
   auto ev = ipc::volume::CreateVolumesChangedDirect(fbb, uid.c_str(), ready);
-  auto header = envelope_->Write(fbb);
-  fbb.Finish(
-      ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::VolumesChanged, ev.Union()),
-      ipc::volume::VolumeMessageIdentifier());
-  (void)events_->Publish(fbb.GetBufferPointer(), fbb.GetSize());
+  (void)ipc::PublishMessage(*events_, fbb, *envelope_, ipc::volume::Body::VolumesChanged,
+                            ev.Union());
 }
 
 void VolumedService::SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
                                      ipc::volume::Body type, flatbuffers::Offset<void> body) {
-  auto header = envelope_->Write(fbb);
-  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, type, body),
-             ipc::volume::VolumeMessageIdentifier());
-  (void)router_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+  (void)ipc::SendMessage(*router_, peer, fbb, *envelope_, type, body);
 }
 
 void VolumedService::HandleRequests() {
@@ -130,11 +124,8 @@ void VolumedService::HandleRequests() {
         flatbuffers::FlatBufferBuilder fbb(128);
         auto ack =
             ipc::podwork::CreateWorkAck(fbb, (*msg)->body_as_DesiredPods()->generation(), 0, 0);
-        auto header = envelope_->Write(fbb);
-        fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::WorkAck,
-                                                      ack.Union()),
-                   ipc::podwork::PodWorkMessageIdentifier());
-        (void)router_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+        (void)ipc::SendMessage(*router_, in->peer, fbb, *envelope_, ipc::podwork::Body::WorkAck,
+                               ack.Union());
         continue;
       }
     }
@@ -142,11 +133,7 @@ void VolumedService::HandleRequests() {
         data, size, ipc::volume::VolumeMessageIdentifier(), kMaxBytes);
     flatbuffers::FlatBufferBuilder fbb(1024);
     if (!msg.ok()) {
-      ++bad_messages_;
-      if (!bad_logged_) {
-        log->warn("Refusing a bad message: {}", msg.status().message());
-        bad_logged_ = true;
-      }
+      if (bad_messages_.Count()) log->warn("Refusing a bad message: {}", msg.status().message());
       auto err = ipc::volume::CreateErrorReplyDirect(fbb, 0, msg.status().message().c_str());
       SendVolumeReply(in->peer, fbb, ipc::volume::Body::ErrorReply, err.Union());
       continue;
@@ -184,7 +171,7 @@ CounterList VolumedService::Counters() const {
   c.emplace_back("operations", manager_->operations());
   c.emplace_back("failures", manager_->failures());
   c.emplace_back("requests", requests_);
-  c.emplace_back("bad_messages", bad_messages_);
+  c.emplace_back("bad_messages", bad_messages_.count());
   return c;
 }
 

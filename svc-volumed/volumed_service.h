@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "lib/ipc/codec.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 #include "lib/service/service_runtime.h"
 #include "podwork_generated.h"
@@ -44,8 +45,8 @@ class VolumedService : public Service {
   std::unique_ptr<ipc::Publisher> events_;
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;
   bool have_desired_ = false;
-  uint64_t bad_messages_ = 0, requests_ = 0;
-  bool bad_logged_ = false;
+  uint64_t requests_ = 0;
+  ipc::BadMessageCounter bad_messages_;
   EventLoop::Handle router_source_;
   EventLoop::Timer reconcile_;
 };

@@ -2,6 +2,7 @@
 
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 
 namespace nodelet::pleg {
 namespace {
@@ -79,11 +80,10 @@ void PlegMirror::RequestSnapshot() {
   const uint64_t id = next_request_id_++;
   flatbuffers::FlatBufferBuilder fbb(128);
   auto req = ipc::pleg::CreateSnapshotRequest(fbb, id);
-  auto header = envelope_.Write(fbb);
-  fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::SnapshotRequest, req.Union()),
-             ipc::pleg::PlegMessageIdentifier());
   // With ZMQ_IMMEDIATE the send fails while plegd is not there; Tick() tries again.
-  outstanding_ = snapshot_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok() ? id : 0;
+  const Status sent =
+      ipc::SendMessage(*snapshot_, fbb, envelope_, Body::SnapshotRequest, req.Union());
+  outstanding_ = sent.ok() ? id : 0;
   asked_at_ = clock_.Now();
 }
 
@@ -106,7 +106,7 @@ void PlegMirror::HandleSnapshotReply() {
                                              ipc::pleg::PlegMessageIdentifier(),
                                              ipc::kPlegSnapshots.replies.max_message_bytes);
     if (!m.ok()) {
-      ++bad_messages_;
+      (void)bad_messages_.Count();  // not logged here: the owner reports bad_messages()
       continue;
     }
     const ipc::pleg::Snapshot* snap = (*m)->body_as_Snapshot();
@@ -142,7 +142,7 @@ void PlegMirror::DrainUpdates() {
                                              ipc::pleg::PlegMessageIdentifier(),
                                              ipc::kPlegEvents.max_message_bytes);
     if (!m.ok()) {
-      ++bad_messages_;
+      (void)bad_messages_.Count();  // not logged here: the owner reports bad_messages()
       continue;
     }
     const auto* h = (*m)->header();

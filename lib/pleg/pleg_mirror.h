@@ -21,6 +21,7 @@
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/ipc/codec.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 #include "lib/service/event_loop.h"
 #include "pleg_generated.h"
@@ -66,7 +67,7 @@ class PlegMirror {
   int64_t relist_started_mono_ns() const { return relist_started_mono_ns_; }
   uint64_t gaps() const { return gaps_; }
   uint64_t snapshots() const { return snapshots_; }
-  uint64_t bad_messages() const { return bad_messages_; }
+  uint64_t bad_messages() const { return bad_messages_.count(); }
   // The last relist error plegd reported, empty when the last relist succeeded.
   const std::string& relist_error() const { return relist_error_; }
   // When the last message (update or snapshot) came from plegd.
@@ -105,7 +106,8 @@ class PlegMirror {
   uint64_t relist_ = 0;
   int64_t relist_started_mono_ns_ = 0;
   uint64_t next_request_id_ = 1;
-  uint64_t gaps_ = 0, snapshots_ = 0, bad_messages_ = 0;
+  uint64_t gaps_ = 0, snapshots_ = 0;
+  ipc::BadMessageCounter bad_messages_;
   std::string relist_error_;
   MonoTime last_heard_{};
   // Loop mode only (declared last: removed from the loop before the sockets close).

@@ -11,6 +11,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "nodelet_version.h"
 
 namespace nodelet {
@@ -121,10 +122,8 @@ class Runtime {
       auto msg = ipc::DecodeMessage<ControlMessage>(frame->data(), frame->size(),
                                                     ipc::control::ControlMessageIdentifier());
       if (!msg.ok()) {
-        ++bad_messages_;
-        if (!bad_logged_) {
+        if (bad_messages_.Count()) {
           log_->warn("Dropping a bad control message: {}", msg.status().message());
-          bad_logged_ = true;
         }
         continue;
       }
@@ -163,11 +162,8 @@ class Runtime {
   }
 
   void Send(flatbuffers::FlatBufferBuilder& fbb, Body type, flatbuffers::Offset<void> body) {
-    auto header = envelope_.Write(fbb);
-    fbb.Finish(ipc::control::CreateControlMessage(fbb, header, type, body),
-               ipc::control::ControlMessageIdentifier());
     // A full queue means the supervisor is away; heartbeats are not worth queueing.
-    (void)control_.Send(fbb.GetBufferPointer(), fbb.GetSize());
+    (void)ipc::SendMessage(control_, fbb, envelope_, type, body);
   }
 
   void SendHello() {
@@ -182,7 +178,7 @@ class Runtime {
     HealthReport health = service_->Health();
     CounterList counters = service_->Counters();
     counters.emplace_back("ipc_control_messages", control_messages_);
-    counters.emplace_back("ipc_bad_messages", bad_messages_);
+    counters.emplace_back("ipc_bad_messages", bad_messages_.count());
     std::sort(counters.begin(), counters.end());
     flatbuffers::FlatBufferBuilder fbb(512);
     std::vector<flatbuffers::Offset<ipc::control::Counter>> offs;
@@ -216,8 +212,7 @@ class Runtime {
   MonoTime started_{};
   uint64_t supervisor_incarnation_ = 0;
   uint64_t control_messages_ = 0;
-  uint64_t bad_messages_ = 0;
-  bool bad_logged_ = false;
+  ipc::BadMessageCounter bad_messages_;
 };
 
 }  // namespace

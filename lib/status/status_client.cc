@@ -25,9 +25,17 @@ Status BadReply(const std::string& uri, const std::string& why) {
   return Internal("bad reply from statusd at '" + uri + "': " + why);
 }
 
-Result<SetResult> ReadSetReply(const fb::StatusMessage& m, const std::string& uri) {
+// The check every verified reply passes: an ErrorReply becomes its Status, any other body than
+// `expected` is a bad reply.
+Status CheckReply(const fb::StatusMessage& m, fb::Body expected, const std::string& uri) {
   if (Status s = ErrorOf(m); !s.ok()) return s;
-  if (m.body_type() != fb::Body::SetPodStatusReply) return BadReply(uri, "not a SetPodStatusReply");
+  if (m.body_type() != expected)
+    return BadReply(uri, std::string("not a ") + fb::EnumNameBody(expected));
+  return Status::Ok();
+}
+
+// A SetPodStatusReply that passed CheckReply.
+SetResult ReadSetReply(const fb::StatusMessage& m) {
   const auto* r = m.body_as_SetPodStatusReply();
   return SetResult{r->version(), r->changed()};
 }
@@ -44,17 +52,18 @@ StatusClient::StatusClient(ipc::Context& ctx, const std::string& run_dir,
 
 Status StatusClient::Connect() { return client_.Connect(); }
 
-Result<ipc::Frame> StatusClient::Call(FlatBufferBuilder& fbb, uint64_t id) {
+Result<StatusClient::VerifiedReply> StatusClient::Call(FlatBufferBuilder& fbb, uint64_t id,
+                                                       fb::Body expected) {
+  // The match verifies every candidate; the reply it accepts is not verified again.
   auto frame = client_.Call(fbb.GetBufferPointer(), fbb.GetSize(), options_.attempt_timeout,
                             options_.deadline, [id](const ipc::Frame& f) {
                               auto m = DecodeStatusMessage(f.data(), f.size(), kMaxReplyBytes);
                               return m.ok() && RequestIdOf(**m) == id;
                             });
   if (!frame.ok()) return frame.status();
-  auto m = DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (!m.ok()) return BadReply(uri_, m.status().message());
-  if (Status s = ErrorOf(**m); !s.ok()) return s;
-  return frame;
+  VerifiedReply reply(std::move(frame).value());
+  if (Status s = CheckReply(reply.message(), expected, uri_); !s.ok()) return s;
+  return reply;
 }
 
 Result<SetResult> StatusClient::SetPodStatus(const PodIdentity& pod, const PodStatus& status) {
@@ -64,9 +73,9 @@ Result<SetResult> StatusClient::SetPodStatus(const PodIdentity& pod, const PodSt
   auto s = WritePodStatus(fbb, status);
   FinishStatusMessage(fbb, envelope_, fb::Body::SetPodStatusRequest,
                       fb::CreateSetPodStatusRequest(fbb, id, p, s).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  return ReadSetReply(**DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes), uri_);
+  auto reply = Call(fbb, id, fb::Body::SetPodStatusReply);
+  if (!reply.ok()) return reply.status();
+  return ReadSetReply(reply->message());
 }
 
 Result<PodStatusRecord> StatusClient::GetPodStatus(const std::string& uid) {
@@ -75,10 +84,10 @@ Result<PodStatusRecord> StatusClient::GetPodStatus(const std::string& uid) {
   auto u = fbb.CreateString(uid);
   FinishStatusMessage(fbb, envelope_, fb::Body::GetPodStatusRequest,
                       fb::CreateGetPodStatusRequest(fbb, id, u).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::GetPodStatusReply || !m->body_as_GetPodStatusReply()->record()) {
+  auto reply = Call(fbb, id, fb::Body::GetPodStatusReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
+  if (!m->body_as_GetPodStatusReply()->record()) {
     return BadReply(uri_, "not a GetPodStatusReply with a record");
   }
   return ReadPodStatusRecord(m->body_as_GetPodStatusReply()->record());
@@ -92,11 +101,9 @@ Result<uint32_t> StatusClient::RecordEvents(const std::vector<PodEvent>& events)
   auto vec = fbb.CreateVector(offs);
   FinishStatusMessage(fbb, envelope_, fb::Body::RecordEventsRequest,
                       fb::CreateRecordEventsRequest(fbb, id, vec).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::RecordEventsReply)
-    return BadReply(uri_, "not a RecordEventsReply");
+  auto reply = Call(fbb, id, fb::Body::RecordEventsReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   return m->body_as_RecordEventsReply()->stored();
 }
 
@@ -106,10 +113,9 @@ Result<std::vector<PodEvent>> StatusClient::ListEvents(const std::string& uid) {
   auto u = uid.empty() ? 0 : fbb.CreateString(uid);
   FinishStatusMessage(fbb, envelope_, fb::Body::ListEventsRequest,
                       fb::CreateListEventsRequest(fbb, id, u).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::ListEventsReply) return BadReply(uri_, "not a ListEventsReply");
+  auto reply = Call(fbb, id, fb::Body::ListEventsReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   std::vector<PodEvent> out;
   if (const auto* list = m->body_as_ListEventsReply()->events()) {
     for (const auto* e : *list) out.push_back(ReadEvent(e));
@@ -123,12 +129,9 @@ Result<SetResult> StatusClient::SetNodeStatus(const std::string& node_json) {
   auto j = fbb.CreateString(node_json);
   FinishStatusMessage(fbb, envelope_, fb::Body::SetNodeStatusRequest,
                       fb::CreateSetNodeStatusRequest(fbb, id, j).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::SetNodeStatusReply) {
-    return BadReply(uri_, "not a SetNodeStatusReply");
-  }
+  auto reply = Call(fbb, id, fb::Body::SetNodeStatusReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   const auto* r = m->body_as_SetNodeStatusReply();
   SetResult out;
   out.version = r->version();
@@ -141,12 +144,9 @@ Result<NodeStatusRecord> StatusClient::GetNodeStatus() {
   FlatBufferBuilder fbb(128);
   FinishStatusMessage(fbb, envelope_, fb::Body::GetNodeStatusRequest,
                       fb::CreateGetNodeStatusRequest(fbb, id).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::GetNodeStatusReply) {
-    return BadReply(uri_, "not a GetNodeStatusReply");
-  }
+  auto reply = Call(fbb, id, fb::Body::GetNodeStatusReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   const auto* r = m->body_as_GetNodeStatusReply();
   NodeStatusRecord out;
   out.node_json = r->node_json() ? r->node_json()->str() : "";
@@ -161,12 +161,9 @@ Result<PodStatusList> StatusClient::ListPodStatuses(const std::string& namespace
   auto ns = namespace_filter.empty() ? 0 : fbb.CreateString(namespace_filter);
   FinishStatusMessage(fbb, envelope_, fb::Body::ListPodStatusesRequest,
                       fb::CreateListPodStatusesRequest(fbb, id, ns).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::ListPodStatusesReply) {
-    return BadReply(uri_, "not a ListPodStatusesReply");
-  }
+  auto reply = Call(fbb, id, fb::Body::ListPodStatusesReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   const auto* r = m->body_as_ListPodStatusesReply();
   PodStatusList out;
   out.watch_sequence = r->watch_sequence();
@@ -184,9 +181,9 @@ Result<SetResult> StatusClient::TerminatePod(const std::string& uid) {
   auto u = fbb.CreateString(uid);
   FinishStatusMessage(fbb, envelope_, fb::Body::TerminatePodRequest,
                       fb::CreateTerminatePodRequest(fbb, id, u).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  return ReadSetReply(**DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes), uri_);
+  auto reply = Call(fbb, id, fb::Body::SetPodStatusReply);
+  if (!reply.ok()) return reply.status();
+  return ReadSetReply(reply->message());
 }
 
 Result<std::vector<std::string>> StatusClient::RemoveOrphanedStatuses(
@@ -196,12 +193,9 @@ Result<std::vector<std::string>> StatusClient::RemoveOrphanedStatuses(
   auto keep = fbb.CreateVectorOfStrings(keep_uids);
   FinishStatusMessage(fbb, envelope_, fb::Body::RemoveOrphanedStatusesRequest,
                       fb::CreateRemoveOrphanedStatusesRequest(fbb, id, keep).Union());
-  auto frame = Call(fbb, id);
-  if (!frame.ok()) return frame.status();
-  const auto* m = *DecodeStatusMessage(frame->data(), frame->size(), kMaxReplyBytes);
-  if (m->body_type() != fb::Body::RemoveOrphanedStatusesReply) {
-    return BadReply(uri_, "not a RemoveOrphanedStatusesReply");
-  }
+  auto reply = Call(fbb, id, fb::Body::RemoveOrphanedStatusesReply);
+  if (!reply.ok()) return reply.status();
+  const fb::StatusMessage* m = &reply->message();
   std::vector<std::string> removed;
   if (const auto* v = m->body_as_RemoveOrphanedStatusesReply()->removed_uids()) {
     for (const auto* s : *v) removed.push_back(s->str());
@@ -291,11 +285,10 @@ Result<PipelinedStatusClient::Reply> PipelinedStatusClient::Receive(
   Reply reply;
   reply.request_id = RequestIdOf(**m);
   Forget(reply.request_id);
-  auto r = ReadSetReply(**m, uri_);
-  if (r.ok()) {
-    reply.result = *r;
+  if (Status s = CheckReply(**m, fb::Body::SetPodStatusReply, uri_); s.ok()) {
+    reply.result = ReadSetReply(**m);
   } else {
-    reply.status = r.status();
+    reply.status = s;
   }
   return reply;
 }

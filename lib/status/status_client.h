@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lib/common/status.h"
@@ -92,9 +93,22 @@ class StatusClient {
 
  private:
   uint64_t NextId() { return ++next_id_; }
-  // Sends the finished message, waits for the reply with this id; an ErrorReply becomes its
-  // Status.
-  Result<ipc::Frame> Call(flatbuffers::FlatBufferBuilder& fbb, uint64_t id);
+  // A reply Call verified once (in its match) and checked; it owns the frame and reads the
+  // message from it without verifying again.
+  class VerifiedReply {
+   public:
+    explicit VerifiedReply(ipc::Frame frame) : frame_(std::move(frame)) {}
+    const ipc::status::StatusMessage& message() const {
+      return *flatbuffers::GetRoot<ipc::status::StatusMessage>(frame_.data());
+    }
+
+   private:
+    ipc::Frame frame_;
+  };
+  // Sends the finished message and waits for the reply with this id: verified, an ErrorReply
+  // as its Status, a body other than `expected` as a bad reply. Every request goes through it.
+  Result<VerifiedReply> Call(flatbuffers::FlatBufferBuilder& fbb, uint64_t id,
+                             ipc::status::Body expected);
 
   std::string uri_;
   StatusClientOptions options_;

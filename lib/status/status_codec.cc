@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "lib/ipc/message.h"
+
 namespace nodelet::status {
 namespace {
 
@@ -203,8 +205,7 @@ PodStatusRecord ReadPodStatusRecord(const fb::PodStatusRecord* record) {
 
 void FinishStatusMessage(FlatBufferBuilder& fbb, ipc::EnvelopeWriter& envelope, fb::Body type,
                          Offset<void> body) {
-  auto header = envelope.Write(fbb);
-  fbb.Finish(fb::CreateStatusMessage(fbb, header, type, body), fb::StatusMessageIdentifier());
+  ipc::FinishMessage(fbb, envelope, type, body);
 }
 
 Result<const fb::StatusMessage*> DecodeStatusMessage(const void* data, size_t size,

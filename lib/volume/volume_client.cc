@@ -5,6 +5,7 @@
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "volume_generated.h"
 
 namespace nodelet::volume {
@@ -31,10 +32,7 @@ Result<PodVolumeSet> VolumeClient::PodVolumes(const std::string& pod_uid) const 
   flatbuffers::FlatBufferBuilder fbb(256);
   auto req = ipc::volume::CreatePodVolumesRequestDirect(fbb, id, pod_uid.c_str());
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Podworkerd, 0);
-  auto header = envelope.Write(fbb);
-  fbb.Finish(ipc::volume::CreateVolumeMessage(fbb, header, ipc::volume::Body::PodVolumesRequest,
-                                              req.Union()),
-             ipc::volume::VolumeMessageIdentifier());
+  ipc::FinishMessage(fbb, envelope, ipc::volume::Body::PodVolumesRequest, req.Union());
   auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), options_.attempt_timeout,
                            options_.deadline, [&](const ipc::Frame& f) {
                              auto m = Decode(f);
