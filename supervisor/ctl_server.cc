@@ -9,6 +9,7 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -53,8 +54,7 @@ struct CtlServer::Impl {
   uint64_t next_pending = 1;
   // Read by other threads (the HTTP endpoint's /metrics, tests) while the server thread counts.
   std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> bad_requests{0};
-  bool bad_logged = false;
+  ipc::BadMessageCounter bad_requests;
 
   void SendReply(const std::string& peer, bool ok, const std::string& error,
                  const std::vector<ServiceInfo>* infos, const std::vector<Result>* results,
@@ -83,11 +83,9 @@ struct CtlServer::Impl {
     auto version = with_version ? fbb.CreateString(options.version) : 0;
     auto reply = ipc::ctl::CreateCtlReply(fbb, ok, err, svcs, res,
                                           with_pid ? options.supervisor_pid : 0, version);
-    auto header = envelope.Write(fbb);
-    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
-               ipc::ctl::CtlMessageIdentifier());
     // A client that went away is not an error worth more than a debug line.
-    if (Status s = router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+    if (Status s = ipc::SendMessage(router, peer, fbb, envelope, Body::CtlReply, reply.Union());
+        !s.ok()) {
       log->debug("Failed to answer a ctl client: {}", s.message());
     }
   }
@@ -103,10 +101,8 @@ struct CtlServer::Impl {
     b.add_error(err);
     b.add_node_json(node);
     auto reply = b.Finish();
-    auto header = envelope.Write(fbb);
-    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
-               ipc::ctl::CtlMessageIdentifier());
-    (void)router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+    // A client that went away takes its answer with it.
+    (void)ipc::SendMessage(router, peer, fbb, envelope, Body::CtlReply, reply.Union());
   }
 
   void SendRuntime(const std::string& peer) {
@@ -127,20 +123,14 @@ struct CtlServer::Impl {
     b.add_runtime_relist(snap.relist);
     b.add_runtime_error(err);
     auto reply = b.Finish();
-    auto header = envelope.Write(fbb);
-    fbb.Finish(ipc::ctl::CreateCtlMessage(fbb, header, Body::CtlReply, reply.Union()),
-               ipc::ctl::CtlMessageIdentifier());
-    if (Status s = router.Send(peer, fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) {
+    if (Status s = ipc::SendMessage(router, peer, fbb, envelope, Body::CtlReply, reply.Union());
+        !s.ok()) {
       log->debug("Failed to answer a ctl client: {}", s.message());
     }
   }
 
   void Refuse(const std::string& peer, const std::string& why) {
-    ++bad_requests;
-    if (!bad_logged) {
-      log->warn("Refusing a bad ctl request: {}", why);
-      bad_logged = true;
-    }
+    if (bad_requests.Count()) log->warn("Refusing a bad ctl request: {}", why);
     SendReply(peer, false, why, nullptr, nullptr, false, false);
   }
 
@@ -281,7 +271,7 @@ void CtlServer::OnReadable() {
     auto in = impl_->router.Receive(std::chrono::milliseconds(0));
     if (!in.ok()) {
       // A malformed multipart message has no peer we can answer: dropped and counted.
-      if (in.status().code() != StatusCode::kDeadlineExceeded) ++impl_->bad_requests;
+      if (in.status().code() != StatusCode::kDeadlineExceeded) impl_->bad_requests.CountSilently();
       continue;
     }
     ++impl_->requests;
@@ -300,7 +290,7 @@ void CtlServer::OnReadable() {
   }
 }
 
-uint64_t CtlServer::bad_requests() const { return impl_->bad_requests.load(); }
+uint64_t CtlServer::bad_requests() const { return impl_->bad_requests.count(); }
 uint64_t CtlServer::requests() const { return impl_->requests.load(); }
 
 }  // namespace nodelet::supervisor

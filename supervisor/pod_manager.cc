@@ -8,6 +8,7 @@
 
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
@@ -450,10 +451,8 @@ void PodManager::Send() {
   auto desired = ipc::podwork::CreateDesiredPods(
       fbb, generation_, fbb.CreateVector(pods), config_->AllSourcesReady(),
       fbb.CreateVector(rejected), fbb.CreateVector(config_maps), fbb.CreateVector(secrets));
-  auto header = envelope_.Write(fbb);
-  fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
-                                                desired.Union()),
-             ipc::podwork::PodWorkMessageIdentifier());
+  // One message, sent to both podworkerd and volumed.
+  ipc::FinishMessage(fbb, envelope_, ipc::podwork::Body::DesiredPods, desired.Union());
   // Fails while a service is not there (ZMQ_IMMEDIATE); the next tick sends again.
   bool sent = work_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok();
   sent = volumes_->Send(fbb.GetBufferPointer(), fbb.GetSize()).ok() && sent;

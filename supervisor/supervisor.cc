@@ -16,6 +16,7 @@
 #include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "lib/pod/static_pod.h"
 #include "lib/service/event_loop.h"
@@ -232,10 +233,8 @@ class Supervisor::Impl {
     static uint64_t next_id = 1;
     flatbuffers::FlatBufferBuilder fbb(128);
     auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
-    auto header = envelope_->Write(fbb);
-    fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Command, cmd.Union()),
-               ipc::control::ControlMessageIdentifier());
-    (void)control_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+    // A full queue means the service is away; it says hello again when it is back.
+    (void)ipc::SendMessage(*control_, peer, fbb, *envelope_, Body::Command, cmd.Union());
   }
 
   void SendCommandToAll(ipc::control::CommandKind kind) {
@@ -249,10 +248,8 @@ class Supervisor::Impl {
       auto msg = ipc::DecodeMessage<ControlMessage>(in->payload.data(), in->payload.size(),
                                                     ipc::control::ControlMessageIdentifier());
       if (!msg.ok()) {
-        ++bad_control_;
-        if (!bad_control_logged_) {
+        if (bad_control_.Count()) {
           log_->warn("Dropping a bad control message: {}", msg.status().message());
-          bad_control_logged_ = true;
         }
         continue;
       }
@@ -268,10 +265,8 @@ class Supervisor::Impl {
         if (name == "podworkerd" || name == "volumed") pods_->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto w = ipc::control::CreateWelcome(fbb, incarnation_, 0);
-        auto header = envelope_->Write(fbb);
-        fbb.Finish(ipc::control::CreateControlMessage(fbb, header, Body::Welcome, w.Union()),
-                   ipc::control::ControlMessageIdentifier());
-        (void)control_->Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());
+        // Lost only with the peer, whose next hello is welcomed again.
+        (void)ipc::SendMessage(*control_, in->peer, fbb, *envelope_, Body::Welcome, w.Union());
       } else if (const auto* hb = m->body_as_Heartbeat()) {
         services().OnHeartbeat(name, hb->health(), hb->reason() ? hb->reason()->str() : "");
         // A service that outlived a supervisor restart (systemd mode) has not said hello to
@@ -330,7 +325,8 @@ class Supervisor::Impl {
   void AfterIteration() {
     if (!stopping_) pods_->Tick();
     if (http_) {
-      HttpSnapshot snap{services().List(), service_counters_, service_messages_, bad_control_};
+      HttpSnapshot snap{services().List(), service_counters_, service_messages_,
+                        bad_control_.count()};
       snap.source_failures = pods_->source_failures();
       http_->Update(std::move(snap));
     }
@@ -382,8 +378,7 @@ class Supervisor::Impl {
   std::set<std::string> hello_seen_;
   std::map<std::string, std::map<std::string, uint64_t>> service_counters_;
   std::map<std::string, uint64_t> service_messages_;
-  uint64_t bad_control_ = 0;
-  bool bad_control_logged_ = false;
+  ipc::BadMessageCounter bad_control_;
   std::unique_ptr<CtlServer> ctl_;
   std::unique_ptr<pleg::PlegMirror> mirror_;
   std::unique_ptr<PlegRuntimeView> runtime_view_;

@@ -8,6 +8,7 @@
 #include "lib/common/check.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
@@ -310,7 +311,7 @@ void PodworkerdService::HandleVolumeEvents() {
     auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
                                                             ipc::volume::VolumeMessageIdentifier());
     if (!m.ok()) {
-      ++bad_messages_;
+      bad_messages_.CountSilently();
       continue;
     }
     if (const auto* ev = (*m)->body_as_VolumesChanged(); ev && ev->pod_uid()) {
@@ -327,10 +328,8 @@ void PodworkerdService::OnTick() {
 
 void PodworkerdService::Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
                               Body type, flatbuffers::Offset<void> body) {
-  auto header = envelope_->Write(fbb);
-  fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, type, body),
-             ipc::podwork::PodWorkMessageIdentifier());
-  (void)router_->Send(peer, fbb.GetBufferPointer(), fbb.GetSize());
+  // A peer that went away takes its reply with it; the supervisor sends the desired pods again.
+  (void)ipc::SendMessage(*router_, peer, fbb, *envelope_, type, body);
 }
 
 void PodworkerdService::HandleWork() {
@@ -342,11 +341,9 @@ void PodworkerdService::HandleWork() {
                                            ipc::podwork::PodWorkMessageIdentifier(), kMaxWorkBytes);
     flatbuffers::FlatBufferBuilder fbb(256);
     if (!msg.ok() || (*msg)->body_type() != Body::DesiredPods) {
-      ++bad_messages_;
       std::string why = msg.ok() ? "expected DesiredPods" : msg.status().message();
-      if (!bad_logged_) {
+      if (bad_messages_.Count()) {
         GetLogger("podworkerd")->warn("Refusing a bad work message: {}", why);
-        bad_logged_ = true;
       }
       auto err = ipc::podwork::CreateErrorReplyDirect(fbb, 0, why.c_str());
       Reply(in->peer, fbb, Body::ErrorReply, err.Union());
@@ -374,7 +371,7 @@ std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& des
       auto decoded = dp->pod() ? pod::PodFromFlatBuffer(dp->pod())
                                : Result<pod::Pod>(InvalidArgument("no pod"));
       if (!decoded.ok() || decoded->metadata.uid.empty()) {
-        ++bad_messages_;
+        bad_messages_.CountSilently();
         error = "undecodable desired pod: " +
                 (decoded.ok() ? std::string("no uid") : decoded.status().message());
         continue;
@@ -474,7 +471,7 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("kills", d.kills);
   c.emplace_back("orphans_killed", d.orphans_killed);
   c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
-  c.emplace_back("bad_messages", bad_messages_);
+  c.emplace_back("bad_messages", bad_messages_.count());
   c.emplace_back("parked", dispatcher_->parked());
   if (gc_) {
     uint64_t node_wide = 0;

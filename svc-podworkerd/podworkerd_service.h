@@ -19,6 +19,7 @@
 #include "lib/cri/containerd_tasks.h"
 #include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 #include "lib/pleg/pleg_mirror.h"
 #include "lib/pod/pod.h"
@@ -128,8 +129,7 @@ class PodworkerdService : public Service {
   bool stopped_ = false;
 
   std::atomic<uint64_t> orphan_shims_ended_{0};  // written by the GC thread
-  uint64_t bad_messages_ = 0;
-  bool bad_logged_ = false;
+  ipc::BadMessageCounter bad_messages_;
 
   // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the
   // mirror's callbacks and synced once the batch is applied.
