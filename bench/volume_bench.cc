@@ -91,8 +91,9 @@ class Driver {
     auto cm = ipc::podwork::CreateConfigObject(
         fbb, fbb.CreateString("default"), fbb.CreateString("settings"), fbb.CreateVector(entries));
     std::vector<flatbuffers::Offset<ipc::podwork::ConfigObject>> cms = {cm};
+    // No podworkerd here: nothing is in use but what is desired, so a pod sent away goes.
     auto desired = ipc::podwork::CreateDesiredPods(fbb, ++generation_, fbb.CreateVector(list), true,
-                                                   0, fbb.CreateVector(cms));
+                                                   0, fbb.CreateVector(cms), 0, 0, true);
     auto header = envelope_.Write(fbb);
     fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::DesiredPods,
                                                   desired.Union()),

@@ -3,8 +3,10 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
@@ -326,8 +328,49 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   Apply(config_->Merge(snapshot.source, std::move(pods)));
 }
 
-void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& changes) {
+namespace {
+
+// The kubelet admits new pods in the order they were created (HandlePodAdditions sorts them by
+// creationTimestamp), so the pod that fits first is the older one whatever the order of files.
+// Only the additions are reordered, among the places they hold.
+std::vector<PodChange<pod::Pod>> InAdmissionOrder(std::vector<PodChange<pod::Pod>> changes) {
+  auto created = [](const PodChange<pod::Pod>& c) {
+    return std::make_tuple(c.pod ? c.pod->metadata.creation_timestamp.value_or(0) : 0,
+                           c.pod ? c.pod->metadata.namespace_name : std::string(),
+                           c.pod ? c.pod->metadata.name : c.uid);
+  };
+  std::vector<size_t> slots;
+  std::vector<PodChange<pod::Pod>> adds;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (changes[i].op != PodOp::kAdd) continue;
+    slots.push_back(i);
+    adds.push_back(std::move(changes[i]));
+  }
+  std::stable_sort(adds.begin(), adds.end(),
+                   [&](const auto& a, const auto& b) { return created(a) < created(b); });
+  for (size_t k = 0; k < slots.size(); ++k) changes[slots[k]] = std::move(adds[k]);
+  return changes;
+}
+
+}  // namespace
+
+std::set<std::string> PodManager::TerminalPods() {
+  std::set<std::string> uids;
+  if (!ConnectStatusClient()) return uids;
+  auto list = status_client_->ListPodStatuses();
+  if (!list.ok()) return uids;
+  for (const auto& r : list->records) {
+    if (r.status.phase == status::PodPhase::kSucceeded ||
+        r.status.phase == status::PodPhase::kFailed) {
+      uids.insert(r.pod.uid);
+    }
+  }
+  return uids;
+}
+
+void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
   auto log = GetLogger("supervisor");
+  const std::vector<PodChange<pod::Pod>> changes = InAdmissionOrder(unordered);
   for (const auto& c : changes) {
     const std::string& name = c.pod ? c.pod->metadata.name : c.uid;
     switch (c.op) {
@@ -335,6 +378,16 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& changes) {
         std::vector<const pod::Pod*> admitted;
         for (const auto& [_, p] : admitted_) admitted.push_back(p.get());
         AdmissionResult r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
+        if (!r.admitted) {
+          // Pods that have finished (Succeeded, Failed) use nothing any more (the kubelet's
+          // filterOutInactivePods): they do not count. Asked only when a pod does not fit.
+          const std::set<std::string> terminal = TerminalPods();
+          admitted.clear();
+          for (const auto& [uid, p] : admitted_) {
+            if (!terminal.count(uid)) admitted.push_back(p.get());
+          }
+          r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
+        }
         if (!r.admitted) {
           log->warn("Pod {} not admitted: {}: {}", name, r.reason, r.message);
           rejected_[c.uid] = r.reason;
@@ -448,9 +501,21 @@ void PodManager::Send() {
       (cd.kind == "Secret" ? secrets : config_maps).push_back(obj);
     }
   }
+  std::set<std::string>& unacked = unacked_[generation_];
+  unacked.clear();
+  for (const auto& [uid, _] : admitted_) unacked.insert(uid);
+  // While podworkerd does not answer, the oldest sets are merged: the union is what counts.
+  while (unacked_.size() > 32) {
+    auto oldest = unacked_.begin();
+    std::next(oldest)->second.merge(oldest->second);
+    unacked_.erase(oldest);
+  }
+  std::vector<flatbuffers::Offset<flatbuffers::String>> in_use;
+  for (const auto& uid : InUse()) in_use.push_back(fbb.CreateString(uid));
   auto desired = ipc::podwork::CreateDesiredPods(
       fbb, generation_, fbb.CreateVector(pods), config_->AllSourcesReady(),
-      fbb.CreateVector(rejected), fbb.CreateVector(config_maps), fbb.CreateVector(secrets));
+      fbb.CreateVector(rejected), fbb.CreateVector(config_maps), fbb.CreateVector(secrets),
+      fbb.CreateVector(in_use), in_use_complete_);
   // One message, sent to both podworkerd and volumed.
   ipc::FinishMessage(fbb, envelope_, ipc::podwork::Body::DesiredPods, desired.Union());
   // Fails while a service is not there (ZMQ_IMMEDIATE); the next tick sends again.
@@ -470,13 +535,54 @@ void PodManager::DrainReplies() {
     auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
         frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
     if (!m.ok()) continue;
-    if (const auto* ack = (*m)->body_as_WorkAck()) acked_ = ack->generation();
+    if (const auto* ack = (*m)->body_as_WorkAck()) TakeAck(*ack);
     if (const auto* err = (*m)->body_as_ErrorReply()) {
       GetLogger("supervisor")
           ->warn("podworkerd refused desired pods (generation {}): {}", err->generation(),
                  err->error() ? err->error()->str() : "");
     }
   }
+}
+
+}  // namespace nodelet::supervisor
+
+namespace nodelet::supervisor {
+
+void PodManager::TakeAck(const ipc::podwork::WorkAck& ack) {
+  acked_ = ack.generation();
+  // What podworkerd acked it reports itself from now on.
+  unacked_.erase(unacked_.begin(), unacked_.upper_bound(acked_));
+  std::set<std::string> in_use;
+  if (ack.in_use_uids()) {
+    for (const auto* uid : *ack.in_use_uids()) in_use.insert(uid->str());
+  }
+  if (in_use != podworkerd_in_use_ || ack.in_use_complete() != in_use_complete_) {
+    podworkerd_in_use_ = std::move(in_use);
+    in_use_complete_ = ack.in_use_complete();
+    dirty_ = true;  // volumed hears of it with the next send, at once
+  }
+  CleanUpStatuses();
+}
+
+std::set<std::string> PodManager::InUse() const {
+  std::set<std::string> uids = podworkerd_in_use_;
+  for (const auto& [_, pods] : unacked_) uids.insert(pods.begin(), pods.end());
+  return uids;
+}
+
+void PodManager::CleanUpStatuses() {
+  if (!in_use_complete_ || !config_->AllSourcesReady()) return;
+  std::set<std::string> keep = InUse();
+  for (const auto& [uid, _] : admitted_) keep.insert(uid);
+  for (const auto& [uid, _] : rejected_) keep.insert(uid);
+  if (status_keep_ == keep) return;  // nothing left since the last clean-up
+  if (!ConnectStatusClient()) return;
+  auto removed = status_client_->RemoveOrphanedStatuses({keep.begin(), keep.end()});
+  if (!removed.ok()) return;  // statusd is away: again with the next ack
+  for (const auto& uid : *removed) {
+    GetLogger("supervisor")->info("Removed the status of pod {}: it is stopped and gone", uid);
+  }
+  status_keep_ = std::move(keep);
 }
 
 }  // namespace nodelet::supervisor

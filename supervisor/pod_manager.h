@@ -28,6 +28,10 @@
 #include "supervisor/sources/manifest_dir_source.h"
 #include "supervisor/sources/manifest_url_source.h"
 
+namespace nodelet::ipc::podwork {
+struct WorkAck;
+}  // namespace nodelet::ipc::podwork
+
 namespace nodelet::supervisor {
 
 struct NodeResources {
@@ -90,6 +94,8 @@ class PodManager {
   size_t rejected() const { return rejected_.size(); }
   uint64_t generation() const { return generation_; }
   uint64_t acked_generation() const { return acked_; }
+  // podworkerd has reported a complete set of the pods whose containers may exist.
+  bool in_use_known() const { return in_use_complete_; }
   // Failed reads of each source, by (source, reason): nodelet_pod_source_failures_total.
   std::map<std::pair<std::string, std::string>, uint64_t> source_failures() const {
     return config_ ? config_->failures()
@@ -103,11 +109,23 @@ class PodManager {
   // The status client, connected on first use; false when statusd cannot be reached now.
   bool ConnectStatusClient();
   void FlushEvents();
+  // Applies a merge's changes; new pods are admitted in the order they were created.
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
+  // The pods statusd holds in a terminal phase (Succeeded, Failed); empty when it is away.
+  std::set<std::string> TerminalPods();
   void Send();
   void DrainReplies();
   void ReportRejected(const pod::Pod& pod, const AdmissionResult& why);
   void FlushRejected();
+  // podworkerd's WorkAck: what it applied and the pods whose containers may still exist.
+  void TakeAck(const ipc::podwork::WorkAck& ack);
+  // The pods whose containers may exist, for volumed: podworkerd's last report and every pod
+  // sent to it since. Meaningful only when in_use_complete_.
+  std::set<std::string> InUse() const;
+  // Removes from statusd the status of every pod that is neither desired, rejected nor in use
+  // (deleted pods once podworkerd has stopped and forgotten them; rejected pods whose manifest
+  // went), once every source has reported and podworkerd's report is complete.
+  void CleanUpStatuses();
 
   ipc::Context& ctx_;
   const Clock& clock_;
@@ -133,6 +151,13 @@ class PodManager {
   std::vector<status::PodEvent> events_;  // node events not yet recorded in statusd
   std::unique_ptr<status::StatusClient> status_client_;
   uint64_t generation_ = 0, acked_ = 0;
+  // podworkerd's last WorkAck: the pods in use, and whether that set is complete.
+  std::set<std::string> podworkerd_in_use_;
+  bool in_use_complete_ = false;
+  // The admitted pods of each desired set sent whose generation podworkerd has not acked yet.
+  std::map<uint64_t, std::set<std::string>> unacked_;
+  // What the last successful status clean-up kept.
+  std::optional<std::set<std::string>> status_keep_;
   bool dirty_ = true;
   MonoTime next_send_{};
 };

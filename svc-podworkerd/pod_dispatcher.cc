@@ -100,16 +100,31 @@ void PodDispatcher::KillOrphans() {
     e.desired = false;
     Update({uid, UpdateType::kKill, nullptr, std::nullopt});
   }
+  orphans_scanned_ = true;
 }
 
 void PodDispatcher::SyncChanged(const std::set<std::string>& changed) {
   for (const auto& uid : changed) {
     auto it = pods_.find(uid);
-    if (it == pods_.end() || it->second.finished) continue;
+    if (it == pods_.end()) continue;
+    if (lifecycle_.Phase(uid) == LifecyclePhase::kTerminating) {
+      // Being stopped: its status follows the containers as they stop, one by one.
+      ReportStopping(it->second, uid, false);
+      continue;
+    }
+    if (it->second.finished) continue;
     if (lifecycle_.Phase(uid) != LifecyclePhase::kSyncing) continue;
     Update({uid, UpdateType::kSync, nullptr, std::nullopt});
   }
   RunParked();
+}
+
+void PodDispatcher::ReportStopping(const Entry& e, const std::string& uid, bool terminal) {
+  // Not for orphans (no spec, no status) nor while the view is older than the last action.
+  if (e.pod == nullptr || !cache_.ready() || Stale(e)) return;
+  auto rec = cache_.pods().find(uid);
+  effects_.ReportStoppingStatus(*e.pod, rec == cache_.pods().end() ? nullptr : &rec->second,
+                                terminal);
 }
 
 std::set<std::string> PodDispatcher::Known() const {
@@ -141,13 +156,21 @@ bool PodDispatcher::Stale(const Entry& e) const {
   return e.fresh_after_mono_ns != 0 && cache_.relist_started_mono_ns() <= e.fresh_after_mono_ns;
 }
 
+bool PodDispatcher::WaitsForRelist(const Work<pod::Pod>& work) const {
+  auto it = pods_.find(work.uid);
+  if (it == pods_.end()) return false;
+  const Entry& e = it->second;
+  // A sync acts on the runtime's view; the removal of a stopped pod that is not desired first
+  // reports the pod's final status, read from the view of the runtime after the stop.
+  const bool needs_view =
+      work.kind == WorkKind::kSync || (work.kind == WorkKind::kTerminated && !e.desired && e.pod);
+  return needs_view && (!cache_.ready() || Stale(e));
+}
+
 void PodDispatcher::Dispatch(Work<pod::Pod> work) {
-  if (work.kind == WorkKind::kSync) {
-    const Entry& e = pods_[work.uid];
-    if (!cache_.ready() || Stale(e)) {
-      parked_[work.uid] = std::move(work);
-      return;
-    }
+  if (WaitsForRelist(work)) {
+    parked_[work.uid] = std::move(work);
+    return;
   }
   std::optional<ipc::pleg::PodRecordT> record;
   auto it = cache_.pods().find(work.uid);
@@ -158,7 +181,7 @@ void PodDispatcher::Dispatch(Work<pod::Pod> work) {
 void PodDispatcher::RunParked() {
   if (parked_.empty() || !cache_.ready()) return;
   for (auto it = parked_.begin(); it != parked_.end();) {
-    if (Stale(pods_[it->first])) {
+    if (WaitsForRelist(it->second)) {
       ++it;
       continue;
     }
@@ -170,6 +193,11 @@ void PodDispatcher::RunParked() {
 
 void PodDispatcher::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record) {
   Entry& entry = pods_[work.uid];
+  if (work.kind == WorkKind::kTerminated && !entry.desired) {
+    // Every container and the sandbox are stopped (as this relist shows): the final status,
+    // before the pod is removed from the runtime and forgotten.
+    ReportStopping(entry, work.uid, true);
+  }
   DispatchedWork d;
   d.desired = entry.desired;
   // The first sync of a pod in this incarnation carries readiness over from statusd.

@@ -1,7 +1,8 @@
 // PodDispatcher: podworkerd's decisions without threads or I/O. It keeps one entry per pod
 // (desired or an orphan found in the runtime), drives PodLifecycle, and decides what to run and
 // when: a sync waits (parked) until plegd's cache is ready and holds a relist that started after
-// the pod's last runtime change; a failed sync is retried 100 ms doubling to 5 s; every pod is
+// the pod's last runtime change (and so does the removal of a pod that was stopped, whose final
+// status is read from that relist); a failed sync is retried 100 ms doubling to 5 s; every pod is
 // resynced periodically; removals and orphan kills wait until every pod source has reported; a
 // kill that arrives while a worker is busy is never lost; a pod deleted and re-added while
 // terminating is created again.
@@ -57,7 +58,7 @@ struct DispatchedWork {
 struct WorkDone {
   std::string uid;
   WorkKind kind = WorkKind::kSync;
-  SyncOutcome outcome;  // kSync; kTerminating's status
+  SyncOutcome outcome;  // kSync
   int64_t completed_mono_ns = 0;
   std::chrono::microseconds took{0};
   Status error = Status::Ok();  // kTerminating, kTerminated
@@ -70,6 +71,10 @@ class DispatcherEffects {
   // Runs the work (on a worker thread); its WorkDone comes back through HandleDone().
   virtual void Run(DispatchedWork work) = 0;
   virtual void ReportStatus(const pod::Pod& pod, const status::PodStatus& status) = 0;
+  // A pod being stopped: its status as the runtime's view `record` (null: nothing left) shows it;
+  // `terminal` once every container and the sandbox are stopped (the phase is then final).
+  virtual void ReportStoppingStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                                    bool terminal) = 0;
   virtual void SendEvents(std::vector<status::PodEvent> events) = 0;
   // The pod's containers were stopped (the "Killing" event).
   virtual void PodStopped(const pod::Pod& pod) = 0;
@@ -98,8 +103,13 @@ class PodDispatcher {
   void ApplyDesired(const std::vector<std::shared_ptr<const pod::Pod>>& pods, bool sources_ready);
   // Syncs the pods whose runtime view changed (events, volumes, probes), then RunParked().
   void SyncChanged(const std::set<std::string>& changed);
-  // Every pod the dispatcher knows (after plegd's cache was replaced).
+  // Every pod the dispatcher knows (after plegd's cache was replaced). These are also the pods
+  // whose containers may exist or be started: desired, terminating, or orphans being killed. A
+  // pod leaves the set once it is stopped and removed for good.
   std::set<std::string> Known() const;
+  // Known() holds every pod that has containers in the runtime: orphans were looked for in a
+  // complete relist (so every pod source had reported) in this incarnation.
+  bool known_complete() const { return orphans_scanned_; }
   // Runs the parked syncs whose pod cache is now fresh enough.
   void RunParked();
   // The periodic pass: parked work, resyncs and retries that are due.
@@ -142,6 +152,10 @@ class PodDispatcher {
   void Dispatch(Work<pod::Pod> work);
   void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
   bool Stale(const Entry& e) const;
+  // The work must wait (parked) for plegd's cache, or for a relist newer than the pod's last
+  // runtime change.
+  bool WaitsForRelist(const Work<pod::Pod>& work) const;
+  void ReportStopping(const Entry& e, const std::string& uid, bool terminal);
 
   const Clock& clock_;
   const PodCacheView& cache_;
@@ -152,6 +166,7 @@ class PodDispatcher {
   std::map<std::string, Entry> pods_;
   std::map<std::string, Work<pod::Pod>> parked_;  // syncs waiting for a fresh cache
   bool sources_ready_ = false;
+  bool orphans_scanned_ = false;
   DispatcherCounters counters_;
   Histogram pod_start_{Histogram::StartupBuckets()};
   Histogram worker_duration_{Histogram::LatencyBuckets()};

@@ -61,6 +61,10 @@ class PodworkerdService::Effects : public DispatcherEffects {
   void ReportStatus(const pod::Pod& pod, const status::PodStatus& status) override {
     s_.status_->Send(IdentityOf(pod), status);
   }
+  void ReportStoppingStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                            bool terminal) override {
+    s_.status_->Send(IdentityOf(pod), s_.syncer_->BuildStatus(pod, record, terminal));
+  }
   void SendEvents(std::vector<status::PodEvent> events) override {
     s_.status_->SendEvents(std::move(events));
   }
@@ -324,6 +328,33 @@ void PodworkerdService::HandleVolumeEvents() {
 void PodworkerdService::OnTick() {
   tick_.ArmAt(ctx_.clock.Now() + kTick);
   dispatcher_->OnTick();
+  ReportInUse();
+}
+
+std::set<std::string> PodworkerdService::InUse() const {
+  std::set<std::string> uids = dispatcher_->Known();
+  uids.merge(status_->Unsent());
+  return uids;
+}
+
+void PodworkerdService::SendAck(const std::string& peer, const std::set<std::string>& in_use) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 48 * in_use.size());
+  std::vector<flatbuffers::Offset<flatbuffers::String>> uids;
+  for (const auto& uid : in_use) uids.push_back(fbb.CreateString(uid));
+  const bool complete = dispatcher_->known_complete();
+  auto ack =
+      ipc::podwork::CreateWorkAck(fbb, generation_, static_cast<uint32_t>(dispatcher_->workers()),
+                                  0, fbb.CreateVector(uids), complete);
+  Reply(peer, fbb, Body::WorkAck, ack.Union());
+  acked_in_use_ = in_use;
+  acked_complete_ = complete;
+}
+
+void PodworkerdService::ReportInUse() {
+  if (work_peer_.empty()) return;
+  std::set<std::string> in_use = InUse();
+  if (in_use == acked_in_use_ && dispatcher_->known_complete() == acked_complete_) return;
+  SendAck(work_peer_, in_use);
 }
 
 void PodworkerdService::Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
@@ -357,9 +388,8 @@ void PodworkerdService::HandleWork() {
       Reply(in->peer, fbb, Body::ErrorReply, err.Union());
       continue;
     }
-    auto ack = ipc::podwork::CreateWorkAck(fbb, generation_,
-                                           static_cast<uint32_t>(dispatcher_->workers()), 0);
-    Reply(in->peer, fbb, Body::WorkAck, ack.Union());
+    work_peer_ = in->peer;
+    SendAck(in->peer, InUse());
   }
 }
 
@@ -397,7 +427,6 @@ void PodworkerdService::RunWork(DispatchedWork dispatched) {
         break;
       case WorkKind::kTerminating:
         done.error = syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1);
-        if (work.pod) done.outcome.status = syncer_->BuildStatus(*work.pod, nullptr, true);
         break;
       case WorkKind::kTerminated:
         if (!d.desired) done.error = syncer_->RemovePod(work.uid);

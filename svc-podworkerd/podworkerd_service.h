@@ -99,6 +99,13 @@ class PodworkerdService : public Service {
   void SeedReadiness(const std::string& uid);
   void Reply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb, ipc::podwork::Body type,
              flatbuffers::Offset<void> body);
+  // The pods whose containers may exist (the dispatcher's) or whose status is still to be sent.
+  std::set<std::string> InUse() const;
+  // WorkAck of `generation_` to `peer`, with the pods in use.
+  void SendAck(const std::string& peer, const std::set<std::string>& in_use);
+  // Tells the supervisor at once when the pods in use changed (the last one is what volumed and
+  // the status clean-up go by).
+  void ReportInUse();
 
   ServiceContext& ctx_;
   PodworkerdConfig config_;
@@ -125,6 +132,9 @@ class PodworkerdService : public Service {
   std::unique_ptr<Effects> effects_;
   std::unique_ptr<PodDispatcher> dispatcher_;
   uint64_t generation_ = 0;
+  std::string work_peer_;               // the supervisor's routing id on the work socket
+  std::set<std::string> acked_in_use_;  // the pods in use in the last WorkAck
+  bool acked_complete_ = false;
   std::unique_ptr<WorkerPool> pool_;
   bool stopped_ = false;
 

@@ -37,6 +37,14 @@ void StatusSender::SendEvents(std::vector<status::PodEvent> events) {
   cv_.notify_all();
 }
 
+std::set<std::string> StatusSender::Unsent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> uids;
+  for (const auto& [uid, _] : pending_) uids.insert(uid);
+  if (!in_flight_.empty()) uids.insert(in_flight_);
+  return uids;
+}
+
 void StatusSender::Loop() {
   status::StatusClientOptions options;
   options.sender = ipc::ServiceId::Podworkerd;
@@ -65,15 +73,24 @@ void StatusSender::Loop() {
       continue;
     }
     auto node = pending_.extract(pending_.begin());
+    in_flight_ = node.key();
     lock.unlock();
     auto r = client.SetPodStatus(node.mapped().first, node.mapped().second);
     lock.lock();
+    in_flight_.clear();
     if (r.ok()) {
       ++sent_;
       logged = false;
       continue;
     }
     ++failed_;
+    const StatusCode code = r.status().code();
+    if (code == StatusCode::kFailedPrecondition || code == StatusCode::kInvalidArgument) {
+      // Refused by statusd's guards or as malformed: sending it again cannot help.
+      GetLogger("podworkerd")
+          ->warn("statusd refused the status of pod {}: {}", node.key(), r.status().ToString());
+      continue;
+    }
     if (!logged) {
       GetLogger("podworkerd")
           ->warn("Failed to send the status of pod {} to statusd: {}", node.key(),

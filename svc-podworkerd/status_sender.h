@@ -1,7 +1,8 @@
 // StatusSender: podworkerd's writer to statusd. Pod workers hand it each pod's newest status and
 // their events; its own thread sends them (so a slow or restarting statusd never holds a worker
 // back), coalescing per pod (only the newest status of a pod is kept) and retrying while statusd
-// is away. Events are kept in order, at most kMaxQueuedEvents of them.
+// is away. Events are kept in order, at most kMaxQueuedEvents of them. A status statusd refuses
+// for good (an illegal transition, a malformed status) is dropped with a warning, not retried.
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -40,6 +42,8 @@ class StatusSender {
   void Send(const status::PodIdentity& pod, const status::PodStatus& status);
   // Queues events for statusd (kept, at most kMaxQueuedEvents, while statusd is away).
   void SendEvents(std::vector<status::PodEvent> events);
+  // The pods whose status is queued or being sent now. Thread-safe.
+  std::set<std::string> Unsent() const;
   uint64_t sent() const { return sent_.load(); }
   uint64_t failed() const { return failed_.load(); }
 
@@ -48,10 +52,11 @@ class StatusSender {
   ipc::Context& ctx_;
   std::string run_dir_;
   StatusSenderOptions options_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> pending_;
   std::vector<status::PodEvent> events_;
+  std::string in_flight_;  // the pod whose status is being sent
   bool stopping_ = false;
   std::atomic<uint64_t> sent_{0}, failed_{0};
   std::thread thread_;

@@ -59,8 +59,12 @@ void VolumeManager::SetDesired(DesiredState desired) {
   }
   bool went = false;
   for (const auto& [uid, _] : pods_) went = went || !desired_.pods.count(uid);
-  teardown_pending_ = teardown_pending_ || went;
-  const bool changed = changed_pods_.size() != marked || went ||
+  // A pod that is no longer in use may be torn down now.
+  const bool in_use_changed =
+      old.in_use != desired_.in_use || old.in_use_known != desired_.in_use_known;
+  teardown_pending_ =
+      teardown_pending_ || went || in_use_changed || old.sources_ready != desired_.sources_ready;
+  const bool changed = changed_pods_.size() != marked || went || in_use_changed ||
                        old.sources_ready != desired_.sources_ready ||
                        old.pods.size() != desired_.pods.size();
   // A change is a good moment to look for leftovers too (a pod that went may have left some).
@@ -73,8 +77,9 @@ std::set<std::string> VolumeManager::Reconcile() {
   // Tear down first: pods volumed holds that are no longer desired.
   TearDownUndesired(now, &changed);
   teardown_pending_ = false;
-  // Pod directories on disk that nobody wants: only once every source has reported.
-  if (desired_.sources_ready) {
+  // Pod directories on disk that nobody wants: only once every source has reported and
+  // podworkerd has said which pods it still runs.
+  if (desired_.sources_ready && desired_.in_use_known) {
     bool retry_due = false;
     for (const auto& [_, l] : leftovers_) retry_due = retry_due || l.retry.Due(now);
     if (sweep_pending_ || now >= next_sweep_ || retry_due) SweepLeftovers(now);
@@ -92,13 +97,18 @@ std::set<std::string> VolumeManager::Reconcile() {
 MonoTime VolumeManager::NextReconcile() const {
   if (!changed_pods_.empty() || teardown_pending_ || sweep_pending_) return MonoTime{};
   MonoTime next = next_retry_;
-  if (desired_.sources_ready) next = std::min(next, next_sweep_);
+  if (desired_.sources_ready && desired_.in_use_known) next = std::min(next, next_sweep_);
   return next;
+}
+
+bool VolumeManager::MayTearDown(const std::string& uid) const {
+  return !desired_.pods.count(uid) && desired_.sources_ready && desired_.in_use_known &&
+         !desired_.in_use.count(uid);
 }
 
 void VolumeManager::TearDownUndesired(MonoTime now, std::set<std::string>* changed) {
   for (auto it = pods_.begin(); it != pods_.end();) {
-    if (desired_.pods.count(it->first) || !it->second.teardown.Due(now)) {
+    if (!MayTearDown(it->first) || !it->second.teardown.Due(now)) {
       ++it;
       continue;
     }
@@ -134,7 +144,7 @@ void VolumeManager::SweepLeftovers(MonoTime now) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root_ + "/pods", ec)) {
     std::string uid = entry.path().filename();
-    if (desired_.pods.count(uid) || pods_.count(uid)) continue;
+    if (pods_.count(uid) || !MayTearDown(uid)) continue;
     seen.insert(uid);
     Leftover& left = leftovers_[uid];
     if (!left.retry.Due(now)) continue;
@@ -211,14 +221,16 @@ void VolumeManager::ScheduleNext() {
   next_retry_ = MonoTime::max();
   for (const auto& [uid, ps] : pods_) {
     if (!desired_.pods.count(uid)) {
-      if (ps.teardown.failing()) next_retry_ = std::min(next_retry_, ps.teardown.next());
+      if (ps.teardown.failing() && MayTearDown(uid))
+        next_retry_ = std::min(next_retry_, ps.teardown.next());
       continue;
     }
     for (const auto& [_, vol] : ps.volumes) {
       if (!vol.ready && vol.retry.failing()) next_retry_ = std::min(next_retry_, vol.retry.next());
     }
   }
-  if (!desired_.sources_ready) return;  // no sweep, so no retry of a leftover either
+  // No sweep, so no retry of a leftover either.
+  if (!desired_.sources_ready || !desired_.in_use_known) return;
   for (const auto& [_, left] : leftovers_) next_retry_ = std::min(next_retry_, left.retry.next());
 }
 

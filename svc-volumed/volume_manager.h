@@ -3,6 +3,12 @@
 // plugin: volume_plugin.h), and the reconciler that moves one towards the other. It tears down
 // what is no longer desired before it sets up what is, one operation per volume at a time.
 //
+// A pod's volumes are torn down (and its directory removed) only when nothing can use them any
+// more: the pod is not desired, every pod source has reported, and podworkerd's complete report
+// of the pods whose containers may exist does not name it, so every container and the sandbox
+// of the pod are stopped (the kubelet's order). Until then a deleted pod keeps its volumes
+// through its grace period, and a restart of any service changes nothing of that.
+//
 // The reconciler runs on change, not on a poll: SetDesired marks the pods whose volumes it
 // changes (a new pod, a changed pod, a ConfigMap or Secret it uses that changed, a pod that
 // went), and a pass works only on those and on failed operations whose retry is due. A failed
@@ -38,6 +44,12 @@ struct DesiredState {
   std::map<std::string, ConfigObject> secrets;
   // Every pod source has reported: pods on disk that are not desired may be removed.
   bool sources_ready = false;
+  // The pods whose containers may still exist or be started (podworkerd's report, through the
+  // supervisor): their volumes stay even when they are no longer desired, because a container
+  // in its grace period still uses them. Only a complete report (`in_use_known`) lets volumed
+  // tear anything down.
+  std::set<std::string> in_use;
+  bool in_use_known = false;
 };
 
 struct VolumeInfo {
@@ -119,6 +131,8 @@ class VolumeManager {
     bool reported = false;  // its failure was counted once
   };
 
+  // The pod is not desired and nothing may use its volumes any more.
+  bool MayTearDown(const std::string& uid) const;
   void TearDownUndesired(MonoTime now, std::set<std::string>* changed);
   Status TearDownPod(const std::string& uid, const PodState& ps);
   void SweepLeftovers(MonoTime now);

@@ -49,6 +49,10 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
       d.pods[uid] = std::make_shared<const pod::Pod>(std::move(*p));
     }
   }
+  if (msg.in_use_uids()) {
+    for (const auto* uid : *msg.in_use_uids()) d.in_use.insert(uid->str());
+  }
+  d.in_use_known = msg.in_use_known();
   d.config_maps = Objects(msg.config_maps());
   d.secrets = Objects(msg.secrets());
   return d;

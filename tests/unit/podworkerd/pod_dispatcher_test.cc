@@ -26,6 +26,10 @@ class RecordingEffects : public DispatcherEffects {
   void ReportStatus(const pod::Pod& pod, const status::PodStatus&) override {
     reported.push_back(pod.metadata.uid);
   }
+  void ReportStoppingStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                            bool terminal) override {
+    stopping.push_back({pod.metadata.uid, record != nullptr, terminal});
+  }
   void SendEvents(std::vector<status::PodEvent> events) override {
     for (auto& e : events) this->events.push_back(std::move(e));
   }
@@ -49,6 +53,13 @@ class RecordingEffects : public DispatcherEffects {
   std::vector<DispatchedWork> runs;
   std::vector<std::string> reported, stopped, probed, unprobed, forgotten;
   std::vector<status::PodEvent> events;
+  struct Stopping {
+    std::string uid;
+    bool had_record = false;
+    bool terminal = false;
+    bool operator==(const Stopping&) const = default;
+  };
+  std::vector<Stopping> stopping;
   std::set<std::string> gc_uids, gc_images;
   int gc_updates = 0;
 };
@@ -152,16 +163,69 @@ TEST_F(PodDispatcherTest, CreateUpdateKillRunInOrderOneAtATime) {
   EXPECT_EQ(kill.work.kind, WorkKind::kTerminating);
   EXPECT_EQ(kill.work.grace_period_seconds, 30);
   EXPECT_EQ(dispatcher_.counters().kills, 1u);
-  auto removal = Complete(kill);
+  // The removal waits for a relist that shows the stopped pod, and reports its final status.
+  EXPECT_TRUE(Complete(kill).empty());
+  EXPECT_EQ(dispatcher_.parked(), 1u);
+  cache_.relist_started_ = clock_.MonoNanos() + 1;
+  dispatcher_.RunParked();
+  auto removal = effects_.Take();
   ASSERT_EQ(removal.size(), 1u);
   EXPECT_EQ(removal[0].work.kind, WorkKind::kTerminated);
   EXPECT_FALSE(removal[0].desired);
   EXPECT_EQ(effects_.stopped, std::vector<std::string>{"u1"});
+  ASSERT_EQ(effects_.stopping.size(), 1u);
+  EXPECT_TRUE(effects_.stopping[0].terminal);
+  EXPECT_EQ(dispatcher_.Known(), std::set<std::string>{"u1"}) << "in use until removed";
   EXPECT_TRUE(Complete(removal[0]).empty());
   EXPECT_EQ(effects_.forgotten, std::vector<std::string>{"u1"});
   EXPECT_EQ(effects_.unprobed, std::vector<std::string>{"u1"});
   EXPECT_FALSE(dispatcher_.Knows("u1"));
+  EXPECT_TRUE(dispatcher_.Known().empty());
   EXPECT_EQ(dispatcher_.workers(), 0u);
+}
+
+// While a deleted pod's containers stop, each relist that shows a change reports its status
+// (containers terminated one by one); the last one, once everything is stopped, is terminal.
+TEST_F(PodDispatcherTest, AStoppingPodReportsItsStatusAsItsContainersStop) {
+  auto p = MakePod("u1");
+  cache_.pods_["u1"] = Record("u1");
+  Synced(p);
+  dispatcher_.ApplyDesired({}, true);
+  DispatchedWork kill = One("kill");
+  dispatcher_.SyncChanged({"u1"});  // a container exited during the grace period
+  ASSERT_EQ(effects_.stopping.size(), 1u);
+  EXPECT_EQ(effects_.stopping[0], (RecordingEffects::Stopping{"u1", true, false}));
+  EXPECT_TRUE(effects_.Take().empty()) << "no sync of a pod being stopped";
+  EXPECT_TRUE(Complete(kill).empty());
+  // plegd is away: the removal (and the final status) wait for it.
+  cache_.ready_ = false;
+  cache_.relist_started_ = clock_.MonoNanos() + 1;
+  dispatcher_.OnTick();
+  EXPECT_TRUE(effects_.Take().empty());
+  cache_.ready_ = true;
+  cache_.pods_.erase("u1");  // nothing of it left in the runtime's view
+  dispatcher_.OnTick();
+  auto removal = effects_.Take();
+  ASSERT_EQ(removal.size(), 1u);
+  EXPECT_EQ(removal[0].work.kind, WorkKind::kTerminated);
+  ASSERT_EQ(effects_.stopping.size(), 2u);
+  EXPECT_EQ(effects_.stopping[1], (RecordingEffects::Stopping{"u1", false, true}));
+}
+
+// The pods in use are complete only once orphans were looked for in a complete relist, with
+// every source reported; until then a pod with containers may be missing from them.
+TEST_F(PodDispatcherTest, KnownIsCompleteOnlyAfterTheOrphanScan) {
+  cache_.pods_["orphan"] = Record("orphan");
+  auto p = MakePod("u1");
+  dispatcher_.ApplyDesired({p}, false);
+  EXPECT_FALSE(dispatcher_.known_complete());
+  cache_.ready_ = false;
+  dispatcher_.ApplyDesired({p}, true);
+  EXPECT_FALSE(dispatcher_.known_complete());
+  cache_.ready_ = true;
+  dispatcher_.ApplyDesired({p}, true);
+  EXPECT_TRUE(dispatcher_.known_complete());
+  EXPECT_EQ(dispatcher_.Known(), (std::set<std::string>{"orphan", "u1"}));
 }
 
 TEST_F(PodDispatcherTest, DeletionTimestampKillsWithTheDeletionGracePeriod) {

@@ -182,6 +182,7 @@ TEST_F(VolumeManagerTest, RemovedPodIsTornDown) {
   DesiredState d;
   d.pods["u1"] = MakePod("u1", {EmptyDir("scratch")});
   d.sources_ready = true;
+  d.in_use_known = true;  // podworkerd runs nothing that is not desired
   manager_.SetDesired(d);
   manager_.Reconcile();
   ASSERT_TRUE(fs::exists(root() + "/pods/u1"));
@@ -200,6 +201,8 @@ TEST_F(VolumeManagerTest, MemoryEmptyDirIsATmpfsAndUnmountedOnRemoval) {
   v.empty_dir->medium = "Memory";
   DesiredState d;
   d.pods["u1"] = MakePod("u1", {v});
+  d.sources_ready = true;
+  d.in_use_known = true;
   manager_.SetDesired(d);
   manager_.Reconcile();
   const std::string path = root() + "/pods/u1/volumes/kubernetes.io~empty-dir/mem";

@@ -396,6 +396,8 @@ TEST_F(ReconcilerTest, TearDownUnmountsEveryVolumeAndAFailureIsRetriedWithBackof
   d.pods["u1"] = MakePod("u1", {EmptyDir("mem", "Memory"), Secret("s", "creds"),
                                 HostPath("h", dir_.Sub("host"), "DirectoryOrCreate")});
   d.secrets["default/creds"] = ConfigObject{"default", "creds", {{"p", "x"}}};
+  d.sources_ready = true;
+  d.in_use_known = true;  // podworkerd runs nothing that is not desired
   manager_.SetDesired(d);
   manager_.Reconcile();
   ASSERT_TRUE(manager_.Get("u1").ready) << manager_.Get("u1").reason;
@@ -421,7 +423,9 @@ TEST_F(ReconcilerTest, TearDownUnmountsEveryVolumeAndAFailureIsRetriedWithBackof
   EXPECT_FALSE(fs::exists(root() + "/pods/u1"));
   EXPECT_TRUE(fs::is_directory(dir_.Sub("host"))) << "a hostPath is the host's";
   EXPECT_FALSE(manager_.Get("u1").known);
-  EXPECT_EQ(manager_.NextReconcile(), MonoTime::max());
+  // Nothing left but the periodic sweep for leftovers.
+  EXPECT_GT(manager_.NextReconcile(), Now());
+  EXPECT_LE(manager_.NextReconcile(), Now() + VolumeManager::kSweepPeriod);
 }
 
 TEST_F(ReconcilerTest, LeftoverDirectoriesAreSweptOnlyOnceSourcesHaveReported) {
@@ -436,6 +440,7 @@ TEST_F(ReconcilerTest, LeftoverDirectoriesAreSweptOnlyOnceSourcesHaveReported) {
   EXPECT_EQ(manager_.NextReconcile(), MonoTime::max());
 
   d.sources_ready = true;
+  d.in_use_known = true;
   mounter_.FailUnmounts(1);
   manager_.SetDesired(d);
   EXPECT_LE(manager_.NextReconcile(), Now());
@@ -469,6 +474,7 @@ TEST_F(ReconcilerTest, SourcesNoLongerReadyStopTheSweepWithoutABusyLoop) {
   ASSERT_TRUE(mounter_.MountTmpfs(root() + "/pods/stale/volumes", "").ok());
   DesiredState d;
   d.sources_ready = true;
+  d.in_use_known = true;
   mounter_.FailUnmounts(1);
   manager_.SetDesired(d);
   manager_.Reconcile();
@@ -486,6 +492,57 @@ TEST_F(ReconcilerTest, SourcesNoLongerReadyStopTheSweepWithoutABusyLoop) {
   EXPECT_LE(manager_.NextReconcile(), Now());
   manager_.Reconcile();
   EXPECT_FALSE(fs::exists(root() + "/pods/stale"));
+}
+
+// The kubelet's order: a deleted pod keeps its volumes while any of its containers may run
+// (podworkerd names it in use), and everything is kept while that is not known, or while a pod
+// source has not reported (a restarted supervisor).
+TEST_F(ReconcilerTest, APodInUseKeepsItsVolumesUntilPodworkerdHasStoppedIt) {
+  DesiredState d;
+  d.pods["u1"] = MakePod("u1", {EmptyDir("mem", "Memory")});
+  d.sources_ready = true;
+  d.in_use = {"u1"};
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  ASSERT_TRUE(manager_.Get("u1").ready);
+  const std::string mem = VolumeDir("u1", "empty-dir", "mem");
+  ASSERT_EQ(mounter_.mounts().size(), 1u);
+
+  // Deleted, but podworkerd's report is not complete (it restarted): nothing is torn down.
+  d.pods.clear();
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  EXPECT_TRUE(fs::exists(mem));
+  EXPECT_EQ(mounter_.mounts().size(), 1u);
+  // Complete, and the pod is still in use (its containers are in their grace period).
+  d.in_use_known = true;
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  EXPECT_TRUE(fs::exists(mem)) << "unmounted while a container may still use it";
+  EXPECT_EQ(mounter_.mounts().size(), 1u);
+  // A restarted supervisor whose sources have not all reported: still nothing.
+  d.in_use.clear();
+  d.sources_ready = false;
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  EXPECT_TRUE(fs::exists(mem)) << "torn down before every source reported";
+  // A restarted volumed knows the pod only as a directory: the sweep keeps it too.
+  VolumeManager again(root(), clock_, mounter_);
+  DesiredState in_use = d;
+  in_use.sources_ready = true;
+  in_use.in_use = {"u1"};
+  again.SetDesired(in_use);
+  again.Reconcile();
+  clock_.Advance(VolumeManager::kSweepPeriod);
+  again.Reconcile();
+  EXPECT_TRUE(fs::exists(mem)) << "the sweep removed a pod in use";
+  // podworkerd has stopped it: it goes, at once.
+  d.sources_ready = true;
+  manager_.SetDesired(d);
+  EXPECT_LE(manager_.NextReconcile(), Now());
+  EXPECT_THAT(manager_.Reconcile(), ElementsAre("u1"));
+  EXPECT_TRUE(mounter_.mounts().empty());
+  EXPECT_FALSE(fs::exists(root() + "/pods/u1"));
 }
 
 TEST_F(ReconcilerTest, AVolumeWhoseSourceChangesGetsTheNewPlugin) {

@@ -1,0 +1,506 @@
+// A pod's end of life through the real `nodelet` on a private containerd: what happens between
+// the deletion of its manifest and the moment nothing of it is left.
+//
+// - A pod's volumes outlive its containers: an emptyDir (on disk and on a tmpfs) stays in place
+//   for the whole grace period, and goes (directory and mounts) only after the containers have
+//   stopped; also when volumed, podworkerd or the supervisor is SIGKILLed meanwhile.
+// - A deleted pod's status is kept while it terminates and dropped once it has stopped (its
+//   events stay); an admission-rejected pod keeps its Failed status while its manifest exists.
+// - Removals wait for every pod source: a URL answering 503 across a restart of nodelet leaves
+//   its pod's container and volumes alone.
+//
+// The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
+// seconds, writing what they find into a hostPath directory the test reads.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lib/status/status_client.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
+#include "tests/testing/loopback_server.h"
+#include "tests/testing/nodelet_fixture.h"
+
+namespace nodelet::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// The container of every pod here. It writes a marker into each emptyDir (`scratch` on disk,
+// `mem` on a tmpfs), installs its SIGTERM handler and says "running". On SIGTERM it ignores
+// further SIGTERMs, says "started", checks both markers CHECKS times half a second apart
+// ("scratch ok" / "scratch missing", the same for mem), says "done" and exits 0. A container
+// SIGKILLed before the end of its handler has no "done" line.
+std::string GracefulScript(int checks) {
+  return "      echo kept > /scratch/marker\n"
+         "      echo kept > /mem/marker\n"
+         "      check() {\n"
+         "        if [ \"$(cat /$1/marker 2>/dev/null)\" = kept ]; then echo \"$1 ok\";\n"
+         "        else echo \"$1 missing\"; fi\n"
+         "      }\n"
+         "      on_term() {\n"
+         "        trap '' TERM\n"
+         "        echo started >> /results/out\n"
+         "        i=0\n"
+         "        while [ $i -lt " +
+         std::to_string(checks) +
+         " ]; do\n"
+         "          check scratch >> /results/out\n"
+         "          check mem >> /results/out\n"
+         "          sleep 0.5\n"
+         "          i=$((i+1))\n"
+         "        done\n"
+         "        echo done >> /results/out\n"
+         "        exit 0\n"
+         "      }\n"
+         "      trap on_term TERM\n"
+         "      echo running >> /results/out\n"
+         "      while true; do sleep 0.2; done\n";
+}
+
+// A pod with a 10 s grace period, the two emptyDirs and the results directory (hostPath).
+std::string GracefulPodYaml(const std::string& name, const std::string& results_dir, int checks) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 10\n"
+         "  volumes:\n"
+         "  - name: scratch\n    emptyDir: {}\n"
+         "  - name: mem\n    emptyDir:\n      medium: Memory\n      sizeLimit: 8Mi\n"
+         "  - name: results\n    hostPath:\n      path: " +
+         results_dir +
+         "\n      type: DirectoryOrCreate\n"
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n"
+         "    command:\n    - sh\n    - -c\n    - |\n" +
+         GracefulScript(checks) +
+         "    volumeMounts:\n"
+         "    - {name: scratch, mountPath: /scratch}\n"
+         "    - {name: mem, mountPath: /mem}\n"
+         "    - {name: results, mountPath: /results}\n";
+}
+
+// A pod whose container writes a marker into both emptyDirs and then keeps running.
+std::string KeeperPodYaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n"
+         "  volumes:\n"
+         "  - name: scratch\n    emptyDir: {}\n"
+         "  - name: mem\n    emptyDir:\n      medium: Memory\n      sizeLimit: 8Mi\n"
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n"
+         "    command: [\"sh\", \"-c\", \"echo kept > /scratch/marker; echo kept > /mem/marker; "
+         "trap 'exit 0' TERM; while true; do sleep 0.2; done\"]\n"
+         "    volumeMounts:\n"
+         "    - {name: scratch, mountPath: /scratch}\n"
+         "    - {name: mem, mountPath: /mem}\n";
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+size_t CountLines(const std::vector<std::string>& lines, const std::string& what) {
+  return static_cast<size_t>(std::count(lines.begin(), lines.end(), what));
+}
+
+class LifecycleE2eTest : public NodeletTest {
+ protected:
+  void SetUp() override {
+    NodeletTest::SetUp();
+    std::filesystem::create_directories(results_dir());
+    chmod(results_dir().c_str(), 0777);
+    http_port_ = FreeLoopbackPort();
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
+        if (e.path().extension() != ".log") continue;
+        std::ifstream in(e.path());
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::cerr << "---- " << e.path().filename() << "\n"
+                  << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
+      }
+      std::cerr << "---- results/out\n" << ReadTextFile(results_file()) << "\n";
+    }
+    NodeletTest::TearDown();
+    // Whatever a failed test left mounted (a tmpfs emptyDir of a pod it never removed) goes
+    // here, deepest first, so that the temporary directory can be removed.
+    for (const auto& m : MountsUnder(dir_.path())) umount2(m.c_str(), MNT_DETACH);
+  }
+
+  std::string results_dir() const { return dir_.Sub("results"); }
+  std::string results_file() const { return results_dir() + "/out"; }
+  std::vector<std::string> Results() const { return Lines(ReadTextFile(results_file())); }
+  bool ResultsHave(const std::string& line) const { return CountLines(Results(), line) > 0; }
+
+  // nodelet's flags in every test: its HTTP endpoint on a port of its own.
+  std::vector<std::string> Flags(std::vector<std::string> more = {}) const {
+    std::vector<std::string> f = {"--http-address", "127.0.0.1:" + std::to_string(http_port_)};
+    f.insert(f.end(), more.begin(), more.end());
+    return f;
+  }
+
+  std::string PodDir(const std::string& uid) const { return dir_.Sub("root") + "/pods/" + uid; }
+  std::string EmptyDir(const std::string& uid, const std::string& volume) const {
+    return PodDir(uid) + "/volumes/kubernetes.io~empty-dir/" + volume;
+  }
+  std::string Uid(const std::string& pod) { return PodJson(pod)["metadata"].value("uid", ""); }
+
+  // What is wrong, seen from the host, with the pod's two emptyDirs ("" when nothing): the
+  // markers must be there, and the Memory one must still be a mount.
+  std::string HostVolumesProblem(const std::string& uid) {
+    std::string problem;
+    for (const char* v : {"scratch", "mem"}) {
+      const std::string marker = EmptyDir(uid, v) + "/marker";
+      if (ReadTextFile(marker) != "kept\n") problem += marker + " is gone; ";
+    }
+    const auto mounts = MountsUnder(PodDir(uid));
+    if (std::find(mounts.begin(), mounts.end(), EmptyDir(uid, "mem")) == mounts.end()) {
+      problem += EmptyDir(uid, "mem") + " is not mounted; ";
+    }
+    return problem;
+  }
+
+  // Pod names listed by `nodeletctl pods -o json` (statusd).
+  std::vector<std::string> CtlPodNames() {
+    auto r = RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
+    return NamesOf(r.output);
+  }
+  // Pod names listed by the HTTP endpoint's /pods.
+  std::vector<std::string> HttpPodNames() {
+    httplib::Client http("127.0.0.1", http_port_);
+    http.set_connection_timeout(2s);
+    http.set_read_timeout(5s);
+    auto r = http.Get("/pods");
+    return r && r->status == 200 ? NamesOf(r->body) : std::vector<std::string>{"(unavailable)"};
+  }
+  static std::vector<std::string> NamesOf(const std::string& pod_list) {
+    std::vector<std::string> names;
+    auto j = nlohmann::json::parse(pod_list, nullptr, false);
+    if (j.is_discarded() || !j.contains("items")) return {"(no pod list)"};
+    for (const auto& p : j["items"]) names.push_back(p["metadata"].value("name", ""));
+    return names;
+  }
+  static bool Has(const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  }
+  static std::string Join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+    return "[" + s + "]";
+  }
+
+  // The pod's status as the JSON object `nodeletctl pods -o json` lists (null when absent).
+  nlohmann::json CtlPod(const std::string& name) {
+    auto r = RunCommand(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    if (j.is_discarded() || !j.contains("items")) return nullptr;
+    for (const auto& p : j["items"]) {
+      if (p["metadata"].value("name", "") == name) return p;
+    }
+    return nullptr;
+  }
+
+  // Starts nodelet with `graceful.yaml` (CHECKS checks in the handler) and waits until its
+  // container runs with its handler installed; returns the pod's uid.
+  std::string StartGracefulPod(int checks, std::vector<std::string> extra_flags = {}) {
+    Write("graceful.yaml", GracefulPodYaml("graceful", results_dir(), checks));
+    StartNodelet(Flags(std::move(extra_flags)));
+    if (HasFatalFailure()) return "";
+    EXPECT_TRUE(WaitFor(
+        [&] { return !RunningContainer("graceful-node1").empty() && ResultsHave("running"); }, 40s))
+        << PodJson("graceful-node1").dump(2);
+    std::string uid = Uid("graceful-node1");
+    EXPECT_FALSE(uid.empty());
+    EXPECT_EQ(HostVolumesProblem(uid), "") << "the volumes must be set up before the test goes on";
+    return uid;
+  }
+
+  // Deletes `graceful.yaml` and waits for the handler's "started".
+  void DeleteGracefulPodAndWaitForHandler() {
+    std::filesystem::remove(manifests() + "/graceful.yaml");
+    ASSERT_TRUE(WaitFor([&] { return ResultsHave("started"); }, 20s))
+        << "the container never got its SIGTERM: " << ReadTextFile(results_file());
+  }
+
+  // The handler's verdicts: every check found both markers, at least `min_checks` rounds ran.
+  void ExpectHandlerSawVolumes(size_t min_checks) {
+    const auto lines = Results();
+    const std::string all = ReadTextFile(results_file());
+    EXPECT_EQ(CountLines(lines, "scratch missing"), 0u)
+        << "the emptyDir on disk vanished during the grace period:\n"
+        << all;
+    EXPECT_EQ(CountLines(lines, "mem missing"), 0u)
+        << "the Memory emptyDir vanished during the grace period:\n"
+        << all;
+    EXPECT_GE(CountLines(lines, "scratch ok"), min_checks) << all;
+    EXPECT_GE(CountLines(lines, "mem ok"), min_checks) << all;
+  }
+
+  // Waits until the pod has stopped (no running container and the handler's "done", or just no
+  // running container when `need_done` is false), then until its directory is gone and nothing
+  // is mounted under it, within `cleanup_timeout`.
+  void ExpectStoppedAndCleanedUp(const std::string& uid, bool need_done,
+                                 std::chrono::milliseconds cleanup_timeout) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return RunningContainer("graceful-node1").empty() && (!need_done || ResultsHave("done"));
+        },
+        30s))
+        << "the container must exit by itself within its grace period (a final \"done\" line):\n"
+        << ReadTextFile(results_file());
+    const std::string pod_dir = PodDir(uid);
+    EXPECT_TRUE(
+        WaitFor([&] { return MountsUnder(pod_dir).empty() && !std::filesystem::exists(pod_dir); },
+                cleanup_timeout))
+        << "left after the pod stopped: mounts " << Join(MountsUnder(pod_dir)) << ", directory "
+        << (std::filesystem::exists(pod_dir) ? "present" : "gone");
+  }
+
+  int http_port_ = 0;
+};
+
+// Termination order: the emptyDirs (on disk and Memory) stay, with their content and mount, for
+// the whole grace period; the container is given that period (it exits by itself); once it has
+// stopped, the pod's directory goes and nothing stays mounted under it.
+TEST_F(LifecycleE2eTest, EmptyDirOutlivesTheGracePeriodThenGoes) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  const std::string uid = StartGracefulPod(6);
+  ASSERT_FALSE(HasFailure());
+  DeleteGracefulPodAndWaitForHandler();
+  // A second round of checks means the handler has run for half a second: by then a tear-down
+  // that does not wait for the containers would have happened.
+  ASSERT_TRUE(WaitFor(
+      [&] { return CountLines(Results(), "mem ok") + CountLines(Results(), "mem missing") >= 2; },
+      10s));
+  const std::string problem = HostVolumesProblem(uid);
+  ASSERT_FALSE(ResultsHave("done")) << "the handler cannot be over yet";
+  EXPECT_EQ(problem, "") << "seen from the host while the container is still in its grace period";
+  ExpectStoppedAndCleanedUp(uid, /*need_done=*/true, 15s);
+  ExpectHandlerSawVolumes(6);
+}
+
+// The same with kill -9 of one process right after the handler started: the restarted
+// processes neither take the volumes away while the container still runs nor leak a mount or
+// the pod directory afterwards.
+class LifecycleKillTest : public LifecycleE2eTest,
+                          public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(LifecycleKillTest, EmptyDirSurvivesKillNineDuringTermination) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  const std::string victim = GetParam();
+  // A longer handler (6 s) so that the checks go on after the victim is back.
+  const std::vector<std::string> flags = {"--restart-intensity", "100"};
+  const std::string uid = StartGracefulPod(12, flags);
+  ASSERT_FALSE(HasFailure());
+  const pid_t service = victim == "supervisor" ? 0 : ServicePid(victim);
+  if (victim != "supervisor") {
+    ASSERT_GT(service, 0) << victim;
+  }
+  DeleteGracefulPodAndWaitForHandler();
+  if (victim == "supervisor") {
+    // Its services go with it (PR_SET_PDEATHSIG); the container keeps running its handler.
+    std::vector<pid_t> services;
+    for (const char* s : {"plegd", "statusd", "podworkerd", "volumed"}) {
+      services.push_back(ServicePid(s));
+    }
+    nodelet_->Signal(SIGKILL);
+    ASSERT_TRUE(nodelet_->Wait(10s).has_value());
+    for (pid_t pid : services) ASSERT_TRUE(WaitProcessGone(pid, 10s)) << pid;
+    StartNodelet(Flags(flags));
+  } else {
+    ASSERT_EQ(kill(service, SIGKILL), 0);
+    ASSERT_TRUE(WaitProcessGone(service, 10s));
+    ASSERT_TRUE(notify_->WaitFor("STATUS=4/4 services running", 20s)) << victim;
+  }
+  // Seen from the host, if the handler is still running after the check (it may be over by
+  // now), the volumes must still be there.
+  const std::string problem = HostVolumesProblem(uid);
+  if (!ResultsHave("done") && !RunningContainer("graceful-node1").empty()) {
+    EXPECT_EQ(problem, "") << "seen from the host during the grace period, after kill -9 of "
+                           << victim;
+  }
+  ExpectStoppedAndCleanedUp(uid, /*need_done=*/false, 30s);
+  ExpectHandlerSawVolumes(1);
+  EXPECT_TRUE(ResultsHave("done")) << "the container was killed before the end of its handler:\n"
+                                   << ReadTextFile(results_file());
+}
+
+INSTANTIATE_TEST_SUITE_P(Victims, LifecycleKillTest,
+                         ::testing::Values("volumed", "podworkerd", "supervisor"),
+                         [](const auto& info) { return info.param; });
+
+// Statuses of deleted pods: listed (nodeletctl and /pods) while the pod terminates, gone from
+// both once it has stopped, its events kept. An admission-rejected pod keeps its Failed status
+// while its manifest exists (also after housekeeping dropped the other pod's status) and loses
+// it once its manifest is removed.
+TEST_F(LifecycleE2eTest, DeletedPodsStatusGoesOnceStoppedRejectedPodsWithTheirManifest) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  Write("hungry.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hungry\nspec:\n  hostNetwork: true\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n"
+        "    resources:\n      requests:\n        cpu: \"100000\"\n");
+  const std::string uid = StartGracefulPod(6);
+  ASSERT_FALSE(HasFailure());
+  auto rejected = [&] {
+    auto p = CtlPod("hungry-node1");
+    return !p.is_null() && p["status"].value("phase", "") == "Failed" &&
+           p["status"].value("reason", "") == "OutOfcpu";
+  };
+  ASSERT_TRUE(WaitFor(rejected, 20s)) << CtlPod("hungry-node1").dump(2);
+
+  DeleteGracefulPodAndWaitForHandler();
+  EXPECT_TRUE(Has(CtlPodNames(), "graceful-node1"))
+      << "a terminating pod must still be listed: " << Join(CtlPodNames());
+  EXPECT_TRUE(Has(HttpPodNames(), "graceful-node1"))
+      << "a terminating pod must still be on /pods: " << Join(HttpPodNames());
+
+  ASSERT_TRUE(WaitFor([&] { return RunningContainer("graceful-node1").empty(); }, 30s));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return !Has(CtlPodNames(), "graceful-node1") && !Has(HttpPodNames(), "graceful-node1");
+      },
+      20s))
+      << "a stopped, deleted pod must no longer be listed: nodeletctl " << Join(CtlPodNames())
+      << ", /pods " << Join(HttpPodNames());
+  {
+    ipc::Context ctx;
+    status::StatusClient statusd(ctx, dir_.Sub("run"));
+    ASSERT_TRUE(statusd.Connect().ok());
+    auto events = statusd.ListEvents(uid);
+    ASSERT_TRUE(events.ok()) << events.status().ToString();
+    std::vector<std::string> reasons;
+    for (const auto& e : *events) reasons.push_back(e.reason);
+    EXPECT_TRUE(Has(reasons, "Started"))
+        << "the deleted pod's events must be kept: " << Join(reasons);
+  }
+  auto all_events =
+      RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events"}, 5s);
+  EXPECT_THAT(all_events.output, HasSubstr("pod/graceful-node1"));
+
+  // Housekeeping has run (the other status went): the rejected pod's status is still there.
+  EXPECT_TRUE(rejected()) << "the rejected pod must keep its status while its manifest exists: "
+                          << CtlPod("hungry-node1").dump(2);
+  std::filesystem::remove(manifests() + "/hungry.yaml");
+  EXPECT_TRUE(WaitFor(
+      [&] { return !Has(CtlPodNames(), "hungry-node1") && !Has(HttpPodNames(), "hungry-node1"); },
+      20s))
+      << "the rejected pod's status must go with its manifest: nodeletctl " << Join(CtlPodNames())
+      << ", /pods " << Join(HttpPodNames());
+}
+
+// Removals wait for every source: with a manifest directory and a manifest URL, a restart of
+// nodelet (kill -9 of the supervisor, its services with it) while the URL answers 503 leaves the
+// URL's pod alone: the same container, its emptyDir files in place, the same mounts under its
+// pod directory; and again once the URL answers normally.
+TEST_F(LifecycleE2eTest, UrlPodKeepsContainerAndVolumesWhileItsSourceIsDown) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  std::mutex mu;
+  bool up = true;
+  const std::string body = KeeperPodYaml("fromurl");
+  LoopbackServer server([&](int fd, const std::string&) {
+    bool ok;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ok = up;
+    }
+    if (ok) {
+      SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                      body);
+    } else {
+      SendAll(fd, "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n");
+    }
+  });
+  auto set_up = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    up = v;
+  };
+  Write("local.yaml", KeeperPodYaml("local"));
+  const std::vector<std::string> flags =
+      Flags({"--manifest-url", "http://127.0.0.1:" + std::to_string(server.port()) + "/pods",
+             "--http-check-frequency", "1s"});
+  StartNodelet(flags);
+  std::string id;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        id = RunningContainer("fromurl-node1");
+        return !id.empty() && !RunningContainer("local-node1").empty();
+      },
+      40s))
+      << PodJson("fromurl-node1").dump(2);
+  const std::string uid = Uid("fromurl-node1");
+  ASSERT_FALSE(uid.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadTextFile(EmptyDir(uid, "mem") + "/marker") == "kept\n"; }, 10s));
+  ASSERT_EQ(HostVolumesProblem(uid), "");
+  const auto mounts_before = MountsUnder(PodDir(uid));
+
+  auto metrics = [&] {
+    httplib::Client http("127.0.0.1", http_port_);
+    http.set_connection_timeout(2s);
+    http.set_read_timeout(5s);
+    auto r = http.Get("/metrics");
+    return r ? r->body : std::string();
+  };
+  auto failed_reads = [&] {
+    const std::string key =
+        "nodelet_pod_source_failures_total{source=\"http\",reason=\"http_status\"} ";
+    const std::string text = metrics();
+    auto at = text.find(key);
+    return at == std::string::npos ? 0L : std::atol(text.c_str() + at + key.size());
+  };
+  auto same = [&](const std::string& when) {
+    EXPECT_EQ(RunningContainer("fromurl-node1"), id)
+        << "the URL's container was restarted " << when;
+    EXPECT_EQ(HostVolumesProblem(uid), "") << when;
+    EXPECT_EQ(MountsUnder(PodDir(uid)), mounts_before) << when;
+  };
+
+  set_up(false);
+  std::vector<pid_t> services;
+  for (const char* s : {"plegd", "statusd", "podworkerd", "volumed"}) {
+    services.push_back(ServicePid(s));
+  }
+  nodelet_->Signal(SIGKILL);
+  ASSERT_TRUE(nodelet_->Wait(10s).has_value());
+  for (pid_t pid : services) ASSERT_TRUE(WaitProcessGone(pid, 10s)) << pid;
+  StartNodelet(flags);
+  // Four failed reads a second apart: two of volumed's 2 s sweeps and podworkerd's resends have
+  // had their chance to remove the pod.
+  EXPECT_TRUE(WaitFor([&] { return failed_reads() >= 4; }, 20s)) << metrics();
+  same("while the URL answers 503 after a restart");
+
+  set_up(true);
+  const size_t requests = server.requests().size();
+  EXPECT_TRUE(WaitFor([&] { return server.requests().size() >= requests + 3; }, 20s));
+  EXPECT_TRUE(WaitFor([&] { return !CtlPod("fromurl-node1").is_null(); }, 10s));
+  same("once the URL answers again");
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace nodelet::testing
