@@ -21,6 +21,7 @@
 #include "lib/pod/static_pod.h"
 #include "lib/service/event_loop.h"
 #include "nodelet_version.h"
+#include "supervisor/after_iteration_work.h"
 #include "supervisor/child_process_backend.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/http_endpoint.h"
@@ -322,7 +323,7 @@ class Supervisor::Impl {
       http_->Update(std::move(snap));
     }
     node_->SetServices(services().AllRunning(), services().Summary());
-    deadline_.ArmAt(pods_->NextTick());
+    after_.WakeAt(pods_->NextTick());
     Report();
     if (stopping_ && services().AllStopped()) loop_.Stop();
   }
@@ -331,10 +332,8 @@ class Supervisor::Impl {
     WatchdogPinger watchdog(notifier_, clock_, WatchdogInterval());
     loop_.SetWatchdog(&watchdog);
     backend_->StartServices();
-    // Nothing to do when it fires: it only wakes the loop for AfterIteration.
-    deadline_ = loop_.AddTimer([] {});
-    sources_.push_back(loop_.AddAfterIteration([this] { AfterIteration(); }));
-    deadline_.ArmAt(pods_->NextTick());
+    after_ = AfterIterationWork(loop_, [this] { AfterIteration(); });
+    after_.WakeAt(pods_->NextTick());
     Report();
     Status run = loop_.Run();
     loop_.SetWatchdog(nullptr);
@@ -377,7 +376,7 @@ class Supervisor::Impl {
   bool stopping_ = false;
   // The loop's sources (declared last: removed before what their callbacks use goes).
   std::vector<EventLoop::Handle> sources_;
-  EventLoop::Timer deadline_;
+  AfterIterationWork after_;
 };
 
 Supervisor::Supervisor(SupervisorOptions options)
