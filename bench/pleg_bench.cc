@@ -109,6 +109,7 @@ bool MeasureEventLatency(ContainerdInstance& containerd, const TempDir& dir,
     return false;
   }
   ipc::Context ctx;
+  EventLoop loop(RealClock::Get());
   pleg::PlegMirror mirror(ctx, RealClock::Get(), run_dir, ipc::ServiceId::Ctl);
   std::map<std::string, SteadyClock::time_point> died, started;
   mirror.on_event = [&](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
@@ -118,21 +119,19 @@ bool MeasureEventLatency(ContainerdInstance& containerd, const TempDir& dir,
       started[e.id()->str()] = SteadyClock::now();
     }
   };
-  if (!mirror.Connect().ok() || !mirror.Sync(milliseconds(10000)).ok()) {
-    std::fprintf(stderr, "cannot subscribe to plegd\n");
-    return false;
-  }
+  // Runs the subscriber's loop until `done` or the timeout.
   auto pump_until = [&](const std::function<bool()>& done, milliseconds timeout) {
     auto end = SteadyClock::now() + timeout;
     while (!done()) {
-      if (SteadyClock::now() >= end) return false;
-      auto items = mirror.PollItems();
-      zmq::poll(items.data(), items.size(), milliseconds(20));
-      mirror.OnReadable();
-      mirror.Tick();
+      if (SteadyClock::now() >= end || !loop.RunOnce(milliseconds(20)).ok()) return false;
     }
     return true;
   };
+  if (!mirror.Connect(loop).ok() ||
+      !pump_until([&] { return mirror.in_sync(); }, milliseconds(10000))) {
+    std::fprintf(stderr, "cannot subscribe to plegd\n");
+    return false;
+  }
 
   auto& cri = containerd.cri();
   const std::string pod = "latency-" + std::string(period == "1s" ? "1s" : "100ms");

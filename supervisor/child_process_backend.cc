@@ -45,9 +45,7 @@ ChildProcessBackend::~ChildProcessBackend() {
 void ChildProcessBackend::Register() {
   // Nothing to do on the signal itself: it wakes the loop, and AfterIteration reaps.
   sources_.push_back(loop_.AddSignal(SIGCHLD, [](const signalfd_siginfo&) {}));
-  // Nothing to do when it fires either: it only wakes the loop for AfterIteration.
-  wake_ = loop_.AddTimer([] {});
-  sources_.push_back(loop_.AddAfterIteration([this] { AfterIteration(); }));
+  after_ = AfterIterationWork(loop_, [this] { AfterIteration(); });
   WatchChildren();
 }
 
@@ -56,7 +54,7 @@ void ChildProcessBackend::StartServices() {
   log_->info("nodelet {} supervising {} services (run dir {})", NODELET_VERSION,
              options_.children.size(), options_.run_dir);
   WatchChildren();
-  wake_.ArmAt(manager_->NextDeadline());
+  after_.WakeAt(manager_->NextDeadline());
 }
 
 void ChildProcessBackend::StopServices() {
@@ -114,7 +112,7 @@ void ChildProcessBackend::AfterIteration() {
   Reap();
   manager_->Tick();
   WatchChildren();
-  wake_.ArmAt(manager_->NextDeadline());
+  after_.WakeAt(manager_->NextDeadline());
 }
 
 }  // namespace nodelet::supervisor

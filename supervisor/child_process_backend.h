@@ -19,6 +19,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/service/event_loop.h"
+#include "supervisor/after_iteration_work.h"
 #include "supervisor/child_launcher.h"
 #include "supervisor/process_manager.h"
 #include "supervisor/service_backend.h"
@@ -67,7 +68,7 @@ class ChildProcessBackend : public ServiceBackend {
   std::vector<EventLoop::Handle> sources_;
   // By (fd, service, is the notify socket): the log pipes change as the services restart.
   std::map<std::tuple<int, std::string, bool>, EventLoop::Handle> child_sources_;
-  EventLoop::Timer wake_;
+  AfterIterationWork after_;
 };
 
 }  // namespace nodelet::supervisor

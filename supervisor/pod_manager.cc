@@ -155,8 +155,10 @@ AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& adm
   return r;
 }
 
-PodManager::PodManager(ipc::Context& ctx, const Clock& clock, PodManagerOptions options)
+PodManager::PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock,
+                       PodManagerOptions options)
     : ctx_(ctx),
+      loop_(loop),
       clock_(clock),
       options_(std::move(options)),
       envelope_(ipc::ServiceId::Supervisor, ipc::NewIncarnation()) {
@@ -179,7 +181,12 @@ Status PodManager::Start() {
     url_options.ca_file = options_.manifest_url_ca;
     url_options.period = options_.manifest_url_period;
     url_options.headers = options_.manifest_url_headers;
-    url_options.on_snapshot = options_.on_url_snapshot;
+    // From the fetch thread: the snapshot is taken on the loop.
+    url_options.on_snapshot = [this, alive = std::weak_ptr<bool>(alive_)] {
+      loop_.Post([this, alive] {
+        if (alive.lock()) OnReadable();
+      });
+    };
     url_ = std::make_unique<ManifestUrlSource>(clock_, options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;
     sources.insert("http");
@@ -192,15 +199,10 @@ Status PodManager::Start() {
   if (dir_) {
     if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
   }
+  work_source_ = loop_.AddSocket(work_->raw(), [this] { OnReadable(); });
+  volumes_source_ = loop_.AddSocket(volumes_->raw(), [this] { OnReadable(); });
+  if (dir_ && dir_->fd() >= 0) dir_source_ = loop_.AddFd(dir_->fd(), [this] { OnReadable(); });
   return Status::Ok();
-}
-
-std::vector<zmq::pollitem_t> PodManager::PollItems() {
-  std::vector<zmq::pollitem_t> items = {work_->PollItem(), volumes_->PollItem()};
-  if (dir_ && dir_->fd() >= 0) items.push_back({nullptr, dir_->fd(), ZMQ_POLLIN, 0});
-  // Only without on_url_snapshot (then the source signals its fd).
-  if (url_ && url_->fd() >= 0) items.push_back({nullptr, url_->fd(), ZMQ_POLLIN, 0});
-  return items;
 }
 
 void PodManager::OnReadable() {

@@ -6,7 +6,9 @@
 // desired set to podworkerd (podwork.fbs) whenever it changes, on every housekeeping tick (2 s)
 // and when podworkerd (re)starts: level-triggered, so nothing lost in a crash stays lost.
 //
-// Runs in the supervisor's single-threaded loop: poll PollItems(), call OnReadable() and Tick().
+// Runs on the supervisor's EventLoop: Start() registers the sockets to podworkerd and volumed and
+// the manifest directory's inotify fd there, and the URL source's thread posts its snapshots to
+// it. The owner calls Tick() after each iteration and wakes the loop at NextTick().
 #pragma once
 
 #include <chrono>
@@ -23,6 +25,7 @@
 #include "lib/ipc/sockets.h"
 #include "lib/pod/pod.h"
 #include "lib/pod/rfc3339.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
 #include "supervisor/pod_config.h"
 #include "supervisor/sources/manifest_dir_source.h"
@@ -73,18 +76,17 @@ struct PodManagerOptions {
   int max_pods = 110;
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
   std::chrono::milliseconds housekeeping{2000};
-  // Called from the URL source's thread when it has a snapshot: the owner then calls
-  // OnReadable() on its loop (EventLoop::Post). Thread-safe; may be empty.
-  std::function<void()> on_url_snapshot;
 };
 
 class PodManager {
  public:
-  PodManager(ipc::Context& ctx, const Clock& clock, PodManagerOptions options);
+  // `loop` must outlive the manager.
+  PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock, PodManagerOptions options);
   ~PodManager();
+  // Starts the sources, connects to podworkerd and volumed, and registers on the loop.
   Status Start();
-  std::vector<zmq::pollitem_t> PollItems();
-  void OnReadable();
+  // Re-reads the manifest directory when its resync is due and sends the desired set when it
+  // changed or the housekeeping period passed.
   void Tick();
   MonoTime NextTick() const;
   // podworkerd or volumed said hello: send the desired set at once.
@@ -103,6 +105,9 @@ class PodManager {
   }
 
  private:
+  // A source or a reply socket has something: drains the replies, takes the sources' new
+  // snapshots, and sends the desired set if it changed.
+  void OnReadable();
   void TakeSnapshot(const SourceSnapshot& snapshot);
   // The source could not be read: keep its pods; log and send a node event once per new reason.
   void SourceFailed(const std::string& source, const SourceFailure& failure);
@@ -128,6 +133,7 @@ class PodManager {
   void CleanUpStatuses();
 
   ipc::Context& ctx_;
+  EventLoop& loop_;
   const Clock& clock_;
   PodManagerOptions options_;
   NodeResources allocatable_;
@@ -160,6 +166,12 @@ class PodManager {
   std::optional<std::set<std::string>> status_keep_;
   bool dirty_ = true;
   MonoTime next_send_{};
+  // What the URL source's posted callbacks check: still queued when the manager is gone, they
+  // do nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // The loop's sources (declared last: removed before the sockets and sources they read). The
+  // sockets and the inotify fd stay the same from Start() on, so they are registered once.
+  EventLoop::Handle work_source_, volumes_source_, dir_source_;
 };
 
 }  // namespace nodelet::supervisor

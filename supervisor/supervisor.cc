@@ -21,6 +21,7 @@
 #include "lib/pod/static_pod.h"
 #include "lib/service/event_loop.h"
 #include "nodelet_version.h"
+#include "supervisor/after_iteration_work.h"
 #include "supervisor/child_process_backend.h"
 #include "supervisor/ctl_server.h"
 #include "supervisor/http_endpoint.h"
@@ -140,6 +141,15 @@ class Supervisor::Impl {
                                                 cri_client_.get());
     node_->Start();
 
+    CtlServerOptions ctl_opts{c.run_dir,       options_.ctl_group,  getpid(),
+                              NODELET_VERSION, runtime_view_.get(), node_.get()};
+    ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
+    if (Status s = ctl_->Bind(); !s.ok()) return s;
+    // Readers run in the order added: the backend's (added when it was created, so the systemd
+    // bus comes first), the control socket, the ctl socket, then the pod manager's.
+    sources_.push_back(loop_.AddSocket(control_->raw(), [this] { HandleControl(); }));
+    sources_.push_back(Watch(ctl_->PollItem(), [this] { ctl_->OnReadable(); }));
+
     PodManagerOptions pod_opts;
     pod_opts.run_dir = c.run_dir;
     pod_opts.manifest_dir = options_.pod_manifest_path;
@@ -155,8 +165,7 @@ class Supervisor::Impl {
     pod_opts.max_pods = options_.max_pods;
     NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
-    pod_opts.on_url_snapshot = [this] { loop_.Post([this] { pods_->OnReadable(); }); };
-    pods_ = std::make_unique<PodManager>(*ctx_, clock_, pod_opts);
+    pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);
     if (Status s = pods_->Start(); !s.ok()) return s;
 
     if (!options_.http_address.empty()) {
@@ -170,11 +179,7 @@ class Supervisor::Impl {
         log_->info("HTTP endpoint on {} (/healthz, /pods, /metrics)", options_.http_address);
       }
     }
-
-    CtlServerOptions ctl_opts{c.run_dir,       options_.ctl_group,  getpid(),
-                              NODELET_VERSION, runtime_view_.get(), node_.get()};
-    ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
-    return ctl_->Bind();
+    return Status::Ok();
   }
 
   // The mode's backend, which registers its own sources on the loop.
@@ -306,19 +311,6 @@ class Supervisor::Impl {
     return loop_.AddFd(item.fd, std::move(callback));
   }
 
-  // Matches the loop's sources to the pod manager's sockets and fds as they are now.
-  void WatchPodSources() {
-    std::set<std::pair<void*, int>> pod_items;
-    for (const auto& item : pods_->PollItems()) {
-      auto key = std::make_pair(item.socket, item.fd);
-      pod_items.insert(key);
-      if (pod_sources_.count(key) == 0) {
-        pod_sources_[key] = Watch(item, [this] { pods_->OnReadable(); });
-      }
-    }
-    std::erase_if(pod_sources_, [&](const auto& kv) { return pod_items.count(kv.first) == 0; });
-  }
-
   // What the loop runs after every iteration, after the backend's own after-iteration work
   // (reaping or reading the bus, the services' timers): the pod manager's timers, the snapshots
   // the HTTP endpoint and the node status read, the summary.
@@ -331,8 +323,7 @@ class Supervisor::Impl {
       http_->Update(std::move(snap));
     }
     node_->SetServices(services().AllRunning(), services().Summary());
-    WatchPodSources();
-    deadline_.ArmAt(pods_->NextTick());
+    after_.WakeAt(pods_->NextTick());
     Report();
     if (stopping_ && services().AllStopped()) loop_.Stop();
   }
@@ -341,15 +332,8 @@ class Supervisor::Impl {
     WatchdogPinger watchdog(notifier_, clock_, WatchdogInterval());
     loop_.SetWatchdog(&watchdog);
     backend_->StartServices();
-    // In this order within an iteration (the signals come first; the backend's sources were
-    // added when it was created, so the systemd bus comes before the ctl socket).
-    sources_.push_back(loop_.AddSocket(control_->raw(), [this] { HandleControl(); }));
-    sources_.push_back(Watch(ctl_->PollItem(), [this] { ctl_->OnReadable(); }));
-    // Nothing to do when it fires: it only wakes the loop for AfterIteration.
-    deadline_ = loop_.AddTimer([] {});
-    sources_.push_back(loop_.AddAfterIteration([this] { AfterIteration(); }));
-    WatchPodSources();
-    deadline_.ArmAt(pods_->NextTick());
+    after_ = AfterIterationWork(loop_, [this] { AfterIteration(); });
+    after_.WakeAt(pods_->NextTick());
     Report();
     Status run = loop_.Run();
     loop_.SetWatchdog(nullptr);
@@ -390,11 +374,9 @@ class Supervisor::Impl {
   std::string last_summary_;
   bool ready_sent_ = false;
   bool stopping_ = false;
-  // The loop's sources (declared last: removed before what their callbacks use goes). The pod
-  // manager's sockets and fds change; they are matched to what exists after every iteration.
+  // The loop's sources (declared last: removed before what their callbacks use goes).
   std::vector<EventLoop::Handle> sources_;
-  std::map<std::pair<void*, int>, EventLoop::Handle> pod_sources_;
-  EventLoop::Timer deadline_;
+  AfterIterationWork after_;
 };
 
 Supervisor::Supervisor(SupervisorOptions options)

@@ -27,9 +27,7 @@ SystemdUnitBackend::SystemdUnitBackend(EventLoop& loop, std::unique_ptr<SystemdB
 void SystemdUnitBackend::Register() {
   const zmq::pollitem_t item = bus_->PollItem();
   sources_.push_back(loop_.AddFd(item.fd, [this] { ProcessBus(); }));
-  // Nothing to do when it fires: it only wakes the loop for AfterIteration.
-  wake_ = loop_.AddTimer([] {});
-  sources_.push_back(loop_.AddAfterIteration([this] { AfterIteration(); }));
+  after_ = AfterIterationWork(loop_, [this] { AfterIteration(); });
 }
 
 void SystemdUnitBackend::StartServices() {
@@ -56,7 +54,7 @@ void SystemdUnitBackend::ArmWake() {
   // sd-bus has output it could not write yet: the loop watches its fd for input only, so come
   // back at once to flush it (the socket is normally writable again right away).
   if (bus_->PollItem().events & ZMQ_POLLOUT) next = loop_.clock().Now();
-  wake_.ArmAt(next);
+  after_.WakeAt(next);
 }
 
 }  // namespace nodelet::supervisor

@@ -15,6 +15,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/service/event_loop.h"
+#include "supervisor/after_iteration_work.h"
 #include "supervisor/service_backend.h"
 #include "supervisor/systemd_bus.h"
 #include "supervisor/systemd_service_control.h"
@@ -55,7 +56,7 @@ class SystemdUnitBackend : public ServiceBackend {
   std::unique_ptr<SystemdServiceControl> units_;
   // The loop's sources, last: removed before what their callbacks use.
   std::vector<EventLoop::Handle> sources_;
-  EventLoop::Timer wake_;
+  AfterIterationWork after_;
 };
 
 }  // namespace nodelet::supervisor

@@ -1,24 +1,20 @@
 #include "svc-plegd/pleg_engine.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
+
+#include "lib/common/check.h"
 
 namespace nodelet::plegd {
 
 PlegEngine::PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options,
                        std::function<void()> on_output)
     : runtime_(runtime), clock_(clock), options_(options), on_output_(std::move(on_output)) {
-  if (!on_output_) event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  NODELET_CHECK(on_output_) << "PlegEngine needs an on_output callback";
   last_success_ = clock_.Now();
   if (options_.inspect_workers < 1) options_.inspect_workers = 1;
 }
 
-PlegEngine::~PlegEngine() {
-  Stop();
-  if (event_fd_ >= 0) close(event_fd_);
-}
+PlegEngine::~PlegEngine() { Stop(); }
 
 void PlegEngine::StartInspectors() {
   for (int i = 0; i < options_.inspect_workers; ++i) {
@@ -46,14 +42,7 @@ void PlegEngine::Stop() {
   }
 }
 
-void PlegEngine::Wake() {
-  if (on_output_) {
-    on_output_();
-    return;
-  }
-  uint64_t one = 1;
-  (void)!write(event_fd_, &one, sizeof one);
-}
+void PlegEngine::Wake() { on_output_(); }
 
 bool PlegEngine::PushLocked(PodResult result) {
   const bool was_empty = output_.pods.empty() && output_.relists.empty();
@@ -62,10 +51,6 @@ bool PlegEngine::PushLocked(PodResult result) {
 }
 
 PlegOutput PlegEngine::Drain() {
-  if (event_fd_ >= 0) {
-    uint64_t n = 0;
-    (void)!read(event_fd_, &n, sizeof n);
-  }
   std::lock_guard<std::mutex> lock(mu_);
   PlegOutput out = std::move(output_);
   output_ = {};

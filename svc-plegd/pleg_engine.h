@@ -65,10 +65,10 @@ struct PlegHealth {
 
 class PlegEngine {
  public:
-  // `on_output` is called from the engine's threads when Drain() has something after it was
-  // empty; it must be thread-safe (EventLoop::Post). Without it (tests) notify_fd() is signalled.
+  // `on_output` (required) is called from the engine's threads when Drain() has something after
+  // it was empty; it must be thread-safe (EventLoop::Post).
   PlegEngine(PlegRuntime& runtime, const Clock& clock, PlegOptions options,
-             std::function<void()> on_output = nullptr);
+             std::function<void()> on_output);
   ~PlegEngine();
   PlegEngine(const PlegEngine&) = delete;
   PlegEngine& operator=(const PlegEngine&) = delete;
@@ -83,8 +83,6 @@ class PlegEngine {
   // inspect_wait. Not to be mixed with Start()'s relist thread.
   void RelistOnce();
 
-  // Readable when Drain() has something; only without `on_output`.
-  int notify_fd() const { return event_fd_; }
   PlegOutput Drain();
 
   PlegHealth Health() const;
@@ -114,7 +112,6 @@ class PlegEngine {
   const Clock& clock_;
   PlegOptions options_;
   std::function<void()> on_output_;
-  int event_fd_ = -1;
 
   // Relist state: only the relist thread (or RelistOnce's caller) touches these.
   RelistDiff diff_;

@@ -40,10 +40,10 @@ Result<std::unique_ptr<EventStore>> EventStore::Open(std::shared_ptr<SqliteDb> d
   return std::unique_ptr<EventStore>(new EventStore(std::move(db), retention, max_events));
 }
 
-Result<std::unique_ptr<EventStore>> EventStore::Open(const std::string& path,
+Result<std::unique_ptr<EventStore>> EventStore::Open(const std::string& path, const Clock& clock,
                                                      std::chrono::seconds retention,
                                                      size_t max_events) {
-  auto db = SqliteDb::Open(path);
+  auto db = SqliteDb::Open(path, clock);
   if (!db.ok()) return db.status();
   return Open(std::move(db).value(), retention, max_events);
 }

@@ -24,8 +24,8 @@ class EventStore {
       size_t max_events = 10000);
   // The same on the database at `path` (SqliteDb::Open).
   static Result<std::unique_ptr<EventStore>> Open(
-      const std::string& path, std::chrono::seconds retention = std::chrono::hours(1),
-      size_t max_events = 10000);
+      const std::string& path, const Clock& clock,
+      std::chrono::seconds retention = std::chrono::hours(1), size_t max_events = 10000);
   EventStore(const EventStore&) = delete;
   EventStore& operator=(const EventStore&) = delete;
 

@@ -42,8 +42,8 @@ Result<std::unique_ptr<NodeStore>> NodeStore::Open(std::shared_ptr<SqliteDb> db)
   return store;
 }
 
-Result<std::unique_ptr<NodeStore>> NodeStore::Open(const std::string& path) {
-  auto db = SqliteDb::Open(path);
+Result<std::unique_ptr<NodeStore>> NodeStore::Open(const std::string& path, const Clock& clock) {
+  auto db = SqliteDb::Open(path, clock);
   if (!db.ok()) return db.status();
   return Open(std::move(db).value());
 }

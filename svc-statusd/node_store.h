@@ -27,7 +27,7 @@ class NodeStore {
   // The store on statusd's open database (creates its table when missing, loads the row).
   static Result<std::unique_ptr<NodeStore>> Open(std::shared_ptr<SqliteDb> db);
   // The same on the database at `path` (SqliteDb::Open).
-  static Result<std::unique_ptr<NodeStore>> Open(const std::string& path);
+  static Result<std::unique_ptr<NodeStore>> Open(const std::string& path, const Clock& clock);
   NodeStore(const NodeStore&) = delete;
   NodeStore& operator=(const NodeStore&) = delete;
 

@@ -115,8 +115,8 @@ Opened OpenAndConfigure(const std::string& path) {
 }
 
 // Moves the database and its -wal/-shm to PATH.corrupt-TIME; returns that path.
-Result<std::string> MoveAside(const std::string& path) {
-  std::string aside = path + ".corrupt-" + std::to_string(RealClock::Get().WallSeconds());
+Result<std::string> MoveAside(const std::string& path, const Clock& clock) {
+  std::string aside = path + ".corrupt-" + std::to_string(clock.WallSeconds());
   if (rename(path.c_str(), aside.c_str()) != 0) {
     return ErrnoStatus("Failed to move the corrupt database '" + path + "' aside", errno);
   }
@@ -148,7 +148,8 @@ std::string FileKey(const std::string& path) {
 
 }  // namespace
 
-Result<std::shared_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenReport* report) {
+Result<std::shared_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, const Clock& clock,
+                                                 OpenReport* report) {
   if (Status s = EnsureDirectory(Dirname(path), 0700); !s.ok()) return s;
   const std::string key = FileKey(path);
   std::lock_guard<std::mutex> lock(g_open_mu);
@@ -159,7 +160,7 @@ Result<std::shared_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenRe
   if (o.db == nullptr && IsCorruption(o.rc)) {
     // An unreadable database must not keep statusd down for good: keep it for a post-mortem
     // and start afresh; podworkerd re-sends every pod's status at its next sync.
-    auto aside = MoveAside(path);
+    auto aside = MoveAside(path, clock);
     if (!aside.ok()) return aside.status();
     if (report != nullptr) {
       report->moved_aside_to = *aside;
@@ -172,7 +173,7 @@ Result<std::shared_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenRe
         (o.rc & 0xff) == SQLITE_FULL ? StatusCode::kResourceExhausted : StatusCode::kInternal;
     return Status(code, o.error);
   }
-  std::shared_ptr<SqliteDb> db(new SqliteDb(path, key, o.db));
+  std::shared_ptr<SqliteDb> db(new SqliteDb(path, key, o.db, clock));
   OpenFiles()[key] = db;
   return db;
 }
@@ -266,7 +267,7 @@ Status SqliteDb::Recreate(OpenReport* report) {
   DropStatements();
   sqlite3_close_v2(db_);
   db_ = nullptr;
-  auto aside = MoveAside(path_);
+  auto aside = MoveAside(path_, clock_);
   if (!aside.ok()) return aside.status();
   if (report != nullptr) report->moved_aside_to = *aside;
   Opened o = OpenAndConfigure(path_);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "lib/common/clock.h"
 #include "lib/common/status.h"
 
 namespace nodelet::statusd {
@@ -91,8 +92,10 @@ class SqliteDb {
   };
 
   // Opens (creating it and its directory when missing) the database at `path`, or returns the
-  // connection this process already has to it. ResourceExhausted when the disk is full.
-  static Result<std::shared_ptr<SqliteDb>> Open(const std::string& path,
+  // connection this process already has to it. ResourceExhausted when the disk is full. `clock`
+  // (its wall time) names the file an unreadable database is moved aside to, here and in
+  // Recreate(); the connection keeps the clock it was first opened with.
+  static Result<std::shared_ptr<SqliteDb>> Open(const std::string& path, const Clock& clock,
                                                 OpenReport* report = nullptr);
   ~SqliteDb();
   SqliteDb(const SqliteDb&) = delete;
@@ -120,8 +123,8 @@ class SqliteDb {
   uint64_t statements_prepared() const { return statements_prepared_; }
 
  private:
-  SqliteDb(std::string path, std::string key, sqlite3* db)
-      : path_(std::move(path)), key_(std::move(key)), db_(db) {}
+  SqliteDb(std::string path, std::string key, sqlite3* db, const Clock& clock)
+      : path_(std::move(path)), key_(std::move(key)), db_(db), clock_(clock) {}
   // The Status for the connection's last error (`rc`), for `what`: "WHAT in 'PATH': MESSAGE".
   Status Error(const std::string& what, int rc) const;
   void Rollback();
@@ -130,6 +133,7 @@ class SqliteDb {
   std::string path_;
   std::string key_;  // in the process's table of open files
   sqlite3* db_ = nullptr;
+  const Clock& clock_;
   std::unordered_map<std::string, std::unique_ptr<Statement::Cached>> statements_;
   uint64_t statements_prepared_ = 0;
 };

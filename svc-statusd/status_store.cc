@@ -37,8 +37,9 @@ Result<std::unique_ptr<SqliteStatusStore>> SqliteStatusStore::Open(std::shared_p
 }
 
 Result<std::unique_ptr<SqliteStatusStore>> SqliteStatusStore::Open(const std::string& path,
+                                                                   const Clock& clock,
                                                                    OpenReport* report) {
-  auto db = SqliteDb::Open(path, report);
+  auto db = SqliteDb::Open(path, clock, report);
   if (!db.ok()) return db.status();
   return Open(std::move(db).value());
 }

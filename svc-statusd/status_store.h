@@ -42,8 +42,9 @@ class SqliteStatusStore : public StatusStore {
   // The store on statusd's open database (creates its table when missing).
   static Result<std::unique_ptr<SqliteStatusStore>> Open(std::shared_ptr<SqliteDb> db);
   // Opens the database at `path` (SqliteDb::Open: created with its directory when missing, an
-  // unreadable one moved aside), then the store on it.
+  // unreadable one moved aside, named by `clock`'s wall time), then the store on it.
   static Result<std::unique_ptr<SqliteStatusStore>> Open(const std::string& path,
+                                                         const Clock& clock,
                                                          OpenReport* report = nullptr);
 
   Result<Contents> LoadAll() override;

@@ -44,7 +44,7 @@ Status StatusdService::Start(ServiceContext& ctx) {
   const std::string path = DatabasePath(options_.root_dir);
   // One connection to the file, shared by the status, event and node stores.
   SqliteDb::OpenReport report;
-  auto db = SqliteDb::Open(path, &report);
+  auto db = SqliteDb::Open(path, ctx.clock, &report);
   if (!db.ok()) return db.status();
   db_ = std::move(db).value();
   auto store = SqliteStatusStore::Open(db_);

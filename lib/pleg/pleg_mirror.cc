@@ -20,7 +20,7 @@ PlegMirror::PlegMirror(ipc::Context& ctx, const Clock& clock, std::string run_di
       snapshot_timeout_(snapshot_timeout),
       envelope_(self, ipc::NewIncarnation(), clock) {}
 
-Status PlegMirror::Connect() {
+Status PlegMirror::ConnectSockets() {
   sub_ = std::make_unique<ipc::Subscriber>(ctx_, ipc::kPlegEvents);
   if (Status s = sub_->Connect(ipc::kPlegEventsEndpoint.Uri(run_dir_)); !s.ok()) return s;
   snapshot_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kPlegSnapshots);
@@ -35,7 +35,7 @@ Status PlegMirror::Connect(EventLoop& loop) {
     Tick();
     ArmRetry();
   });
-  if (Status s = Connect(); !s.ok()) return s;
+  if (Status s = ConnectSockets(); !s.ok()) return s;
   sub_source_ = loop.AddSocket(sub_->raw(), [this] {
     OnReadable();
     ArmRetry();
@@ -46,7 +46,6 @@ Status PlegMirror::Connect(EventLoop& loop) {
 }
 
 void PlegMirror::WatchSnapshotSocket() {
-  if (loop_ == nullptr) return;
   snapshot_source_ = loop_->AddSocket(snapshot_->raw(), [this] {
     OnReadable();
     ArmRetry();
@@ -56,17 +55,12 @@ void PlegMirror::WatchSnapshotSocket() {
 }
 
 void PlegMirror::ArmRetry() {
-  if (loop_ == nullptr) return;
   MonoTime next = NextTick();
   if (next == MonoTime::max()) {
     retry_.Cancel();
   } else {
     retry_.ArmAt(next);
   }
-}
-
-std::vector<zmq::pollitem_t> PlegMirror::PollItems() {
-  return {sub_->PollItem(), snapshot_->PollItem()};
 }
 
 void PlegMirror::RequestSnapshot() {
@@ -165,22 +159,6 @@ void PlegMirror::DrainUpdates() {
 void PlegMirror::OnReadable() {
   HandleSnapshotReply();
   DrainUpdates();
-}
-
-Status PlegMirror::Sync(std::chrono::milliseconds deadline) {
-  const MonoTime end = clock_.Now() + deadline;
-  for (;;) {
-    OnReadable();
-    if (in_sync_ && !sub_->Readable()) return Status::Ok();
-    Tick();
-    const MonoTime now = clock_.Now();
-    if (now >= end) return DeadlineExceeded("plegd did not answer a snapshot request in time");
-    auto items = PollItems();
-    auto wait = std::min<Duration>(end - now, std::chrono::milliseconds(100));
-    zmq::poll(
-        items.data(), items.size(),
-        std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
-  }
 }
 
 void PlegMirror::Apply(const PlegMessage& msg) {

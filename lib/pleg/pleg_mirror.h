@@ -3,11 +3,10 @@
 // and asks again whenever it sees a gap in the sequence numbers or a new plegd incarnation, so
 // a restart of plegd or of the subscriber, or a dropped message, never loses anything.
 //
-// On an EventLoop (a service, the supervisor): Connect(loop) registers its two sockets and its
-// retry timer there, and on_event/on_resync are called from the loop. Without a loop (tools,
-// tests): poll PollItems(), call OnReadable() when any is readable and Tick() at NextTick(), or
-// block in Sync(deadline). Used by the supervisor, podworkerd, nodeletctl and the tests. One
-// thread.
+// It runs on an EventLoop: Connect(loop) registers its two sockets and its snapshot retry timer
+// there, and on_event/on_resync/on_applied are called from the loop. A test or a benchmark runs
+// its own loop (RunOnce). Used by the supervisor, podworkerd, the tests and the benchmarks. One
+// thread: the loop's.
 #pragma once
 
 #include <chrono>
@@ -30,26 +29,12 @@ namespace nodelet::pleg {
 
 class PlegMirror {
  public:
-  // `clock` times snapshot requests and Sync's deadline.
+  // `clock` times snapshot requests (the loop's clock).
   PlegMirror(ipc::Context& ctx, const Clock& clock, std::string run_dir, ipc::ServiceId self,
              std::chrono::milliseconds snapshot_timeout = std::chrono::milliseconds(1000));
-  // Subscribes to plegd's events and asks for the first snapshot.
-  Status Connect();
-  // The same, then runs on `loop`: its sockets are read and its snapshot requests retried there.
-  // The loop must outlive the mirror.
+  // Subscribes to plegd's events, asks for the first snapshot, and runs on `loop`: its sockets
+  // are read and its snapshot requests retried there. The loop must outlive the mirror.
   Status Connect(EventLoop& loop);
-
-  // Without a loop: the SUB socket and the snapshot socket.
-  std::vector<zmq::pollitem_t> PollItems();
-  // Handles snapshot replies and queued updates.
-  void OnReadable();
-  // Re-asks for a snapshot whose answer is overdue (plegd down or restarting).
-  void Tick();
-  MonoTime NextTick() const;
-
-  // Blocking: returns once the replica is in sync and every queued update is applied, or with
-  // DeadlineExceeded.
-  Status Sync(std::chrono::milliseconds deadline);
 
   bool in_sync() const { return in_sync_; }
   // In sync with a plegd that has completed a relist: only then does the replica hold every pod
@@ -77,16 +62,24 @@ class PlegMirror {
   std::function<void(const ipc::pleg::Event&, const ipc::pleg::PodRecordT&)> on_event;
   // Called after a snapshot replaced the replica.
   std::function<void()> on_resync;
-  // Loop mode: called after each batch of messages from plegd was handled (after the on_event
-  // and on_resync calls it caused), for work that waits for a newer relist.
+  // Called after each batch of messages from plegd was handled (after the on_event and
+  // on_resync calls it caused), for work that waits for a newer relist.
   std::function<void()> on_applied;
 
  private:
+  // Creates and connects the two sockets and asks for the first snapshot.
+  Status ConnectSockets();
+  // Handles snapshot replies and queued updates.
+  void OnReadable();
+  // Re-asks for a snapshot whose answer is overdue (plegd down or restarting).
+  void Tick();
+  // When Tick() is due next; MonoTime::max() while in sync.
+  MonoTime NextTick() const;
   void RequestSnapshot();
   void HandleSnapshotReply();
   void DrainUpdates();
   void Apply(const ipc::pleg::PlegMessage& msg);
-  // Loop mode: (re-)registers the snapshot socket (Reconnect replaces it) and re-arms the timer.
+  // (Re-)registers the snapshot socket (Reconnect replaces it) and re-arms the timer.
   void WatchSnapshotSocket();
   void ArmRetry();
 
@@ -110,7 +103,7 @@ class PlegMirror {
   ipc::BadMessageCounter bad_messages_;
   std::string relist_error_;
   MonoTime last_heard_{};
-  // Loop mode only (declared last: removed from the loop before the sockets close).
+  // On the loop (declared last: removed from the loop before the sockets close).
   EventLoop* loop_ = nullptr;
   EventLoop::Handle sub_source_, snapshot_source_;
   EventLoop::Timer retry_;

@@ -1,10 +1,10 @@
 #include "supervisor/sources/manifest_url_source.h"
 
 #include <httplib.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cctype>
+
+#include "lib/common/check.h"
 
 namespace nodelet::supervisor {
 
@@ -57,16 +57,12 @@ Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& f
 }
 
 ManifestUrlSource::ManifestUrlSource(const Clock& clock, std::string url, UrlSourceOptions options)
-    : clock_(clock), url_(std::move(url)), options_(std::move(options)) {
-  if (!options_.on_snapshot) event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-}
+    : clock_(clock), url_(std::move(url)), options_(std::move(options)) {}
 
-ManifestUrlSource::~ManifestUrlSource() {
-  Stop();
-  if (event_fd_ >= 0) close(event_fd_);
-}
+ManifestUrlSource::~ManifestUrlSource() { Stop(); }
 
 Status ManifestUrlSource::Start() {
+  NODELET_CHECK(options_.on_snapshot) << "ManifestUrlSource::Start needs on_snapshot";
   auto parts = ParseHttpUrl(url_);
   if (!parts.ok()) return parts.status();
   parts_ = *parts;
@@ -84,10 +80,6 @@ void ManifestUrlSource::Stop() {
 }
 
 std::optional<SourceSnapshot> ManifestUrlSource::Poll() {
-  if (event_fd_ >= 0) {
-    uint64_t n = 0;
-    (void)!read(event_fd_, &n, sizeof n);
-  }
   std::lock_guard<std::mutex> lock(mu_);
   auto out = std::move(ready_);
   ready_.reset();
@@ -225,14 +217,9 @@ void ManifestUrlSource::Loop() {
           SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_, result.status()};
       ready_ = std::move(snap);
     }
-    if (options_.on_snapshot) {
-      lock.unlock();
-      options_.on_snapshot();
-      lock.lock();
-    } else {
-      uint64_t one = 1;
-      (void)!write(event_fd_, &one, sizeof one);
-    }
+    lock.unlock();
+    options_.on_snapshot();
+    lock.lock();
     cv_.wait_for(lock, options_.period, [this] { return stopping_; });
   }
 }

@@ -50,7 +50,7 @@ struct UrlSourceOptions {
   std::string ca_file;  // https: PEM bundle to verify the server with; empty: the system's CAs
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
   // Called from the fetch thread after each fetch, when Poll() has its snapshot; must be
-  // thread-safe (EventLoop::Post). Without it (tests) fd() is signalled instead.
+  // thread-safe (EventLoop::Post). Required by Start(); FetchOnce() does without.
   std::function<void()> on_snapshot;
 };
 
@@ -91,10 +91,9 @@ class ManifestUrlSource {
   ManifestUrlSource(const ManifestUrlSource&) = delete;
   ManifestUrlSource& operator=(const ManifestUrlSource&) = delete;
 
+  // Starts the fetch thread; `on_snapshot` must be set.
   Status Start();
   void Stop();
-  // Without `on_snapshot`: readable when a new snapshot is waiting.
-  int fd() const { return event_fd_; }
   // The newest snapshot not yet taken, if any.
   std::optional<SourceSnapshot> Poll();
   uint64_t fetches() const { return fetches_.load(); }
@@ -113,7 +112,6 @@ class ManifestUrlSource {
   std::string url_;
   UrlParts parts_;
   UrlSourceOptions options_;
-  int event_fd_ = -1;
   std::string etag_;
   SourceSnapshot last_;
   bool have_last_ = false;

@@ -4,6 +4,8 @@
 // they would from the real bus. Calls can be made to fail to exercise the error paths.
 #pragma once
 
+#include <sys/types.h>
+
 #include <deque>
 #include <functional>
 #include <map>
@@ -13,6 +15,19 @@
 #include "supervisor/systemd_bus.h"
 
 namespace nodelet::testing {
+
+// A loaded unit's properties in the given states, with its main pid (0: none) and a result of
+// "success".
+inline supervisor::UnitStatus UnitInState(const std::string& active, const std::string& sub,
+                                          pid_t pid = 0) {
+  supervisor::UnitStatus st;
+  st.load_state = "loaded";
+  st.active_state = active;
+  st.sub_state = sub;
+  st.main_pid = pid;
+  st.result = "success";
+  return st;
+}
 
 class FakeSystemdBus : public supervisor::SystemdBus {
  public:

@@ -80,7 +80,7 @@ class PlegdProcess {
   bool ready_ = false;
 };
 
-// A subscriber's replica, pumped by the test thread, with every event it applied.
+// A subscriber's replica on its own loop, run by the test thread, with every event it applied.
 class Watcher {
  public:
   Watcher(ipc::Context& ctx, const std::string& run_dir)
@@ -88,7 +88,7 @@ class Watcher {
     mirror_.on_event = [this](const ipc::pleg::Event& e, const ipc::pleg::PodRecordT&) {
       events_.push_back({e.type(), e.id() ? e.id()->str() : "", e.exit_code()});
     };
-    EXPECT_TRUE(mirror_.Connect().ok());
+    EXPECT_TRUE(mirror_.Connect(loop_).ok());
   }
   struct Seen {
     EventType type;
@@ -96,15 +96,12 @@ class Watcher {
     int32_t exit_code;
   };
 
-  // Pumps the replica until `done()` holds or the deadline passes; returns done().
+  // Runs the replica's loop until `done()` holds or the deadline passes; returns done().
   bool PumpUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
     auto end = std::chrono::steady_clock::now() + timeout;
     while (!done()) {
       if (std::chrono::steady_clock::now() >= end) return false;
-      auto items = mirror_.PollItems();
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
-      mirror_.OnReadable();
-      mirror_.Tick();
+      EXPECT_TRUE(loop_.RunOnce(std::chrono::milliseconds(50)).ok());
     }
     return true;
   }
@@ -158,6 +155,8 @@ class Watcher {
   }
 
  private:
+  // Before the mirror, which registers on it.
+  EventLoop loop_{RealClock::Get()};
   pleg::PlegMirror mirror_;
   std::vector<Seen> events_;
 };

@@ -148,15 +148,13 @@ class FakePlegd {
   uint64_t relist_ = 0;
 };
 
-// Serves the fake plegd while the mirror works, until `done` or the deadline.
+// Serves the fake plegd while the mirror works on its loop, until `done` or the deadline.
 template <typename Done>
-bool Pump(FakePlegd& plegd, ::nodelet::pleg::PlegMirror& mirror, std::chrono::seconds deadline,
-          Done done) {
+bool Pump(FakePlegd& plegd, EventLoop& loop, std::chrono::seconds deadline, Done done) {
   const auto end = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < end) {
-    mirror.OnReadable();
+    if (!loop.RunOnce(0ms).ok()) return false;
     if (done()) return true;
-    mirror.Tick();
     plegd.ServeSnapshots(10ms);
   }
   return false;
@@ -165,12 +163,12 @@ bool Pump(FakePlegd& plegd, ::nodelet::pleg::PlegMirror& mirror, std::chrono::se
 class PlegChannelBudgetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(mirror_.Connect().ok());
+    ASSERT_TRUE(mirror_.Connect(loop_).ok());
     ASSERT_TRUE(raw_.Connect(kPlegEventsEndpoint.Uri(dir_.path())).ok());
     // In sync with a plegd that has relisted, and both subscriptions through: RelistDone until
     // the mirror and the raw subscriber have each seen one.
     bool raw_joined = false;
-    ASSERT_TRUE(Pump(plegd_, mirror_, 10s, [&] {
+    ASSERT_TRUE(Pump(plegd_, loop_, 10s, [&] {
       if (!mirror_.in_sync()) return false;
       if (mirror_.relist() > 0 && raw_joined) return true;
       plegd_.PublishRelistDone();
@@ -180,13 +178,14 @@ class PlegChannelBudgetTest : public ::testing::Test {
     // Settled: in sync at plegd's last relist, nothing left in the raw subscriber's queue.
     while (raw_.Receive(50ms).ok()) {
     }
-    ASSERT_TRUE(Pump(plegd_, mirror_, 10s,
+    ASSERT_TRUE(Pump(plegd_, loop_, 10s,
                      [&] { return mirror_.in_sync() && mirror_.relist() == plegd_.relist(); }));
   }
 
   testing::TempDir dir_;
   Context ctx_;
   FakePlegd plegd_{ctx_, dir_.path()};
+  EventLoop loop_{RealClock::Get()};
   ::nodelet::pleg::PlegMirror mirror_{ctx_, RealClock::Get(), dir_.path(), ServiceId::Ctl};
   Subscriber raw_{ctx_, kPlegEvents};
 };
@@ -216,10 +215,10 @@ TEST_F(PlegChannelBudgetTest, StalledSubscriberHoldsAtMostTheMarksAndTheMirrorRe
   // The mirror reads what its queues held. The drops show at the next message that gets through
   // (plegd publishes a RelistDone every relist period, 1 s; here every 100 ms): the mirror sees
   // the gap and takes a snapshot, which holds every pod.
-  mirror_.OnReadable();
+  ASSERT_TRUE(loop_.RunOnce(0ms).ok());
   EXPECT_LT(mirror_.pods().size(), static_cast<size_t>(published));
   auto next_relist = std::chrono::steady_clock::now();
-  ASSERT_TRUE(Pump(plegd_, mirror_, 10s,
+  ASSERT_TRUE(Pump(plegd_, loop_, 10s,
                    [&] {
                      if (mirror_.in_sync() &&
                          mirror_.pods().size() == static_cast<size_t>(published))
@@ -238,7 +237,7 @@ TEST_F(PlegChannelBudgetTest, StalledSubscriberHoldsAtMostTheMarksAndTheMirrorRe
 
   // The channel goes on: the next update is applied without another snapshot.
   plegd_.PublishPod(published);
-  ASSERT_TRUE(Pump(plegd_, mirror_, 10s,
+  ASSERT_TRUE(Pump(plegd_, loop_, 10s,
                    [&] { return mirror_.pods().size() == static_cast<size_t>(published + 1); }));
   EXPECT_EQ(mirror_.snapshots(), snapshots + 1);
 }
@@ -251,7 +250,7 @@ TEST_F(PlegChannelBudgetTest, FiftyPodRelistFitsWithoutAGapWhileTheMirrorIsBusy)
   plegd_.PublishRelistDone();
   // A PodUpdate is a few KiB, far below the 1 MiB cap the mark is computed from.
   EXPECT_LT(largest, 4 * kKiB);
-  ASSERT_TRUE(Pump(plegd_, mirror_, 10s, [&] { return mirror_.pods().size() == 50; }));
+  ASSERT_TRUE(Pump(plegd_, loop_, 10s, [&] { return mirror_.pods().size() == 50; }));
   EXPECT_EQ(mirror_.gaps(), gaps);
   EXPECT_EQ(mirror_.snapshots(), snapshots);
 }
@@ -261,7 +260,7 @@ TEST_F(PlegChannelBudgetTest, EventOverTheCapIsRefusedAndPublishingGoesOn) {
   Status over = plegd_.pub().Publish(big.data(), big.size());
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.ToString();
   plegd_.PublishPod(1);
-  ASSERT_TRUE(Pump(plegd_, mirror_, 10s, [&] { return mirror_.pods().size() == 1; }));
+  ASSERT_TRUE(Pump(plegd_, loop_, 10s, [&] { return mirror_.pods().size() == 1; }));
 }
 
 TEST(WorkChannelBudgetTest, StalledPodworkerdPushesBackWithinTheMarksAndRecovers) {

@@ -1,12 +1,12 @@
 #include "svc-plegd/pleg_engine.h"
 
 #include <gtest/gtest.h>
-#include <poll.h>
 
 #include <set>
 
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_pleg_runtime.h"
+#include "tests/testing/wake_signal.h"
 
 namespace nodelet::plegd {
 namespace {
@@ -14,19 +14,29 @@ namespace {
 using ipc::pleg::EventType;
 using testing::FakeClock;
 using testing::FakePlegRuntime;
+using testing::WakeSignal;
 
-// Waits for the engine's eventfd and drains; empty output at the deadline.
-PlegOutput WaitOutput(PlegEngine& engine, std::chrono::milliseconds timeout) {
-  pollfd p{engine.notify_fd(), POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return {};
-  return engine.Drain();
+// For the tests that drain by hand after RelistOnce(): the wake-up is not needed.
+void Ignore() {}
+
+// Waits for the engine to wake its owner and drains, until there is output or the timeout
+// passed (then empty output). A wake-up whose output was already drained is skipped.
+PlegOutput WaitOutput(PlegEngine& engine, WakeSignal& woken, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !woken.Wait(left)) return {};
+    PlegOutput out = engine.Drain();
+    if (!out.pods.empty() || !out.relists.empty()) return out;
+  }
 }
 
 TEST(PlegEngineTest, DiedEventCarriesExitCodeInRecord) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
   FakeClock clock;
-  PlegEngine engine(rt, clock, {});
+  PlegEngine engine(rt, clock, {}, Ignore);
   engine.StartInspectors();
   engine.RelistOnce();
   auto first = engine.Drain();
@@ -54,14 +64,15 @@ TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   opts.relist_period = std::chrono::milliseconds(100);
   opts.inspect_wait = std::chrono::milliseconds(200);
   opts.inspect_workers = 4;
-  PlegEngine engine(rt, clock, opts);
+  WakeSignal woken;
+  PlegEngine engine(rt, clock, opts, woken.Callback());
   engine.Start();
 
   std::set<std::string> seen;
   bool relist_done = false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((seen.size() < 50 || !relist_done) && std::chrono::steady_clock::now() < deadline) {
-    auto out = WaitOutput(engine, std::chrono::milliseconds(1000));
+    auto out = WaitOutput(engine, woken, std::chrono::milliseconds(1000));
     for (const auto& p : out.pods) seen.insert(p.record.uid);
     if (!out.relists.empty()) relist_done = true;
   }
@@ -74,7 +85,7 @@ TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   bool died = false;
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!died && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : WaitOutput(engine, std::chrono::milliseconds(1000)).pods) {
+    for (const auto& p : WaitOutput(engine, woken, std::chrono::milliseconds(1000)).pods) {
       for (const auto& e : p.events) died |= e.id == "p7-app" && e.type == EventType::ContainerDied;
     }
   }
@@ -84,7 +95,7 @@ TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   bool p0 = false;
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!p0 && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : WaitOutput(engine, std::chrono::milliseconds(1000)).pods) {
+    for (const auto& p : WaitOutput(engine, woken, std::chrono::milliseconds(1000)).pods) {
       if (p.record.uid == "p0") {
         p0 = true;
         EXPECT_FALSE(p.events.empty());
@@ -101,7 +112,7 @@ TEST(PlegEngineTest, FailingListMakesHealthFailingAndRecoveryClearsIt) {
   FakeClock clock;
   PlegOptions opts;
   opts.relist_threshold = std::chrono::seconds(180);
-  PlegEngine engine(rt, clock, opts);
+  PlegEngine engine(rt, clock, opts, Ignore);
   engine.StartInspectors();
   engine.RelistOnce();
   EXPECT_TRUE(engine.Health().ok);
@@ -136,7 +147,8 @@ TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
   FakeClock clock;
   PlegOptions opts;
   opts.inspect_wait = std::chrono::milliseconds(100);
-  PlegEngine engine(rt, clock, opts);
+  WakeSignal woken;
+  PlegEngine engine(rt, clock, opts, woken.Callback());
   engine.StartInspectors();
   rt.HangSandbox("a-sb");
   engine.RelistOnce();  // the inspection hangs past inspect_wait
@@ -144,7 +156,7 @@ TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
   EXPECT_TRUE(out.pods.empty());
   EXPECT_EQ(out.relists.size(), 1u);
   rt.ReleaseHangs();
-  auto late = WaitOutput(engine, std::chrono::milliseconds(5000));
+  auto late = WaitOutput(engine, woken, std::chrono::milliseconds(5000));
   ASSERT_EQ(late.pods.size(), 1u);
   EXPECT_EQ(late.pods[0].record.uid, "a");
 }
@@ -162,7 +174,7 @@ TEST(PlegEngineTest, RelistStartIsStampedOnBothClocksAndAWallStepMovesOnlyTheWal
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
   FakeClock clock;
-  PlegEngine engine(rt, clock, {});
+  PlegEngine engine(rt, clock, {}, Ignore);
   engine.StartInspectors();
 
   const int64_t mono1 = clock.MonoNanos();

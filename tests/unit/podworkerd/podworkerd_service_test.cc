@@ -18,14 +18,13 @@
 #include "podwork_generated.h"
 #include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_cri_runtime.h"
+#include "tests/fakes/fake_plegd.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::podworkerd {
 namespace {
 
 using namespace std::chrono_literals;
-using ipc::pleg::Body;
-using ipc::pleg::PlegMessage;
 
 ipc::pleg::ContainerState StateOf(runtime::v1::ContainerState s) {
   switch (s) {
@@ -40,134 +39,59 @@ ipc::pleg::ContainerState StateOf(runtime::v1::ContainerState s) {
   }
 }
 
-// plegd's side of its two sockets: each Relist() lists the fake runtime, publishes a PodUpdate
-// per pod (and one `removed` per pod gone), then a RelistDone with the relist's monotonic start;
-// snapshots carry every current record.
-class StandInPlegd {
- public:
-  StandInPlegd(ipc::Context& ctx, const std::string& run_dir, const Clock& clock)
-      : pub_(ctx, ipc::kPlegEvents),
-        snapshots_(ctx, ipc::kPlegSnapshots),
-        run_dir_(run_dir),
-        clock_(clock) {}
-  Status Bind() {
-    if (Status s = pub_.Bind(ipc::kPlegEventsEndpoint.Uri(run_dir_)); !s.ok()) return s;
-    return snapshots_.Bind(ipc::kPlegSnapshotEndpoint.Uri(run_dir_));
+// What plegd's relist finds in the fake runtime: a record per pod (each sandbox and container),
+// published through the stand-in plegd as one relist that started now.
+void Relist(testing::FakePlegd& plegd, testing::FakeCriRuntime& cri, const Clock& clock) {
+  const int64_t started = clock.MonoNanos();
+  std::map<std::string, ipc::pleg::PodRecordT> now;
+  std::map<std::string, std::string> uid_of_sandbox;
+  auto sandboxes = cri.ListPodSandbox({});
+  auto containers = cri.ListContainers({});
+  if (!sandboxes.ok() || !containers.ok()) return;
+  for (const auto& sb : *sandboxes) {
+    const std::string uid = sb.metadata().uid();
+    uid_of_sandbox[sb.id()] = uid;
+    auto& rec = now[uid];
+    rec.uid = uid;
+    rec.name = sb.metadata().name();
+    rec.namespace_ = sb.metadata().namespace_();
+    auto s = std::make_unique<ipc::pleg::SandboxRecordT>();
+    s->id = sb.id();
+    s->state = sb.state() == runtime::v1::SANDBOX_READY ? ipc::pleg::SandboxState::Ready
+                                                        : ipc::pleg::SandboxState::NotReady;
+    s->attempt = sb.metadata().attempt();
+    s->created_at_ns = sb.created_at();
+    if (auto st = cri.PodSandboxStatus(sb.id(), false); st.ok()) {
+      s->ip = st->status().network().ip();
+      s->host_network = st->status().linux().namespaces().options().network() == runtime::v1::NODE;
+    }
+    rec.sandboxes.push_back(std::move(s));
   }
-
-  void Relist(testing::FakeCriRuntime& cri) {
-    const int64_t started = clock_.MonoNanos();
-    std::map<std::string, ipc::pleg::PodRecordT> now;
-    std::map<std::string, std::string> uid_of_sandbox;
-    auto sandboxes = cri.ListPodSandbox({});
-    auto containers = cri.ListContainers({});
-    if (!sandboxes.ok() || !containers.ok()) return;
-    for (const auto& sb : *sandboxes) {
-      const std::string uid = sb.metadata().uid();
-      uid_of_sandbox[sb.id()] = uid;
-      auto& rec = now[uid];
-      rec.uid = uid;
-      rec.name = sb.metadata().name();
-      rec.namespace_ = sb.metadata().namespace_();
-      auto s = std::make_unique<ipc::pleg::SandboxRecordT>();
-      s->id = sb.id();
-      s->state = sb.state() == runtime::v1::SANDBOX_READY ? ipc::pleg::SandboxState::Ready
-                                                          : ipc::pleg::SandboxState::NotReady;
-      s->attempt = sb.metadata().attempt();
-      s->created_at_ns = sb.created_at();
-      if (auto st = cri.PodSandboxStatus(sb.id(), false); st.ok()) {
-        s->ip = st->status().network().ip();
-        s->host_network =
-            st->status().linux().namespaces().options().network() == runtime::v1::NODE;
-      }
-      rec.sandboxes.push_back(std::move(s));
+  for (const auto& c : *containers) {
+    auto uid = uid_of_sandbox.find(c.pod_sandbox_id());
+    if (uid == uid_of_sandbox.end()) continue;
+    auto status = cri.ContainerStatus(c.id(), false);
+    if (!status.ok()) continue;
+    const auto& st = status->status();
+    auto r = std::make_unique<ipc::pleg::ContainerRecordT>();
+    r->id = st.id();
+    r->name = st.metadata().name();
+    r->attempt = st.metadata().attempt();
+    r->state = StateOf(st.state());
+    r->created_at_ns = st.created_at();
+    r->started_at_ns = st.started_at();
+    r->finished_at_ns = st.finished_at();
+    r->exit_code = st.exit_code();
+    r->image = st.image().image();
+    r->image_ref = st.image_ref();
+    r->sandbox_id = c.pod_sandbox_id();
+    if (auto h = st.annotations().find(kContainerHashAnnotation); h != st.annotations().end()) {
+      r->spec_hash = std::strtoull(h->second.c_str(), nullptr, 16);
     }
-    for (const auto& c : *containers) {
-      auto uid = uid_of_sandbox.find(c.pod_sandbox_id());
-      if (uid == uid_of_sandbox.end()) continue;
-      auto status = cri.ContainerStatus(c.id(), false);
-      if (!status.ok()) continue;
-      const auto& st = status->status();
-      auto r = std::make_unique<ipc::pleg::ContainerRecordT>();
-      r->id = st.id();
-      r->name = st.metadata().name();
-      r->attempt = st.metadata().attempt();
-      r->state = StateOf(st.state());
-      r->created_at_ns = st.created_at();
-      r->started_at_ns = st.started_at();
-      r->finished_at_ns = st.finished_at();
-      r->exit_code = st.exit_code();
-      r->image = st.image().image();
-      r->image_ref = st.image_ref();
-      r->sandbox_id = c.pod_sandbox_id();
-      if (auto h = st.annotations().find(kContainerHashAnnotation); h != st.annotations().end()) {
-        r->spec_hash = std::strtoull(h->second.c_str(), nullptr, 16);
-      }
-      now[uid->second].containers.push_back(std::move(r));
-    }
-    ++relist_;
-    for (auto& [uid, rec] : now) {
-      rec.relist = relist_;
-      PublishUpdate(rec);
-    }
-    for (const auto& [uid, _] : records_) {
-      if (now.count(uid)) continue;
-      ipc::pleg::PodRecordT gone;
-      gone.uid = uid;
-      gone.removed = true;
-      gone.relist = relist_;
-      PublishUpdate(gone);
-    }
-    records_ = std::move(now);
-    flatbuffers::FlatBufferBuilder fbb(256);
-    auto done = ipc::pleg::CreateRelistDoneDirect(fbb, relist_, 1000, records_.size(), 0,
-                                                  clock_.WallNanos(), "", started);
-    auto header = events_.Write(fbb);
-    fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::RelistDone, done.Union()),
-               ipc::pleg::PlegMessageIdentifier());
-    (void)pub_.Publish(fbb.GetBufferPointer(), fbb.GetSize());  // a lost one shows as a gap
+    now[uid->second].containers.push_back(std::move(r));
   }
-
-  void AnswerSnapshots() {
-    while (snapshots_.Readable()) {
-      auto in = snapshots_.Receive(0ms);
-      if (!in.ok()) return;
-      auto m = ipc::DecodeMessage<PlegMessage>(in->payload.data(), in->payload.size(),
-                                               ipc::pleg::PlegMessageIdentifier());
-      if (!m.ok() || (*m)->body_as_SnapshotRequest() == nullptr) continue;
-      flatbuffers::FlatBufferBuilder fbb(1024);
-      std::vector<flatbuffers::Offset<ipc::pleg::PodRecord>> pods;
-      for (const auto& [_, rec] : records_) pods.push_back(ipc::pleg::PodRecord::Pack(fbb, &rec));
-      auto snap = ipc::pleg::CreateSnapshotDirect(
-          fbb, (*m)->body_as_SnapshotRequest()->request_id(), events_.last_sequence(),
-          events_.incarnation(), relist_, &pods);
-      auto header = replies_.Write(fbb);
-      fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::Snapshot, snap.Union()),
-                 ipc::pleg::PlegMessageIdentifier());
-      (void)snapshots_.Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());  // asked again
-    }
-  }
-
- private:
-  void PublishUpdate(const ipc::pleg::PodRecordT& rec) {
-    flatbuffers::FlatBufferBuilder fbb(1024);
-    auto packed = ipc::pleg::PodRecord::Pack(fbb, &rec);
-    auto update = ipc::pleg::CreatePodUpdate(fbb, packed);
-    auto header = events_.Write(fbb);
-    fbb.Finish(ipc::pleg::CreatePlegMessage(fbb, header, Body::PodUpdate, update.Union()),
-               ipc::pleg::PlegMessageIdentifier());
-    (void)pub_.Publish(fbb.GetBufferPointer(), fbb.GetSize());
-  }
-
-  ipc::Publisher pub_;
-  ipc::RouterServer snapshots_;
-  std::string run_dir_;
-  const Clock& clock_;
-  ipc::EnvelopeWriter events_{ipc::ServiceId::Plegd, 0x5eed};
-  ipc::EnvelopeWriter replies_{ipc::ServiceId::Plegd, 0x5eed};
-  uint64_t relist_ = 0;
-  std::map<std::string, ipc::pleg::PodRecordT> records_;
-};
+  plegd.PublishRelist(std::move(now), clock.WallNanos(), started);
+}
 
 // The supervisor's side of the work socket.
 class StandInSupervisor {
@@ -290,7 +214,7 @@ class PodworkerdServiceTest : public ::testing::Test {
         next_resend = clock_.Now() + 50ms;
       }
       if (clock_.Now() >= next_relist) {
-        plegd_.Relist(cri_);
+        Relist(plegd_, cri_, clock_);
         next_relist = clock_.Now() + 30ms;
       }
       plegd_.AnswerSnapshots();
@@ -350,7 +274,7 @@ class PodworkerdServiceTest : public ::testing::Test {
   ipc::Context ipc_;
   const Clock& clock_ = RealClock::Get();
   testing::FakeCriRuntime cri_;
-  StandInPlegd plegd_{ipc_, dir_.path(), clock_};
+  testing::FakePlegd plegd_{ipc_, dir_.path()};
   StandInSupervisor supervisor_{ipc_, dir_.path()};
   uint64_t incarnation_ = 0;
   std::unique_ptr<EventLoop> loop_;

@@ -26,7 +26,7 @@ TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
   testing::TempDir dir;
   const std::string db = dir.Sub("status.db");
   {
-    auto store = EventStore::Open(db);
+    auto store = EventStore::Open(db, RealClock::Get());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Record({Ev("u1", "Started", "Started container app")}, 1000).ok());
     for (int i = 0; i < 3; ++i) {
@@ -35,7 +35,7 @@ TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
     }
     ASSERT_TRUE((*store)->Record({Ev("u2", "Started", "Started container app")}, 1005).ok());
   }
-  auto store = EventStore::Open(db);
+  auto store = EventStore::Open(db, RealClock::Get());
   ASSERT_TRUE(store.ok());
   auto u1 = (*store)->List("u1");
   ASSERT_TRUE(u1.ok());
@@ -49,7 +49,8 @@ TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
 
 TEST(EventStoreTest, RetentionAndCap) {
   testing::TempDir dir;
-  auto store = EventStore::Open(dir.Sub("status.db"), std::chrono::seconds(3600), 5);
+  auto store =
+      EventStore::Open(dir.Sub("status.db"), RealClock::Get(), std::chrono::seconds(3600), 5);
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Record({Ev("old", "Started", "x")}, 1000).ok());
   // An hour and more later: the old one is gone.

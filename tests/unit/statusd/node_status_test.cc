@@ -32,7 +32,7 @@ TEST(NodeStoreTest, VersionGrowsWithContentAndSurvivesReopen) {
   nodelet::testing::TempDir dir;
   const std::string db = dir.Sub("status.db");
   {
-    auto store = NodeStore::Open(db);
+    auto store = NodeStore::Open(db, RealClock::Get());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     EXPECT_FALSE((*store)->Get().has_value());
     bool changed = false;
@@ -51,7 +51,7 @@ TEST(NodeStoreTest, VersionGrowsWithContentAndSurvivesReopen) {
     EXPECT_TRUE(changed);
     EXPECT_EQ(r->version, 2u);
   }
-  auto again = NodeStore::Open(db);
+  auto again = NodeStore::Open(db, RealClock::Get());
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE((*again)->Get().has_value());
   EXPECT_EQ((*again)->Get()->version, 2u);
@@ -65,7 +65,7 @@ TEST(NodeStoreTest, VersionGrowsWithContentAndSurvivesReopen) {
 
 TEST(NodeStoreTest, RefusesWhatIsNotANodeAndKeepsTheStoredOne) {
   nodelet::testing::TempDir dir;
-  auto store = NodeStore::Open(dir.Sub("status.db"));
+  auto store = NodeStore::Open(dir.Sub("status.db"), RealClock::Get());
   ASSERT_TRUE(store.ok());
   bool changed = false;
   ASSERT_TRUE((*store)->Set(NodeJson("n1", "True"), 1, &changed).ok());
@@ -93,7 +93,7 @@ TEST(NodeStoreTest, RefusesWhatIsNotANodeAndKeepsTheStoredOne) {
 class NodeStatusServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = NodeStore::Open(dir_.Sub("status.db"));
+    auto store = NodeStore::Open(dir_.Sub("status.db"), RealClock::Get());
     ASSERT_TRUE(store.ok());
     node_ = std::move(*store);
     server_.set_node_store(node_.get());

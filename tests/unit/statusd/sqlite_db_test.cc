@@ -24,7 +24,7 @@ constexpr std::string_view kGet = "SELECT v FROM kv WHERE k = ?1";
 
 std::shared_ptr<SqliteDb> OpenOrDie(const std::string& path,
                                     SqliteDb::OpenReport* report = nullptr) {
-  auto db = SqliteDb::Open(path, report);
+  auto db = SqliteDb::Open(path, RealClock::Get(), report);
   EXPECT_TRUE(db.ok()) << db.status().ToString();
   if (!db.ok()) return nullptr;
   EXPECT_TRUE((*db)->Exec(kCreate, "Failed to create kv").ok());
@@ -61,10 +61,10 @@ TEST(SqliteDbTest, OpensInWalModeAndSharesOneConnectionPerFile) {
   EXPECT_EQ(sync, "2") << "FULL";
 
   // The same file, also through another spelling of its path: the same connection.
-  auto again = SqliteDb::Open(dir.Sub("sub/./dir/test.db"));
+  auto again = SqliteDb::Open(dir.Sub("sub/./dir/test.db"), RealClock::Get());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->get(), db.get());
-  auto other = SqliteDb::Open(dir.Sub("sub/other.db"));
+  auto other = SqliteDb::Open(dir.Sub("sub/other.db"), RealClock::Get());
   ASSERT_TRUE(other.ok());
   EXPECT_NE(other->get(), db.get());
 
@@ -152,7 +152,7 @@ TEST(SqliteDbTest, ErrorsNameTheOperationTheFileAndTheCause) {
     std::ofstream f(dir.Sub("file"));
     f << "not a directory";
   }
-  auto nodir = SqliteDb::Open(dir.Sub("file/test.db"));
+  auto nodir = SqliteDb::Open(dir.Sub("file/test.db"), RealClock::Get());
   ASSERT_FALSE(nodir.ok());
   EXPECT_THAT(nodir.status().message(), HasSubstr(dir.Sub("file")));
 }
@@ -244,7 +244,7 @@ TEST(SqliteDbTest, CorruptionFoundByTheCheckIsRecreatedInPlace) {
   ASSERT_TRUE(db->Exec(kCreate, "Failed to create kv").ok());
   EXPECT_EQ(Get(*db, "key-1" + std::string(100, 'v')).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Insert(*db, "a", 1).ok());
-  auto again = SqliteDb::Open(path);
+  auto again = SqliteDb::Open(path, RealClock::Get());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->get(), before) << "still the one connection to the file";
 }

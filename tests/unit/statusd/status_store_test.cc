@@ -55,7 +55,7 @@ TEST(StatusStoreTest, CommittedRecordsSurviveReopen) {
   TempDir dir;
   const std::string path = dir.Sub("statusd/status.db");
   {
-    auto store = SqliteStatusStore::Open(path);
+    auto store = SqliteStatusStore::Open(path, RealClock::Get());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     std::vector<StatusChange> batch = {{StatusChange::Kind::kUpdated, FullRecord("a", 1)},
                                        {StatusChange::Kind::kUpdated, FullRecord("b", 1)},
@@ -64,7 +64,7 @@ TEST(StatusStoreTest, CommittedRecordsSurviveReopen) {
     ASSERT_TRUE((*store)->Commit({{StatusChange::Kind::kUpdated, FullRecord("c", 7)}}).ok());
     ASSERT_TRUE((*store)->Commit({{StatusChange::Kind::kRemoved, FullRecord("b", 1)}}).ok());
   }
-  auto store = SqliteStatusStore::Open(path);
+  auto store = SqliteStatusStore::Open(path, RealClock::Get());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto contents = (*store)->LoadAll();
   ASSERT_TRUE(contents.ok());
@@ -91,7 +91,7 @@ TEST(StatusStoreTest, ReloadedManagerContinuesVersions) {
   const std::string path = dir.Sub("status.db");
   FakeClock clock;
   {
-    auto store = SqliteStatusStore::Open(path);
+    auto store = SqliteStatusStore::Open(path, RealClock::Get());
     ASSERT_TRUE(store.ok());
     StatusManager m(clock);
     std::vector<StatusChange> changes;
@@ -99,7 +99,7 @@ TEST(StatusStoreTest, ReloadedManagerContinuesVersions) {
       ASSERT_TRUE(m.SetPodStatus(SamplePod("u"), RunningStatus(std::to_string(i)), &changes).ok());
     ASSERT_TRUE((*store)->Commit(changes).ok());
   }
-  auto store = SqliteStatusStore::Open(path);
+  auto store = SqliteStatusStore::Open(path, RealClock::Get());
   ASSERT_TRUE(store.ok());
   auto contents = (*store)->LoadAll();
   ASSERT_TRUE(contents.ok());
@@ -115,7 +115,7 @@ TEST(StatusStoreTest, UnreadableRowIsReportedWithItsVersion) {
   TempDir dir;
   const std::string path = dir.Sub("status.db");
   {
-    auto store = SqliteStatusStore::Open(path);
+    auto store = SqliteStatusStore::Open(path, RealClock::Get());
     ASSERT_TRUE(store.ok());
     ASSERT_TRUE((*store)
                     ->Commit({{StatusChange::Kind::kUpdated, FullRecord("good", 2)},
@@ -128,7 +128,7 @@ TEST(StatusStoreTest, UnreadableRowIsReportedWithItsVersion) {
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
-  auto store = SqliteStatusStore::Open(path);
+  auto store = SqliteStatusStore::Open(path, RealClock::Get());
   ASSERT_TRUE(store.ok());
   auto contents = (*store)->LoadAll();
   ASSERT_TRUE(contents.ok());
@@ -149,7 +149,7 @@ TEST(StatusStoreTest, GarbageDatabaseIsMovedAside) {
     f << std::string(8192, 'x');
   }
   SqliteStatusStore::OpenReport report;
-  auto store = SqliteStatusStore::Open(path, &report);
+  auto store = SqliteStatusStore::Open(path, RealClock::Get(), &report);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_FALSE(report.moved_aside_to.empty());
   EXPECT_FALSE(report.corruption.empty());
@@ -166,7 +166,7 @@ TEST(StatusStoreTest, UnusableDirectoryIsAClearError) {
     std::ofstream f(dir.Sub("file"));
     f << "not a directory";
   }
-  auto store = SqliteStatusStore::Open(dir.Sub("file/statusd/status.db"));
+  auto store = SqliteStatusStore::Open(dir.Sub("file/statusd/status.db"), RealClock::Get());
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("file"), std::string::npos) << store.status().message();
 }

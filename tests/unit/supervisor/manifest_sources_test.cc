@@ -12,12 +12,14 @@
 #include "supervisor/sources/manifest_url_source.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/wake_signal.h"
 
 namespace nodelet::supervisor {
 namespace {
 
 using nodelet::testing::FakeClock;
 using nodelet::testing::TempDir;
+using nodelet::testing::WakeSignal;
 
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream(path) << content;
@@ -256,16 +258,18 @@ TEST(ManifestUrlSourceTest, HostileAnswerKeepsThePreviousSnapshot) {
   UrlSourceOptions opts;
   opts.max_bytes = 4096;
   opts.period = std::chrono::milliseconds(20);
+  WakeSignal snapshot_ready;
+  opts.on_snapshot = snapshot_ready.Callback();
   ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   ASSERT_TRUE(src.Start().ok());
-  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  ASSERT_TRUE(snapshot_ready.Wait(std::chrono::milliseconds(5000)));
   auto good = src.Poll();
   ASSERT_TRUE(good && good->manifests.size() == 1u && good->manifests[0].error.ok());
   server.Set(std::string(1 << 20, '#'), "\"big\"");
   std::optional<SourceSnapshot> bad;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!bad && std::chrono::steady_clock::now() < end) {
-    if (!WaitReadable(src.fd(), 1000)) continue;
+    if (!snapshot_ready.Wait(std::chrono::milliseconds(1000))) continue;
     auto snap = src.Poll();
     if (snap && snap->failure) bad = std::move(snap);
   }
@@ -306,9 +310,12 @@ TEST(ManifestUrlSourceTest, FailureReasons) {
 
 TEST(ManifestUrlSourceTest, BackgroundThreadDeliversSnapshots) {
   UrlServer server;
-  ManifestUrlSource src(RealClock::Get(), server.url(), {});
+  WakeSignal snapshot_ready;
+  UrlSourceOptions opts;
+  opts.on_snapshot = snapshot_ready.Callback();
+  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
   ASSERT_TRUE(src.Start().ok());
-  ASSERT_TRUE(WaitReadable(src.fd(), 5000));
+  ASSERT_TRUE(snapshot_ready.Wait(std::chrono::milliseconds(5000)));
   auto snap = src.Poll();
   ASSERT_TRUE(snap);
   EXPECT_EQ(snap->source, "http");

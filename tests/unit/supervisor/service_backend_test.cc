@@ -41,6 +41,7 @@ using std::chrono::seconds;
 using std::chrono::steady_clock;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using testing::UnitInState;
 
 // When ChildProcessBackendTest starts this binary as a service (NODELET_BACKEND_TEST_CHILD set),
 // it plays one before gtest runs: a line on stdout, READY=1 to its NOTIFY_SOCKET, then it waits
@@ -205,16 +206,6 @@ class PollableFakeBus : public testing::FakeSystemdBus {
   int fd_;
 };
 
-UnitStatus Unit(const std::string& active, const std::string& sub, pid_t pid) {
-  UnitStatus st;
-  st.load_state = "loaded";
-  st.active_state = active;
-  st.sub_state = sub;
-  st.main_pid = pid;
-  st.result = "success";
-  return st;
-}
-
 class SystemdUnitBackendTest : public ::testing::Test {
  protected:
   SystemdUnitBackendTest() {
@@ -223,7 +214,8 @@ class SystemdUnitBackendTest : public ::testing::Test {
     owned_bus_ = std::move(bus);
     pid_t pid = 100;
     for (const auto& n : {"plegd", "statusd", "volumed", "podworkerd"}) {
-      bus_->units[std::string("nodelet-") + n + ".service"] = Unit("active", "running", pid++);
+      bus_->units[std::string("nodelet-") + n + ".service"] =
+          UnitInState("active", "running", pid++);
     }
   }
 
@@ -263,7 +255,7 @@ TEST_F(SystemdUnitBackendTest, ABusSignalIsDispatchedAsSoonAsTheFdIsReadable) {
   backend.StartServices();
   EXPECT_TRUE(backend.services().AllRunning());
 
-  bus_->SetUnit("nodelet-plegd.service", Unit("activating", "auto-restart", 0));
+  bus_->SetUnit("nodelet-plegd.service", UnitInState("activating", "auto-restart", 0));
   bus_->Wake();
   // Nothing is due for an hour: only the bus fd can end this wait early.
   EXPECT_LT(TimedRunOnce(), seconds(10));

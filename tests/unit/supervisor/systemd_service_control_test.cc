@@ -18,17 +18,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::UnitInState;
 using Health = ipc::control::Health;
-
-UnitStatus Unit(const std::string& active, const std::string& sub, pid_t pid = 0) {
-  UnitStatus st;
-  st.load_state = "loaded";
-  st.active_state = active;
-  st.sub_state = sub;
-  st.main_pid = pid;
-  st.result = "success";
-  return st;
-}
 
 // Records the one answer of a DoneCallback.
 struct Answer {
@@ -61,7 +52,7 @@ class SystemdServiceControlTest : public ::testing::Test {
         clock_, bus_, o, std::vector<std::string>{"plegd", "statusd", "volumed", "podworkerd"});
   }
   UnitStatus Running(pid_t pid) {
-    UnitStatus st = Unit("active", "running", pid);
+    UnitStatus st = UnitInState("active", "running", pid);
     // Became active 3 s before the fake clock's now.
     st.active_enter_monotonic_usec =
         static_cast<uint64_t>(
@@ -90,18 +81,18 @@ class SystemdServiceControlTest : public ::testing::Test {
 };
 
 TEST(MapUnitStateTest, MapsEveryActiveStateAndPendingRestarts) {
-  EXPECT_EQ(MapUnitState(Unit("active", "running")), ProcessState::Running);
-  EXPECT_EQ(MapUnitState(Unit("reloading", "reload")), ProcessState::Running);
-  EXPECT_EQ(MapUnitState(Unit("activating", "start")), ProcessState::Starting);
-  EXPECT_EQ(MapUnitState(Unit("activating", "auto-restart")), ProcessState::Backoff);
-  EXPECT_EQ(MapUnitState(Unit("failed", "auto-restart")), ProcessState::Backoff);
-  EXPECT_EQ(MapUnitState(Unit("deactivating", "stop-sigterm")), ProcessState::Stopping);
-  EXPECT_EQ(MapUnitState(Unit("failed", "failed")), ProcessState::Fatal);
-  EXPECT_EQ(MapUnitState(Unit("inactive", "dead")), ProcessState::Stopped);
+  EXPECT_EQ(MapUnitState(UnitInState("active", "running")), ProcessState::Running);
+  EXPECT_EQ(MapUnitState(UnitInState("reloading", "reload")), ProcessState::Running);
+  EXPECT_EQ(MapUnitState(UnitInState("activating", "start")), ProcessState::Starting);
+  EXPECT_EQ(MapUnitState(UnitInState("activating", "auto-restart")), ProcessState::Backoff);
+  EXPECT_EQ(MapUnitState(UnitInState("failed", "auto-restart")), ProcessState::Backoff);
+  EXPECT_EQ(MapUnitState(UnitInState("deactivating", "stop-sigterm")), ProcessState::Stopping);
+  EXPECT_EQ(MapUnitState(UnitInState("failed", "failed")), ProcessState::Fatal);
+  EXPECT_EQ(MapUnitState(UnitInState("inactive", "dead")), ProcessState::Stopped);
 }
 
 TEST(DescribeUnitFailureTest, NamesTheResultAndTheMainProcess) {
-  UnitStatus st = Unit("failed", "failed");
+  UnitStatus st = UnitInState("failed", "failed");
   EXPECT_EQ(DescribeUnitFailure(st), "");
   st.result = "exit-code";
   st.exec_main_code = 1;
@@ -152,13 +143,13 @@ TEST_F(SystemdServiceControlTest, WatchFailsClearlyWithoutABus) {
 
 TEST_F(SystemdServiceControlTest, BackoffAndFatalShowWhyInListAndSummary) {
   ASSERT_TRUE(control_->Watch().ok());
-  UnitStatus st = Unit("activating", "auto-restart");
+  UnitStatus st = UnitInState("activating", "auto-restart");
   st.result = "exit-code";
   st.exec_main_code = 1;
   st.exec_main_status = 1;
   st.n_restarts = 2;
   bus_.SetUnit("nodelet-plegd.service", st);
-  UnitStatus fatal = Unit("failed", "failed");
+  UnitStatus fatal = UnitInState("failed", "failed");
   fatal.result = "start-limit-hit";
   bus_.SetUnit("nodelet-volumed.service", fatal);
   Deliver();
@@ -224,12 +215,12 @@ TEST_F(SystemdServiceControlTest, AFailedJobIsAnsweredWithItsResult) {
 }
 
 TEST_F(SystemdServiceControlTest, AStartThatEndsInBackoffFailsWithoutWaitingForTheDeadline) {
-  bus_.units["nodelet-plegd.service"] = Unit("inactive", "dead");
+  bus_.units["nodelet-plegd.service"] = UnitInState("inactive", "dead");
   ASSERT_TRUE(control_->Watch().ok());
   Answer answer;
   control_->Start("plegd", answer.Callback());
   EXPECT_EQ(bus_.LastCall().method, "StartUnit");
-  UnitStatus st = Unit("activating", "auto-restart");
+  UnitStatus st = UnitInState("activating", "auto-restart");
   st.result = "exit-code";
   st.exec_main_code = 1;
   st.exec_main_status = 2;
@@ -269,7 +260,7 @@ TEST_F(SystemdServiceControlTest, StopIsAStopJobAndStartOfARunningUnitIsRefused)
   control_->Stop("plegd", stop.Callback());
   EXPECT_EQ(bus_.LastCall().method, "StopUnit");
   EXPECT_FALSE(stop.value);
-  bus_.SetUnit("nodelet-plegd.service", Unit("inactive", "dead"));
+  bus_.SetUnit("nodelet-plegd.service", UnitInState("inactive", "dead"));
   bus_.EndJob(bus_.LastCall().job, "done");
   Deliver();
   ASSERT_TRUE(stop.value);
@@ -287,7 +278,7 @@ TEST_F(SystemdServiceControlTest, StopIsAStopJobAndStartOfARunningUnitIsRefused)
 }
 
 TEST_F(SystemdServiceControlTest, StartingAFatalUnitResetsItsFailedStateFirst) {
-  UnitStatus fatal = Unit("failed", "failed");
+  UnitStatus fatal = UnitInState("failed", "failed");
   fatal.result = "start-limit-hit";
   bus_.units["nodelet-volumed.service"] = fatal;
   ASSERT_TRUE(control_->Watch().ok());
@@ -322,7 +313,7 @@ TEST_F(SystemdServiceControlTest, ReadsAUnitOnItsSignalAndEveryUnitEachRefreshPe
   control_->Tick();
   EXPECT_EQ(bus_.reads["nodelet-plegd.service"], plegd_reads);
   // A kill -9 seen through PropertiesChanged: systemd restarts it (auto-restart).
-  UnitStatus st = Unit("activating", "auto-restart");
+  UnitStatus st = UnitInState("activating", "auto-restart");
   st.result = "signal";
   st.exec_main_code = 2;
   st.exec_main_status = 9;
@@ -332,7 +323,7 @@ TEST_F(SystemdServiceControlTest, ReadsAUnitOnItsSignalAndEveryUnitEachRefreshPe
   EXPECT_EQ(bus_.reads["nodelet-statusd.service"], statusd_reads);
   EXPECT_EQ(Info("plegd").state, ProcessState::Backoff);
   // A change without a signal is caught by the periodic refresh.
-  bus_.units["nodelet-statusd.service"] = Unit("deactivating", "stop-sigterm", 2001);
+  bus_.units["nodelet-statusd.service"] = UnitInState("deactivating", "stop-sigterm", 2001);
   EXPECT_EQ(Info("statusd").state, ProcessState::Running);
   EXPECT_LE(control_->NextDeadline(), clock_.Now() + std::chrono::seconds(5));
   clock_.Advance(std::chrono::seconds(5));

@@ -16,6 +16,7 @@
 
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
+#include "tests/unit/volumed/volume_test_pods.h"
 
 namespace nodelet::volumed {
 namespace {
@@ -23,40 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::TempDir;
-
-std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
-
-std::shared_ptr<const pod::Pod> MakePod(const std::string& uid, std::vector<pod::Volume> volumes) {
-  auto p = std::make_shared<pod::Pod>();
-  p->metadata.name = "web";
-  p->metadata.namespace_name = "default";
-  p->metadata.uid = uid;
-  p->metadata.labels = {{"app", "web"}};
-  p->spec.volumes = std::move(volumes);
-  return p;
-}
-
-pod::Volume EmptyDir(const std::string& name) {
-  pod::Volume v;
-  v.name = name;
-  v.empty_dir = pod::EmptyDirVolumeSource{};
-  return v;
-}
-
-pod::Volume HostPath(const std::string& name, const std::string& path, const std::string& type) {
-  pod::Volume v;
-  v.name = name;
-  v.host_path = pod::HostPathVolumeSource{path, type};
-  return v;
-}
-
-pod::Volume ConfigMap(const std::string& name, const std::string& object) {
-  pod::Volume v;
-  v.name = name;
-  v.config_map = pod::ConfigMapVolumeSource{};
-  v.config_map->name = object;
-  return v;
-}
+using namespace test_pods;
 
 class VolumeManagerTest : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_mounter.h"
 #include "tests/testing/harness.h"
+#include "tests/unit/volumed/volume_test_pods.h"
 
 namespace nodelet::volumed {
 namespace {
@@ -26,61 +27,7 @@ using testing::FakeClock;
 using testing::FakeMounter;
 using ::testing::HasSubstr;
 using testing::TempDir;
-
-std::string Read(const std::string& path) { return testing::ReadTextFile(path); }
-
-std::shared_ptr<const pod::Pod> MakePod(const std::string& uid, std::vector<pod::Volume> volumes,
-                                        std::map<std::string, std::string> labels = {}) {
-  auto p = std::make_shared<pod::Pod>();
-  p->metadata.name = "web";
-  p->metadata.namespace_name = "default";
-  p->metadata.uid = uid;
-  p->metadata.labels = std::move(labels);
-  p->spec.volumes = std::move(volumes);
-  return p;
-}
-
-pod::Volume EmptyDir(const std::string& name, const std::string& medium = "") {
-  pod::Volume v;
-  v.name = name;
-  v.empty_dir = pod::EmptyDirVolumeSource{};
-  v.empty_dir->medium = medium;
-  return v;
-}
-
-pod::Volume HostPath(const std::string& name, const std::string& path, const std::string& type) {
-  pod::Volume v;
-  v.name = name;
-  v.host_path = pod::HostPathVolumeSource{path, type};
-  return v;
-}
-
-pod::Volume ConfigMap(const std::string& name, const std::string& object) {
-  pod::Volume v;
-  v.name = name;
-  v.config_map = pod::ConfigMapVolumeSource{};
-  v.config_map->name = object;
-  return v;
-}
-
-pod::Volume Secret(const std::string& name, const std::string& object) {
-  pod::Volume v;
-  v.name = name;
-  v.secret = pod::SecretVolumeSource{};
-  v.secret->secret_name = object;
-  return v;
-}
-
-pod::Volume DownwardApi(const std::string& name) {
-  pod::Volume v;
-  v.name = name;
-  v.downward_api = pod::DownwardApiVolumeSource{};
-  pod::DownwardApiVolumeFile f;
-  f.path = "labels";
-  f.field_ref = pod::ObjectFieldSelector{"v1", "metadata.labels"};
-  v.downward_api->items.push_back(f);
-  return v;
-}
+using namespace test_pods;
 
 class VolumePluginTest : public ::testing::Test {
  protected:
