@@ -178,6 +178,10 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
   std::ofstream(dir_.Sub("config.yaml"))
       << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--resync-period\", \"10m\"]\n";
   StartNodelet({"--config", dir_.Sub("config.yaml")});
+  // READY=1 means every service runs, not that podworkerd holds plegd's first relist yet: a
+  // runtime that goes before that leaves podworkerd with no view at all, and then nothing is
+  // synced (as the kubelet skips syncs while its runtime is down). Wait for the view first.
+  ASSERT_TRUE(WaitServiceHealthy("podworkerd", 20s)) << "podworkerd never had plegd's pod cache";
   ContainerdOptions opts;
   opts.dir = dir_.Sub("ctrd");
   opts.image_tarballs = DefaultImageTarballs(ImagesDir());

@@ -17,6 +17,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/testing/containerd.h"
@@ -126,6 +127,24 @@ class NodeletTest : public ::testing::Test {
     auto r = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pid", service},
                         std::chrono::seconds(5));
     return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
+  }
+
+  // Waits until `nodeletctl status --json` reports `service` healthy ("ok"; podworkerd is
+  // degraded until it holds plegd's first relist).
+  bool WaitServiceHealthy(const std::string& service, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    do {
+      auto r = RunCommand(
+          {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "status", "--json", service},
+          std::chrono::seconds(5));
+      if (r.exit_code == 0) {
+        auto j = nlohmann::json::parse(r.output, nullptr, false);
+        if (j.is_array() && j.size() == 1 && j[0].value("health", "") == "ok") return true;
+      }
+      // Polling a CLI, bounded by the deadline; the heartbeat that carries health is 1 s.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } while (std::chrono::steady_clock::now() < end);
+    return false;
   }
 
   TempDir dir_;
