@@ -43,6 +43,11 @@ std::optional<std::string> CgroupsPathFromInfo(const std::string& info_json) {
   return p;
 }
 
+std::optional<std::string> NamespaceCgroupPath(const std::string& ns, const std::string& id) {
+  if (!PlainComponent(ns) || !PlainComponent(id)) return std::nullopt;
+  return "/" + ns + "/" + id;
+}
+
 int RemoveLeftoverCgroups(const std::vector<std::string>& paths, const std::string& cgroup_root) {
   if (paths.empty()) return 0;
   std::vector<std::string> hierarchies = {cgroup_root};

@@ -22,6 +22,10 @@ namespace nodelet::podworkerd {
 // "slice:prefix:name" path, garbage, nothing).
 std::optional<std::string> CgroupsPathFromInfo(const std::string& info_json);
 
+// "/NS/ID": where containerd's CRI plugin (cgroupfs driver, no cgroup parent) puts the cgroup of
+// task ID of namespace NS; nullopt unless both are plain components as above.
+std::optional<std::string> NamespaceCgroupPath(const std::string& ns, const std::string& id);
+
 // Removes `path` (as returned above) in every cgroup hierarchy under `cgroup_root` (each v1
 // controller directory, the v2 "unified" directory, and `cgroup_root` itself for a pure v2
 // host) with rmdir. Returns how many directories were removed; busy or missing ones are skipped.

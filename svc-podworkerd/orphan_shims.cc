@@ -263,6 +263,10 @@ Status EndShimTree(const Clock& clock, const ShimProcess& shim, std::chrono::mil
       to_remove.push_back(c);
     }
   }
+  // The task's own cgroup where containerd puts it, also when nothing was in it any more (a
+  // start cancelled after runc made the cgroup and before its init ran). rmdir removes only an
+  // empty cgroup.
+  if (auto own = NamespaceCgroupPath(shim.ns, shim.id)) to_remove.push_back(*own);
   RemoveLeftoverCgroups(to_remove, cgroup_root);
   return result;
 }

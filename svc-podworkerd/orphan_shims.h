@@ -89,7 +89,9 @@ class OrphanShimSweeper {
 
 // Ends a shim and every process below it with SIGKILL through pidfds (the shim only if its start
 // time is still `shim.start_time`), waits up to `timeout` for them to exit, then removes with
-// rmdir the cgroups (every hierarchy) its descendants were in whose last component is `shim.id`.
+// rmdir the cgroups (every hierarchy) its descendants were in whose last component is `shim.id`,
+// and `/NS/ID` (the task's cgroup in containerd's CRI layout), which a cancelled start can leave
+// empty with nothing in it.
 // The timeout is measured on `clock`.
 Status EndShimTree(const Clock& clock, const ShimProcess& shim, std::chrono::milliseconds timeout,
                    const std::string& proc_root = "/proc",

@@ -451,16 +451,19 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
     }
     switch (s->state) {
       case ContainerState::Running:
-        if (probes_ != nullptr && probes_->LivenessFailed(s->id)) {
-          // The kubelet's rule: a failed liveness probe kills the container; the exit is then
-          // handled like any other (restartPolicy, crash-loop backoff).
-          out.events.push_back(MakeEvent(pod, "Warning", "Unhealthy", "Liveness probe failed"));
+        if (auto failed = probes_ != nullptr ? probes_->FailedToRestart(s->id) : std::nullopt) {
+          // The kubelet's rule: a failed liveness probe, or a startup probe that never passed,
+          // kills the container; the exit is then handled like any other (restartPolicy,
+          // crash-loop backoff).
+          const std::string kind = *failed == ProbeKind::kStartup ? "startup" : "liveness";
+          out.events.push_back(MakeEvent(pod, "Warning", "Unhealthy",
+                                         std::string(ProbeKindName(*failed)) + " probe failed"));
           out.events.push_back(
               MakeEvent(pod, "Normal", "Killing",
-                        "Container " + c.name + " failed liveness probe, will be restarted"));
+                        "Container " + c.name + " failed " + kind + " probe, will be restarted"));
           (void)runtime_.StopContainer(s->id, grace);
           out.changed_runtime = true;
-          out.error = "container " + c.name + " failed its liveness probe and was killed";
+          out.error = "container " + c.name + " failed its " + kind + " probe and was killed";
           any_running = true;
           break;
         }

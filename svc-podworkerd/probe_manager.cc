@@ -235,6 +235,15 @@ bool ProbeManager::LivenessFailed(const std::string& container_id) const {
   return it != probes_.end() && it->second.result.has_value() && !*it->second.result;
 }
 
+std::optional<ProbeKind> ProbeManager::FailedToRestart(const std::string& container_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ProbeKind kind : {ProbeKind::kStartup, ProbeKind::kLiveness}) {
+    auto it = probes_.find({container_id, kind});
+    if (it != probes_.end() && it->second.result.has_value() && !*it->second.result) return kind;
+  }
+  return std::nullopt;
+}
+
 std::set<std::string> ProbeManager::TakeChanged() {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> out;
@@ -284,7 +293,8 @@ void ProbeManager::Loop() {
       if (p.kind != ProbeKind::kStartup && !StartedLocked(p.container_id)) continue;
       // A liveness probe that failed waits for the container's restart (a new instance).
       if (p.kind == ProbeKind::kLiveness && p.result.has_value() && !*p.result) continue;
-      if (p.kind == ProbeKind::kStartup && p.result.value_or(false)) continue;
+      // A startup probe is done once it passed; one that failed waits for the restart too.
+      if (p.kind == ProbeKind::kStartup && p.result.has_value()) continue;
       if (p.next <= now) {
         due = &p;
         break;

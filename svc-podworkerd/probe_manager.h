@@ -80,6 +80,11 @@ class ProbeManager {
              bool has_startup_probe) const;
   // The liveness probe of this instance has failed (the container must be restarted).
   bool LivenessFailed(const std::string& container_id) const;
+  // The probe whose failure means this instance must be killed and restarted as its
+  // restartPolicy says: a failed liveness probe, or a startup probe that reached its
+  // failureThreshold before it ever passed (the kubelet's rule for both). Neither is probed
+  // again until the container is restarted (a new instance).
+  std::optional<ProbeKind> FailedToRestart(const std::string& container_id) const;
 
   // Pods whose probe results changed since the last call (main loop).
   std::set<std::string> TakeChanged();

@@ -413,6 +413,47 @@ TEST_F(LifecycleE2eTest, DeletedPodsStatusGoesOnceStoppedRejectedPodsWithTheirMa
       << ", /pods " << Join(HttpPodNames());
 }
 
+// A startup probe that never passes fails the container as the kubelet does: the container is
+// killed and restarted (restartPolicy Always), its restartCount grows, and "Startup probe
+// failed" is a Warning event; the liveness probe behind it never runs.
+TEST_F(LifecycleE2eTest, AFailingStartupProbeRestartsTheContainer) {
+  Write("slow.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: slow\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 2\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n"
+        "    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 0.2; done\"]\n"
+        "    startupProbe:\n      exec:\n        command: [\"false\"]\n"
+        "      periodSeconds: 1\n      failureThreshold: 2\n"
+        "    livenessProbe:\n      exec:\n        command: [\"sh\", \"-c\", \"echo x >> "
+        "/tmp/live\"]\n"
+        "      periodSeconds: 1\n");
+  StartNodelet(Flags());
+  auto restarts = [&] {
+    auto p = CtlPod("slow-node1");
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return -1;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.value("name", "") == "app") return c.value("restartCount", -1);
+    }
+    return -1;
+  };
+  // The first instance fails its probe after about 2 s; the crash-loop back-off (10 s) then
+  // delays the next start.
+  EXPECT_TRUE(WaitFor([&] { return restarts() >= 1; }, 40s))
+      << "the container must be restarted: " << CtlPod("slow-node1").dump(2);
+  ipc::Context ctx;
+  status::StatusClient statusd(ctx, dir_.Sub("run"));
+  ASSERT_TRUE(statusd.Connect().ok());
+  auto events = statusd.ListEvents(Uid("slow-node1"));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::vector<std::string> messages;
+  for (const auto& e : *events) messages.push_back(e.reason + ": " + e.message);
+  EXPECT_TRUE(Has(messages, "Unhealthy: Startup probe failed")) << Join(messages);
+  EXPECT_TRUE(Has(messages, "Killing: Container app failed startup probe, will be restarted"))
+      << Join(messages);
+  for (const auto& m : messages) EXPECT_EQ(m.find("Liveness"), std::string::npos) << m;
+}
+
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
 // nodelet (kill -9 of the supervisor, its services with it) while the URL answers 503 leaves the
 // URL's pod alone: the same container, its emptyDir files in place, the same mounts under its

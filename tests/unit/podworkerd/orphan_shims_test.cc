@@ -234,8 +234,23 @@ TEST(OrphanShimsTest, EndShimTreeEndsTheShimAndEverythingBelowIt) {
   EXPECT_TRUE(EndShimTree(RealClock::Get(), stale, std::chrono::seconds(5)).ok());
   EXPECT_EQ(kill(shim, 0), 0) << "a stale start time ended the process";
 
+  // A cgroup tree standing in for /sys/fs/cgroup: the task's own cgroup, left empty in two
+  // hierarchies by a cancelled start (nothing was ever in it), and a busy neighbour.
+  char tmpl[] = "/tmp/orphan-shims-cgroups.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string cgroups = tmpl;
+  for (const char* h : {"/cpu", "/memory"}) {
+    std::filesystem::create_directories(cgroups + h + "/k8s.io/x");
+    std::filesystem::create_directories(cgroups + h + "/k8s.io/other/busy");
+  }
   ShimProcess real{shim, "x", "k8s.io", start};
-  Status s = EndShimTree(RealClock::Get(), real, std::chrono::seconds(10));
+  Status s = EndShimTree(RealClock::Get(), real, std::chrono::seconds(10), "/proc", cgroups);
+  for (const char* h : {"/cpu", "/memory"}) {
+    EXPECT_FALSE(std::filesystem::exists(cgroups + h + "/k8s.io/x"))
+        << "the task's empty cgroup was left in " << h;
+    EXPECT_TRUE(std::filesystem::exists(cgroups + h + "/k8s.io/other/busy"));
+  }
+  std::filesystem::remove_all(cgroups);
   EXPECT_TRUE(s.ok()) << s.ToString();
   int status = 0;
   ASSERT_EQ(waitpid(shim, &status, 0), shim);

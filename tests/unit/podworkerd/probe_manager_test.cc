@@ -174,6 +174,30 @@ TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
   EXPECT_FALSE(probes.LivenessFailed(id));
 }
 
+// A startup probe that reaches its failureThreshold before it ever passed fails the container
+// (it is killed and restarted, as for liveness), is not probed again, and never lets the others
+// run.
+TEST_F(ProbeManagerTest, AStartupProbeThatNeverPassesFailsTheContainer) {
+  ProbeManager probes(runtime_, clock_, [] {});
+  const std::string id = Running("u1", "app");
+  pod::Container c;
+  c.name = "app";
+  c.startup_probe = ExecProbe("startup", 1, /*failure_threshold=*/2);
+  c.liveness_probe = ExecProbe("live");
+  Pass("live", true);
+  probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
+  ASSERT_TRUE(WaitCalls("startup", 1));
+  EXPECT_EQ(probes.FailedToRestart(id), std::nullopt) << "one failure of two";
+  ASSERT_TRUE(WaitFor([&] { return probes.FailedToRestart(id).has_value(); }));
+  EXPECT_EQ(probes.FailedToRestart(id), ProbeKind::kStartup);
+  EXPECT_FALSE(probes.LivenessFailed(id));
+  EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
+  const int calls = Calls("startup");
+  EXPECT_FALSE(WaitCalls("startup", calls + 1, 2500ms)) << "probed again before a restart";
+  EXPECT_EQ(Calls("live"), 0);
+  EXPECT_FALSE(probes.Ready(id, false, true));
+}
+
 TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
   ProbeManager probes(runtime_, clock_, [] {});
   // No readiness or startup probe: ready as soon as it runs.
