@@ -107,9 +107,12 @@ void PodDispatcher::SyncChanged(const std::set<std::string>& changed) {
   for (const auto& uid : changed) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) continue;
-    if (lifecycle_.Phase(uid) == LifecyclePhase::kTerminating) {
-      // Being stopped: its status follows the containers as they stop, one by one.
-      ReportStopping(it->second, uid, false);
+    const auto phase = lifecycle_.Phase(uid);
+    if (phase == LifecyclePhase::kTerminating ||
+        (phase == LifecyclePhase::kTerminated && it->second.finished && it->second.desired)) {
+      // Being stopped: its status follows the containers as they stop, one by one. A pod that
+      // finished (its containers done, or past its activeDeadlineSeconds) is terminal already.
+      ReportStopping(it->second, uid, it->second.finished);
       continue;
     }
     if (it->second.finished) continue;

@@ -292,7 +292,82 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   return *created;
 }
 
+constexpr char kDeadlineMessage[] = "Pod was active on the node longer than the specified deadline";
+
+void PodSyncer::SeedStartTime(const std::string& uid, int64_t unix_s) {
+  if (unix_s <= 0) return;
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  auto [it, added] = start_times_.emplace(uid, unix_s);
+  if (!added) it->second = std::min(it->second, unix_s);
+}
+
+int64_t PodSyncer::StartTime(const pod::Pod& pod, const PodRecordT* rec) {
+  int64_t start = clock_.WallSeconds();
+  if (rec != nullptr) {
+    for (const auto& sb : rec->sandboxes) {
+      const int64_t created = sb->created_at_ns / 1000000000;
+      if (created > 0) start = std::min(start, created);
+    }
+  }
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  auto [it, added] = start_times_.emplace(pod.metadata.uid, start);
+  if (!added) it->second = std::min(it->second, start);
+  return it->second;
+}
+
+bool PodSyncer::DeadlineExceeded(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  return deadline_exceeded_.count(uid) != 0;
+}
+
+SyncOutcome PodSyncer::FailDeadlineExceeded(const pod::Pod& pod, const PodRecordT* rec,
+                                            int64_t grace) {
+  SyncOutcome out;
+  const bool first = [&] {
+    std::lock_guard<std::mutex> lock(deadline_mu_);
+    return deadline_exceeded_.insert(pod.metadata.uid).second;
+  }();
+  if (first) {
+    out.events.push_back(MakeEvent(pod, "Warning", "DeadlineExceeded", kDeadlineMessage));
+  }
+  // The kubelet kills the pod's containers with their grace period; they are kept (the pod is
+  // finished), and the sandbox is stopped after them.
+  std::vector<std::future<Status>> stops;
+  if (rec != nullptr) {
+    for (const auto& c : rec->containers) {
+      if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
+      std::string id = c->id;
+      stops.push_back(std::async(std::launch::async,
+                                 [this, id, grace] { return runtime_.StopContainer(id, grace); }));
+      out.changed_runtime = true;
+    }
+  }
+  for (auto& f : stops) {
+    Status s = f.get();
+    if (!s.ok() && s.code() != StatusCode::kNotFound && out.error.empty()) {
+      out.error = "stop a container past the pod's deadline: " + s.message();
+    }
+  }
+  out.pod_finished = out.error.empty();
+  out.status = MakeStatus(pod, rec, {}, true);
+  return out;
+}
+
 SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
+  if (!pod.spec.active_deadline_seconds) return SyncPodOnce(pod, rec);
+  const int64_t deadline = StartTime(pod, rec) + *pod.spec.active_deadline_seconds;
+  const int64_t now = clock_.WallSeconds();
+  if (now >= deadline || DeadlineExceeded(pod.metadata.uid)) {
+    return FailDeadlineExceeded(pod, rec, GraceSeconds(pod));
+  }
+  SyncOutcome out = SyncPodOnce(pod, rec);
+  // Synced again when the deadline comes, not at the next periodic resync.
+  const MonoTime at = clock_.Now() + std::chrono::seconds(deadline - now);
+  if (!out.retry_at || at < *out.retry_at) out.retry_at = at;
+  return out;
+}
+
+SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   SyncOutcome out;
   WaitingMap waiting;
   const int64_t grace = GraceSeconds(pod);
@@ -584,8 +659,13 @@ Status PodSyncer::RemovePod(const std::string& uid) {
 }
 
 void PodSyncer::ForgetPod(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(backoff_mu_);
-  backoff_.ForgetPod(uid);
+  {
+    std::lock_guard<std::mutex> lock(backoff_mu_);
+    backoff_.ForgetPod(uid);
+  }
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  start_times_.erase(uid);
+  deadline_exceeded_.erase(uid);
 }
 
 status::PodStatus PodSyncer::BuildStatus(const pod::Pod& pod, const PodRecordT* record,
@@ -648,8 +728,14 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
   in.statuses = &st.container_statuses;
   in.pod_is_terminal = terminal;
   st.phase = ComputePhase(in);
+  const bool past_deadline = DeadlineExceeded(pod.metadata.uid);
+  if (past_deadline) st.phase = status::PodPhase::kFailed;
   const int64_t now_s = clock_.WallSeconds();
   st.conditions = ComputeConditions(in, st.phase, {}, now_s);
+  if (past_deadline) {
+    st.reason = "DeadlineExceeded";
+    st.message = kDeadlineMessage;
+  }
   const SandboxRecordT* sandbox = NewestSandbox(rec);
   if (sandbox != nullptr) {
     st.start_time_unix_s = sandbox->created_at_ns / 1000000000;

@@ -76,6 +76,10 @@ class PodSyncer {
                                 bool terminal) const;
 
   void ForgetPod(const std::string& uid);
+  // The pod's start time (Unix seconds) as statusd stored it (status.startTime, kept from the
+  // first status on), for activeDeadlineSeconds across restarts of podworkerd. Without it the
+  // start time is the oldest sandbox in the record, else the first sync in this incarnation.
+  void SeedStartTime(const std::string& uid, int64_t unix_s);
   // Dead containers kept per container of a pod (the kubelet's MaxPerPodContainer, 1).
   void set_max_dead_per_container(int n) { max_dead_per_container_ = n; }
   // Image pulls: serialization, parallelism, back-off (before the first sync).
@@ -118,6 +122,13 @@ class PodSyncer {
                  const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out);
   status::PodStatus MakeStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
                                const WaitingMap& waiting, bool terminal) const;
+  SyncOutcome SyncPodOnce(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
+  // activeDeadlineSeconds: the pod's start time (see SeedStartTime), and the pod failed for good
+  // once it is past its deadline (its running containers stopped with the grace period).
+  int64_t StartTime(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
+  SyncOutcome FailDeadlineExceeded(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
+                                   int64_t grace);
+  bool DeadlineExceeded(const std::string& uid) const;
 
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;
@@ -132,6 +143,9 @@ class PodSyncer {
   int max_dead_per_container_ = 1;
   // Containers whose OOM kill was already reported (one event each).
   std::set<std::string> oom_reported_;
+  mutable std::mutex deadline_mu_;
+  std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
+  std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
 };
 
 }  // namespace nodelet::podworkerd

@@ -477,6 +477,8 @@ void PodworkerdService::SeedReadiness(const std::string& uid) {
   }
   auto prior = client->GetPodStatus(uid);
   if (!prior.ok()) return;
+  // activeDeadlineSeconds counts from the start time statusd kept, across restarts.
+  syncer_->SeedStartTime(uid, prior->status.start_time_unix_s);
   for (const auto& cs : prior->status.container_statuses) {
     const std::string prefix = "containerd://";
     if (cs.container_id.rfind(prefix, 0) != 0) continue;

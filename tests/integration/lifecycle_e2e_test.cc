@@ -454,6 +454,37 @@ TEST_F(LifecycleE2eTest, AFailingStartupProbeRestartsTheContainer) {
   for (const auto& m : messages) EXPECT_EQ(m.find("Liveness"), std::string::npos) << m;
 }
 
+// activeDeadlineSeconds as the kubelet: past it the pod is Failed with reason DeadlineExceeded,
+// its container stopped (and not restarted, restartPolicy Always notwithstanding), a Warning
+// event says so; the manifest is still there, so the pod and its status stay.
+TEST_F(LifecycleE2eTest, ActiveDeadlineFailsThePod) {
+  Write("deadline.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: deadline\nspec:\n  hostNetwork: true\n"
+        "  activeDeadlineSeconds: 3\n  terminationGracePeriodSeconds: 2\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n"
+        "    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 0.2; done\"]\n");
+  StartNodelet(Flags());
+  auto failed = [&] {
+    auto p = CtlPod("deadline-node1");
+    return !p.is_null() && p["status"].value("phase", "") == "Failed" &&
+           p["status"].value("reason", "") == "DeadlineExceeded";
+  };
+  EXPECT_TRUE(WaitFor(failed, 20s)) << CtlPod("deadline-node1").dump(2);
+  EXPECT_TRUE(WaitFor([&] { return RunningContainer("deadline-node1").empty(); }, 10s))
+      << "the container must be stopped";
+  ipc::Context ctx;
+  status::StatusClient statusd(ctx, dir_.Sub("run"));
+  ASSERT_TRUE(statusd.Connect().ok());
+  auto events = statusd.ListEvents(Uid("deadline-node1"));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::vector<std::string> reasons;
+  for (const auto& e : *events) reasons.push_back(e.reason);
+  EXPECT_TRUE(Has(reasons, "DeadlineExceeded")) << Join(reasons);
+  EXPECT_TRUE(failed()) << "a pod past its deadline stays Failed: "
+                        << CtlPod("deadline-node1").dump(2);
+}
+
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
 // nodelet (kill -9 of the supervisor, its services with it) while the URL answers 503 leaves the
 // URL's pod alone: the same container, its emptyDir files in place, the same mounts under its

@@ -149,6 +149,54 @@ TEST_F(PodSyncTest, GenuineStartErrorFinishesANeverPod) {
   EXPECT_EQ(out.status.phase, status::PodPhase::kFailed);
 }
 
+// activeDeadlineSeconds counts from the pod's start time (statusd's, carried over a restart of
+// podworkerd): before it the sync asks to run again at the deadline; past it the running
+// containers are stopped with the grace period, the pod is finished and Failed with reason
+// DeadlineExceeded (one Warning event), as the kubelet does.
+TEST_F(PodSyncTest, ActiveDeadlineFailsThePodFromItsStartTime) {
+  pod_.spec.restart_policy = "Always";
+  pod_.spec.containers[0].command = {"sleep", "3600"};
+  pod_.spec.active_deadline_seconds = 30;
+  pod_.spec.termination_grace_period_seconds = 7;
+  SyncOutcome first = syncer_.SyncPod(pod_, &record_);
+  EXPECT_FALSE(first.pod_finished);
+  ASSERT_TRUE(first.retry_at.has_value());
+  EXPECT_LE(*first.retry_at, clock_.Now() + std::chrono::seconds(30));
+  EXPECT_NE(first.status.reason, "DeadlineExceeded");
+  auto list = runtime_.ListContainers({});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  auto c = std::make_unique<ContainerRecordT>();
+  c->id = (*list)[0].id();
+  c->name = "app";
+  c->state = ContainerState::Running;
+  c->sandbox_id = record_.sandboxes[0]->id;
+  c->spec_hash = pod::ContainerSpecHash(pod_.spec.containers[0]);
+  record_.containers.push_back(std::move(c));
+
+  // A podworkerd restarted 20 s later: the start time statusd kept, not its own first sync.
+  clock_.Advance(std::chrono::seconds(20));
+  PodSyncer restarted{runtime_, runtime_, clock_, CrashLoopPolicy{}, "/nonexistent-log-dir"};
+  restarted.SeedStartTime(pod_.metadata.uid, clock_.WallSeconds() - 20);
+  SyncOutcome before = restarted.SyncPod(pod_, &record_);
+  EXPECT_FALSE(before.pod_finished);
+  ASSERT_TRUE(before.retry_at.has_value());
+  EXPECT_LE(*before.retry_at, clock_.Now() + std::chrono::seconds(10));
+  clock_.Advance(std::chrono::seconds(10));
+  SyncOutcome past = restarted.SyncPod(pod_, &record_);
+  EXPECT_TRUE(past.pod_finished);
+  EXPECT_EQ(past.status.phase, status::PodPhase::kFailed);
+  EXPECT_EQ(past.status.reason, "DeadlineExceeded");
+  EXPECT_EQ(past.status.message, "Pod was active on the node longer than the specified deadline");
+  EXPECT_TRUE(HasEvent(past, "DeadlineExceeded"));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopContainer), 1);
+  // Once failed it stays so, and the event is not repeated.
+  SyncOutcome again = restarted.SyncPod(pod_, &record_);
+  EXPECT_EQ(again.status.reason, "DeadlineExceeded");
+  EXPECT_FALSE(HasEvent(again, "DeadlineExceeded"));
+  EXPECT_EQ(restarted.BuildStatus(pod_, &record_, true).reason, "DeadlineExceeded");
+}
+
 // The same interrupted start on an init container: started again, not a failed pod.
 TEST_F(PodSyncTest, InterruptedInitContainerStartIsStartedAgainUnderNever) {
   pod::Container init = pod_.spec.containers[0];
