@@ -133,14 +133,7 @@ class LifecycleE2eTest : public NodeletTest {
   }
   void TearDown() override {
     if (HasFailure()) {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
-        if (e.path().extension() != ".log") continue;
-        std::ifstream in(e.path());
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        std::cerr << "---- " << e.path().filename() << "\n"
-                  << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
-      }
+      PrintServiceLogs();
       std::cerr << "---- results/out\n" << ReadTextFile(results_file()) << "\n";
     }
     NodeletTest::TearDown();
@@ -323,13 +316,7 @@ TEST_P(LifecycleKillTest, EmptyDirSurvivesKillNineDuringTermination) {
   DeleteGracefulPodAndWaitForHandler();
   if (victim == "supervisor") {
     // Its services go with it (PR_SET_PDEATHSIG); the container keeps running its handler.
-    std::vector<pid_t> services;
-    for (const char* s : {"plegd", "statusd", "podworkerd", "volumed"}) {
-      services.push_back(ServicePid(s));
-    }
-    nodelet_->Signal(SIGKILL);
-    ASSERT_TRUE(nodelet_->Wait(10s).has_value());
-    for (pid_t pid : services) ASSERT_TRUE(WaitProcessGone(pid, 10s)) << pid;
+    ASSERT_TRUE(KillSupervisorAndServices());
     StartNodelet(Flags(flags));
   } else {
     ASSERT_EQ(kill(service, SIGKILL), 0);
@@ -553,13 +540,7 @@ TEST_F(LifecycleE2eTest, UrlPodKeepsContainerAndVolumesWhileItsSourceIsDown) {
   };
 
   set_up(false);
-  std::vector<pid_t> services;
-  for (const char* s : {"plegd", "statusd", "podworkerd", "volumed"}) {
-    services.push_back(ServicePid(s));
-  }
-  nodelet_->Signal(SIGKILL);
-  ASSERT_TRUE(nodelet_->Wait(10s).has_value());
-  for (pid_t pid : services) ASSERT_TRUE(WaitProcessGone(pid, 10s)) << pid;
+  ASSERT_TRUE(KillSupervisorAndServices());
   StartNodelet(flags);
   // Four failed reads a second apart: two of volumed's 2 s sweeps and podworkerd's resends have
   // had their chance to remove the pod.

@@ -65,14 +65,7 @@ class VolumesTest : public NodeletTest {
  protected:
   void TearDown() override {
     if (HasFailure()) {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
-        if (e.path().extension() != ".log") continue;
-        std::ifstream in(e.path());
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        std::cerr << "---- " << e.path().filename() << "\n"
-                  << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
-      }
+      PrintServiceLogs();
     }
     NodeletTest::TearDown();
     // Nothing of ours may stay mounted.

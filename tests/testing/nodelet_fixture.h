@@ -129,6 +129,31 @@ class NodeletTest : public ::testing::Test {
     return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
   }
 
+  // SIGKILLs the supervisor and waits until it and its four services are gone (they go with it,
+  // PR_SET_PDEATHSIG); true when all are.
+  bool KillSupervisorAndServices() {
+    std::vector<pid_t> services;
+    for (const char* s : {"plegd", "statusd", "podworkerd", "volumed"}) {
+      services.push_back(ServicePid(s));
+    }
+    nodelet_->Signal(SIGKILL);
+    if (!nodelet_->Wait(std::chrono::seconds(10)).has_value()) return false;
+    bool gone = true;
+    for (pid_t pid : services) gone = WaitProcessGone(pid, std::chrono::seconds(10)) && gone;
+    return gone;
+  }
+  // On a failed test: the tail of every service's log in the log directory.
+  void PrintServiceLogs() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("log"), ec)) {
+      if (e.path().extension() != ".log") continue;
+      std::ifstream in(e.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::cerr << "---- " << e.path().filename() << "\n"
+                << (text.size() > 3000 ? text.substr(text.size() - 3000) : text);
+    }
+  }
+
   // Waits until `nodeletctl status --json` reports `service` healthy ("ok"; podworkerd is
   // degraded until it holds plegd's first relist).
   bool WaitServiceHealthy(const std::string& service, std::chrono::milliseconds timeout) {
