@@ -373,6 +373,7 @@ std::set<std::string> PodManager::TerminalPods() {
 void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
   auto log = GetLogger("supervisor");
   const std::vector<PodChange<pod::Pod>> changes = InAdmissionOrder(unordered);
+  std::optional<std::set<std::string>> terminal;  // asked of statusd once per merge, if needed
   for (const auto& c : changes) {
     const std::string& name = c.pod ? c.pod->metadata.name : c.uid;
     switch (c.op) {
@@ -383,10 +384,10 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
         if (!r.admitted) {
           // Pods that have finished (Succeeded, Failed) use nothing any more (the kubelet's
           // filterOutInactivePods): they do not count. Asked only when a pod does not fit.
-          const std::set<std::string> terminal = TerminalPods();
+          if (!terminal) terminal = TerminalPods();
           admitted.clear();
           for (const auto& [uid, p] : admitted_) {
-            if (!terminal.count(uid)) admitted.push_back(p.get());
+            if (!terminal->count(uid)) admitted.push_back(p.get());
           }
           r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
         }
@@ -546,10 +547,6 @@ void PodManager::DrainReplies() {
   }
 }
 
-}  // namespace nodelet::supervisor
-
-namespace nodelet::supervisor {
-
 void PodManager::TakeAck(const ipc::podwork::WorkAck& ack) {
   acked_ = ack.generation();
   // What podworkerd acked it reports itself from now on.
@@ -577,7 +574,13 @@ void PodManager::CleanUpStatuses() {
   std::set<std::string> keep = InUse();
   for (const auto& [uid, _] : admitted_) keep.insert(uid);
   for (const auto& [uid, _] : rejected_) keep.insert(uid);
-  if (status_keep_ == keep) return;  // nothing left since the last clean-up
+  // A status is orphaned only when its pod leaves the kept set: nothing to do while that set
+  // only grew since the last clean-up (a pod added, a pod sent).
+  if (status_keep_ &&
+      std::includes(keep.begin(), keep.end(), status_keep_->begin(), status_keep_->end())) {
+    status_keep_ = std::move(keep);
+    return;
+  }
   if (!ConnectStatusClient()) return;
   auto removed = status_client_->RemoveOrphanedStatuses({keep.begin(), keep.end()});
   if (!removed.ok()) return;  // statusd is away: again with the next ack

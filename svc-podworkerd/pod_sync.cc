@@ -330,24 +330,12 @@ SyncOutcome PodSyncer::FailDeadlineExceeded(const pod::Pod& pod, const PodRecord
   if (first) {
     out.events.push_back(MakeEvent(pod, "Warning", "DeadlineExceeded", kDeadlineMessage));
   }
-  // The kubelet kills the pod's containers with their grace period; they are kept (the pod is
-  // finished), and the sandbox is stopped after them.
-  std::vector<std::future<Status>> stops;
-  if (rec != nullptr) {
-    for (const auto& c : rec->containers) {
-      if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
-      std::string id = c->id;
-      stops.push_back(std::async(std::launch::async,
-                                 [this, id, grace] { return runtime_.StopContainer(id, grace); }));
-      out.changed_runtime = true;
-    }
+  // The kubelet kills the pod (its containers with their grace period, then the sandbox); the
+  // containers are kept, as for any finished pod.
+  if (Status s = KillPod(pod.metadata.uid, grace); !s.ok()) {
+    out.error = "stop the pod past its deadline: " + s.message();
   }
-  for (auto& f : stops) {
-    Status s = f.get();
-    if (!s.ok() && s.code() != StatusCode::kNotFound && out.error.empty()) {
-      out.error = "stop a container past the pod's deadline: " + s.message();
-    }
-  }
+  out.changed_runtime = true;
   out.pod_finished = out.error.empty();
   out.status = MakeStatus(pod, rec, {}, true);
   return out;

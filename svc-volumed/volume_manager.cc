@@ -79,7 +79,7 @@ std::set<std::string> VolumeManager::Reconcile() {
   teardown_pending_ = false;
   // Pod directories on disk that nobody wants: only once every source has reported and
   // podworkerd has said which pods it still runs.
-  if (desired_.sources_ready && desired_.in_use_known) {
+  if (Removing()) {
     bool retry_due = false;
     for (const auto& [_, l] : leftovers_) retry_due = retry_due || l.retry.Due(now);
     if (sweep_pending_ || now >= next_sweep_ || retry_due) SweepLeftovers(now);
@@ -97,13 +97,14 @@ std::set<std::string> VolumeManager::Reconcile() {
 MonoTime VolumeManager::NextReconcile() const {
   if (!changed_pods_.empty() || teardown_pending_ || sweep_pending_) return MonoTime{};
   MonoTime next = next_retry_;
-  if (desired_.sources_ready && desired_.in_use_known) next = std::min(next, next_sweep_);
+  if (Removing()) next = std::min(next, next_sweep_);
   return next;
 }
 
+bool VolumeManager::Removing() const { return desired_.sources_ready && desired_.in_use_known; }
+
 bool VolumeManager::MayTearDown(const std::string& uid) const {
-  return !desired_.pods.count(uid) && desired_.sources_ready && desired_.in_use_known &&
-         !desired_.in_use.count(uid);
+  return Removing() && !desired_.pods.count(uid) && !desired_.in_use.count(uid);
 }
 
 void VolumeManager::TearDownUndesired(MonoTime now, std::set<std::string>* changed) {
@@ -230,7 +231,7 @@ void VolumeManager::ScheduleNext() {
     }
   }
   // No sweep, so no retry of a leftover either.
-  if (!desired_.sources_ready || !desired_.in_use_known) return;
+  if (!Removing()) return;
   for (const auto& [_, left] : leftovers_) next_retry_ = std::min(next_retry_, left.retry.next());
 }
 

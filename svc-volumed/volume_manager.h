@@ -131,6 +131,9 @@ class VolumeManager {
     bool reported = false;  // its failure was counted once
   };
 
+  // Anything may be removed at all: every source reported, and podworkerd's report of the pods
+  // in use is complete.
+  bool Removing() const;
   // The pod is not desired and nothing may use its volumes any more.
   bool MayTearDown(const std::string& uid) const;
   void TearDownUndesired(MonoTime now, std::set<std::string>* changed);
