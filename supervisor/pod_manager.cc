@@ -11,6 +11,7 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/pod/downward_api.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
@@ -105,20 +106,8 @@ Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
 }  // namespace
 
 NodeResources ReadNodeCapacity() {
-  NodeResources r;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  r.cpu_milli = std::max(1L, cpus) * 1000;
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit) {
-    if (key == "MemTotal:") {
-      r.memory_bytes = kb * 1024;
-      break;
-    }
-  }
-  return r;
+  pod::NodeAllocatable node = pod::ReadNodeAllocatable();
+  return NodeResources{node.cpu_milli, node.memory_bytes};
 }
 
 AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& admitted, int max_pods,

@@ -10,6 +10,7 @@
 #include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
+#include "svc-podworkerd/lifecycle_hooks.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -72,18 +73,26 @@ v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
 }
 
 v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& c,
-                                        uint32_t restart_count) {
+                                        uint32_t restart_count, const ContainerEnvironment* env) {
   v1::ContainerConfig config;
   config.mutable_metadata()->set_name(c.name);
   config.mutable_metadata()->set_attempt(restart_count);
   config.mutable_image()->set_image(c.image);
-  for (const auto& a : c.command) config.add_command(a);
-  for (const auto& a : c.args) config.add_args(a);
+  for (const auto& a : env ? env->command : c.command) config.add_command(a);
+  for (const auto& a : env ? env->args : c.args) config.add_args(a);
   config.set_working_dir(c.working_dir);
-  for (const auto& e : c.env) {
-    auto* kv = config.add_envs();
-    kv->set_key(e.name);
-    kv->set_value(e.value);
+  if (env) {
+    for (const auto& [name, value] : env->env) {
+      auto* kv = config.add_envs();
+      kv->set_key(name);
+      kv->set_value(value);
+    }
+  } else {
+    for (const auto& e : c.env) {
+      auto* kv = config.add_envs();
+      kv->set_key(e.name);
+      kv->set_value(e.value);
+    }
   }
   config.set_log_path(c.name + "/" + std::to_string(restart_count) + ".log");
   auto& labels = *config.mutable_labels();
@@ -95,6 +104,9 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
   auto& annotations = *config.mutable_annotations();
   annotations[kContainerHashAnnotation] = pod::ContainerSpecHashHex(c);
   annotations[kRestartCountAnnotation] = std::to_string(restart_count);
+  if (std::string pre_stop = EncodePreStop(c); !pre_stop.empty()) {
+    annotations[kPreStopAnnotation] = std::move(pre_stop);
+  }
   annotations[kGracePeriodAnnotation] =
       std::to_string(pod.spec.termination_grace_period_seconds.value_or(
           pod::kDefaultTerminationGracePeriodSeconds));

@@ -12,6 +12,7 @@
 #include "lib/common/beneath.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
+#include "svc-podworkerd/container_env.h"
 
 namespace nodelet::podworkerd {
 
@@ -32,9 +33,12 @@ Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& 
 cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
                                             const std::string& log_dir);
 
-// `restart_count` becomes the metadata attempt and the log file: CONTAINER/N.log.
+// `restart_count` becomes the metadata attempt and the log file: CONTAINER/N.log. `env` is the
+// container's resolved environment, command and args (container_env.h); without it they are
+// the spec's as written.
 cri::v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& container,
-                                             uint32_t restart_count);
+                                             uint32_t restart_count,
+                                             const ContainerEnvironment* env = nullptr);
 
 // subPath mounts (the kubelet's fix for CVE-2021-25741). The container may change its volume
 // while nodelet resolves a subPath in it, so the subPath is never handed to the runtime by name:

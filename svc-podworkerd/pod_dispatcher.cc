@@ -263,6 +263,7 @@ void PodDispatcher::HandleDone(WorkDone& d) {
     }
     case WorkKind::kTerminating:
       if (!d.error.ok()) log->warn("Failed to stop pod {}: {}", d.uid, d.error.ToString());
+      if (!d.outcome.events.empty()) effects_.SendEvents(d.outcome.events);
       if (e.pod) effects_.PodStopped(*e.pod);
       e.fresh_after_mono_ns = d.completed_mono_ns;
       next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);

@@ -58,7 +58,7 @@ struct DispatchedWork {
 struct WorkDone {
   std::string uid;
   WorkKind kind = WorkKind::kSync;
-  SyncOutcome outcome;  // kSync
+  SyncOutcome outcome;  // kSync (kTerminating: only its events, the failed preStop hooks)
   int64_t completed_mono_ns = 0;
   std::chrono::microseconds took{0};
   Status error = Status::Ok();  // kTerminating, kTerminated

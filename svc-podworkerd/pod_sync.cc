@@ -7,6 +7,7 @@
 
 #include "lib/pod/canonical.h"
 #include "svc-podworkerd/cri_configs.h"
+#include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
 
 namespace nodelet::podworkerd {
@@ -175,7 +176,33 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     out.error = "image for container " + c.name + ": " + s.message();
     return false;
   }
-  v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt);
+  // The sandbox's IP, asked of the runtime once and only when something reads it.
+  std::optional<std::string> pod_ip;
+  auto host = [&]() -> const std::string& {
+    if (!pod_ip) pod_ip = SandboxHost(sandbox_id);
+    return *pod_ip;
+  };
+  EnvSources sources;
+  if (auto shared = ConfigObjects()) sources = *shared;
+  sources.node = node_;
+  sources.runtime.host_ip = "127.0.0.1";  // what the pod's status reports as hostIP
+  for (const auto& e : c.env) {
+    if (e.value_from && e.value_from->field_ref &&
+        e.value_from->field_ref->field_path.rfind("status.podIP", 0) == 0) {
+      sources.runtime.pod_ip = host();
+    }
+  }
+  auto env = MakeContainerEnvironment(pod, c, sources);
+  if (!env.ok()) {
+    waiting[c.name] = {"CreateContainerConfigError", env.status().message()};
+    out.error = "container " + c.name + ": " + env.status().message();
+    out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + env.status().message()));
+    return false;
+  }
+  for (const auto& w : env->warnings) {
+    out.events.push_back(MakeEvent(pod, "Warning", "InvalidEnvironmentVariableNames", w));
+  }
+  v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt, &*env);
   auto mounts = MakeMounts(pod, c, volume_paths, root_dir_);
   if (!mounts.ok()) {
     waiting[c.name] = {"CreateContainerConfigError", mounts.status().message()};
@@ -208,7 +235,87 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   out.events.push_back(MakeEvent(pod, "Normal", "Started", "Started container " + c.name));
+  if (c.lifecycle && c.lifecycle->post_start) {
+    HookOutcome hook = RunHook(clock_, runtime_, *c.lifecycle->post_start, c, *id, host(),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::seconds(kPostStartTimeout)));
+    if (!hook.ok) {
+      // The kubelet kills the container (its preStop hook included); its exit is then handled
+      // as any other, by the restartPolicy and the crash-loop backoff.
+      out.events.push_back(MakeEvent(pod, "Warning", "FailedPostStartHook", hook.message));
+      out.events.push_back(MakeEvent(pod, "Normal", "Killing",
+                                     "FailedPostStartHook: container " + c.name +
+                                         " will be killed and restarted as its restartPolicy "
+                                         "says"));
+      StopForSync(pod, *id, c.name, GraceSeconds(pod), sandbox_id, out);
+      out.error = "container " + c.name + ": postStart hook failed: " + hook.message;
+    }
+  }
   return true;
+}
+
+void PodSyncer::SetConfigObjects(std::shared_ptr<const EnvSources> objects) {
+  std::lock_guard<std::mutex> lock(env_mu_);
+  env_sources_ = std::move(objects);
+}
+
+std::shared_ptr<const EnvSources> PodSyncer::ConfigObjects() const {
+  std::lock_guard<std::mutex> lock(env_mu_);
+  return env_sources_;
+}
+
+std::string PodSyncer::SandboxHost(const std::string& sandbox_id) {
+  auto st = runtime_.PodSandboxStatus(sandbox_id, false);
+  if (st.ok() && !st->status().network().ip().empty()) return st->status().network().ip();
+  return "127.0.0.1";
+}
+
+PodSyncer::StopResult PodSyncer::StopContainerGracefully(
+    const std::string& id, const std::string& name,
+    const google::protobuf::Map<std::string, std::string>* annotations, int64_t grace,
+    const std::function<std::string()>& host) {
+  StopResult r;
+  std::string hook_text;
+  if (annotations != nullptr) {
+    auto it = annotations->find(kPreStopAnnotation);
+    if (it != annotations->end()) hook_text = it->second;
+  } else if (grace > 0) {
+    auto st = runtime_.ContainerStatus(id, false);
+    if (st.ok() && st->status().state() == v1::CONTAINER_RUNNING) {
+      auto it = st->status().annotations().find(kPreStopAnnotation);
+      if (it != st->status().annotations().end()) hook_text = it->second;
+    }
+  }
+  if (!hook_text.empty() && grace > 0) {
+    std::string why;
+    if (auto hook = DecodePreStop(hook_text, &why)) {
+      const MonoTime began = clock_.Now();
+      pod::Container named;
+      named.name = name;
+      HookOutcome outcome = RunHook(
+          clock_, runtime_, *hook, named, id, host ? host() : "",
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::seconds(grace)));
+      if (!outcome.ok) r.hook_error = "PreStopHook failed: " + outcome.message;
+      const int64_t spent = std::chrono::duration_cast<std::chrono::seconds>(
+                                clock_.Now() - began + std::chrono::milliseconds(999))
+                                .count();
+      grace = std::max(kMinimumGraceAfterPreStop, grace - spent);
+    } else {
+      r.hook_error = "PreStopHook not run: " + why;
+    }
+  }
+  r.status = runtime_.StopContainer(id, grace);
+  return r;
+}
+
+void PodSyncer::StopForSync(const pod::Pod& pod, const std::string& id, const std::string& name,
+                            int64_t grace, const std::string& sandbox_id, SyncOutcome& out) {
+  StopResult r =
+      StopContainerGracefully(id, name, nullptr, grace, [&] { return SandboxHost(sandbox_id); });
+  if (!r.hook_error.empty()) {
+    out.events.push_back(MakeEvent(pod, "Warning", "FailedPreStopHook", r.hook_error));
+  }
+  out.changed_runtime = true;
 }
 
 Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecordT* rec,
@@ -245,14 +352,21 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
     out.events.push_back(MakeEvent(
         pod, "Normal", "SandboxChanged",
         "Pod sandbox changed, it will be killed and re-created (" + decision.reason + ")"));
-    std::vector<std::future<Status>> stops;
+    std::vector<std::future<StopResult>> stops;
     for (const auto& c : rec->containers) {
       if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
-      std::string id = c->id;
-      stops.push_back(std::async(std::launch::async,
-                                 [this, id, grace] { return runtime_.StopContainer(id, grace); }));
+      std::string id = c->id, name = c->name, sandbox = c->sandbox_id;
+      stops.push_back(std::async(std::launch::async, [this, id, name, sandbox, grace] {
+        return StopContainerGracefully(id, name, nullptr, grace,
+                                       [&] { return SandboxHost(sandbox); });
+      }));
     }
-    for (auto& f : stops) (void)f.get();
+    for (auto& f : stops) {
+      StopResult r = f.get();
+      if (!r.hook_error.empty()) {
+        out.events.push_back(MakeEvent(pod, "Warning", "FailedPreStopHook", r.hook_error));
+      }
+    }
     out.changed_runtime = true;
   }
   // Every old sandbox is stopped: the ready ones being replaced, and the not-ready ones too (one
@@ -264,7 +378,8 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   }
   for (const auto& s : *listed) (void)runtime_.StopPodSandbox(s.id());
   out.changed_runtime = true;
-  auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_), "");
+  auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_),
+                                        pod.spec.runtime_class_name);
   if (!created.ok()) {
     // The name is still held by a sandbox the listing did not show (the runtime answered before
     // it had loaded every sandbox): step over the holder's attempt and try once more.
@@ -279,7 +394,8 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
       if (held.ok()) {
         (void)runtime_.StopPodSandbox(holder);
         decision.attempt = std::max(decision.attempt, held->status().metadata().attempt() + 1);
-        created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_), "");
+        created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_),
+                                         pod.spec.runtime_class_name);
       }
     }
   }
@@ -436,8 +552,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
     out.events.push_back(MakeEvent(
         pod, "Normal", "Killing",
         "Container " + c.name + " is in \"unknown\" state, try killing it before restart"));
-    (void)runtime_.StopContainer(s.id, grace);
-    out.changed_runtime = true;
+    StopForSync(pod, s.id, c.name, grace, sandbox_id, out);
     return StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
                           volume_paths, waiting, out);
   };
@@ -524,8 +639,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
           out.events.push_back(
               MakeEvent(pod, "Normal", "Killing",
                         "Container " + c.name + " failed " + kind + " probe, will be restarted"));
-          (void)runtime_.StopContainer(s->id, grace);
-          out.changed_runtime = true;
+          StopForSync(pod, s->id, c.name, grace, sandbox_id, out);
           out.error = "container " + c.name + " failed its " + kind + " probe and was killed";
           any_running = true;
           break;
@@ -535,8 +649,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
           out.events.push_back(
               MakeEvent(pod, "Normal", "Killing",
                         "Container " + c.name + " definition changed, will be restarted"));
-          (void)runtime_.StopContainer(s->id, grace);
-          out.changed_runtime = true;
+          StopForSync(pod, s->id, c.name, grace, sandbox_id, out);
           StartContainer(pod, c, sandbox_id, sandbox_config, nullptr, next_attempt(c.name),
                          volume_paths, waiting, out);
         }
@@ -596,12 +709,24 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   return out;
 }
 
-Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds) {
+Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds,
+                          std::vector<std::string>* hook_failures) {
   v1::ContainerFilter cf;
   (*cf.mutable_label_selector())[kPodUidLabel] = uid;
   auto containers = runtime_.ListContainers(cf);
   if (!containers.ok()) return containers.status();
-  std::vector<std::future<Status>> stops;
+  // An httpGet preStop hook without a host calls the pod's IP: asked of the runtime once, and
+  // only then.
+  std::string host;
+  for (const auto& c : *containers) {
+    auto it = c.annotations().find(kPreStopAnnotation);
+    if (c.state() == v1::CONTAINER_RUNNING && it != c.annotations().end() &&
+        it->second.find("\"httpGet\"") != std::string::npos && host.empty()) {
+      host = SandboxHost(c.pod_sandbox_id());
+    }
+  }
+  std::vector<std::future<StopResult>> stops;
+  const google::protobuf::Map<std::string, std::string> none;
   for (const auto& c : *containers) {
     if (c.state() != v1::CONTAINER_RUNNING && c.state() != v1::CONTAINER_CREATED) continue;
     std::string id = c.id();
@@ -612,13 +737,18 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds) {
       grace = pod::kDefaultTerminationGracePeriodSeconds;
       if (it != c.annotations().end()) grace = std::strtoll(it->second.c_str(), nullptr, 10);
     }
-    stops.push_back(std::async(std::launch::async,
-                               [this, id, grace] { return runtime_.StopContainer(id, grace); }));
+    // A created container never ran: it has no hook to run.
+    const auto* annotations = c.state() == v1::CONTAINER_RUNNING ? &c.annotations() : &none;
+    std::string name = c.metadata().name();
+    stops.push_back(std::async(std::launch::async, [this, id, name, annotations, grace, &host] {
+      return StopContainerGracefully(id, name, annotations, grace, [&] { return host; });
+    }));
   }
   Status first = Status::Ok();
   for (auto& f : stops) {
-    Status s = f.get();
-    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
+    StopResult r = f.get();
+    if (!r.hook_error.empty() && hook_failures) hook_failures->push_back(r.hook_error);
+    if (!r.status.ok() && r.status.code() != StatusCode::kNotFound && first.ok()) first = r.status;
   }
   v1::PodSandboxFilter sf;
   (*sf.mutable_label_selector())[kPodUidLabel] = uid;

@@ -27,6 +27,7 @@
 #include "lib/status/pod_status.h"
 #include "lib/volume/volume_client.h"
 #include "pleg_generated.h"
+#include "svc-podworkerd/container_env.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -67,7 +68,11 @@ class PodSyncer {
   // containers in parallel; negative: each container's own grace period as stamped on it at
   // creation, for orphans), then its sandboxes. Reads the runtime directly (by the pod UID
   // label), so it works while plegd is down. Idempotent.
-  Status KillPod(const std::string& uid, int64_t grace_seconds);
+  // Each running container's preStop hook runs first, inside its grace period
+  // (lifecycle_hooks.h); a hook that failed is reported in `hook_failures` (the container is
+  // stopped all the same).
+  Status KillPod(const std::string& uid, int64_t grace_seconds,
+                 std::vector<std::string>* hook_failures = nullptr);
   // Removes the pod's sandboxes and containers (after KillPod). Idempotent.
   Status RemovePod(const std::string& uid);
 
@@ -87,6 +92,9 @@ class PodSyncer {
     puller_ = std::make_unique<ImagePuller>(images_, clock_, config);
   }
   const ImagePuller& image_puller() const { return *puller_; }
+  // The ConfigMaps and Secrets of the latest desired set (env valueFrom and envFrom read them
+  // when a container is created). Any thread.
+  void SetConfigObjects(std::shared_ptr<const EnvSources> objects);
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
   void set_root_dir(std::string dir) { root_dir_ = std::move(dir); }
 
@@ -129,6 +137,25 @@ class PodSyncer {
   SyncOutcome FailDeadlineExceeded(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
                                    int64_t grace);
   bool DeadlineExceeded(const std::string& uid) const;
+  struct StopResult {
+    Status status;
+    std::string hook_error;  // the preStop hook failed: why ("" when it ran fine or there is none)
+  };
+  // The kubelet's killContainer: the preStop hook stamped on the container (read from
+  // `annotations`, or from the runtime when null) while it runs, within `grace`, then
+  // StopContainer with the grace left (at least kMinimumGraceAfterPreStop). `host` gives the
+  // pod's IP for an httpGet hook.
+  StopResult StopContainerGracefully(
+      const std::string& id, const std::string& name,
+      const google::protobuf::Map<std::string, std::string>* annotations, int64_t grace,
+      const std::function<std::string()>& host);
+  // StopContainerGracefully for a container of `pod` during a sync, with its FailedPreStopHook
+  // event.
+  void StopForSync(const pod::Pod& pod, const std::string& id, const std::string& name,
+                   int64_t grace, const std::string& sandbox_id, SyncOutcome& out);
+  // The pod's IP as its sandbox reports it (127.0.0.1 for the node's network or when unknown).
+  std::string SandboxHost(const std::string& sandbox_id);
+  std::shared_ptr<const EnvSources> ConfigObjects() const;
 
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;
@@ -146,6 +173,9 @@ class PodSyncer {
   mutable std::mutex deadline_mu_;
   std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
+  mutable std::mutex env_mu_;
+  std::shared_ptr<const EnvSources> env_sources_;
+  pod::NodeAllocatable node_ = pod::ReadNodeAllocatable();
 };
 
 }  // namespace nodelet::podworkerd

@@ -9,6 +9,7 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
@@ -409,6 +410,10 @@ std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& des
       pods.push_back(std::make_shared<const pod::Pod>(std::move(*decoded)));
     }
   }
+  auto objects = std::make_shared<EnvSources>();
+  objects->config_maps = pod::DecodeConfigObjects(desired.config_maps());
+  objects->secrets = pod::DecodeConfigObjects(desired.secrets());
+  syncer_->SetConfigObjects(std::move(objects));
   dispatcher_->ApplyDesired(pods, desired.sources_ready());
   return error;
 }
@@ -425,9 +430,18 @@ void PodworkerdService::RunWork(DispatchedWork dispatched) {
         if (d.seed_readiness) SeedReadiness(work.uid);
         done.outcome = syncer_->SyncPod(*work.pod, d.record ? &*d.record : nullptr);
         break;
-      case WorkKind::kTerminating:
-        done.error = syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1);
+      case WorkKind::kTerminating: {
+        std::vector<std::string> hook_failures;
+        done.error =
+            syncer_->KillPod(work.uid, work.pod ? work.grace_period_seconds : -1, &hook_failures);
+        for (const auto& why : hook_failures) {
+          if (work.pod) {
+            done.outcome.events.push_back(
+                syncer_->MakeEvent(*work.pod, "Warning", "FailedPreStopHook", why));
+          }
+        }
         break;
+      }
       case WorkKind::kTerminated:
         if (!d.desired) done.error = syncer_->RemovePod(work.uid);
         break;

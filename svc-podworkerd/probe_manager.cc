@@ -17,15 +17,6 @@
 namespace nodelet::podworkerd {
 namespace {
 
-// A port given by number or by the container's port name.
-std::optional<int> ResolvePort(const pod::IntOrString& port, const pod::Container& c) {
-  if (!port.is_string) return port.int_value;
-  for (const auto& p : c.ports) {
-    if (p.name == port.str_value) return p.container_port;
-  }
-  return std::nullopt;
-}
-
 ProbeOutcome TcpProbe(const std::string& host, int port, std::chrono::milliseconds timeout) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -62,6 +53,32 @@ ProbeOutcome TcpProbe(const std::string& host, int port, std::chrono::millisecon
 
 }  // namespace
 
+std::optional<int> ResolvePort(const pod::IntOrString& port, const pod::Container& c) {
+  if (!port.is_string) return port.int_value;
+  for (const auto& p : c.ports) {
+    if (p.name == port.str_value) return p.container_port;
+  }
+  return std::nullopt;
+}
+
+ProbeOutcome RunHttpGet(const Clock& clock, const pod::HttpGetAction& h,
+                        const pod::Container& container, const std::string& default_host,
+                        std::chrono::milliseconds timeout) {
+  auto port = ResolvePort(h.port, container);
+  if (!port) return {false, "no port named " + h.port.ToString()};
+  if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp) {
+    return {false, "scheme " + h.scheme + " is not supported"};
+  }
+  HttpProbeRequest req;
+  req.host = h.host.empty() ? default_host : h.host;
+  req.port = *port;
+  req.path = h.path.empty() ? "/" : h.path;
+  for (const auto& hh : h.http_headers) req.headers.emplace_back(hh.name, hh.value);
+  req.timeout = timeout;
+  HttpProbeResult r = DoHttpProbe(clock, req);
+  return {r.success, r.message};
+}
+
 ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const pod::Probe& probe,
                       const pod::Container& container, const std::string& container_id,
                       const std::string& default_host) {
@@ -74,20 +91,8 @@ ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const po
             "command exited " + std::to_string(r->exit_code()) + ": " + r->stdout() + r->stderr()};
   }
   if (probe.http_get) {
-    const auto& h = *probe.http_get;
-    auto port = ResolvePort(h.port, container);
-    if (!port) return {false, "no port named " + h.port.ToString()};
-    if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp) {
-      return {false, "scheme " + h.scheme + " is not supported"};
-    }
-    HttpProbeRequest req;
-    req.host = h.host.empty() ? default_host : h.host;
-    req.port = *port;
-    req.path = h.path.empty() ? "/" : h.path;
-    for (const auto& hh : h.http_headers) req.headers.emplace_back(hh.name, hh.value);
-    req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-    HttpProbeResult r = DoHttpProbe(clock, req);
-    return {r.success, r.message};
+    return RunHttpGet(clock, *probe.http_get, container, default_host,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
   }
   if (probe.tcp_socket) {
     auto port = ResolvePort(probe.tcp_socket->port, container);

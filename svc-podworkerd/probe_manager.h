@@ -48,6 +48,13 @@ struct ProbeOutcome {
 
 const char* ProbeKindName(ProbeKind kind);  // "Liveness", "Readiness", "Startup" (the kubelet's)
 
+// A port given by number or by the name of one of the container's ports.
+std::optional<int> ResolvePort(const pod::IntOrString& port, const pod::Container& container);
+// One httpGet (of a probe or a hook) to `default_host` unless it names a host, within `timeout`
+// (DoHttpProbe: 200-399 is a success).
+ProbeOutcome RunHttpGet(const Clock& clock, const pod::HttpGetAction& http_get,
+                        const pod::Container& container, const std::string& default_host,
+                        std::chrono::milliseconds timeout);
 // Runs one probe attempt against a container (exec / httpGet / tcpSocket). `host` is the pod's
 // IP (127.0.0.1 for host-network pods) unless the probe names a host. `clock` times an httpGet.
 ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const pod::Probe& probe,

@@ -11,40 +11,13 @@
 #include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
+#include "lib/pod/downward_api.h"
 
 namespace nodelet::volumed {
 namespace {
 
 Status Errno(const std::string& what, const std::string& path) {
   return FailedPrecondition(what + " " + path + ": " + std::strerror(errno));
-}
-
-std::string LabelsText(const std::map<std::string, std::string>& m) {
-  std::string out;
-  for (const auto& [k, v] : m) out += k + "=\"" + v + "\"\n";
-  return out;
-}
-
-// A field of the downward API, or an error for what is not supported.
-Result<std::string> FieldValue(const pod::Pod& pod, const std::string& path) {
-  const auto& md = pod.metadata;
-  if (path == "metadata.name") return md.name;
-  if (path == "metadata.namespace") return md.namespace_name;
-  if (path == "metadata.uid") return md.uid;
-  if (path == "metadata.labels") return LabelsText(md.labels);
-  if (path == "metadata.annotations") return LabelsText(md.annotations);
-  for (const auto& [prefix, map] :
-       {std::pair{std::string("metadata.labels['"), &md.labels},
-        std::pair{std::string("metadata.annotations['"), &md.annotations}}) {
-    if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size() + 2 &&
-        path.substr(path.size() - 2) == "']") {
-      auto key = path.substr(prefix.size(), path.size() - prefix.size() - 2);
-      auto it = map->find(key);
-      return it == map->end() ? std::string() : it->second;
-    }
-  }
-  if (path == "spec.nodeName") return pod.spec.node_name;
-  return InvalidArgument("downwardAPI field " + path + " is not supported");
 }
 
 // The keys of a ConfigMap or Secret as files: every key, or only `items` (key -> path, mode).
@@ -280,17 +253,24 @@ Status SecretPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
 }
 
 DownwardApiPlugin::DownwardApiPlugin(std::string root_dir, Mounter& mounter, const Clock& clock)
-    : FilePayloadPlugin("downward-api", std::move(root_dir), mounter, clock) {}
+    : FilePayloadPlugin("downward-api", root_dir, mounter, clock),
+      node_(pod::ReadNodeAllocatable(root_dir)) {}
 
 Status DownwardApiPlugin::MakePayload(const VolumeSpec& spec, Payload* files) const {
   const auto& d = *spec.volume.downward_api;
   for (const auto& item : d.items) {
     if (!IsSafePayloadPath(item.path))
       return InvalidArgument("item path " + item.path + " is not safe");
-    if (!item.field_ref)
-      return InvalidArgument("downwardAPI item " + item.path + ": only fieldRef");
-    auto value = FieldValue(spec.pod, item.field_ref->field_path);
-    if (!value.ok()) return value.status();
+    // Only metadata fields and container resources pass validation for a volume.
+    auto value = item.field_ref ? pod::PodFieldValue(spec.pod, item.field_ref->field_path,
+                                                     pod::PodRuntimeFields{})
+                 : item.resource_field_ref
+                     ? pod::ResourceFieldValue(spec.pod, *item.resource_field_ref, "", node_)
+                     : Result<std::string>(
+                           InvalidArgument("downwardAPI item " + item.path + " has no field"));
+    if (!value.ok()) {
+      return InvalidArgument("downwardAPI item " + item.path + ": " + value.status().message());
+    }
     (*files)[item.path] = {*value,
                            item.mode.value_or(d.default_mode.value_or(pod::kDefaultFileMode))};
   }

@@ -19,6 +19,8 @@
 #include "lib/common/beneath.h"
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
+#include "lib/pod/config_objects.h"
+#include "lib/pod/downward_api.h"
 #include "lib/pod/pod.h"
 #include "svc-volumed/atomic_writer.h"
 #include "svc-volumed/mounter.h"
@@ -26,12 +28,7 @@
 namespace nodelet::volumed {
 
 // A ConfigMap or a Secret as the supervisor sends it (Secret data already decoded).
-struct ConfigObject {
-  std::string namespace_name;
-  std::string name;
-  std::map<std::string, std::string> data;
-  bool operator==(const ConfigObject&) const = default;
-};
+using pod::ConfigObject;
 
 // The ConfigMaps and Secrets of one desired state, by "namespace/name".
 struct ConfigObjects {
@@ -171,6 +168,10 @@ class DownwardApiPlugin : public FilePayloadPlugin {
 
  protected:
   Status MakePayload(const VolumeSpec& spec, Payload* files) const override;
+
+ private:
+  // A container without a limit reads the node's allocatable (the kubelet's rule).
+  pod::NodeAllocatable node_;
 };
 
 // The plugins of one volumed, by the volume's source.

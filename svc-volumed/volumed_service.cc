@@ -3,32 +3,13 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
 
 namespace nodelet::volumed {
 namespace {
 
 constexpr size_t kMaxBytes = ipc::kVolumeChannel.requests.max_message_bytes;
-
-std::map<std::string, ConfigObject> Objects(
-    const flatbuffers::Vector<flatbuffers::Offset<ipc::podwork::ConfigObject>>* list) {
-  std::map<std::string, ConfigObject> out;
-  if (list == nullptr) return out;
-  for (const auto* o : *list) {
-    ConfigObject obj;
-    obj.namespace_name = o->namespace_name() ? o->namespace_name()->str() : "default";
-    obj.name = o->name() ? o->name()->str() : "";
-    if (o->data()) {
-      for (const auto* e : *o->data()) {
-        if (!e->key()) continue;
-        obj.data[e->key()->str()] =
-            e->value() ? std::string(e->value()->begin(), e->value()->end()) : std::string();
-      }
-    }
-    out[obj.namespace_name + "/" + obj.name] = std::move(obj);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -53,8 +34,8 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
     for (const auto* uid : *msg.in_use_uids()) d.in_use.insert(uid->str());
   }
   d.in_use_known = msg.in_use_known();
-  d.config_maps = Objects(msg.config_maps());
-  d.secrets = Objects(msg.secrets());
+  d.config_maps = pod::DecodeConfigObjects(msg.config_maps());
+  d.secrets = pod::DecodeConfigObjects(msg.secrets());
   return d;
 }
 

@@ -123,20 +123,52 @@ void Port(Writer& w, const IntOrString& p) {
   }
 }
 
-void ProbeFields(Writer& w, const Probe& p) {
-  Opt(w, 1, p.exec, [](Writer& s, const ExecAction& e) { s.StrList(1, e.command); });
-  Opt(w, 2, p.http_get, [](Writer& s, const HttpGetAction& h) {
-    s.Str(1, h.host);
-    Writer port;
-    Port(port, h.port);
-    s.Message(2, port);
-    s.Str(3, h.path);
-    s.Str(4, h.scheme);
-    Each(s, 5, h.http_headers, [](Writer& hs, const HttpHeader& hh) {
-      hs.Str(1, hh.name);
-      hs.Str(2, hh.value);
-    });
+void ExecFields(Writer& s, const ExecAction& e) { s.StrList(1, e.command); }
+
+void HttpGetFields(Writer& s, const HttpGetAction& h) {
+  s.Str(1, h.host);
+  Writer port;
+  Port(port, h.port);
+  s.Message(2, port);
+  s.Str(3, h.path);
+  s.Str(4, h.scheme);
+  Each(s, 5, h.http_headers, [](Writer& hs, const HttpHeader& hh) {
+    hs.Str(1, hh.name);
+    hs.Str(2, hh.value);
   });
+}
+
+void FieldRefFields(Writer& r, const ObjectFieldSelector& o) {
+  r.Str(1, o.api_version);
+  r.Str(2, o.field_path);
+}
+
+void ResourceRefFields(Writer& r, const ResourceFieldSelector& o) {
+  r.Str(1, o.container_name);
+  r.Str(2, o.resource);
+  r.OptQty(3, o.divisor);
+}
+
+void KeyRefFields(Writer& r, const KeySelector& k) {
+  r.Str(1, k.name);
+  r.Str(2, k.key);
+  r.OptBool(3, k.optional);
+}
+
+void EnvFromRefFields(Writer& r, const EnvFromRef& e) {
+  r.Str(1, e.name);
+  r.OptBool(2, e.optional);
+}
+
+void HandlerFields(Writer& w, const LifecycleHandler& h) {
+  Opt(w, 1, h.exec, ExecFields);
+  Opt(w, 2, h.http_get, HttpGetFields);
+  Opt(w, 3, h.sleep, [](Writer& s, const SleepAction& a) { s.Int(1, a.seconds); });
+}
+
+void ProbeFields(Writer& w, const Probe& p) {
+  Opt(w, 1, p.exec, ExecFields);
+  Opt(w, 2, p.http_get, HttpGetFields);
   Opt(w, 3, p.tcp_socket, [](Writer& s, const TcpSocketAction& t) {
     s.Str(1, t.host);
     Writer port;
@@ -148,9 +180,14 @@ void ProbeFields(Writer& w, const Probe& p) {
   w.Int(6, p.timeout_seconds);
   w.Int(7, p.success_threshold);
   w.Int(8, p.failure_threshold);
+  Opt(w, 9, p.grpc, [](Writer& s, const GrpcAction& g) {
+    s.Int(1, g.port);
+    s.Str(2, g.service);
+  });
 }
 
-// Tags 1..11: the container spec hash's fields.
+// Tags 1..11 and 16..18: the container spec hash's fields (a field left unset writes nothing, so
+// fields added later do not change the hash of containers that do not use them).
 void ContainerSpecFields(Writer& w, const Container& c) {
   w.Str(1, c.name);
   w.Str(2, c.image);
@@ -160,6 +197,12 @@ void ContainerSpecFields(Writer& w, const Container& c) {
   Each(w, 6, c.env, [](Writer& s, const EnvVar& e) {
     s.Str(1, e.name);
     s.Str(2, e.value);
+    Opt(s, 3, e.value_from, [](Writer& v, const EnvVarSource& src) {
+      Opt(v, 1, src.field_ref, FieldRefFields);
+      Opt(v, 2, src.resource_field_ref, ResourceRefFields);
+      Opt(v, 3, src.config_map_key_ref, KeyRefFields);
+      Opt(v, 4, src.secret_key_ref, KeyRefFields);
+    });
   });
   Each(w, 7, c.ports, [](Writer& s, const ContainerPort& p) {
     s.Str(1, p.name);
@@ -188,9 +231,23 @@ void ContainerSpecFields(Writer& w, const Container& c) {
     s.OptBool(6, sc.allow_privilege_escalation);
   });
   w.Str(11, c.termination_message_path);
+  // 12..15 are ContainerAll's.
+  Each(w, 16, c.env_from, [](Writer& s, const EnvFromSource& e) {
+    s.Str(1, e.prefix);
+    Opt(s, 2, e.config_map_ref, EnvFromRefFields);
+    Opt(s, 3, e.secret_ref, EnvFromRefFields);
+  });
+  Opt(w, 17, c.lifecycle, [](Writer& s, const Lifecycle& l) {
+    Opt(s, 1, l.post_start, HandlerFields);
+    Opt(s, 2, l.pre_stop, HandlerFields);
+  });
+  // The default is left out, so defaulting it did not change existing containers' hashes.
+  if (c.termination_message_policy != kTerminationMessageReadFile) {
+    w.Str(18, c.termination_message_policy);
+  }
 }
 
-// Tags 1..11 as above, then 12..15.
+// Tags 1..11 and 16..18 as above, then 12..15.
 void ContainerAll(Writer& w, const Container& c) {
   ContainerSpecFields(w, c);
   w.Str(12, c.image_pull_policy);
@@ -232,15 +289,8 @@ void VolumeFields(Writer& w, const Volume& v) {
   Opt(w, 6, v.downward_api, [](Writer& s, const DownwardApiVolumeSource& d) {
     Each(s, 1, d.items, [](Writer& f, const DownwardApiVolumeFile& file) {
       f.Str(1, file.path);
-      Opt(f, 2, file.field_ref, [](Writer& r, const ObjectFieldSelector& o) {
-        r.Str(1, o.api_version);
-        r.Str(2, o.field_path);
-      });
-      Opt(f, 3, file.resource_field_ref, [](Writer& r, const ResourceFieldSelector& o) {
-        r.Str(1, o.container_name);
-        r.Str(2, o.resource);
-        r.OptQty(3, o.divisor);
-      });
+      Opt(f, 2, file.field_ref, FieldRefFields);
+      Opt(f, 3, file.resource_field_ref, ResourceRefFields);
       f.OptInt(4, file.mode);
     });
     s.OptInt(2, d.default_mode);
@@ -289,6 +339,8 @@ std::string CanonicalPod(const Pod& pod) {
   spec.OptInt(6, s.active_deadline_seconds);
   spec.Bool(7, s.host_network);
   spec.Str(8, s.node_name);
+  spec.Str(9, s.runtime_class_name);
+  spec.Str(10, s.service_account_name);
 
   Writer w;
   w.Message(1, meta);

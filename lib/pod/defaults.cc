@@ -3,16 +3,23 @@
 namespace nodelet::pod {
 namespace {
 
+void DefaultHttpGet(std::optional<HttpGetAction>& h) {
+  if (!h) return;
+  if (h->path.empty()) h->path = "/";
+  if (h->scheme.empty()) h->scheme = kSchemeHttp;
+}
+
 void DefaultProbe(std::optional<Probe>& probe) {
   if (!probe) return;
   if (probe->period_seconds == 0) probe->period_seconds = 10;
   if (probe->timeout_seconds == 0) probe->timeout_seconds = 1;
   if (probe->success_threshold == 0) probe->success_threshold = 1;
   if (probe->failure_threshold == 0) probe->failure_threshold = 3;
-  if (probe->http_get) {
-    if (probe->http_get->path.empty()) probe->http_get->path = "/";
-    if (probe->http_get->scheme.empty()) probe->http_get->scheme = kSchemeHttp;
-  }
+  DefaultHttpGet(probe->http_get);
+}
+
+void DefaultHandler(std::optional<LifecycleHandler>& h) {
+  if (h) DefaultHttpGet(h->http_get);
 }
 
 void DefaultContainer(Container& c, bool host_network) {
@@ -31,6 +38,18 @@ void DefaultContainer(Container& c, bool host_network) {
   DefaultProbe(c.liveness_probe);
   DefaultProbe(c.readiness_probe);
   DefaultProbe(c.startup_probe);
+  if (c.termination_message_policy.empty()) {
+    c.termination_message_policy = kTerminationMessageReadFile;
+  }
+  if (c.lifecycle) {
+    DefaultHandler(c.lifecycle->post_start);
+    DefaultHandler(c.lifecycle->pre_stop);
+  }
+  for (EnvVar& e : c.env) {
+    if (e.value_from && e.value_from->field_ref && e.value_from->field_ref->api_version.empty()) {
+      e.value_from->field_ref->api_version = "v1";
+    }
+  }
 }
 
 }  // namespace

@@ -332,11 +332,24 @@ constexpr char kNotSupportedByNodelet[] = "not supported by nodelet";
 // ---------------------------------------------------------------------------------------------
 // The Pod decoder. Collects FieldErrors and keeps going, so one pass reports every problem.
 
-using Fields = std::map<std::string, YAML::Node, std::less<>>;
+// An object's fields by key, and the keys the decoder asked for (what is left was ignored).
+struct Fields : std::map<std::string, YAML::Node, std::less<>> {
+  mutable std::set<std::string, std::less<>> read;
+};
 
 class PodDecoder {
  public:
-  explicit PodDecoder(FieldErrors& errors) : errors_(errors) {}
+  explicit PodDecoder(FieldErrors& errors, std::vector<std::string>* ignored = nullptr)
+      : errors_(errors), ignored_(ignored) {}
+
+  // Records the fields of `f` that no decoder asked for (fields nodelet does not know, or v1
+  // fields it accepts and ignores as the kubelet does for a static pod).
+  void Ignored(const Fields& f, const std::string& path) {
+    if (ignored_ == nullptr) return;
+    for (const auto& [key, value] : f) {
+      if (f.read.count(key) == 0) ignored_->push_back(Child(path, key));
+    }
+  }
 
   // A mapping's fields by key; nullopt (with an error unless null) when `n` is not a mapping.
   std::optional<Fields> Object(const YAML::Node& n, const std::string& path) {
@@ -363,6 +376,7 @@ class PodDecoder {
   }
 
   static const YAML::Node* Get(const Fields& f, std::string_view key) {
+    f.read.emplace(key);
     auto it = f.find(key);
     if (it == f.end() || KindOf(it->second) == ScalarKind::kNull) return nullptr;
     return &it->second;
@@ -375,6 +389,20 @@ class PodDecoder {
   void Forbid(const Fields& f, std::string_view key, const std::string& path,
               std::string detail = kNotSupportedByNodelet) {
     if (Get(f, key)) errors_.push_back(FieldError::Forbidden(Child(path, key), std::move(detail)));
+  }
+
+  // Refuses `key` when it is set to anything but its zero value (false, 0, "", {} or []), which
+  // would change what runs.
+  void ForbidSet(const Fields& f, std::string_view key, const std::string& path,
+                 std::string detail = kNotSupportedByNodelet) {
+    const YAML::Node* n = Get(f, key);
+    if (n == nullptr) return;
+    ScalarKind k = KindOf(*n);
+    bool zero = ((k == ScalarKind::kMap || k == ScalarKind::kSequence) && n->size() == 0) ||
+                (k == ScalarKind::kBool && !*BoolValue(*n, path)) ||
+                (k == ScalarKind::kString && n->Scalar().empty()) ||
+                (k == ScalarKind::kInt && ParseYamlInt(n->Scalar()) == 0);
+    if (!zero) errors_.push_back(FieldError::Forbidden(Child(path, key), std::move(detail)));
   }
 
   bool StringValue(const YAML::Node& n, const std::string& path, std::string& out) {
@@ -480,6 +508,7 @@ class PodDecoder {
         Bad(p, n, "must be an object");
       } else if (auto fields = Object(n, p)) {
         (this->*decode)(*fields, p, item);
+        Ignored(*fields, p);
       }
       out.push_back(std::move(item));
     });
@@ -574,6 +603,7 @@ class PodDecoder {
     if (auto fields = Object(*n, p)) {
       T value{};
       (this->*decode)(*fields, p, value);
+      Ignored(*fields, p);
       out = std::move(value);
     }
   }
@@ -591,10 +621,35 @@ class PodDecoder {
     OptInt64(f, "deletionGracePeriodSeconds", p, m.deletion_grace_period_seconds);
   }
 
+  void KeyRef(const Fields& f, const std::string& p, KeySelector& k) {
+    Str(f, "name", p, k.name);
+    Str(f, "key", p, k.key);
+    OptBool(f, "optional", p, k.optional);
+  }
+
+  void EnvSource(const Fields& f, const std::string& p, EnvVarSource& v) {
+    Sub(f, "fieldRef", p, v.field_ref, &PodDecoder::FieldRef);
+    Sub(f, "resourceFieldRef", p, v.resource_field_ref, &PodDecoder::ResourceFieldRef);
+    Sub(f, "configMapKeyRef", p, v.config_map_key_ref, &PodDecoder::KeyRef);
+    Sub(f, "secretKeyRef", p, v.secret_key_ref, &PodDecoder::KeyRef);
+    Forbid(f, "fileKeyRef", p);
+  }
+
   void Env(const Fields& f, const std::string& p, EnvVar& e) {
     Str(f, "name", p, e.name);
     Str(f, "value", p, e.value);
-    Forbid(f, "valueFrom", p, "not supported by nodelet (only value is)");
+    Sub(f, "valueFrom", p, e.value_from, &PodDecoder::EnvSource);
+  }
+
+  void EnvFromRefFields(const Fields& f, const std::string& p, EnvFromRef& r) {
+    Str(f, "name", p, r.name);
+    OptBool(f, "optional", p, r.optional);
+  }
+
+  void EnvFrom(const Fields& f, const std::string& p, EnvFromSource& e) {
+    Str(f, "prefix", p, e.prefix);
+    Sub(f, "configMapRef", p, e.config_map_ref, &PodDecoder::EnvFromRefFields);
+    Sub(f, "secretRef", p, e.secret_ref, &PodDecoder::EnvFromRefFields);
   }
 
   void Port(const Fields& f, const std::string& p, ContainerPort& port) {
@@ -634,16 +689,46 @@ class PodDecoder {
     PortRef(f, "port", p, t.port);
   }
 
+  void Grpc(const Fields& f, const std::string& p, GrpcAction& g) {
+    Int32(f, "port", p, g.port);
+    Str(f, "service", p, g.service);
+  }
+
   void ProbeFields(const Fields& f, const std::string& p, Probe& probe) {
     Sub(f, "exec", p, probe.exec, &PodDecoder::Exec);
     Sub(f, "httpGet", p, probe.http_get, &PodDecoder::HttpGet);
     Sub(f, "tcpSocket", p, probe.tcp_socket, &PodDecoder::TcpSocket);
-    Forbid(f, "grpc", p);
+    Sub(f, "grpc", p, probe.grpc, &PodDecoder::Grpc);
     Int32(f, "initialDelaySeconds", p, probe.initial_delay_seconds);
     Int32(f, "periodSeconds", p, probe.period_seconds);
     Int32(f, "timeoutSeconds", p, probe.timeout_seconds);
     Int32(f, "successThreshold", p, probe.success_threshold);
     Int32(f, "failureThreshold", p, probe.failure_threshold);
+    ForbidSet(f, "terminationGracePeriodSeconds", p);
+  }
+
+  void Sleep(const Fields& f, const std::string& p, SleepAction& s) {
+    if (const YAML::Node* n = Get(f, "seconds")) {
+      if (auto v = IntValue(*n, Child(p, "seconds"), std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), "64 bits")) {
+        s.seconds = static_cast<int64_t>(*v);
+      }
+    }
+  }
+
+  void Handler(const Fields& f, const std::string& p, LifecycleHandler& h) {
+    Sub(f, "exec", p, h.exec, &PodDecoder::Exec);
+    Sub(f, "httpGet", p, h.http_get, &PodDecoder::HttpGet);
+    Sub(f, "sleep", p, h.sleep, &PodDecoder::Sleep);
+    Forbid(f, "tcpSocket", p,
+           "not supported as a lifecycle handler (the kubelet keeps the field only for backward "
+           "compatibility and fails the hook)");
+  }
+
+  void LifecycleFields(const Fields& f, const std::string& p, Lifecycle& l) {
+    Sub(f, "postStart", p, l.post_start, &PodDecoder::Handler);
+    Sub(f, "preStop", p, l.pre_stop, &PodDecoder::Handler);
+    Forbid(f, "stopSignal", p);
   }
 
   void Security(const Fields& f, const std::string& p, SecurityContext& s) {
@@ -653,6 +738,10 @@ class PodDecoder {
     OptBool(f, "privileged", p, s.privileged);
     OptBool(f, "readOnlyRootFilesystem", p, s.read_only_root_filesystem);
     OptBool(f, "allowPrivilegeEscalation", p, s.allow_privilege_escalation);
+    for (const char* key : {"capabilities", "seccompProfile", "seLinuxOptions", "windowsOptions",
+                            "procMount", "appArmorProfile"}) {
+      ForbidSet(f, key, p);
+    }
   }
 
   void ContainerFields(const Fields& f, const std::string& p, Container& c) {
@@ -663,13 +752,15 @@ class PodDecoder {
     StrList(f, "args", p, c.args);
     Str(f, "workingDir", p, c.working_dir);
     ObjectList(f, "env", p, c.env, &PodDecoder::Env);
-    Forbid(f, "envFrom", p);
+    ObjectList(f, "envFrom", p, c.env_from, &PodDecoder::EnvFrom);
     ObjectList(f, "ports", p, c.ports, &PodDecoder::Port);
     if (const YAML::Node* r = Get(f, "resources")) {
       std::string rp = Child(p, "resources");
       if (auto rf = Object(*r, rp)) {
         Resources(*rf, "requests", rp, c.resources.requests);
         Resources(*rf, "limits", rp, c.resources.limits);
+        Forbid(*rf, "claims", rp);
+        Ignored(*rf, rp);
       }
     }
     ObjectList(f, "volumeMounts", p, c.volume_mounts, &PodDecoder::Mount);
@@ -678,6 +769,11 @@ class PodDecoder {
     Sub(f, "startupProbe", p, c.startup_probe, &PodDecoder::ProbeFields);
     Sub(f, "securityContext", p, c.security_context, &PodDecoder::Security);
     Str(f, "terminationMessagePath", p, c.termination_message_path);
+    Str(f, "terminationMessagePolicy", p, c.termination_message_policy);
+    Sub(f, "lifecycle", p, c.lifecycle, &PodDecoder::LifecycleFields);
+    for (const char* key : {"stdin", "stdinOnce", "tty", "volumeDevices", "restartPolicy"}) {
+      ForbidSet(f, key, p);
+    }
   }
 
   void KeyPath(const Fields& f, const std::string& p, KeyToPath& k) {
@@ -781,21 +877,46 @@ class PodDecoder {
     OptInt64(f, "activeDeadlineSeconds", p, s.active_deadline_seconds);
     Bool(f, "hostNetwork", p, s.host_network);
     Str(f, "nodeName", p, s.node_name);
+    Str(f, "runtimeClassName", p, s.runtime_class_name);
+    Str(f, "serviceAccountName", p, s.service_account_name);
+    for (const char* key :
+         {"hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "hostname", "subdomain",
+          "hostAliases", "dnsConfig", "setHostnameAsFQDN", "ephemeralContainers", "hostUsers",
+          "resourceClaims", "resources"}) {
+      ForbidSet(f, key, p);
+    }
+    // Other policies are accepted and ignored (and so reported): nodelet has no cluster DNS.
+    if (auto d = f.find("dnsPolicy");
+        d != f.end() && d->second.IsScalar() && d->second.Scalar() == "None") {
+      errors_.push_back(FieldError::Forbidden(
+          Child(p, "dnsPolicy"), "None is not supported by nodelet (it needs dnsConfig)"));
+    }
   }
 
   void PodFields(const Fields& f, Pod& pod) {
     if (const YAML::Node* m = Get(f, "metadata")) {
-      if (auto mf = Object(*m, "metadata")) Meta(*mf, "metadata", pod.metadata);
+      if (auto mf = Object(*m, "metadata")) {
+        Meta(*mf, "metadata", pod.metadata);
+        Ignored(*mf, "metadata");
+      }
     }
     if (const YAML::Node* s = Get(f, "spec")) {
-      if (auto sf = Object(*s, "spec")) Spec(*sf, "spec", pod.spec);
+      if (auto sf = Object(*s, "spec")) {
+        Spec(*sf, "spec", pod.spec);
+        Ignored(*sf, "spec");
+      }
     } else {
       errors_.push_back(FieldError::Required("spec"));
     }
+    // A pod's status is the node's to write: what a manifest says there is dropped, as the API
+    // server drops it on create, without a warning.
+    (void)Get(f, "status");
+    Ignored(f, "");
   }
 
  private:
   FieldErrors& errors_;
+  std::vector<std::string>* ignored_;
 };
 
 const char* NodeTypeName(const YAML::Node& n) {
@@ -818,6 +939,7 @@ std::string StringField(const YAML::Node& map, const char* key) {
 struct DocumentOutcome {
   int document = 0;
   std::optional<Pod> pod;
+  std::vector<std::string> ignored;  // the pod's fields nodelet ignored
   std::optional<OtherDocument> other;
   std::string detail;  // a non-field problem
   FieldErrors field_errors;
@@ -834,7 +956,7 @@ void DecodeDocument(const YAML::Node& root, const ParseOptions& options, Documen
     out.detail = limit;
     return;
   }
-  PodDecoder decoder(out.field_errors);
+  PodDecoder decoder(out.field_errors, &out.ignored);
   auto fields = decoder.Object(root, "");
   if (!fields || !out.field_errors.empty()) return;
   std::string kind;
@@ -949,7 +1071,7 @@ ManifestParseResult DecodeManifest(std::string_view content, std::string_view so
           ManifestMessage(source, o.document, multi, o.field_errors.front().ToString());
       result.errors.push_back({o.document, std::move(message), std::move(o.field_errors)});
     } else if (o.pod) {
-      result.pods.push_back({o.document, std::move(*o.pod)});
+      result.pods.push_back({o.document, std::move(*o.pod), std::move(o.ignored)});
     } else if (o.other) {
       o.other->document = o.document;
       result.others.push_back(std::move(*o.other));

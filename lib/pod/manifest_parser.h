@@ -48,6 +48,9 @@ struct ParseOptions {
 struct PodDocument {
   int document = 0;  // 1-based position among the file's non-empty documents
   Pod pod;
+  // Fields the decoder did not take, by path ("spec.tolerations", "spec.containers[0].tty"):
+  // unknown fields and the v1 fields nodelet accepts and ignores (docs/pods.md, "Every field").
+  std::vector<std::string> ignored_fields;
 };
 
 // A document of an accepted non-Pod kind, left undecoded for its consumer.

@@ -125,6 +125,29 @@ std::vector<std::string> IsEnvVarName(std::string_view value) {
       "or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"};
 }
 
+std::vector<std::string> IsConfigMapKey(std::string_view value) {
+  std::vector<std::string> errs;
+  if (value.size() > 253) errs.push_back(MaxLenError(253));
+  bool ok = !value.empty();
+  for (char c : value) {
+    if (!IsAlnum(c) && c != '-' && c != '.' && c != '_') ok = false;
+  }
+  if (!ok) {
+    errs.push_back(
+        "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+        "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+        "'[-._a-zA-Z0-9]+')");
+  }
+  if (value == ".") {
+    errs.push_back("must not be '.'");
+  } else if (value == "..") {
+    errs.push_back("must not be '..'");
+  } else if (value.substr(0, 2) == "..") {
+    errs.push_back("must not start with '..'");
+  }
+  return errs;
+}
+
 std::vector<std::string> IsValidPortName(std::string_view value) {
   std::vector<std::string> errs;
   if (value.size() > 15) errs.push_back(MaxLenError(15));

@@ -22,6 +22,9 @@ std::vector<std::string> IsQualifiedName(std::string_view value);
 std::vector<std::string> IsValidLabelValue(std::string_view value);
 // [-._a-zA-Z][-._a-zA-Z0-9]*.
 std::vector<std::string> IsEnvVarName(std::string_view value);
+// A ConfigMap or Secret key: at most 253 characters of [-._a-zA-Z0-9], not "." or "..", not
+// starting with "..".
+std::vector<std::string> IsConfigMapKey(std::string_view value);
 // An IANA service name (port names): at most 15 characters of [a-z0-9-], at least one letter,
 // no leading, trailing or doubled hyphen.
 std::vector<std::string> IsValidPortName(std::string_view value);

@@ -31,6 +31,8 @@ inline constexpr char kSchemeHttp[] = "HTTP";
 inline constexpr char kSchemeHttps[] = "HTTPS";
 inline constexpr char kDefaultNamespace[] = "default";
 inline constexpr char kDefaultTerminationMessagePath[] = "/dev/termination-log";
+inline constexpr char kTerminationMessageReadFile[] = "File";
+inline constexpr char kTerminationMessageFallbackToLogsOnError[] = "FallbackToLogsOnError";
 inline constexpr int64_t kDefaultTerminationGracePeriodSeconds = 30;
 inline constexpr int32_t kDefaultFileMode = 0644;
 
@@ -59,10 +61,50 @@ struct ObjectMeta {
   bool operator==(const ObjectMeta&) const = default;
 };
 
+// env[].valueFrom.configMapKeyRef / secretKeyRef: one key of a local ConfigMap or Secret.
+struct KeySelector {
+  std::string name;  // the ConfigMap's or Secret's name
+  std::string key;
+  std::optional<bool> optional;  // true: a missing object or key leaves the variable out
+  bool operator==(const KeySelector&) const = default;
+};
+struct ObjectFieldSelector {
+  std::string api_version;  // default "v1"
+  std::string field_path;   // metadata.name, metadata.labels['k'], ...
+  bool operator==(const ObjectFieldSelector&) const = default;
+};
+struct ResourceFieldSelector {
+  std::string container_name;
+  std::string resource;  // limits.cpu, requests.memory, ...
+  std::optional<Quantity> divisor;
+  bool operator==(const ResourceFieldSelector&) const = default;
+};
+// env[].valueFrom: exactly one source after validation.
+struct EnvVarSource {
+  std::optional<ObjectFieldSelector> field_ref;
+  std::optional<ResourceFieldSelector> resource_field_ref;
+  std::optional<KeySelector> config_map_key_ref;
+  std::optional<KeySelector> secret_key_ref;
+  bool operator==(const EnvVarSource&) const = default;
+};
 struct EnvVar {
   std::string name;
-  std::string value;
+  std::string value;  // may hold $(VAR) references
+  std::optional<EnvVarSource> value_from;
   bool operator==(const EnvVar&) const = default;
+};
+// envFrom[].configMapRef / secretRef.
+struct EnvFromRef {
+  std::string name;
+  std::optional<bool> optional;
+  bool operator==(const EnvFromRef&) const = default;
+};
+// envFrom[]: every key of a ConfigMap or a Secret, each prefixed.
+struct EnvFromSource {
+  std::string prefix;
+  std::optional<EnvFromRef> config_map_ref;
+  std::optional<EnvFromRef> secret_ref;
+  bool operator==(const EnvFromSource&) const = default;
 };
 
 struct ContainerPort {
@@ -116,17 +158,46 @@ struct TcpSocketAction {
   bool operator==(const TcpSocketAction&) const = default;
 };
 
-// A probe: exactly one handler (exec, httpGet, tcpSocket) after validation.
+// probe.grpc: the standard gRPC health check (grpc.health.v1.Health/Check).
+struct GrpcAction {
+  int32_t port = 0;
+  std::string service;  // "": the server's overall health (unset and "" mean the same)
+  bool operator==(const GrpcAction&) const = default;
+};
+
+// A probe: exactly one handler (exec, httpGet, tcpSocket, grpc) after validation.
 struct Probe {
   std::optional<ExecAction> exec;
   std::optional<HttpGetAction> http_get;
   std::optional<TcpSocketAction> tcp_socket;
+  std::optional<GrpcAction> grpc;
   int32_t initial_delay_seconds = 0;
   int32_t period_seconds = 0;     // default 10
   int32_t timeout_seconds = 0;    // default 1
   int32_t success_threshold = 0;  // default 1
   int32_t failure_threshold = 0;  // default 3
   bool operator==(const Probe&) const = default;
+};
+
+// lifecycle.*.sleep.
+struct SleepAction {
+  int64_t seconds = 0;
+  bool operator==(const SleepAction&) const = default;
+};
+
+// lifecycle.postStart / preStop: exactly one of exec, httpGet, sleep after validation (the API's
+// tcpSocket is refused: the kubelet does not run it).
+struct LifecycleHandler {
+  std::optional<ExecAction> exec;
+  std::optional<HttpGetAction> http_get;
+  std::optional<SleepAction> sleep;
+  bool operator==(const LifecycleHandler&) const = default;
+};
+
+struct Lifecycle {
+  std::optional<LifecycleHandler> post_start;
+  std::optional<LifecycleHandler> pre_stop;
+  bool operator==(const Lifecycle&) const = default;
 };
 
 struct SecurityContext {
@@ -155,6 +226,9 @@ struct Container {
   std::optional<Probe> startup_probe;
   std::optional<SecurityContext> security_context;
   std::string termination_message_path;  // default /dev/termination-log
+  std::vector<EnvFromSource> env_from;
+  std::optional<Lifecycle> lifecycle;
+  std::string termination_message_policy;  // File (default) or FallbackToLogsOnError
   bool operator==(const Container&) const = default;
 };
 
@@ -194,19 +268,6 @@ struct SecretVolumeSource {
   bool operator==(const SecretVolumeSource&) const = default;
 };
 
-struct ObjectFieldSelector {
-  std::string api_version;  // default "v1"
-  std::string field_path;   // metadata.name, metadata.labels['k'], ...
-  bool operator==(const ObjectFieldSelector&) const = default;
-};
-
-struct ResourceFieldSelector {
-  std::string container_name;
-  std::string resource;  // limits.cpu, requests.memory, ...
-  std::optional<Quantity> divisor;
-  bool operator==(const ResourceFieldSelector&) const = default;
-};
-
 struct DownwardApiVolumeFile {
   std::string path;
   std::optional<ObjectFieldSelector> field_ref;
@@ -241,6 +302,8 @@ struct PodSpec {
   std::optional<int64_t> active_deadline_seconds;
   bool host_network = false;
   std::string node_name;
+  std::string runtime_class_name;    // the CRI runtime handler; empty: the runtime's default
+  std::string service_account_name;  // only read through the downward API (no token mount)
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -59,34 +59,91 @@ flatbuffers::Optional<T> Opt(const std::optional<T>& v) {
   return v ? flatbuffers::Optional<T>(*v) : flatbuffers::nullopt;
 }
 
+Offset<fb::ExecAction> EncodeExec(FlatBufferBuilder& b, const std::optional<ExecAction>& e) {
+  return e ? fb::CreateExecAction(b, StrList(b, e->command)) : 0;
+}
+
+Offset<fb::HttpGetAction> EncodeHttpGet(FlatBufferBuilder& b,
+                                        const std::optional<HttpGetAction>& http) {
+  if (!http) return 0;
+  const HttpGetAction& h = *http;
+  auto headers =
+      List<fb::HttpHeader>(b, h.http_headers, [](FlatBufferBuilder& bb, const HttpHeader& hh) {
+        return fb::CreateHttpHeader(bb, Str(bb, hh.name), Str(bb, hh.value));
+      });
+  return fb::CreateHttpGetAction(b, Str(b, h.host), EncodePort(b, h.port), Str(b, h.path),
+                                 Str(b, h.scheme), headers);
+}
+
 Offset<fb::Probe> EncodeProbe(FlatBufferBuilder& b, const std::optional<Probe>& probe) {
   if (!probe) return 0;
   const Probe& p = *probe;
-  Offset<fb::ExecAction> exec = 0;
-  if (p.exec) exec = fb::CreateExecAction(b, StrList(b, p.exec->command));
-  Offset<fb::HttpGetAction> http = 0;
-  if (p.http_get) {
-    const HttpGetAction& h = *p.http_get;
-    auto headers =
-        List<fb::HttpHeader>(b, h.http_headers, [](FlatBufferBuilder& bb, const HttpHeader& hh) {
-          return fb::CreateHttpHeader(bb, Str(bb, hh.name), Str(bb, hh.value));
-        });
-    http = fb::CreateHttpGetAction(b, Str(b, h.host), EncodePort(b, h.port), Str(b, h.path),
-                                   Str(b, h.scheme), headers);
-  }
+  auto exec = EncodeExec(b, p.exec);
+  auto http = EncodeHttpGet(b, p.http_get);
   Offset<fb::TcpSocketAction> tcp = 0;
   if (p.tcp_socket) {
     tcp =
         fb::CreateTcpSocketAction(b, Str(b, p.tcp_socket->host), EncodePort(b, p.tcp_socket->port));
   }
+  Offset<fb::GrpcAction> grpc = 0;
+  if (p.grpc) grpc = fb::CreateGrpcAction(b, p.grpc->port, Str(b, p.grpc->service));
   return fb::CreateProbe(b, exec, http, tcp, p.initial_delay_seconds, p.period_seconds,
-                         p.timeout_seconds, p.success_threshold, p.failure_threshold);
+                         p.timeout_seconds, p.success_threshold, p.failure_threshold, grpc);
+}
+
+Offset<fb::LifecycleHandler> EncodeHandler(FlatBufferBuilder& b,
+                                           const std::optional<LifecycleHandler>& handler) {
+  if (!handler) return 0;
+  auto exec = EncodeExec(b, handler->exec);
+  auto http = EncodeHttpGet(b, handler->http_get);
+  Offset<fb::SleepAction> sleep = 0;
+  if (handler->sleep) sleep = fb::CreateSleepAction(b, handler->sleep->seconds);
+  return fb::CreateLifecycleHandler(b, exec, http, sleep);
+}
+
+Offset<fb::ObjectFieldSelector> EncodeFieldRef(FlatBufferBuilder& b,
+                                               const std::optional<ObjectFieldSelector>& r) {
+  return r ? fb::CreateObjectFieldSelector(b, Str(b, r->api_version), Str(b, r->field_path)) : 0;
+}
+
+Offset<fb::ResourceFieldSelector> EncodeResourceRef(FlatBufferBuilder& b,
+                                                    const std::optional<ResourceFieldSelector>& r) {
+  if (!r) return 0;
+  return fb::CreateResourceFieldSelector(b, Str(b, r->container_name), Str(b, r->resource),
+                                         r->divisor ? b.CreateString(r->divisor->text()) : 0);
+}
+
+Offset<fb::KeySelector> EncodeKeyRef(FlatBufferBuilder& b, const std::optional<KeySelector>& k) {
+  return k ? fb::CreateKeySelector(b, Str(b, k->name), Str(b, k->key), Opt(k->optional)) : 0;
+}
+
+Offset<fb::EnvFromRef> EncodeEnvFromRef(FlatBufferBuilder& b, const std::optional<EnvFromRef>& r) {
+  return r ? fb::CreateEnvFromRef(b, Str(b, r->name), Opt(r->optional)) : 0;
 }
 
 Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) {
   auto env = List<fb::EnvVar>(b, c.env, [](FlatBufferBuilder& bb, const EnvVar& e) {
-    return fb::CreateEnvVar(bb, Str(bb, e.name), Str(bb, e.value));
+    Offset<fb::EnvVarSource> from = 0;
+    if (e.value_from) {
+      const EnvVarSource& v = *e.value_from;
+      from = fb::CreateEnvVarSource(
+          bb, EncodeFieldRef(bb, v.field_ref), EncodeResourceRef(bb, v.resource_field_ref),
+          EncodeKeyRef(bb, v.config_map_key_ref), EncodeKeyRef(bb, v.secret_key_ref));
+    }
+    return fb::CreateEnvVar(bb, Str(bb, e.name), Str(bb, e.value), from);
   });
+  auto env_from =
+      List<fb::EnvFromSource>(b, c.env_from, [](FlatBufferBuilder& bb, const EnvFromSource& e) {
+        return fb::CreateEnvFromSource(bb, Str(bb, e.prefix),
+                                       EncodeEnvFromRef(bb, e.config_map_ref),
+                                       EncodeEnvFromRef(bb, e.secret_ref));
+      });
+  Offset<fb::Lifecycle> lifecycle = 0;
+  if (c.lifecycle) {
+    auto post = EncodeHandler(b, c.lifecycle->post_start);
+    auto pre = EncodeHandler(b, c.lifecycle->pre_stop);
+    lifecycle = fb::CreateLifecycle(b, post, pre);
+  }
   auto ports =
       List<fb::ContainerPort>(b, c.ports, [](FlatBufferBuilder& bb, const ContainerPort& p) {
         return fb::CreateContainerPort(bb, Str(bb, p.name), p.container_port, Str(bb, p.protocol),
@@ -116,7 +173,8 @@ Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) 
   return fb::CreateContainer(b, Str(b, c.name), Str(b, c.image), Str(b, c.image_pull_policy),
                              StrList(b, c.command), StrList(b, c.args), Str(b, c.working_dir), env,
                              ports, resources, mounts, liveness, readiness, startup, sc,
-                             Str(b, c.termination_message_path));
+                             Str(b, c.termination_message_path), env_from, lifecycle,
+                             Str(b, c.termination_message_policy));
 }
 
 Offset<flatbuffers::Vector<Offset<fb::KeyToPath>>> Items(FlatBufferBuilder& b,
@@ -154,18 +212,8 @@ Offset<fb::Volume> EncodeVolume(FlatBufferBuilder& b, const Volume& v) {
   if (v.downward_api) {
     auto files = List<fb::DownwardApiVolumeFile>(
         b, v.downward_api->items, [](FlatBufferBuilder& bb, const DownwardApiVolumeFile& f) {
-          Offset<fb::ObjectFieldSelector> field_ref = 0;
-          if (f.field_ref) {
-            field_ref = fb::CreateObjectFieldSelector(bb, Str(bb, f.field_ref->api_version),
-                                                      Str(bb, f.field_ref->field_path));
-          }
-          Offset<fb::ResourceFieldSelector> resource_ref = 0;
-          if (f.resource_field_ref) {
-            const ResourceFieldSelector& r = *f.resource_field_ref;
-            resource_ref =
-                fb::CreateResourceFieldSelector(bb, Str(bb, r.container_name), Str(bb, r.resource),
-                                                r.divisor ? bb.CreateString(r.divisor->text()) : 0);
-          }
+          auto field_ref = EncodeFieldRef(bb, f.field_ref);
+          auto resource_ref = EncodeResourceRef(bb, f.resource_field_ref);
           return fb::CreateDownwardApiVolumeFile(bb, Str(bb, f.path), field_ref, resource_ref,
                                                  Opt(f.mode));
         });
@@ -226,24 +274,64 @@ class Decoder {
                           : IntOrString::Int(p->int_value());
   }
 
+  static std::optional<ExecAction> ExecFrom(const fb::ExecAction* e) {
+    if (!e) return std::nullopt;
+    return ExecAction{SList(e->command())};
+  }
+
+  static std::optional<HttpGetAction> HttpGetFrom(const fb::HttpGetAction* h) {
+    if (!h) return std::nullopt;
+    HttpGetAction a;
+    a.host = S(h->host());
+    a.port = Port(h->port());
+    a.path = S(h->path());
+    a.scheme = S(h->scheme());
+    if (h->http_headers()) {
+      for (const auto* hh : *h->http_headers())
+        a.http_headers.push_back({S(hh->name()), S(hh->value())});
+    }
+    return a;
+  }
+
+  static std::optional<LifecycleHandler> HandlerFrom(const fb::LifecycleHandler* h) {
+    if (!h) return std::nullopt;
+    LifecycleHandler out;
+    out.exec = ExecFrom(h->exec());
+    out.http_get = HttpGetFrom(h->http_get());
+    if (h->sleep()) out.sleep = SleepAction{h->sleep()->seconds()};
+    return out;
+  }
+
+  static std::optional<ObjectFieldSelector> FieldRefFrom(const fb::ObjectFieldSelector* r) {
+    if (!r) return std::nullopt;
+    return ObjectFieldSelector{S(r->api_version()), S(r->field_path())};
+  }
+
+  std::optional<ResourceFieldSelector> ResourceRefFrom(const fb::ResourceFieldSelector* r,
+                                                       const std::string& what) {
+    if (!r) return std::nullopt;
+    return ResourceFieldSelector{S(r->container_name()), S(r->resource()),
+                                 OptQty(r->divisor(), what + " divisor")};
+  }
+
+  static std::optional<KeySelector> KeyRefFrom(const fb::KeySelector* k) {
+    if (!k) return std::nullopt;
+    return KeySelector{S(k->name()), S(k->key()), O(k->optional())};
+  }
+
+  static std::optional<EnvFromRef> EnvFromRefFrom(const fb::EnvFromRef* r) {
+    if (!r) return std::nullopt;
+    return EnvFromRef{S(r->name()), O(r->optional())};
+  }
+
   static std::optional<Probe> ProbeFrom(const fb::Probe* p) {
     if (!p) return std::nullopt;
     Probe out;
-    if (p->exec()) out.exec = ExecAction{SList(p->exec()->command())};
-    if (const auto* h = p->http_get()) {
-      HttpGetAction a;
-      a.host = S(h->host());
-      a.port = Port(h->port());
-      a.path = S(h->path());
-      a.scheme = S(h->scheme());
-      if (h->http_headers()) {
-        for (const auto* hh : *h->http_headers())
-          a.http_headers.push_back({S(hh->name()), S(hh->value())});
-      }
-      out.http_get = std::move(a);
-    }
+    out.exec = ExecFrom(p->exec());
+    out.http_get = HttpGetFrom(p->http_get());
     if (const auto* t = p->tcp_socket())
       out.tcp_socket = TcpSocketAction{S(t->host()), Port(t->port())};
+    if (const auto* g = p->grpc()) out.grpc = GrpcAction{g->port(), S(g->service())};
     out.initial_delay_seconds = p->initial_delay_seconds();
     out.period_seconds = p->period_seconds();
     out.timeout_seconds = p->timeout_seconds();
@@ -260,18 +348,36 @@ class Decoder {
     out.command = SList(c->command());
     out.args = SList(c->args());
     out.working_dir = S(c->working_dir());
+    std::string what = "container " + out.name;
     if (c->env()) {
-      for (const auto* e : *c->env()) out.env.push_back({S(e->name()), S(e->value())});
+      for (const auto* e : *c->env()) {
+        EnvVar var{S(e->name()), S(e->value()), std::nullopt};
+        if (const auto* v = e->value_from()) {
+          var.value_from = EnvVarSource{
+              FieldRefFrom(v->field_ref()), ResourceRefFrom(v->resource_field_ref(), what + " env"),
+              KeyRefFrom(v->config_map_key_ref()), KeyRefFrom(v->secret_key_ref())};
+        }
+        out.env.push_back(std::move(var));
+      }
     }
+    if (c->env_from()) {
+      for (const auto* e : *c->env_from()) {
+        out.env_from.push_back(EnvFromSource{S(e->prefix()), EnvFromRefFrom(e->config_map_ref()),
+                                             EnvFromRefFrom(e->secret_ref())});
+      }
+    }
+    if (const auto* l = c->lifecycle()) {
+      out.lifecycle = Lifecycle{HandlerFrom(l->post_start()), HandlerFrom(l->pre_stop())};
+    }
+    out.termination_message_policy = S(c->termination_message_policy());
     if (c->ports()) {
       for (const auto* p : *c->ports()) {
         out.ports.push_back({S(p->name()), p->container_port(), S(p->protocol()), p->host_port()});
       }
     }
     if (const auto* r = c->resources()) {
-      std::string what = "container " + out.name + " resources";
-      out.resources.requests = Resources(r->requests(), what + ".requests");
-      out.resources.limits = Resources(r->limits(), what + ".limits");
+      out.resources.requests = Resources(r->requests(), what + " resources.requests");
+      out.resources.limits = Resources(r->limits(), what + " resources.limits");
     }
     if (c->volume_mounts()) {
       for (const auto* m : *c->volume_mounts()) {
@@ -328,13 +434,8 @@ class Decoder {
         for (const auto* f : *d->items()) {
           DownwardApiVolumeFile file;
           file.path = S(f->path());
-          if (const auto* r = f->field_ref()) {
-            file.field_ref = ObjectFieldSelector{S(r->api_version()), S(r->field_path())};
-          }
-          if (const auto* r = f->resource_field_ref()) {
-            file.resource_field_ref = ResourceFieldSelector{
-                S(r->container_name()), S(r->resource()), OptQty(r->divisor(), what + " divisor")};
-          }
+          file.field_ref = FieldRefFrom(f->field_ref());
+          file.resource_field_ref = ResourceRefFrom(f->resource_field_ref(), what);
           file.mode = O(f->mode());
           src.items.push_back(std::move(file));
         }
@@ -358,10 +459,10 @@ Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
   auto init = List<fb::Container>(b, s.init_containers, EncodeContainer);
   auto containers = List<fb::Container>(b, s.containers, EncodeContainer);
   auto volumes = List<fb::Volume>(b, s.volumes, EncodeVolume);
-  auto spec =
-      fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
-                        Opt(s.termination_grace_period_seconds), Opt(s.active_deadline_seconds),
-                        s.host_network, Str(b, s.node_name));
+  auto spec = fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
+                                Opt(s.termination_grace_period_seconds),
+                                Opt(s.active_deadline_seconds), s.host_network, Str(b, s.node_name),
+                                Str(b, s.runtime_class_name), Str(b, s.service_account_name));
   return fb::CreatePod(b, meta, spec);
 }
 
@@ -400,6 +501,8 @@ Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
   pod.spec.active_deadline_seconds = O(s->active_deadline_seconds());
   pod.spec.host_network = s->host_network();
   pod.spec.node_name = S(s->node_name());
+  pod.spec.runtime_class_name = S(s->runtime_class_name());
+  pod.spec.service_account_name = S(s->service_account_name());
   if (!d.status.ok()) return InvalidArgument("pod " + pod.FullName() + ": " + d.status.message());
   return pod;
 }

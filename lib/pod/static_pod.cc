@@ -86,7 +86,7 @@ ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrig
            std::move(errors)});
       continue;
     }
-    out.pods.push_back({doc.document, std::move(*pod)});
+    out.pods.push_back({doc.document, std::move(*pod), std::move(doc.ignored_fields)});
   }
   std::stable_sort(
       out.errors.begin(), out.errors.end(),

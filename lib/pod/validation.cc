@@ -1,5 +1,6 @@
 #include "lib/pod/validation.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <string_view>
@@ -83,6 +84,7 @@ class PodValidator {
   }
 
   void Spec(const PodSpec& s) {
+    grace_period_ = s.termination_grace_period_seconds;
     std::set<std::string> volume_names;
     for (size_t i = 0; i < s.volumes.size(); ++i) {
       VolumeFields(s.volumes[i], Index("spec.volumes", i), volume_names);
@@ -117,6 +119,14 @@ class PodValidator {
     }
     if (!s.node_name.empty())
       Invalid("spec.nodeName", s.node_name, IsDns1123Subdomain(s.node_name));
+    if (!s.runtime_class_name.empty()) {
+      Invalid("spec.runtimeClassName", s.runtime_class_name,
+              IsDns1123Subdomain(s.runtime_class_name));
+    }
+    if (!s.service_account_name.empty()) {
+      Invalid("spec.serviceAccountName", s.service_account_name,
+              IsDns1123Subdomain(s.service_account_name));
+    }
   }
 
   // Host ports must be unique per protocol across the pod's containers.
@@ -159,12 +169,25 @@ class PodValidator {
                                                  c.image_pull_policy,
                                                  {"Always", "IfNotPresent", "Never"}));
     }
-    for (size_t i = 0; i < c.env.size(); ++i) {
-      std::string p = Child(Index(Child(path, "env"), i), "name");
-      if (c.env[i].name.empty()) {
-        errors_.push_back(FieldError::Required(p));
+    for (size_t i = 0; i < c.env.size(); ++i) Env(c.env[i], Index(Child(path, "env"), i));
+    for (size_t i = 0; i < c.env_from.size(); ++i) {
+      EnvFrom(c.env_from[i], Index(Child(path, "envFrom"), i));
+    }
+    if (c.termination_message_policy.empty()) {
+      errors_.push_back(FieldError::Required(Child(path, "terminationMessagePolicy")));
+    } else if (c.termination_message_policy != kTerminationMessageReadFile &&
+               c.termination_message_policy != kTerminationMessageFallbackToLogsOnError) {
+      errors_.push_back(FieldError::NotSupported(Child(path, "terminationMessagePolicy"),
+                                                 c.termination_message_policy,
+                                                 {"File", "FallbackToLogsOnError"}));
+    }
+    if (c.lifecycle) {
+      std::string p = Child(path, "lifecycle");
+      if (init) {
+        errors_.push_back(FieldError::Forbidden(p, "may not be set for init containers"));
       } else {
-        Invalid(p, c.env[i].name, IsEnvVarName(c.env[i].name));
+        if (c.lifecycle->post_start) Handler(*c.lifecycle->post_start, Child(p, "postStart"));
+        if (c.lifecycle->pre_stop) Handler(*c.lifecycle->pre_stop, Child(p, "preStop"));
       }
     }
     Ports(c, path, host_network);
@@ -315,34 +338,132 @@ class PodValidator {
     }
   }
 
-  void ProbeFields(const Probe& probe, const std::string& path, bool success_must_be_one) {
-    int handlers = 0;
-    if (probe.exec) {
-      ++handlers;
-      if (probe.exec->command.empty()) {
+  // Counts a handler of a probe or hook; a second one is an error.
+  void OneHandler(int& handlers, const std::string& p) {
+    if (handlers++ > 0) {
+      errors_.push_back(FieldError::Forbidden(p, "may not specify more than 1 handler type"));
+    }
+  }
+
+  void ExecAndHttpGet(const std::optional<ExecAction>& exec,
+                      const std::optional<HttpGetAction>& http_get, const std::string& path,
+                      int& handlers) {
+    if (exec) {
+      OneHandler(handlers, Child(path, "exec"));
+      if (exec->command.empty()) {
         errors_.push_back(FieldError::Required(Child(Child(path, "exec"), "command")));
       }
     }
-    if (probe.http_get) {
+    if (http_get) {
       std::string p = Child(path, "httpGet");
-      if (handlers++ > 0) {
-        errors_.push_back(FieldError::Forbidden(p, "may not specify more than 1 handler type"));
-      }
-      PortRef(probe.http_get->port, Child(p, "port"));
-      const std::string& scheme = probe.http_get->scheme;
+      OneHandler(handlers, p);
+      PortRef(http_get->port, Child(p, "port"));
+      const std::string& scheme = http_get->scheme;
       if (scheme != kSchemeHttp && scheme != kSchemeHttps) {
         errors_.push_back(FieldError::NotSupported(Child(p, "scheme"), scheme, {"HTTP", "HTTPS"}));
       }
-      for (size_t i = 0; i < probe.http_get->http_headers.size(); ++i) {
-        const std::string& name = probe.http_get->http_headers[i].name;
+      for (size_t i = 0; i < http_get->http_headers.size(); ++i) {
+        const std::string& name = http_get->http_headers[i].name;
         Invalid(Child(Index(Child(p, "httpHeaders"), i), "name"), name, IsHttpHeaderName(name));
+      }
+    }
+  }
+
+  void Handler(const LifecycleHandler& h, const std::string& path) {
+    int handlers = 0;
+    ExecAndHttpGet(h.exec, h.http_get, path, handlers);
+    if (h.sleep) {
+      std::string p = Child(path, "sleep");
+      OneHandler(handlers, p);
+      const int64_t grace = grace_period_.value_or(kDefaultTerminationGracePeriodSeconds);
+      if (h.sleep->seconds < 1 || h.sleep->seconds > grace) {
+        errors_.push_back(FieldError::Invalid(
+            Child(p, "seconds"), h.sleep->seconds,
+            "must be greater than 0 and less than terminationGracePeriodSeconds (" +
+                std::to_string(grace) + ")"));
+      }
+    }
+    if (handlers == 0) {
+      errors_.push_back(FieldError::Required(path, "must specify a handler type"));
+    }
+  }
+
+  void Env(const EnvVar& e, const std::string& path) {
+    std::string name_path = Child(path, "name");
+    if (e.name.empty()) {
+      errors_.push_back(FieldError::Required(name_path));
+    } else {
+      Invalid(name_path, e.name, IsEnvVarName(e.name));
+    }
+    if (!e.value_from) return;
+    std::string p = Child(path, "valueFrom");
+    if (!e.value.empty()) {
+      errors_.push_back(
+          FieldError::Invalid(p, "", "may not be specified when `value` is not empty"));
+    }
+    const EnvVarSource& v = *e.value_from;
+    int sources = (v.field_ref ? 1 : 0) + (v.resource_field_ref ? 1 : 0) +
+                  (v.config_map_key_ref ? 1 : 0) + (v.secret_key_ref ? 1 : 0);
+    if (sources == 0) {
+      errors_.push_back(FieldError::Invalid(p, "",
+                                            "must specify one of: `fieldRef`, "
+                                            "`resourceFieldRef`, `configMapKeyRef` or "
+                                            "`secretKeyRef`"));
+    } else if (sources > 1) {
+      errors_.push_back(FieldError::Invalid(p, "",
+                                            "may not have more than one field specified "
+                                            "at a time"));
+    }
+    if (v.field_ref) FieldPathRef(*v.field_ref, Child(p, "fieldRef"), /*env=*/true);
+    if (v.resource_field_ref) {
+      ResourceRef(*v.resource_field_ref, Child(p, "resourceFieldRef"), /*env=*/true);
+    }
+    const std::pair<const std::optional<KeySelector>*, const char*> refs[] = {
+        {&v.config_map_key_ref, "configMapKeyRef"}, {&v.secret_key_ref, "secretKeyRef"}};
+    for (const auto& [ref, field] : refs) {
+      if (!*ref) continue;
+      std::string rp = Child(p, field);
+      if ((*ref)->name.empty()) errors_.push_back(FieldError::Required(Child(rp, "name")));
+      if ((*ref)->key.empty()) {
+        errors_.push_back(FieldError::Required(Child(rp, "key")));
+      } else {
+        Invalid(Child(rp, "key"), (*ref)->key, IsConfigMapKey((*ref)->key));
+      }
+    }
+  }
+
+  void EnvFrom(const EnvFromSource& e, const std::string& path) {
+    if (!e.prefix.empty()) Invalid(Child(path, "prefix"), e.prefix, IsEnvVarName(e.prefix));
+    if (e.config_map_ref && e.secret_ref) {
+      errors_.push_back(FieldError::Invalid(path, "",
+                                            "may not have more than one field specified "
+                                            "at a time"));
+    } else if (!e.config_map_ref && !e.secret_ref) {
+      errors_.push_back(
+          FieldError::Invalid(path, "", "must specify one of: `configMapRef` or `secretRef`"));
+    }
+    const std::pair<const std::optional<EnvFromRef>*, const char*> refs[] = {
+        {&e.config_map_ref, "configMapRef"}, {&e.secret_ref, "secretRef"}};
+    for (const auto& [ref, field] : refs) {
+      if (*ref && (*ref)->name.empty()) {
+        errors_.push_back(FieldError::Required(Child(Child(path, field), "name")));
+      }
+    }
+  }
+
+  void ProbeFields(const Probe& probe, const std::string& path, bool success_must_be_one) {
+    int handlers = 0;
+    ExecAndHttpGet(probe.exec, probe.http_get, path, handlers);
+    if (probe.grpc) {
+      std::string p = Child(path, "grpc");
+      OneHandler(handlers, p);
+      if (probe.grpc->port < 1 || probe.grpc->port > 65535) {
+        errors_.push_back(FieldError::Invalid(Child(p, "port"), probe.grpc->port, kPortRange));
       }
     }
     if (probe.tcp_socket) {
       std::string p = Child(path, "tcpSocket");
-      if (handlers++ > 0) {
-        errors_.push_back(FieldError::Forbidden(p, "may not specify more than 1 handler type"));
-      }
+      OneHandler(handlers, p);
       PortRef(probe.tcp_socket->port, Child(p, "port"));
     }
     if (handlers == 0) {
@@ -391,7 +512,9 @@ class PodValidator {
     }
   }
 
-  void FieldPathRef(const ObjectFieldSelector& ref, const std::string& path) {
+  // `env`: an env var's fieldRef, which may also name spec.* and status.* fields but not the
+  // whole label or annotation maps.
+  void FieldPathRef(const ObjectFieldSelector& ref, const std::string& path, bool env = false) {
     if (ref.api_version.empty()) {
       errors_.push_back(FieldError::Required(Child(path, "apiVersion")));
     } else if (ref.api_version != "v1") {
@@ -404,10 +527,20 @@ class PodValidator {
       errors_.push_back(FieldError::Required(p));
       return;
     }
-    static const std::set<std::string_view> kPlain = {"metadata.annotations", "metadata.labels",
-                                                      "metadata.name", "metadata.namespace",
-                                                      "metadata.uid"};
-    if (kPlain.count(f)) return;
+    static const std::vector<std::string_view> kPlain = {"metadata.annotations", "metadata.labels",
+                                                         "metadata.name", "metadata.namespace",
+                                                         "metadata.uid"};
+    static const std::vector<std::string_view> kEnv = {"metadata.name",
+                                                       "metadata.namespace",
+                                                       "metadata.uid",
+                                                       "spec.nodeName",
+                                                       "spec.serviceAccountName",
+                                                       "status.hostIP",
+                                                       "status.hostIPs",
+                                                       "status.podIP",
+                                                       "status.podIPs"};
+    const auto& allowed = env ? kEnv : kPlain;
+    if (std::find(allowed.begin(), allowed.end(), f) != allowed.end()) return;
     for (std::string_view prefix : {"metadata.labels['", "metadata.annotations['"}) {
       if (f.size() > prefix.size() + 2 && f.compare(0, prefix.size(), prefix) == 0 &&
           f.compare(f.size() - 2, 2, "']") == 0) {
@@ -416,14 +549,12 @@ class PodValidator {
         return;
       }
     }
-    errors_.push_back(
-        FieldError::NotSupported(p, f,
-                                 {"metadata.annotations", "metadata.labels", "metadata.name",
-                                  "metadata.namespace", "metadata.uid"}));
+    errors_.push_back(FieldError::NotSupported(p, f, allowed));
   }
 
-  void ResourceRef(const ResourceFieldSelector& ref, const std::string& path) {
-    if (ref.container_name.empty()) {
+  // `env`: an env var's resourceFieldRef, whose containerName defaults to its own container.
+  void ResourceRef(const ResourceFieldSelector& ref, const std::string& path, bool env = false) {
+    if (ref.container_name.empty() && !env) {
       errors_.push_back(FieldError::Required(Child(path, "containerName")));
     }
     static const std::vector<std::string_view> kResources = {
@@ -553,6 +684,7 @@ class PodValidator {
   }
 
   FieldErrors& errors_;
+  std::optional<int64_t> grace_period_;
 };
 
 }  // namespace

@@ -8,6 +8,12 @@
 //   events stay); an admission-rejected pod keeps its Failed status while its manifest exists.
 // - Removals wait for every pod source: a URL answering 503 across a restart of nodelet leaves
 //   its pod's container and volumes alone.
+// - Lifecycle hooks: postStart runs after the start (a failing one kills the container, which is
+//   restarted), preStop runs before SIGTERM, also when podworkerd is SIGKILLed in the middle of
+//   the hook (the new podworkerd reads the hook stamped on the container and runs it again).
+// - The environment: fieldRef, resourceFieldRef, configMapKeyRef/secretKeyRef from the
+//   manifest's own ConfigMap and Secret, envFrom with a prefix, $(VAR) expansion; a missing
+//   ConfigMap is CreateContainerConfigError. runtimeClassName is the CRI runtime handler.
 //
 // The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
 // seconds, writing what they find into a hostPath directory the test reads.
@@ -470,6 +476,203 @@ TEST_F(LifecycleE2eTest, ActiveDeadlineFailsThePod) {
   EXPECT_TRUE(Has(reasons, "DeadlineExceeded")) << Join(reasons);
   EXPECT_TRUE(failed()) << "a pod past its deadline stays Failed: "
                         << CtlPod("deadline-node1").dump(2);
+}
+
+// Hooks around a container: postStart runs once it started; on deletion preStop runs before the
+// SIGTERM. podworkerd is SIGKILLed while the hook runs: the new podworkerd finds the pod
+// undesired, reads the hook from the container's annotation and runs it (again) before it sends
+// SIGTERM, all inside the grace period.
+TEST_F(LifecycleE2eTest, HooksRunAroundTheContainerAlsoAcrossAPodworkerdRestart) {
+  Write("hooked.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hooked\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 20\n"
+        "  volumes:\n  - name: results\n    hostPath:\n      path: " +
+            results_dir() +
+            "\n"
+            "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+            "    imagePullPolicy: Never\n"
+            "    command: [\"sh\", \"-c\", \"trap 'echo term >> /results/out; exit 0' TERM; "
+            "echo running >> /results/out; while true; do sleep 0.2; done\"]\n"
+            "    lifecycle:\n"
+            "      postStart:\n        exec:\n          command: [\"sh\", \"-c\", \"echo "
+            "poststart >> /results/out\"]\n"
+            "      preStop:\n        exec:\n          command: [\"sh\", \"-c\", \"echo prestop "
+            ">> /results/out; sleep 3\"]\n"
+            "    volumeMounts:\n    - {name: results, mountPath: /results}\n");
+  StartNodelet(Flags({"--restart-intensity", "100"}));
+  ASSERT_TRUE(WaitFor([&] { return ResultsHave("poststart") && ResultsHave("running"); }, 40s))
+      << ReadTextFile(results_file());
+  std::filesystem::remove(manifests() + "/hooked.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ResultsHave("prestop"); }, 20s))
+      << "the preStop hook never ran: " << ReadTextFile(results_file());
+  EXPECT_FALSE(ResultsHave("term")) << "SIGTERM must wait for the preStop hook";
+  const pid_t podworkerd = ServicePid("podworkerd");
+  ASSERT_GT(podworkerd, 0);
+  ASSERT_EQ(kill(podworkerd, SIGKILL), 0);
+  ASSERT_TRUE(WaitProcessGone(podworkerd, 10s));
+  ASSERT_TRUE(WaitFor([&] { return ResultsHave("term"); }, 40s))
+      << "the container never got its SIGTERM: " << ReadTextFile(results_file());
+  EXPECT_TRUE(WaitFor([&] { return RunningContainer("hooked-node1").empty(); }, 20s));
+  const auto lines = Results();
+  // The last preStop run comes before the SIGTERM, and the container was not stopped before.
+  auto last_prestop = std::find(lines.rbegin(), lines.rend(), "prestop");
+  auto term = std::find(lines.begin(), lines.end(), "term");
+  ASSERT_NE(last_prestop, lines.rend());
+  EXPECT_LT(std::distance(lines.begin(), last_prestop.base()) - 1,
+            std::distance(lines.begin(), term))
+      << ReadTextFile(results_file());
+  EXPECT_EQ(CountLines(lines, "term"), 1u) << ReadTextFile(results_file());
+  EXPECT_GE(CountLines(lines, "prestop"), 2u)
+      << "the new podworkerd must run the preStop hook of the container it stops: "
+      << ReadTextFile(results_file());
+}
+
+// A postStart hook that fails: the container is killed (FailedPostStartHook) and restarted as
+// its restartPolicy says.
+TEST_F(LifecycleE2eTest, AFailingPostStartHookKillsAndRestartsTheContainer) {
+  Write("poststart.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: poststart\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 2\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n"
+        "    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 0.2; done\"]\n"
+        "    lifecycle:\n      postStart:\n        exec:\n"
+        "          command: [\"sh\", \"-c\", \"echo no; exit 3\"]\n");
+  StartNodelet(Flags());
+  auto restarts = [&] {
+    auto p = CtlPod("poststart-node1");
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return -1;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.value("name", "") == "app") return c.value("restartCount", -1);
+    }
+    return -1;
+  };
+  EXPECT_TRUE(WaitFor([&] { return restarts() >= 1; }, 40s))
+      << "the container must be restarted: " << CtlPod("poststart-node1").dump(2);
+  ipc::Context ctx;
+  status::StatusClient statusd(ctx, dir_.Sub("run"));
+  ASSERT_TRUE(statusd.Connect().ok());
+  auto events = statusd.ListEvents(Uid("poststart-node1"));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::vector<std::string> messages;
+  for (const auto& e : *events) messages.push_back(e.reason + ": " + e.message);
+  bool failed_hook = false;
+  for (const auto& m : messages) {
+    failed_hook = failed_hook || m.rfind("FailedPostStartHook: command 'sh' exited with 3", 0) == 0;
+  }
+  EXPECT_TRUE(failed_hook) << Join(messages);
+}
+
+// The environment as the kubelet builds it, read from inside the container.
+TEST_F(LifecycleE2eTest, EnvironmentFromFieldsResourcesConfigMapsSecretsAndReferences) {
+  Write("env.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+        "data:\n  level: debug\n  color: blue\n  bad-key: x\n"
+        "---\n"
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n"
+        "stringData:\n  t: s3cret\n"
+        "---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: env\n  labels: {app: web}\n"
+        "spec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n"
+        "  serviceAccountName: builder\n"
+        "  volumes:\n  - name: results\n    hostPath:\n      path: " +
+            results_dir() +
+            "\n"
+            "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+            "    imagePullPolicy: Never\n"
+            "    resources:\n      limits: {memory: 64Mi}\n"
+            "    envFrom:\n    - prefix: CFG_\n      configMapRef: {name: settings}\n"
+            "    - secretRef: {name: missing, optional: true}\n"
+            "    env:\n"
+            "    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n"
+            "    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}\n"
+            "    - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}\n"
+            "    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n"
+            "    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n"
+            "    - {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}\n"
+            "    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}\n"
+            "    - {name: MEM_MI, valueFrom: {resourceFieldRef: {resource: limits.memory, "
+            "divisor: 1Mi}}}\n"
+            "    - {name: LEVEL, valueFrom: {configMapKeyRef: {name: settings, key: level}}}\n"
+            "    - {name: NONE, valueFrom: {configMapKeyRef: {name: settings, key: nope, "
+            "optional: true}}}\n"
+            "    - {name: TOKEN, valueFrom: {secretKeyRef: {name: token, key: t}}}\n"
+            "    - {name: GREETING, value: \"$(POD) in $(NS) at $(LEVEL), $$(POD) $(UNKNOWN)\"}\n"
+            // The environment PID 1 got (a shell would not pass on names such as CFG_bad-key).
+            "    command: [\"sh\", \"-c\", \"tr '\\\\0' '\\\\n' < /proc/1/environ > "
+            "/results/env.tmp; mv /results/env.tmp "
+            "/results/env; echo '$(GREETING)' > /results/args; sleep 3600\"]\n"
+            "    volumeMounts:\n    - {name: results, mountPath: /results}\n"
+            "---\n"
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: noconfig\nspec:\n  hostNetwork: true\n"
+            "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+            "    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n"
+            "    env:\n    - {name: X, valueFrom: {configMapKeyRef: {name: absent, key: k}}}\n");
+  StartNodelet(Flags());
+  ASSERT_TRUE(WaitFor([&] { return !ReadTextFile(results_dir() + "/env").empty(); }, 40s))
+      << CtlPod("env-node1").dump(2);
+  std::map<std::string, std::string> env;
+  for (const auto& line : Lines(ReadTextFile(results_dir() + "/env"))) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  const std::string uid = Uid("env-node1");
+  EXPECT_EQ(env["POD"], "env-node1");
+  EXPECT_EQ(env["NS"], "default");
+  EXPECT_EQ(env["UID"], uid);
+  EXPECT_EQ(env["APP"], "web");
+  EXPECT_EQ(env["NODE"], "node1");
+  EXPECT_EQ(env["SA"], "builder");
+  EXPECT_EQ(env["HOST_IP"], "127.0.0.1");
+  EXPECT_EQ(env["MEM_MI"], "64");
+  EXPECT_EQ(env["LEVEL"], "debug");
+  EXPECT_EQ(env["TOKEN"], "s3cret");
+  EXPECT_EQ(env["CFG_level"], "debug");
+  EXPECT_EQ(env["CFG_color"], "blue");
+  EXPECT_EQ(env.count("CFG_bad-key"), 1u) << "'-' is valid in a variable name";
+  EXPECT_EQ(env.count("NONE"), 0u) << "an optional missing key leaves the variable out";
+  EXPECT_EQ(env["GREETING"], "env-node1 in default at debug, $(POD) $(UNKNOWN)");
+  EXPECT_EQ(ReadTextFile(results_dir() + "/args"),
+            "env-node1 in default at debug, $(POD) $(UNKNOWN)\n");
+  auto waiting = [&] {
+    auto p = CtlPod("noconfig-node1");
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return std::string();
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.contains("state") && c["state"].contains("waiting")) {
+        return c["state"]["waiting"].value("reason", "") + ": " +
+               c["state"]["waiting"].value("message", "");
+      }
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(WaitFor(
+      [&] { return waiting() == "CreateContainerConfigError: configmap \"absent\" not found"; },
+      20s))
+      << waiting();
+}
+
+// runtimeClassName names the CRI runtime handler: "runc" (the private containerd's) runs the
+// pod; a handler the runtime does not have fails the sandbox, and the status says why.
+TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
+  for (const char* name : {"known", "unknown"}) {
+    Write(std::string(name) + ".yaml",
+          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + std::string(name) +
+              "\nspec:\n  hostNetwork: true\n  runtimeClassName: " +
+              (std::string(name) == "known" ? "runc" : "no-such-handler") +
+              "\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+              "    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n");
+  }
+  StartNodelet(Flags());
+  EXPECT_TRUE(WaitFor([&] { return !RunningContainer("known-node1").empty(); }, 40s))
+      << CtlPod("known-node1").dump(2);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto p = CtlPod("unknown-node1");
+        return !p.is_null() && p["status"].value("reason", "") == "CreatePodSandboxError" &&
+               p["status"].value("message", "").find("no-such-handler") != std::string::npos;
+      },
+      30s))
+      << CtlPod("unknown-node1").dump(2);
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of

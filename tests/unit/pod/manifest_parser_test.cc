@@ -285,12 +285,19 @@ TEST(ManifestParserTest, TypeErrorsNameTheField) {
       {"    securityContext: {privileged: yes}\n",
        "spec.containers[0].securityContext.privileged: Invalid value: \"yes\": must be a boolean "
        "(true or false)"},
-      {"    env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n",
-       "spec.containers[0].env[0].valueFrom: Forbidden: not supported by nodelet (only value is)"},
-      {"    envFrom: [{configMapRef: {name: x}}]\n",
-       "spec.containers[0].envFrom: Forbidden: not supported by nodelet"},
-      {"    livenessProbe: {grpc: {port: 9}}\n",
-       "spec.containers[0].livenessProbe.grpc: Forbidden: not supported by nodelet"},
+      {"    env: [{name: A, valueFrom: {fileKeyRef: {path: x}}}]\n",
+       "spec.containers[0].env[0].valueFrom.fileKeyRef: Forbidden: not supported by nodelet"},
+      {"    envFrom: [{prefix: 7, configMapRef: {name: x}}]\n",
+       "spec.containers[0].envFrom[0].prefix: Invalid value: 7: must be a string"},
+      {"    livenessProbe: {grpc: {port: \"9\"}}\n",
+       "spec.containers[0].livenessProbe.grpc.port: Invalid value: \"9\": must be an integer"},
+      {"    lifecycle: {preStop: {tcpSocket: {port: 80}}}\n",
+       "spec.containers[0].lifecycle.preStop.tcpSocket: Forbidden: not supported as a lifecycle "
+       "handler (the kubelet keeps the field only for backward compatibility and fails the "
+       "hook)"},
+      {"    lifecycle: {postStart: {sleep: {seconds: x}}}\n",
+       "spec.containers[0].lifecycle.postStart.sleep.seconds: Invalid value: \"x\": must be an "
+       "integer"},
       {"    volumeMounts: [{name: a, mountPath: /a, subPathExpr: $(X)}]\n",
        "spec.containers[0].volumeMounts[0].subPathExpr: Forbidden: not supported by nodelet"},
       {"    env: [7]\n", "spec.containers[0].env[0]: Invalid value: 7: must be an object"},

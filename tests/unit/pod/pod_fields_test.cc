@@ -49,6 +49,8 @@ spec:
   restartPolicy: OnFailure
   terminationGracePeriodSeconds: 45
   activeDeadlineSeconds: 600
+  runtimeClassName: runc-fast
+  serviceAccountName: builder
   initContainers:
   - name: init
     image: nodelet.local/busybox:1.0
@@ -64,6 +66,23 @@ spec:
     workingDir: /work
     env:
     - {name: MODE, value: test}
+    - name: POD
+      valueFrom: {fieldRef: {apiVersion: v1, fieldPath: metadata.name}}
+    - name: MEM
+      valueFrom: {resourceFieldRef: {containerName: app, resource: limits.memory, divisor: 1Mi}}
+    - name: LEVEL
+      valueFrom: {configMapKeyRef: {name: settings, key: level, optional: true}}
+    - name: TOKEN
+      valueFrom: {secretKeyRef: {name: token, key: t, optional: false}}
+    envFrom:
+    - prefix: CFG_
+      configMapRef: {name: settings, optional: true}
+    - secretRef: {name: token, optional: false}
+    lifecycle:
+      postStart:
+        exec: {command: [touch, /tmp/started]}
+      preStop:
+        httpGet: {port: 8080, path: /stop}
     ports:
     - {name: http, containerPort: 8080, protocol: UDP, hostPort: 8080}
     resources:
@@ -100,6 +119,14 @@ spec:
       readOnlyRootFilesystem: true
       allowPrivilegeEscalation: false
     terminationMessagePath: /dev/last-words
+    terminationMessagePolicy: FallbackToLogsOnError
+  - name: side
+    image: nodelet.local/busybox:1.0
+    livenessProbe:
+      grpc: {port: 9090, service: health}
+    lifecycle:
+      preStop:
+        sleep: {seconds: 5}
   volumes:
   - name: scratch
     emptyDir: {medium: Memory, sizeLimit: 16Mi}

@@ -397,6 +397,85 @@ TEST(ValidationTest, EveryRuleWithItsMessage) {
          p.spec.volumes[4].downward_api->items[1].resource_field_ref->container_name.clear();
        },
        "spec.volumes[4].downwardAPI.items[1].resourceFieldRef.containerName: Required value"},
+      {"env value and valueFrom",
+       [&](Pod& p) {
+         app(p).env = {{"A", "x", EnvVarSource{ObjectFieldSelector{"v1", "metadata.name"}}}};
+       },
+       "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when "
+       "`value` is not empty"},
+      {"env valueFrom with two sources",
+       [&](Pod& p) {
+         EnvVarSource two;
+         two.field_ref = ObjectFieldSelector{"v1", "metadata.name"};
+         two.config_map_key_ref = KeySelector{"c", "k", std::nullopt};
+         app(p).env = {{"A", "", two}};
+       },
+       "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one "
+       "field specified at a time"},
+      {"env fieldRef",
+       [&](Pod& p) {
+         app(p).env = {{"A", "", EnvVarSource{ObjectFieldSelector{"v1", "metadata.labels"}}}};
+       },
+       "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: "
+       "\"metadata.labels\": supported values: \"metadata.name\", \"metadata.namespace\", "
+       "\"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", "
+       "\"status.hostIPs\", \"status.podIP\", \"status.podIPs\""},
+      {"env secretKeyRef key",
+       [&](Pod& p) {
+         EnvVarSource v;
+         v.secret_key_ref = KeySelector{"s", "../k", std::nullopt};
+         app(p).env = {{"A", "", v}};
+       },
+       "spec.containers[0].env[0].valueFrom.secretKeyRef.key: Invalid value: \"../k\": a valid "
+       "config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+       "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"},
+      {"envFrom without a source", [&](Pod& p) { app(p).env_from = {EnvFromSource{"P_"}}; },
+       "spec.containers[0].envFrom[0]: Invalid value: \"\": must specify one of: `configMapRef` "
+       "or `secretRef`"},
+      {"envFrom prefix",
+       [&](Pod& p) {
+         app(p).env_from = {EnvFromSource{"1P", EnvFromRef{"c", std::nullopt}}};
+       },
+       "spec.containers[0].envFrom[0].prefix: Invalid value: \"1P\": a valid environment "
+       "variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must "
+       "not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex "
+       "used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"},
+      {"hook without a handler",
+       [&](Pod& p) {
+         app(p).lifecycle = Lifecycle{LifecycleHandler{}, std::nullopt};
+       },
+       "spec.containers[0].lifecycle.postStart: Required value: must specify a handler type"},
+      {"hook sleep longer than the grace period",
+       [&](Pod& p) {
+         p.spec.termination_grace_period_seconds = 5;
+         LifecycleHandler h;
+         h.sleep = SleepAction{6};
+         app(p).lifecycle = Lifecycle{std::nullopt, h};
+       },
+       "spec.containers[0].lifecycle.preStop.sleep.seconds: Invalid value: 6: must be greater "
+       "than 0 and less than terminationGracePeriodSeconds (5)"},
+      {"hook on an init container",
+       [&](Pod& p) {
+         LifecycleHandler h;
+         h.exec = ExecAction{{"true"}};
+         p.spec.init_containers.at(0).lifecycle = Lifecycle{h, std::nullopt};
+       },
+       "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers"},
+      {"grpc probe port",
+       [&](Pod& p) {
+         Probe probe;
+         probe.grpc = GrpcAction{0, ""};
+         probe.period_seconds = probe.timeout_seconds = 1;
+         probe.success_threshold = probe.failure_threshold = 1;
+         app(p).liveness_probe = probe;
+       },
+       "spec.containers[0].livenessProbe.grpc.port: Invalid value: 0: must be between 1 and "
+       "65535, inclusive"},
+      {"terminationMessagePolicy", [&](Pod& p) { app(p).termination_message_policy = "Logs"; },
+       "spec.containers[0].terminationMessagePolicy: Unsupported value: \"Logs\": supported "
+       "values: \"File\", \"FallbackToLogsOnError\""},
+      {"runtimeClassName", [](Pod& p) { p.spec.runtime_class_name = "Fast_Runc"; },
+       "spec.runtimeClassName: Invalid value: \"Fast_Runc\": " + kSubdomainMsg},
   };
   for (const Rule& rule : kRules) {
     Pod pod = ValidPod();

@@ -564,3 +564,90 @@ TEST(CountingRuntimeTest, RepairsAStuckTaskAndRemovesAgain) {
 
 }  // namespace
 }  // namespace nodelet::podworkerd
+
+namespace nodelet::podworkerd {
+namespace {
+
+// preStop: stamped on the container at creation, read back by KillPod (which has no spec) and
+// run before the container is stopped; a failed hook is reported and the container stopped all
+// the same.
+TEST_F(PodSyncTest, KillPodRunsThePreStopHookStampedOnTheContainerFirst) {
+  pod::LifecycleHandler pre_stop;
+  pre_stop.exec = pod::ExecAction{{"sh", "-c", "echo bye"}};
+  pod_.spec.containers[0].lifecycle = pod::Lifecycle{std::nullopt, pre_stop};
+  pod_.spec.containers[0].command = {"sleep", "3600"};
+  std::vector<std::string> order;
+  runtime_.SetExecHandler([&](const std::string&, const std::vector<std::string>& cmd) {
+    order.push_back("exec " + cmd.back() + " after " +
+                    std::to_string(runtime_.CallCount(CriCall::kStopContainer)) + " stops");
+    v1::ExecSyncResponse r;
+    r.set_exit_code(cmd.back() == "echo bye" ? 0 : 1);
+    return r;
+  });
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  ASSERT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1) << out.error;
+  std::vector<std::string> failures;
+  ASSERT_TRUE(syncer_.KillPod(pod_.metadata.uid, 10, &failures).ok());
+  EXPECT_THAT(order, ::testing::ElementsAre("exec echo bye after 0 stops"));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopContainer), 1);
+  EXPECT_TRUE(failures.empty());
+
+  // A hook that fails: reported, and the container is stopped anyway.
+  pre_stop.exec = pod::ExecAction{{"sh", "-c", "exit 1"}};
+  pod_.spec.containers[0].lifecycle = pod::Lifecycle{std::nullopt, pre_stop};
+  PodSyncer other{runtime_, runtime_, clock_, CrashLoopPolicy{}, "/nonexistent-log-dir"};
+  pod_.metadata.uid = "uid-other";
+  record_.sandboxes.clear();
+  out = other.SyncPod(pod_, nullptr);
+  ASSERT_EQ(runtime_.CallCount(CriCall::kStartContainer), 2) << out.error;
+  ASSERT_TRUE(other.KillPod("uid-other", 10, &failures).ok());
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_THAT(failures[0], ::testing::HasSubstr("PreStopHook failed: command 'sh' exited with 1"));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopContainer), 2);
+}
+
+// postStart: a hook that fails kills the container it just started, with FailedPostStartHook.
+TEST_F(PodSyncTest, AFailedPostStartHookKillsTheContainer) {
+  pod::LifecycleHandler post_start;
+  post_start.exec = pod::ExecAction{{"false"}};
+  pod_.spec.containers[0].lifecycle = pod::Lifecycle{post_start, std::nullopt};
+  pod_.spec.containers[0].command = {"sleep", "3600"};
+  runtime_.SetExecHandler([&](const std::string&, const std::vector<std::string>&) {
+    v1::ExecSyncResponse r;
+    r.set_exit_code(1);
+    return r;
+  });
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStopContainer), 1);
+  std::vector<std::string> reasons;
+  for (const auto& e : out.events) reasons.push_back(e.reason);
+  EXPECT_THAT(reasons, ::testing::Contains("FailedPostStartHook"));
+  EXPECT_THAT(out.error, ::testing::HasSubstr("postStart hook failed"));
+}
+
+// env valueFrom and envFrom are resolved at creation from the desired set's ConfigMaps; a missing
+// one leaves the container waiting in CreateContainerConfigError.
+TEST_F(PodSyncTest, EnvironmentIsResolvedFromTheConfigObjects) {
+  pod::EnvVar level{"LEVEL", "", pod::EnvVarSource{}};
+  level.value_from->config_map_key_ref = pod::KeySelector{"settings", "level", std::nullopt};
+  pod_.spec.containers[0].env = {level, {"MSG", "at $(LEVEL)", std::nullopt}};
+  pod_.spec.containers[0].command = {"sleep", "3600"};
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 0);
+  ASSERT_TRUE(out.status.container_statuses.at(0).state.waiting.has_value());
+  EXPECT_EQ(out.status.container_statuses.at(0).state.waiting->reason,
+            "CreateContainerConfigError");
+  EXPECT_EQ(out.status.container_statuses.at(0).state.waiting->message,
+            "configmap \"settings\" not found");
+
+  auto objects = std::make_shared<EnvSources>();
+  objects->config_maps["default/settings"] =
+      pod::ConfigObject{"default", "settings", {{"level", "debug"}}};
+  syncer_.SetConfigObjects(objects);
+  out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 1) << out.error;
+}
+
+}  // namespace
+}  // namespace nodelet::podworkerd
