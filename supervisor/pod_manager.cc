@@ -239,6 +239,30 @@ void PodManager::SourceFailed(const std::string& source, const SourceFailure& fa
   FlushEvents();
 }
 
+void PodManager::WarnIgnoredFields(const std::string& origin, const pod::Pod& p,
+                                   const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  std::string list;
+  for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
+  std::string message = origin + ": nodelet ignores " + list +
+                        " (unknown to the v1 Pod, or ignored for a static pod as the kubelet "
+                        "ignores it; docs/pods.md lists every field)";
+  // Once per pod and message: a manifest read again does not repeat it.
+  if (!warned_ignored_.insert(p.metadata.uid + "\n" + message).second) return;
+  if (warned_ignored_.size() > 4096) warned_ignored_.clear();
+  GetLogger("supervisor")->warn("{}", message);
+  status::PodEvent e;
+  e.pod_uid = p.metadata.uid;
+  e.namespace_ = p.metadata.namespace_name;
+  e.pod_name = p.metadata.name;
+  e.type = "Warning";
+  e.reason = "IgnoredFields";
+  e.message = std::move(message);
+  e.source = "nodelet";
+  e.first_unix_s = e.last_unix_s = clock_.WallSeconds();
+  if (events_.size() < 100) events_.push_back(std::move(e));
+}
+
 void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   auto log = GetLogger("supervisor");
   if (snapshot.failure) {
@@ -281,6 +305,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
       if (logged_errors_.insert(e.message).second) log->error("Rejected manifest {}", e.message);
     }
     for (auto& doc : loaded.pods) {
+      WarnIgnoredFields(m.origin, doc.pod, doc.ignored_fields);
       SourcePod<pod::Pod> sp;
       sp.uid = doc.pod.metadata.uid;
       auto h = doc.pod.metadata.annotations.find(pod::kConfigHashAnnotation);

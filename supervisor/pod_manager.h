@@ -111,6 +111,10 @@ class PodManager {
   void TakeSnapshot(const SourceSnapshot& snapshot);
   // The source could not be read: keep its pods; log and send a node event once per new reason.
   void SourceFailed(const std::string& source, const SourceFailure& failure);
+  // A Warning event (IgnoredFields) naming the fields of the pod's manifest nodelet ignores;
+  // once per pod and list.
+  void WarnIgnoredFields(const std::string& origin, const pod::Pod& pod,
+                         const std::vector<std::string>& fields);
   // The status client, connected on first use; false when statusd cannot be reached now.
   bool ConnectStatusClient();
   void FlushEvents();
@@ -152,6 +156,7 @@ class PodManager {
   std::map<std::string, std::string> rejected_;                      // uid -> reason
   std::map<std::string, pod::UnixTime> file_seen_;                   // manifest -> first seen
   std::set<std::string> logged_errors_;
+  std::set<std::string> warned_ignored_;  // uid + "\n" + message of IgnoredFields events sent
   // Rejections not yet recorded in statusd.
   std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> unreported_;
   std::vector<status::PodEvent> events_;  // node events not yet recorded in statusd

@@ -58,8 +58,7 @@ Result<std::optional<std::string>> KeyValue(const pod::ConfigObjectMap& objects,
 
 }  // namespace
 
-Result<ContainerEnvironment> MakeContainerEnvironment(const pod::Pod& pod,
-                                                      const pod::Container& c,
+Result<ContainerEnvironment> MakeContainerEnvironment(const pod::Pod& pod, const pod::Container& c,
                                                       const EnvSources& sources) {
   ContainerEnvironment out;
   EnvBuilder env;
@@ -86,8 +85,8 @@ Result<ContainerEnvironment> MakeContainerEnvironment(const pod::Pod& pod,
       std::string keys;
       for (const auto& k : invalid) keys += (keys.empty() ? "" : ", ") + k;
       out.warnings.push_back("Keys [" + keys + "] from the EnvFrom " +
-                             (is_secret ? "secret " : "configMap ") +
-                             pod.metadata.namespace_name + "/" + ref.name +
+                             (is_secret ? "secret " : "configMap ") + pod.metadata.namespace_name +
+                             "/" + ref.name +
                              " were skipped since they are considered invalid environment "
                              "variable names.");
     }
@@ -110,8 +109,8 @@ Result<ContainerEnvironment> MakeContainerEnvironment(const pod::Pod& pod,
     } else if (from.config_map_key_ref || from.secret_key_ref) {
       const bool is_secret = from.secret_key_ref.has_value();
       auto v = is_secret ? KeyValue(sources.secrets, pod, *from.secret_key_ref, "Secret", "secret")
-                         : KeyValue(sources.config_maps, pod, *from.config_map_key_ref,
-                                    "ConfigMap", "configmap");
+                         : KeyValue(sources.config_maps, pod, *from.config_map_key_ref, "ConfigMap",
+                                    "configmap");
       if (!v.ok()) return v.status();
       if (*v) env.Set(var.name, **v);
     }

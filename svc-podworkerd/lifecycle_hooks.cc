@@ -1,8 +1,7 @@
 #include "svc-podworkerd/lifecycle_hooks.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "svc-podworkerd/probe_manager.h"
@@ -33,8 +32,8 @@ HookOutcome RunHook(const Clock& clock, cri::RuntimeService& runtime,
   }
   if (hook.sleep) {
     // The hook itself is a pause; it is cut at the deadline like every other hook.
-    auto pause = std::min<std::chrono::milliseconds>(std::chrono::seconds(hook.sleep->seconds),
-                                                     timeout);
+    auto pause =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(hook.sleep->seconds), timeout);
     std::this_thread::sleep_for(pause);
     return {true, ""};
   }
@@ -71,8 +70,9 @@ std::string EncodePreStop(const pod::Container& c) {
 
 std::optional<pod::LifecycleHandler> DecodePreStop(std::string_view text, std::string* error) {
   if (text.size() > kMaxPreStopAnnotationBytes) {
-    if (error) *error = "the preStop annotation is larger than " +
-                        std::to_string(kMaxPreStopAnnotationBytes) + " bytes";
+    if (error)
+      *error = "the preStop annotation is larger than " +
+               std::to_string(kMaxPreStopAnnotationBytes) + " bytes";
     return std::nullopt;
   }
   try {

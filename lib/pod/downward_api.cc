@@ -73,7 +73,8 @@ NodeAllocatable ReadNodeAllocatable(const std::string& root_dir) {
   }
   struct statvfs fs {};
   if (statvfs(root_dir.c_str(), &fs) == 0) {
-    r.ephemeral_storage_bytes = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
+    r.ephemeral_storage_bytes =
+        static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
   }
   return r;
 }
@@ -86,9 +87,9 @@ Result<std::string> PodFieldValue(const Pod& pod, std::string_view path,
   if (path == "metadata.uid") return md.uid;
   if (path == "metadata.labels") return MapText(md.labels);
   if (path == "metadata.annotations") return MapText(md.annotations);
-  for (const auto& [prefix, map] : {std::pair{std::string_view("metadata.labels['"), &md.labels},
-                                    std::pair{std::string_view("metadata.annotations['"),
-                                              &md.annotations}}) {
+  for (const auto& [prefix, map] :
+       {std::pair{std::string_view("metadata.labels['"), &md.labels},
+        std::pair{std::string_view("metadata.annotations['"), &md.annotations}}) {
     if (path.size() > prefix.size() + 2 && path.substr(0, prefix.size()) == prefix &&
         path.substr(path.size() - 2) == "']") {
       std::string key(path.substr(prefix.size(), path.size() - prefix.size() - 2));

@@ -50,8 +50,8 @@ Result<std::string> ResourceFieldValue(const Pod& pod, const ResourceFieldSelect
 // `$(NAME)` becomes lookup(NAME) when it has a value and stays as written when not; `$$`
 // becomes `$` (so `$$(NAME)` is the literal `$(NAME)`); any other `$` stays, as does an
 // unterminated `$(`.
-std::string ExpandReferences(std::string_view input,
-                             const std::function<std::optional<std::string>(std::string_view)>&
-                                 lookup);
+std::string ExpandReferences(
+    std::string_view input,
+    const std::function<std::optional<std::string>(std::string_view)>& lookup);
 
 }  // namespace nodelet::pod

@@ -652,12 +652,14 @@ TEST_F(LifecycleE2eTest, EnvironmentFromFieldsResourcesConfigMapsSecretsAndRefer
 }
 
 // runtimeClassName names the CRI runtime handler: "runc" (the private containerd's) runs the
-// pod; a handler the runtime does not have fails the sandbox, and the status says why.
+// pod; a handler the runtime does not have fails the sandbox, and the status says why. Fields
+// nodelet ignores (dnsPolicy, priorityClassName) are named in an IgnoredFields Warning event.
 TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
   for (const char* name : {"known", "unknown"}) {
     Write(std::string(name) + ".yaml",
           "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + std::string(name) +
-              "\nspec:\n  hostNetwork: true\n  runtimeClassName: " +
+              "\nspec:\n  hostNetwork: true\n  dnsPolicy: ClusterFirst\n"
+              "  priorityClassName: high\n  runtimeClassName: " +
               (std::string(name) == "known" ? "runc" : "no-such-handler") +
               "\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
               "    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n");
@@ -673,6 +675,18 @@ TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
       },
       30s))
       << CtlPod("unknown-node1").dump(2);
+  // The fields nodelet ignores are named in a Warning event, not dropped without a word.
+  ipc::Context ctx;
+  status::StatusClient statusd(ctx, dir_.Sub("run"));
+  ASSERT_TRUE(statusd.Connect().ok());
+  auto events = statusd.ListEvents(Uid("known-node1"));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::string ignored;
+  for (const auto& e : *events) {
+    if (e.reason == "IgnoredFields" && e.type == "Warning") ignored = e.message;
+  }
+  EXPECT_THAT(ignored, HasSubstr("known.yaml: nodelet ignores spec.dnsPolicy, "
+                                 "spec.priorityClassName"));
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of

@@ -459,3 +459,58 @@ TEST(ManifestParserTest, MessageFormat) {
 
 }  // namespace
 }  // namespace nodelet::pod
+
+namespace nodelet::pod {
+namespace {
+
+// Fields the decoder does not take are named, by path, for the IgnoredFields warning; the pod's
+// status is dropped without a word (as the API server drops it).
+TEST(ManifestParserTest, IgnoredFieldsAreListedByPath) {
+  auto r = Decode(
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  generateName: w-\n"
+      "spec:\n  dnsPolicy: ClusterFirst\n  tolerations: []\n  hostPID: false\n"
+      "  securityContext: {}\n"
+      "  containers:\n  - name: app\n    image: busybox\n    resizePolicy: []\n"
+      "    resources: {limits: {cpu: 1}, future: x}\n"
+      "    livenessProbe: {exec: {command: [\"true\"]}, surprise: 1}\n"
+      "status:\n  phase: Running\nextra: 1\n");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front().message;
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_THAT(r.pods[0].ignored_fields,
+              ::testing::UnorderedElementsAre(
+                  "metadata.generateName", "spec.dnsPolicy", "spec.tolerations",
+                  "spec.containers[0].resizePolicy", "spec.containers[0].resources.future",
+                  "spec.containers[0].livenessProbe.surprise", "extra"));
+}
+
+// v1 fields that would change what runs are refused when set to anything but their zero value.
+TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
+  const std::pair<std::string, std::string> kCases[] = {
+      {"  hostPID: true\n", "spec.hostPID: Forbidden: not supported by nodelet"},
+      {"  shareProcessNamespace: true\n",
+       "spec.shareProcessNamespace: Forbidden: not supported by nodelet"},
+      {"  securityContext: {runAsUser: 1}\n",
+       "spec.securityContext: Forbidden: not supported by nodelet"},
+      {"  hostname: other\n", "spec.hostname: Forbidden: not supported by nodelet"},
+      {"  dnsPolicy: None\n",
+       "spec.dnsPolicy: Forbidden: None is not supported by nodelet (it needs dnsConfig)"},
+  };
+  for (const auto& [spec_line, expected] : kCases) {
+    std::string yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n" + spec_line +
+                       "  containers:\n  - name: app\n    image: busybox\n";
+    EXPECT_EQ(OnlyError(Decode(yaml)), std::string(kSource) + ": " + expected) << spec_line;
+  }
+  for (const char* container_line :
+       {"    tty: true\n", "    securityContext: {capabilities: {drop: [ALL]}}\n"}) {
+    std::string yaml =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+        "  containers:\n  - name: app\n    image: busybox\n" +
+        std::string(container_line);
+    EXPECT_THAT(OnlyError(Decode(yaml)),
+                ::testing::HasSubstr("Forbidden: not supported by nodelet"))
+        << container_line;
+  }
+}
+
+}  // namespace
+}  // namespace nodelet::pod

@@ -57,11 +57,10 @@ TEST(ContainerEnvTest, EnvFromThenEnvInOrderWithExpansion) {
   c.args = {"$(A)", "$$(A)"};
   auto env = MakeContainerEnvironment(pod, c, Sources());
   ASSERT_TRUE(env.ok()) << env.status().ToString();
-  EXPECT_THAT(env->env, ElementsAre(Pair("CFG_1bad", "x"), Pair("CFG_level", "debug"),
-                                    Pair("level", "debug"), Pair("A", "two"),
-                                    Pair("IP", "198.18.0.9"), Pair("TOKEN", "s3cret"),
-                                    Pair("CPUS", "2"),
-                                    Pair("MSG", "one at 198.18.0.9 debug $(A) $(NOPE)")));
+  EXPECT_THAT(env->env,
+              ElementsAre(Pair("CFG_1bad", "x"), Pair("CFG_level", "debug"), Pair("level", "debug"),
+                          Pair("A", "two"), Pair("IP", "198.18.0.9"), Pair("TOKEN", "s3cret"),
+                          Pair("CPUS", "2"), Pair("MSG", "one at 198.18.0.9 debug $(A) $(NOPE)")));
   EXPECT_THAT(env->command, ElementsAre("echo", "one at 198.18.0.9 debug $(A) $(NOPE)"));
   EXPECT_THAT(env->args, ElementsAre("two", "$(A)"));
   ASSERT_EQ(env->warnings.size(), 1u);
@@ -101,8 +100,8 @@ TEST(PreStopAnnotationTest, RoundTripsWithTheNamedPortResolved) {
   c.name = "app";
   c.ports = {{"http", 8080, "TCP", 0}};
   pod::LifecycleHandler h;
-  h.http_get = pod::HttpGetAction{"", pod::IntOrString::String("http"), "/stop", "HTTP",
-                                  {{"X-Why", "deleted"}}};
+  h.http_get = pod::HttpGetAction{
+      "", pod::IntOrString::String("http"), "/stop", "HTTP", {{"X-Why", "deleted"}}};
   c.lifecycle = pod::Lifecycle{std::nullopt, h};
   std::string text = EncodePreStop(c);
   std::string error;
@@ -128,8 +127,8 @@ TEST(PreStopAnnotationTest, RoundTripsWithTheNamedPortResolved) {
 
   c.lifecycle.reset();
   EXPECT_EQ(EncodePreStop(c), "");
-  for (const char* bad : {"", "{", "{}", "[1]", "{\"exec\":{\"command\":7}}",
-                          "{\"httpGet\":{\"port\":[]}}"}) {
+  for (const char* bad :
+       {"", "{", "{}", "[1]", "{\"exec\":{\"command\":7}}", "{\"httpGet\":{\"port\":[]}}"}) {
     error.clear();
     EXPECT_FALSE(DecodePreStop(bad, &error).has_value()) << bad;
     EXPECT_FALSE(error.empty()) << bad;
