@@ -1,6 +1,8 @@
 #include "svc-podworkerd/http_probe.h"
 
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -33,6 +35,38 @@ class Fd {
  private:
   int fd_;
 };
+
+// One connection: the socket, and the TLS session on it for HTTPS.
+class Conn {
+ public:
+  explicit Conn(int fd) : fd_(fd) {}
+  ~Conn() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  int fd() const { return fd_.get(); }
+  SSL* ssl() const { return ssl_; }
+  void set_ssl(SSL* ssl) { ssl_ = ssl; }
+
+ private:
+  Fd fd_;
+  SSL* ssl_ = nullptr;
+};
+
+// The client context of every HTTPS probe: no certificate check, as the kubelet's prober
+// (InsecureSkipVerify), TLS 1.2 and up.
+SSL_CTX* TlsContext() {
+  static SSL_CTX* ctx = [] {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    if (c != nullptr) {
+      SSL_CTX_set_verify(c, SSL_VERIFY_NONE, nullptr);
+      SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+    }
+    return c;
+  }();
+  return ctx;
+}
 
 // Milliseconds left before `deadline` (0 when it has passed), for poll.
 int LeftMs(const Deadline& deadline) {
@@ -108,7 +142,67 @@ int Connect(const std::string& host, int port, const Deadline& deadline, std::st
   return fd;
 }
 
-bool SendAll(int fd, const std::string& data, const Deadline& deadline) {
+// What a TLS call that did not complete waits for (POLLIN/POLLOUT), 0 when it failed.
+short TlsWants(SSL* ssl, int rc) {
+  switch (SSL_get_error(ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+      return POLLIN;
+    case SSL_ERROR_WANT_WRITE:
+      return POLLOUT;
+    default:
+      return 0;
+  }
+}
+
+// The TLS handshake on a connected socket, within the deadline; false with `error` set.
+bool StartTls(Conn& conn, const std::string& host, const Deadline& deadline, std::string& error) {
+  SSL_CTX* ctx = TlsContext();
+  SSL* ssl = ctx != nullptr ? SSL_new(ctx) : nullptr;
+  if (ssl == nullptr) {
+    error = "tls: cannot create a session";
+    return false;
+  }
+  conn.set_ssl(ssl);
+  SSL_set_fd(ssl, conn.fd());
+  // SNI for a name (not for an address), as Go's TLS client sends it.
+  if (!host.empty() && host.find(':') == std::string::npos &&
+      host.find_first_not_of("0123456789.") != std::string::npos) {
+    SSL_set_tlsext_host_name(ssl, host.c_str());
+  }
+  for (;;) {
+    ERR_clear_error();
+    int rc = SSL_connect(ssl);
+    if (rc == 1) return true;
+    short wants = TlsWants(ssl, rc);
+    if (wants == 0) {
+      char buf[256] = "handshake failed";
+      if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, buf, sizeof buf);
+      error = std::string("tls: ") + buf;
+      return false;
+    }
+    if (!WaitFor(conn.fd(), wants, deadline)) {
+      error = "tls: handshake timeout";
+      return false;
+    }
+  }
+}
+
+bool SendAll(Conn& conn, const std::string& data, const Deadline& deadline) {
+  if (SSL* ssl = conn.ssl()) {
+    size_t off = 0;
+    while (off < data.size()) {
+      ERR_clear_error();
+      int n = SSL_write(ssl, data.data() + off, static_cast<int>(data.size() - off));
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+        continue;
+      }
+      short wants = TlsWants(ssl, n);
+      if (wants == 0 || !WaitFor(conn.fd(), wants, deadline)) return false;
+    }
+    return true;
+  }
+  const int fd = conn.fd();
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
@@ -128,8 +222,26 @@ bool SendAll(int fd, const std::string& data, const Deadline& deadline) {
 
 // Reads what is there (up to `max` bytes) into `out`: >0 bytes read, 0 EOF, -1 error,
 // -2 deadline.
-ssize_t ReadSome(int fd, std::string& out, size_t max, const Deadline& deadline) {
+ssize_t ReadSome(Conn& conn, std::string& out, size_t max, const Deadline& deadline) {
   char buf[4096];
+  if (SSL* ssl = conn.ssl()) {
+    for (;;) {
+      ERR_clear_error();
+      int n = SSL_read(ssl, buf, static_cast<int>(std::min(sizeof buf, max)));
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        return n;
+      }
+      int err = SSL_get_error(ssl, n);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;
+      // A peer that closes without close_notify: EOF, as Go's client reads it.
+      if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) return 0;
+      short wants = TlsWants(ssl, n);
+      if (wants == 0) return -1;
+      if (!WaitFor(conn.fd(), wants, deadline)) return -2;
+    }
+  }
+  const int fd = conn.fd();
   for (;;) {
     ssize_t n = recv(fd, buf, std::min(sizeof buf, max), 0);
     if (n >= 0) {
@@ -146,6 +258,7 @@ struct Target {
   std::string host;
   int port = 80;
   std::string path = "/";
+  bool tls = false;  // https
 };
 
 struct Response {
@@ -170,18 +283,20 @@ std::string HostHeader(const Target& t) {
 }
 
 // Where a Location header points, relative to `base`. nullopt with `error` set when it cannot
-// be followed (bad URL, a scheme other than http); `other_scheme` is set for https.
-std::optional<Target> Resolve(const Target& base, const std::string& location, std::string& error,
-                              bool& other_scheme) {
+// be followed (bad URL, a scheme other than http and https).
+std::optional<Target> Resolve(const Target& base, const std::string& location, std::string& error) {
   Target t = base;
   std::string rest;
+  bool absolute = false;
   const std::string lower = Lower(location);
   if (lower.rfind("http://", 0) == 0) {
     rest = location.substr(7);
+    t.tls = false;
+    absolute = true;
   } else if (lower.rfind("https://", 0) == 0) {
-    other_scheme = true;
     rest = location.substr(8);
-    t.port = 443;
+    t.tls = true;
+    absolute = true;
   } else if (location.rfind("//", 0) == 0) {
     rest = location.substr(2);
   } else if (!location.empty() && location.front() == '/') {
@@ -222,8 +337,8 @@ std::optional<Target> Resolve(const Target& base, const std::string& location, s
       return std::nullopt;
     }
     t.port = std::stoi(port);
-  } else if (!other_scheme) {
-    t.port = 80;
+  } else if (absolute || location.rfind("//", 0) == 0) {
+    t.port = t.tls ? 443 : 80;
   }
   if (t.host.empty()) {
     error = "redirect to a URL without a host: " + location;
@@ -236,8 +351,9 @@ std::optional<Target> Resolve(const Target& base, const std::string& location, s
 // answer arrived in time.
 bool Exchange(const Target& target, const HttpProbeRequest& req, const Deadline& deadline,
               Response& out, std::string& error) {
-  Fd fd(Connect(target.host, target.port, deadline, error));
-  if (fd.get() < 0) return false;
+  Conn conn(Connect(target.host, target.port, deadline, error));
+  if (conn.fd() < 0) return false;
+  if (target.tls && !StartTls(conn, target.host, deadline, error)) return false;
   std::string host_header = HostHeader(target);
   bool user_agent = false, accept = false;
   std::string extra;
@@ -262,7 +378,7 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, const Deadline&
   if (!user_agent) request += "User-Agent: kube-probe/nodelet\r\n";
   if (!accept) request += "Accept: */*\r\n";
   request += extra + "Connection: close\r\n\r\n";
-  if (!SendAll(fd.get(), request, deadline)) {
+  if (!SendAll(conn, request, deadline)) {
     error = "write: " + std::string(LeftMs(deadline) == 0 ? "i/o timeout" : std::strerror(errno));
     return false;
   }
@@ -275,7 +391,7 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, const Deadline&
       error = "response headers exceed " + std::to_string(kMaxProbeHeaderBytes) + " bytes";
       return false;
     }
-    ssize_t n = ReadSome(fd.get(), head, kMaxProbeHeaderBytes - head.size(), deadline);
+    ssize_t n = ReadSome(conn, head, kMaxProbeHeaderBytes - head.size(), deadline);
     if (n == -2) {
       error = "timeout awaiting response headers";
       return false;
@@ -333,7 +449,7 @@ bool Exchange(const Target& target, const HttpProbeRequest& req, const Deadline&
     return false;
   };
   while (!done()) {
-    ssize_t n = ReadSome(fd.get(), body, want - body.size(), deadline);
+    ssize_t n = ReadSome(conn, body, want - body.size(), deadline);
     if (n == 0 && !content_length) break;  // EOF ends a body without a length
     if (n == -2) {
       error = "timeout reading the response body";
@@ -358,7 +474,7 @@ bool IsRedirect(int status) {
 HttpProbeResult DoHttpProbe(const Clock& clock, const HttpProbeRequest& request) {
   const Deadline deadline{clock, clock.Now() + request.timeout};
   HttpProbeResult result;
-  Target target{request.host, request.port, request.path.empty() ? "/" : request.path};
+  Target target{request.host, request.port, request.path.empty() ? "/" : request.path, request.tls};
   if (target.path.front() != '/') target.path = "/" + target.path;
   if (target.path.find_first_of("\r\n ") != std::string::npos) {
     result.message = "probe path contains whitespace or a line break";
@@ -369,14 +485,14 @@ HttpProbeResult DoHttpProbe(const Clock& clock, const HttpProbeRequest& request)
     Response response;
     std::string error;
     if (!Exchange(target, request, deadline, response, error)) {
-      result.message = "Get \"http://" + HostHeader(target) + target.path + "\": " + error;
+      result.message = std::string("Get \"") + (target.tls ? "https://" : "http://") +
+                       HostHeader(target) + target.path + "\": " + error;
       return result;
     }
     result.status = response.status;
     result.body_bytes = response.body_bytes;
     if (IsRedirect(response.status) && !response.location.empty()) {
-      bool other_scheme = false;
-      auto next = Resolve(target, response.location, error, other_scheme);
+      auto next = Resolve(target, response.location, error);
       if (!next) {
         result.message = error;
         return result;
@@ -387,11 +503,6 @@ HttpProbeResult DoHttpProbe(const Clock& clock, const HttpProbeRequest& request)
         result.warning = true;
         result.message =
             "Probe terminated redirects, Response status: " + std::to_string(response.status);
-        return result;
-      }
-      if (other_scheme) {
-        result.message =
-            "redirect to https on the same host is not supported: " + response.location;
         return result;
       }
       if (attempt + 1 >= kMaxProbeRedirects) {

@@ -9,6 +9,9 @@
 //     kMaxProbeRedirects), one to another host ends the probe as a success with a warning
 //     ("Probe terminated redirects"), as the kubelet does unless told to follow non-local ones.
 // 200-399 is a success, anything else a failure. Every connection says `Connection: close`.
+// HTTPS (`tls`) runs TLS (1.2 or later, OpenSSL) on the same non-blocking socket under the same
+// deadline, without checking the server's certificate, as the kubelet's prober does; redirects
+// may switch between http and https on the same host.
 #pragma once
 
 #include <chrono>
@@ -31,6 +34,7 @@ struct HttpProbeRequest {
   std::string path = "/";
   std::vector<std::pair<std::string, std::string>> headers;  // a "Host" entry overrides Host
   std::chrono::milliseconds timeout{1000};                   // the whole attempt
+  bool tls = false;  // HTTPS: TLS without a certificate check (the kubelet's prober)
 };
 
 struct HttpProbeResult {

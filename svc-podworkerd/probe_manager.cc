@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "svc-podworkerd/grpc_probe.h"
 #include "svc-podworkerd/http_probe.h"
 
 namespace nodelet::podworkerd {
@@ -66,10 +67,11 @@ ProbeOutcome RunHttpGet(const Clock& clock, const pod::HttpGetAction& h,
                         std::chrono::milliseconds timeout) {
   auto port = ResolvePort(h.port, container);
   if (!port) return {false, "no port named " + h.port.ToString()};
-  if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp) {
+  if (!h.scheme.empty() && h.scheme != pod::kSchemeHttp && h.scheme != pod::kSchemeHttps) {
     return {false, "scheme " + h.scheme + " is not supported"};
   }
   HttpProbeRequest req;
+  req.tls = h.scheme == pod::kSchemeHttps;
   req.host = h.host.empty() ? default_host : h.host;
   req.port = *port;
   req.path = h.path.empty() ? "/" : h.path;
@@ -93,6 +95,10 @@ ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const po
   if (probe.http_get) {
     return RunHttpGet(clock, *probe.http_get, container, default_host,
                       std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  }
+  if (probe.grpc) {
+    return GrpcProbe(default_host, probe.grpc->port, probe.grpc->service,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
   }
   if (probe.tcp_socket) {
     auto port = ResolvePort(probe.tcp_socket->port, container);

@@ -14,10 +14,14 @@
 // - The environment: fieldRef, resourceFieldRef, configMapKeyRef/secretKeyRef from the
 //   manifest's own ConfigMap and Secret, envFrom with a prefix, $(VAR) expansion; a missing
 //   ConfigMap is CreateContainerConfigError. runtimeClassName is the CRI runtime handler.
+// - Probes over HTTPS (no certificate check) and gRPC (grpc.health.v1) decide readiness.
 //
 // The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
 // seconds, writing what they find into a hostPath directory the test reads.
 #include <gmock/gmock.h>
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -28,12 +32,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lib/status/status_client.h"
@@ -687,6 +693,79 @@ TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
   }
   EXPECT_THAT(ignored, HasSubstr("known.yaml: nodelet ignores spec.dnsPolicy, "
                                  "spec.priorityClassName"));
+}
+
+// Readiness probes over HTTPS and gRPC. The pod is on the node's network, so its IP is
+// 127.0.0.1 and its probes reach servers the test runs on loopback: a TLS server with a
+// self-signed certificate (the prober does not check it, as the kubelet's) and a gRPC server
+// with gRPC's health service. Each container is ready while its server says so, and not ready
+// once the gRPC service turns NOT_SERVING.
+TEST_F(LifecycleE2eTest, ReadinessOverHttpsAndGrpc) {
+  const std::string certs = dir_.Sub("certs");
+  std::filesystem::create_directories(certs);
+  ASSERT_EQ(RunCommand({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-days", "1", "-subj", "/CN=localhost", "-keyout", certs + "/key.pem",
+                        "-out", certs + "/cert.pem"},
+                       30s)
+                .exit_code,
+            0);
+  httplib::SSLServer https((certs + "/cert.pem").c_str(), (certs + "/key.pem").c_str());
+  ASSERT_TRUE(https.is_valid());
+  https.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  const int https_port = https.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(https_port, 0);
+  std::thread https_thread([&] { https.listen_after_bind(); });
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::CallbackGenericService generic;
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterCallbackGenericService(&generic);
+  std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
+  ASSERT_NE(grpc_server, nullptr);
+  grpc_server->GetHealthCheckService()->SetServingStatus("orders", true);
+  struct Stop {
+    std::function<void()> f;
+    ~Stop() { f(); }
+  } stop{[&] {
+    https.stop();
+    if (https_thread.joinable()) https_thread.join();
+    grpc_server->Shutdown(std::chrono::system_clock::now() + 2s);
+  }};
+
+  auto container = [](const std::string& name, const std::string& probe) {
+    return "  - name: " + name +
+           "\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+           "    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; while true; do sleep 0.2; "
+           "done\"]\n"
+           "    readinessProbe:\n" +
+           probe + "      periodSeconds: 1\n      failureThreshold: 1\n";
+  };
+  Write("probed.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probed\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 2\n  containers:\n" +
+            container("tls",
+                      "      httpGet:\n        scheme: HTTPS\n        path: /healthz\n"
+                      "        port: " +
+                          std::to_string(https_port) + "\n") +
+            container("rpc", "      grpc:\n        port: " + std::to_string(grpc_port) +
+                                 "\n        service: orders\n"));
+  StartNodelet(Flags());
+  auto ready = [&](const std::string& name) {
+    auto p = CtlPod("probed-node1");
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return false;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.value("name", "") == name) return c.value("ready", false);
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor([&] { return ready("tls") && ready("rpc"); }, 40s))
+      << CtlPod("probed-node1").dump(2);
+  grpc_server->GetHealthCheckService()->SetServingStatus("orders", false);
+  EXPECT_TRUE(WaitFor([&] { return !ready("rpc"); }, 20s)) << CtlPod("probed-node1").dump(2);
+  EXPECT_TRUE(ready("tls"));
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
