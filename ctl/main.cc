@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "ctl/logs_command.h"
+#include "ctl/manifests_command.h"
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "ctl/volumes_command.h"
@@ -68,6 +69,15 @@ int main(int argc, char** argv) {
       app.add_subcommand("runtime", "plegd's view of the runtime: sandboxes and containers");
   runtime->add_flag("--json", runtime_json, "Print JSON for scripts");
   runtime->callback([&] { rc = nodelet::ctl::RunRuntime(o, runtime_json, std::cout, std::cerr); });
+
+  std::string manifests_output;
+  auto* manifests = app.add_subcommand(
+      "manifests",
+      "Each manifest of each pod source: its pods and their admission, or why it was rejected "
+      "(exit 0 all taken, 1 some rejected or a source failing, 4 no nodelet)");
+  manifests->add_option("-o,--output", manifests_output, "Output format: json");
+  manifests->callback(
+      [&] { rc = nodelet::ctl::RunManifests(o, manifests_output, std::cout, std::cerr); });
 
   // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
   nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);

@@ -24,17 +24,17 @@ namespace {
 using ipc::ctl::ProcessState;
 using ipc::ctl::RequestKind;
 
-int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
-  err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir
-      << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
-  return kExitUnknown;
-}
-
 std::string Pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 
 }  // namespace
+
+int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
+  err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir
+      << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
+  return kExitUnknown;
+}
 
 std::string FormatUptime(uint64_t uptime_ms) {
   uint64_t s = uptime_ms / 1000;

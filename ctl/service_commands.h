@@ -13,6 +13,7 @@
 
 #include "ctl_generated.h"
 #include "lib/common/clock.h"
+#include "lib/common/status.h"
 
 namespace nodelet::ctl {
 
@@ -28,6 +29,9 @@ struct CtlOptions {
   // Measures the deadlines: the process's clock unless a test gives another.
   const Clock* clock = &RealClock::Get();
 };
+
+// Prints that nodelet cannot be reached at o.run_dir (and why) and returns kExitUnknown.
+int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err);
 
 // "0:01:02", "1 day, 2:03:04" (supervisorctl's uptime).
 std::string FormatUptime(uint64_t uptime_ms);

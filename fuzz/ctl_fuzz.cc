@@ -28,6 +28,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (r->message()) sink = sink + r->message()->size();
       }
     }
+    // `manifests`: nested tables and string vectors, as nodeletctl unpacks them.
+    if (rep->manifests()) {
+      for (auto m : *rep->manifests()) {
+        if (m->errors()) {
+          for (auto e : *m->errors()) sink = sink + (e ? e->size() : 0);
+        }
+        if (m->pods()) {
+          for (auto p : *m->pods()) sink = sink + (p->uid() ? p->uid()->size() : 0);
+        }
+      }
+    }
   }
   (void)sink;
   return 0;

@@ -129,6 +129,31 @@ struct CtlServer::Impl {
     }
   }
 
+  void SendManifests(const std::string& peer) {
+    ManifestReport report;
+    if (options.manifests != nullptr) report = options.manifests->Manifests();
+    flatbuffers::FlatBufferBuilder fbb(16 * 1024);
+    std::vector<flatbuffers::Offset<ipc::ctl::ManifestSource>> sources;
+    for (const auto& s : report.sources) sources.push_back(ipc::ctl::ManifestSource::Pack(fbb, &s));
+    std::vector<flatbuffers::Offset<ipc::ctl::ManifestStatus>> manifests;
+    for (const auto& m : report.manifests) {
+      manifests.push_back(ipc::ctl::ManifestStatus::Pack(fbb, &m));
+    }
+    auto sources_vec = fbb.CreateVector(sources);
+    auto manifests_vec = fbb.CreateVector(manifests);
+    auto err = fbb.CreateString(options.manifests ? "" : "this nodelet has no pod manager");
+    ipc::ctl::CtlReplyBuilder b(fbb);
+    b.add_ok(options.manifests != nullptr);
+    b.add_error(err);
+    b.add_manifest_sources(sources_vec);
+    b.add_manifests(manifests_vec);
+    auto reply = b.Finish();
+    if (Status s = ipc::SendMessage(router, peer, fbb, envelope, Body::CtlReply, reply.Union());
+        !s.ok()) {
+      log->debug("Failed to answer a ctl client: {}", s.message());
+    }
+  }
+
   void Refuse(const std::string& peer, const std::string& why) {
     if (bad_requests.Count()) log->warn("Refusing a bad ctl request: {}", why);
     SendReply(peer, false, why, nullptr, nullptr, false, false);
@@ -193,6 +218,9 @@ struct CtlServer::Impl {
         return;
       case RequestKind::Runtime:
         SendRuntime(peer);
+        return;
+      case RequestKind::Manifests:
+        SendManifests(peer);
         return;
       case RequestKind::Start:
       case RequestKind::Stop:

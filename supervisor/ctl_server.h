@@ -1,7 +1,8 @@
 // CtlServer: the supervisor's end of the operator API (ipc-schemas/ctl.fbs). It binds the ctl
-// endpoint in the run directory, verifies every request, answers status, pid, version and log
-// path at once, and answers start/stop/restart when ServiceControl reports them done. Garbage
-// gets an error reply (or is dropped when it cannot be answered) and never stops the server.
+// endpoint in the run directory, verifies every request, answers status, pid, version, log
+// path, runtime, node and manifests at once, and answers start/stop/restart when ServiceControl
+// reports them done. Garbage gets an error reply (or is dropped when it cannot be answered) and
+// never stops the server.
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +28,8 @@ struct CtlServerOptions {
   const RuntimeView* runtime = nullptr;
   // Serves `node` requests when set.
   const NodeView* node = nullptr;
+  // Serves `manifests` requests when set.
+  const ManifestsView* manifests = nullptr;
 };
 
 class CtlServer {

@@ -164,6 +164,7 @@ Status PodManager::Start() {
     dir_ = std::make_unique<ManifestDirSource>(options_.manifest_dir, clock_);
     if (Status s = dir_->Start(); !s.ok()) return s;
     sources.insert("file");
+    book_.AddSource("file", options_.manifest_dir);
   }
   if (!options_.manifest_url.empty()) {
     UrlSourceOptions url_options;
@@ -179,6 +180,7 @@ Status PodManager::Start() {
     url_ = std::make_unique<ManifestUrlSource>(clock_, options_.manifest_url, url_options);
     if (Status s = url_->Start(); !s.ok()) return s;
     sources.insert("http");
+    book_.AddSource("http", options_.manifest_url);
   }
   config_ = std::make_unique<PodConfig<pod::Pod>>(sources);
   work_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kPodWorkChannel);
@@ -221,6 +223,7 @@ void PodManager::Tick() {
 void PodManager::OnPodworkerdReady() { Send(); }
 
 void PodManager::SourceFailed(const std::string& source, const SourceFailure& failure) {
+  book_.Failed(source, failure.reason + ": " + failure.error.message());
   if (!config_->Failed(source, failure.reason)) return;
   const std::string what = source == "http" ? "manifest URL" : "manifest directory";
   const std::string message = "Failed to read the " + what + " (" + failure.reason +
@@ -263,20 +266,33 @@ void PodManager::WarnIgnoredFields(const std::string& origin, const pod::Pod& p,
   if (events_.size() < 100) events_.push_back(std::move(e));
 }
 
-void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
+void PodManager::ManifestsRejected(const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
   auto log = GetLogger("supervisor");
+  for (const auto& error : errors) {
+    log->error("Rejected manifest {}", error);
+    if (events_.size() < 100) {
+      events_.push_back(RejectedManifestEvent(options_.node_name, error, clock_.WallSeconds()));
+    }
+  }
+  FlushEvents();
+}
+
+void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   if (snapshot.failure) {
     SourceFailed(snapshot.source, *snapshot.failure);
     return;
   }
   std::vector<SourcePod<pod::Pod>> pods;
   std::vector<ConfigData> configs;
-  std::set<std::string> errors_now;
+  std::vector<ManifestRecord> records;
+  std::vector<std::string> errors_now;
   for (const auto& m : snapshot.manifests) {
+    ManifestRecord& record = records.emplace_back();
+    record.origin = m.origin;
     if (!m.error.ok()) {
-      std::string msg = m.origin + ": " + m.error.message();
-      errors_now.insert(msg);
-      if (logged_errors_.insert(msg).second) log->error("Rejected manifest {}", msg);
+      record.errors.push_back(m.origin + ": " + m.error.message());
+      errors_now.push_back(record.errors.back());
       continue;
     }
     pod::StaticPodOrigin origin;
@@ -292,20 +308,19 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     for (const auto& other : loaded.others) {
       auto obj = ParseConfigObject(other);
       if (!obj.ok()) {
-        std::string msg =
-            m.origin + ": " + other.kind + " " + other.name + ": " + obj.status().message();
-        errors_now.insert(msg);
-        if (logged_errors_.insert(msg).second) log->error("Rejected manifest {}", msg);
+        record.errors.push_back(m.origin + ": " + other.kind + " " + other.name + ": " +
+                                obj.status().message());
         continue;
       }
+      record.configs.push_back({obj->kind, obj->namespace_name, obj->name});
       configs.push_back(std::move(*obj));
     }
-    for (const auto& e : loaded.errors) {
-      errors_now.insert(e.message);
-      if (logged_errors_.insert(e.message).second) log->error("Rejected manifest {}", e.message);
-    }
+    for (const auto& e : loaded.errors) record.errors.push_back(e.message);
+    errors_now.insert(errors_now.end(), record.errors.begin(), record.errors.end());
     for (auto& doc : loaded.pods) {
       WarnIgnoredFields(m.origin, doc.pod, doc.ignored_fields);
+      record.pods.push_back(
+          {doc.pod.metadata.namespace_name, doc.pod.metadata.name, doc.pod.metadata.uid});
       SourcePod<pod::Pod> sp;
       sp.uid = doc.pod.metadata.uid;
       auto h = doc.pod.metadata.annotations.find(pod::kConfigHashAnnotation);
@@ -318,16 +333,15 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   // A manifest URL's body is one document set: if any of it does not parse, none of it is
   // taken (the kubelet keeps a URL's pods when its body cannot be decoded).
   if (snapshot.source == "http" && !errors_now.empty()) {
-    SourceFailed(
-        snapshot.source,
-        SourceFailure{"parse", InvalidArgument(*errors_now.begin() +
-                                               (errors_now.size() > 1 ? " (and more)" : ""))});
+    SourceFailure failure{"parse", InvalidArgument(errors_now.front() +
+                                                   (errors_now.size() > 1 ? " (and more)" : ""))};
+    ManifestsRejected(book_.Refused(snapshot.source,
+                                    failure.reason + ": " + failure.error.message(), errors_now));
+    SourceFailed(snapshot.source, failure);
     return;
   }
-  // Forget errors that were fixed, so they are logged again if they come back.
-  for (auto it = logged_errors_.begin(); it != logged_errors_.end();) {
-    it = errors_now.count(*it) ? std::next(it) : logged_errors_.erase(it);
-  }
+  // Each error once, until it is fixed: then it is reported again if it comes back.
+  ManifestsRejected(book_.Read(snapshot.source, std::move(records)));
   for (auto it = file_seen_.begin(); it != file_seen_.end();) {
     bool present = false;
     for (const auto& m : snapshot.manifests) present = present || m.origin == it->first;
@@ -382,6 +396,21 @@ std::set<std::string> PodManager::TerminalPods() {
     }
   }
   return uids;
+}
+
+ManifestReport PodManager::Manifests() const {
+  return book_.Report([this](const std::string& uid) {
+    Admission a;
+    if (admitted_.count(uid)) return a;
+    if (auto it = rejected_.find(uid); it != rejected_.end()) {
+      a.state = ipc::ctl::PodAdmission::Rejected;
+      a.reason = it->second;
+      return a;
+    }
+    a.state = ipc::ctl::PodAdmission::Ignored;
+    a.reason = "another source serves its uid, or it came already deleted";
+    return a;
+  });
 }
 
 void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {

@@ -27,7 +27,9 @@
 #include "lib/pod/rfc3339.h"
 #include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
+#include "supervisor/manifest_book.h"
 #include "supervisor/pod_config.h"
+#include "supervisor/service_control.h"
 #include "supervisor/sources/manifest_dir_source.h"
 #include "supervisor/sources/manifest_url_source.h"
 
@@ -78,11 +80,11 @@ struct PodManagerOptions {
   std::chrono::milliseconds housekeeping{2000};
 };
 
-class PodManager {
+class PodManager : public ManifestsView {
  public:
   // `loop` must outlive the manager.
   PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock, PodManagerOptions options);
-  ~PodManager();
+  ~PodManager() override;
   // Starts the sources, connects to podworkerd and volumed, and registers on the loop.
   Status Start();
   // Re-reads the manifest directory when its resync is due and sends the desired set when it
@@ -98,6 +100,9 @@ class PodManager {
   uint64_t acked_generation() const { return acked_; }
   // podworkerd has reported a complete set of the pods whose containers may exist.
   bool in_use_known() const { return in_use_complete_; }
+  // What each manifest of each source became (`nodeletctl manifests`): its pods and whether
+  // each was admitted, or why it was rejected; and each source's last failure.
+  ManifestReport Manifests() const override;
   // Failed reads of each source, by (source, reason): nodelet_pod_source_failures_total.
   std::map<std::pair<std::string, std::string>, uint64_t> source_failures() const {
     return config_ ? config_->failures()
@@ -115,6 +120,9 @@ class PodManager {
   // once per pod and list.
   void WarnIgnoredFields(const std::string& origin, const pod::Pod& pod,
                          const std::vector<std::string>& fields);
+  // Manifests (or documents of them) rejected for the first time since they last were: one log
+  // line and one FailedToParseManifest node event each.
+  void ManifestsRejected(const std::vector<std::string>& errors);
   // The status client, connected on first use; false when statusd cannot be reached now.
   bool ConnectStatusClient();
   void FlushEvents();
@@ -155,8 +163,9 @@ class PodManager {
   std::map<std::string, int64_t> first_seen_ms_;                     // uid
   std::map<std::string, std::string> rejected_;                      // uid -> reason
   std::map<std::string, pod::UnixTime> file_seen_;                   // manifest -> first seen
-  std::set<std::string> logged_errors_;
   std::set<std::string> warned_ignored_;  // uid + "\n" + message of IgnoredFields events sent
+  // What each manifest became, and which rejections were already reported.
+  ManifestBook book_;
   // Rejections not yet recorded in statusd.
   std::map<std::string, std::pair<status::PodIdentity, status::PodStatus>> unreported_;
   std::vector<status::PodEvent> events_;  // node events not yet recorded in statusd

@@ -73,4 +73,17 @@ class RuntimeView {
   virtual RuntimeSnapshot Runtime() const = 0;
 };
 
+// What each manifest of each pod source became, for `nodeletctl manifests`. Implemented by the
+// pod manager (its ManifestBook).
+struct ManifestReport {
+  std::vector<ipc::ctl::ManifestSourceT> sources;
+  std::vector<ipc::ctl::ManifestStatusT> manifests;  // by source, then origin
+};
+
+class ManifestsView {
+ public:
+  virtual ~ManifestsView() = default;
+  virtual ManifestReport Manifests() const = 0;
+};
+
 }  // namespace nodelet::supervisor

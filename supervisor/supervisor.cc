@@ -141,15 +141,8 @@ class Supervisor::Impl {
                                                 cri_client_.get());
     node_->Start();
 
-    CtlServerOptions ctl_opts{c.run_dir,       options_.ctl_group,  getpid(),
-                              NODELET_VERSION, runtime_view_.get(), node_.get()};
-    ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
-    if (Status s = ctl_->Bind(); !s.ok()) return s;
-    // Readers run in the order added: the backend's (added when it was created, so the systemd
-    // bus comes first), the control socket, the ctl socket, then the pod manager's.
-    sources_.push_back(loop_.AddSocket(control_->raw(), [this] { HandleControl(); }));
-    sources_.push_back(Watch(ctl_->PollItem(), [this] { ctl_->OnReadable(); }));
-
+    // The pod manager is made before the ctl server (which reports its manifests) and started
+    // after it.
     PodManagerOptions pod_opts;
     pod_opts.run_dir = c.run_dir;
     pod_opts.manifest_dir = options_.pod_manifest_path;
@@ -166,6 +159,17 @@ class Supervisor::Impl {
     NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
     pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);
+
+    CtlServerOptions ctl_opts{c.run_dir,           options_.ctl_group, getpid(),   NODELET_VERSION,
+                              runtime_view_.get(), node_.get(),        pods_.get()};
+    ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
+    if (Status s = ctl_->Bind(); !s.ok()) return s;
+    // Readers run in the order added: the backend's (added when it was created, so the systemd
+    // bus comes first), the control socket, the ctl socket, then the pod manager's (registered
+    // by its Start).
+    sources_.push_back(loop_.AddSocket(control_->raw(), [this] { HandleControl(); }));
+    sources_.push_back(Watch(ctl_->PollItem(), [this] { ctl_->OnReadable(); }));
+
     if (Status s = pods_->Start(); !s.ok()) return s;
 
     if (!options_.http_address.empty()) {

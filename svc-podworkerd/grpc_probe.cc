@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "lib/cri/grpc_deadline.h"
+
 namespace nodelet::podworkerd {
 namespace {
 
@@ -84,7 +86,7 @@ ProbeOutcome GrpcProbe(const std::string& host, int port, const std::string& ser
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  context.set_deadline(cri::GrpcDeadline(timeout));
   context.set_wait_for_ready(true);  // connecting counts against the same deadline
 
   std::string request;

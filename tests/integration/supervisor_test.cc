@@ -544,5 +544,87 @@ TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
   EXPECT_EQ(health->status, 200) << health->body;
 }
 
+// Issue 19, item 10: a rejected manifest is visible without reading logs. A good manifest and
+// one with a bad field in the manifest directory: `nodeletctl manifests` shows the pod of the
+// first and the field error of the second (exit 1), and a FailedToParseManifest Warning reaches
+// statusd (`nodeletctl events`); a broken file dropped in later gets its own event, and once it
+// is fixed every manifest is taken (exit 0).
+TEST_F(SupervisorTest, RejectedManifestIsShownByCtlAndSentAsAWarningEvent) {
+  const std::string manifests = dir_.Sub("manifests");
+  std::filesystem::create_directories(manifests);
+  auto pod = [](const std::string& name, const std::string& port) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\nspec:\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+           "    ports:\n    - containerPort: " +
+           port + "\n";
+  };
+  { std::ofstream(manifests + "/good.yaml") << pod("good", "8080"); }
+  { std::ofstream(manifests + "/bad.yaml") << pod("bad", "0"); }
+  Start({"--pod-manifest-path", manifests, "--node-name", "testnode"});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+
+  auto listed = Ctl({"manifests"});
+  EXPECT_EQ(listed.exit_code, 1) << "a manifest was rejected: exit 1\n" << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr("SOURCE"));
+  EXPECT_THAT(listed.output, HasSubstr("PODS/REASON"));
+  EXPECT_THAT(listed.output,
+              ::testing::ContainsRegex("file +" + manifests +
+                                       "/good.yaml +Taken +pod default/good-testnode \\(uid "
+                                       "[0-9a-f-]+\\) admitted"));
+  EXPECT_THAT(listed.output,
+              ::testing::ContainsRegex(
+                  "file +" + manifests +
+                  "/bad.yaml +Rejected +spec\\.containers\\[0\\]\\.ports\\[0\\]\\.containerPort: "
+                  "Invalid value: 0: must be between 1 and 65535, inclusive"));
+  auto json = nlohmann::json::parse(Ctl({"manifests", "-o", "json"}).output, nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  ASSERT_EQ(json["manifests"].size(), 2u) << json.dump();
+  EXPECT_EQ(json["manifests"][0]["status"], "Rejected");
+  EXPECT_EQ(json["manifests"][1]["pods"][0]["name"], "good-testnode");
+  EXPECT_EQ(json["manifests"][1]["pods"][0]["admission"], "admitted");
+
+  // The event is recorded once statusd is up (the pod manager read the directory before the
+  // services started, and retries its events with each housekeeping send, every 2 s).
+  auto wait_for_event = [&](const std::string& needle) {
+    CommandResult events;
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    do {
+      events = Ctl({"events"});
+      if (events.output.find(needle) != std::string::npos) break;
+      notify_->Receive(200ms);  // paces the polling; datagrams are not what we wait for
+    } while (std::chrono::steady_clock::now() < end);
+    return events;
+  };
+  const std::string bad_event = "Rejected manifest " + manifests +
+                                "/bad.yaml: spec.containers[0].ports[0].containerPort: Invalid "
+                                "value: 0";
+  auto events = wait_for_event(bad_event);
+  EXPECT_THAT(events.output, HasSubstr(bad_event));
+  EXPECT_THAT(events.output,
+              ::testing::ContainsRegex("Warning +FailedToParseManifest +node/testnode"));
+
+  // A file dropped in later that is not YAML at all: seen through inotify, its own event.
+  { std::ofstream(manifests + "/broken.yaml") << "kind: Pod\napiVersion: v1\n  bad: [indent\n"; }
+  events = wait_for_event(manifests + "/broken.yaml");
+  EXPECT_THAT(events.output, HasSubstr("Rejected manifest " + manifests + "/broken.yaml"));
+  listed = Ctl({"manifests"});
+  EXPECT_THAT(listed.output,
+              ::testing::ContainsRegex("file +" + manifests + "/broken.yaml +Rejected +[^\n]+"));
+
+  // Fixed and removed: every manifest taken, exit 0.
+  { std::ofstream(manifests + "/bad.yaml") << pod("bad", "8081"); }
+  std::filesystem::remove(manifests + "/broken.yaml");
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  do {
+    listed = Ctl({"manifests"});
+    if (listed.exit_code == 0) break;
+    notify_->Receive(200ms);
+  } while (std::chrono::steady_clock::now() < end);
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output,
+              ::testing::ContainsRegex("/bad.yaml +Taken +pod default/bad-testnode \\(uid"));
+  EXPECT_THAT(listed.output, ::testing::Not(HasSubstr("broken.yaml")));
+}
+
 }  // namespace
 }  // namespace nodelet::testing

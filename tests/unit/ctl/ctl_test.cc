@@ -7,12 +7,14 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "ctl/ctl_client.h"
 #include "ctl/logs_command.h"
+#include "ctl/manifests_command.h"
 #include "ctl/service_commands.h"
 #include "lib/ipc/endpoints.h"
 #include "supervisor/ctl_server.h"
@@ -124,12 +126,68 @@ class FakeRuntimeView : public supervisor::RuntimeView {
   }
 };
 
+// A directory with a good manifest (one pod admitted, one refused by admission, a ConfigMap) and
+// a broken one, and a URL whose last fetch failed after it had served one pod; or, with
+// all_taken, the good manifest alone.
+class FakeManifestsView : public supervisor::ManifestsView {
+ public:
+  supervisor::ManifestReport Manifests() const override {
+    supervisor::ManifestReport r;
+    ipc::ctl::ManifestSourceT dir;
+    dir.source = "file";
+    dir.location = "/m";
+    dir.ready = true;
+    r.sources.push_back(dir);
+    auto pod = [](const std::string& name, const std::string& uid, ipc::ctl::PodAdmission a,
+                  const std::string& reason) {
+      auto p = std::make_unique<ipc::ctl::ManifestPodT>();
+      p->namespace_name = "default";
+      p->name = name;
+      p->uid = uid;
+      p->admission = a;
+      p->reason = reason;
+      return p;
+    };
+    ipc::ctl::ManifestStatusT good;
+    good.source = "file";
+    good.origin = "/m/good.yaml";
+    good.pods.push_back(pod("web-node1", "u-web", ipc::ctl::PodAdmission::Admitted, ""));
+    good.pods.push_back(pod("big-node1", "u-big", ipc::ctl::PodAdmission::Rejected, "OutOfcpu"));
+    auto config = std::make_unique<ipc::ctl::ManifestConfigT>();
+    config->kind = "ConfigMap";
+    config->namespace_name = "default";
+    config->name = "web-config";
+    good.configs.push_back(std::move(config));
+    r.manifests.push_back(std::move(good));
+    if (all_taken) return r;
+    ipc::ctl::ManifestStatusT bad;
+    bad.source = "file";
+    bad.origin = "/m/bad.yaml";
+    bad.errors.push_back("spec.containers[0].ports[0].containerPort: Invalid value: 0");
+    r.manifests.push_back(std::move(bad));
+    ipc::ctl::ManifestSourceT url;
+    url.source = "http";
+    url.location = "http://127.0.0.1:1/pods.yaml";
+    url.ready = true;
+    url.failure = "fetch: Connection refused";
+    r.sources.push_back(url);
+    ipc::ctl::ManifestStatusT kept;
+    kept.source = "http";
+    kept.origin = url.location;
+    kept.pods.push_back(pod("url-node1", "u-url", ipc::ctl::PodAdmission::Admitted, ""));
+    r.manifests.push_back(std::move(kept));
+    return r;
+  }
+  std::atomic<bool> all_taken{false};
+};
+
 class CtlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<supervisor::CtlServer>(
         ctx_, services_, RealClock::Get(),
-        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9", &runtime_});
+        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9", &runtime_, nullptr,
+                                     &manifests_});
     ASSERT_TRUE(server_->Bind().ok());
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -150,6 +208,7 @@ class CtlTest : public ::testing::Test {
   ipc::Context ctx_;
   FakeServices services_;
   FakeRuntimeView runtime_;
+  FakeManifestsView manifests_;
   std::unique_ptr<supervisor::CtlServer> server_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -252,6 +311,53 @@ TEST_F(CtlTest, RuntimeViewMarksForeignPodsAndExitCodes) {
   EXPECT_NE(json.str().find("\"relist\": 12"), std::string::npos) << json.str();
 }
 
+TEST_F(CtlTest, ManifestsTableJsonAndExitCodes) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunManifests(opts_, "", out, err), ctl::kExitFailed)
+      << "a rejected manifest and a failing source: exit 1: " << err.str();
+  const std::string text = out.str();
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "SOURCE  MANIFEST                      STATUS    PODS/REASON")
+      << text;
+  for (const char* line : {
+           "file    /m/good.yaml                  Taken     pod default/web-node1 (uid u-web) "
+           "admitted\n",
+           "                                                pod default/big-node1 (uid u-big) "
+           "rejected: OutOfcpu\n",
+           "                                                configmap default/web-config\n",
+           "file    /m/bad.yaml                   Rejected  "
+           "spec.containers[0].ports[0].containerPort: Invalid value: 0\n",
+           "http    http://127.0.0.1:1/pods.yaml  Failed    fetch: Connection refused (keeping "
+           "what it served last)\n",
+           "http    http://127.0.0.1:1/pods.yaml  Taken     pod default/url-node1 (uid u-url) "
+           "admitted\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
+  }
+
+  std::ostringstream json;
+  EXPECT_EQ(ctl::RunManifests(opts_, "json", json, err), ctl::kExitFailed);
+  auto doc = nlohmann::json::parse(json.str(), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << json.str();
+  ASSERT_EQ(doc["manifests"].size(), 3u);
+  EXPECT_EQ(doc["manifests"][0]["status"], "Taken");
+  EXPECT_EQ(doc["manifests"][0]["pods"][1]["admission"], "rejected");
+  EXPECT_EQ(doc["manifests"][0]["pods"][1]["reason"], "OutOfcpu");
+  EXPECT_EQ(doc["manifests"][0]["configs"][0]["kind"], "ConfigMap");
+  EXPECT_EQ(doc["manifests"][1]["status"], "Rejected");
+  EXPECT_EQ(doc["manifests"][1]["errors"][0],
+            "spec.containers[0].ports[0].containerPort: Invalid value: 0");
+  EXPECT_EQ(doc["sources"][1]["failure"], "fetch: Connection refused");
+
+  std::ostringstream bad_format;
+  EXPECT_EQ(ctl::RunManifests(opts_, "yaml", bad_format, err), 2);
+
+  manifests_.all_taken = true;
+  std::ostringstream taken;
+  EXPECT_EQ(ctl::RunManifests(opts_, "", taken, err), ctl::kExitOk) << taken.str();
+  EXPECT_EQ(taken.str().find("Rejected"), std::string::npos) << taken.str();
+}
+
 TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
   testing::TempDir dir;
   ctl::CtlOptions o;
@@ -261,6 +367,10 @@ TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
   EXPECT_NE(err.str().find("cannot reach nodelet at " + dir.path() + "/ctl.sock"),
             std::string::npos)
       << err.str();
+  std::ostringstream manifests_err;
+  EXPECT_EQ(ctl::RunManifests(o, "", out, manifests_err), ctl::kExitUnknown);
+  EXPECT_NE(manifests_err.str().find("cannot reach nodelet"), std::string::npos)
+      << manifests_err.str();
   EXPECT_NE(err.str().find("No such file or directory"), std::string::npos) << err.str();
 }
 

@@ -26,8 +26,10 @@ class HttpsProbeTest : public ::testing::Test {
     char tmpl[] = "/tmp/nodelet-https-probe-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
-                            " -keyout " + dir_ + "/key.pem -out " + dir_ + "/cert.pem 2>/dev/null";
+    const std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+        " -keyout " +
+        dir_ + "/key.pem -out " + dir_ + "/cert.pem 2>/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl could not make a certificate";
     server_ = std::make_unique<httplib::SSLServer>((dir_ + "/cert.pem").c_str(),
                                                    (dir_ + "/key.pem").c_str());
