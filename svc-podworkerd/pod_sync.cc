@@ -9,6 +9,7 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
+#include "svc-podworkerd/termination_message.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -210,6 +211,19 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   for (auto& m : *mounts) *config.add_mounts() = std::move(m);
+  if (!root_dir_.empty() && !c.termination_message_path.empty()) {
+    auto file = TerminationMessagePath(root_dir_, pod.metadata.uid, c.name, next_attempt);
+    Status made = file.ok() ? CreateTerminationMessageFile(*file) : file.status();
+    if (!made.ok()) {
+      waiting[c.name] = {"CreateContainerConfigError", made.message()};
+      out.error = "container " + c.name + ": " + made.message();
+      return false;
+    }
+    auto* m = config.add_mounts();
+    m->set_container_path(c.termination_message_path);
+    m->set_host_path(*file);
+    m->set_readonly(false);
+  }
   auto id = runtime_.CreateContainer(sandbox_id, config, sandbox_config);
   out.changed_runtime = true;
   if (!id.ok()) {
@@ -791,6 +805,27 @@ status::PodStatus PodSyncer::BuildStatus(const pod::Pod& pod, const PodRecordT* 
   return MakeStatus(pod, record, {}, terminal);
 }
 
+void PodSyncer::AddTerminationMessage(const pod::Pod& pod, const pod::Container& c,
+                                      const ContainerRecordT& record,
+                                      status::ContainerState& state) const {
+  if (!state.terminated || root_dir_.empty()) return;
+  std::string message;
+  if (!c.termination_message_path.empty()) {
+    auto file = TerminationMessagePath(root_dir_, pod.metadata.uid, c.name, record.attempt);
+    if (file.ok()) message = ReadTerminationMessage(*file);
+  }
+  if (message.empty() && record.exit_code != 0 &&
+      c.termination_message_policy == pod::kTerminationMessageFallbackToLogsOnError) {
+    if (auto dir = PodLogDirectory(log_dir_, pod); dir.ok()) {
+      message =
+          ReadLastLogLines(*dir + "/" + c.name + "/" + std::to_string(record.attempt) + ".log");
+    }
+  }
+  if (message.empty()) return;
+  std::string& m = state.terminated->message;
+  m += (m.empty() ? "" : ": ") + message;
+}
+
 status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* rec,
                                         const WaitingMap& waiting, bool terminal) const {
   status::PodStatus st;
@@ -816,11 +851,15 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
       cs.image_id = cur->image_ref;
       cs.restart_count = static_cast<int32_t>(cur->attempt);
       cs.state = FromRecord(*cur);
+      AddTerminationMessage(pod, c, *cur, cs.state);
       cs.ready = cur->state == ContainerState::Running &&
                  (probes_ == nullptr || probes_->Ready(cur->id, c.readiness_probe.has_value(),
                                                        c.startup_probe.has_value()));
       cs.started = cur->state == ContainerState::Running;
-      if (const auto* prev = previous(c.name, cur)) cs.last_state = FromRecord(*prev);
+      if (const auto* prev = previous(c.name, cur)) {
+        cs.last_state = FromRecord(*prev);
+        AddTerminationMessage(pod, c, *prev, cs.last_state);
+      }
     }
     auto w = waiting.find(c.name);
     if (w != waiting.end()) {

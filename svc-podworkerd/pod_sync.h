@@ -130,6 +130,11 @@ class PodSyncer {
                  const ipc::pleg::ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out);
   status::PodStatus MakeStatus(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
                                const WaitingMap& waiting, bool terminal) const;
+  // An exited instance's termination message (termination_message.h) appended to its
+  // terminated state's message.
+  void AddTerminationMessage(const pod::Pod& pod, const pod::Container& c,
+                             const ipc::pleg::ContainerRecordT& record,
+                             status::ContainerState& state) const;
   SyncOutcome SyncPodOnce(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
   // activeDeadlineSeconds: the pod's start time (see SeedStartTime), and the pod failed for good
   // once it is past its deadline (its running containers stopped with the grace period).

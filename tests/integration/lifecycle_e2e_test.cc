@@ -15,6 +15,7 @@
 //   manifest's own ConfigMap and Secret, envFrom with a prefix, $(VAR) expansion; a missing
 //   ConfigMap is CreateContainerConfigError. runtimeClassName is the CRI runtime handler.
 // - Probes over HTTPS (no certificate check) and gRPC (grpc.health.v1) decide readiness.
+// - Termination messages: the terminationMessagePath file, or the log's end on failure.
 //
 // The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
 // seconds, writing what they find into a hostPath directory the test reads.
@@ -766,6 +767,51 @@ TEST_F(LifecycleE2eTest, ReadinessOverHttpsAndGrpc) {
   grpc_server->GetHealthCheckService()->SetServingStatus("orders", false);
   EXPECT_TRUE(WaitFor([&] { return !ready("rpc"); }, 20s)) << CtlPod("probed-node1").dump(2);
   EXPECT_TRUE(ready("tls"));
+}
+
+// Termination messages as the kubelet reports them: what the container wrote to its
+// terminationMessagePath (the last 4 KiB of it), or with FallbackToLogsOnError and nothing
+// written, the end of its log when it failed.
+TEST_F(LifecycleE2eTest, TerminationMessagesFromTheFileOrTheLog) {
+  auto container = [](const std::string& name, const std::string& script,
+                      const std::string& extra) {
+    return "  - name: " + name +
+           "\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+           "    command: [\"sh\", \"-c\", \"" +
+           script + "\"]\n" + extra;
+  };
+  Write("last-words.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: last-words\nspec:\n  hostNetwork: true\n"
+        "  restartPolicy: Never\n  containers:\n" +
+            container("file", "echo goodbye > /dev/termination-log; exit 1", "") +
+            container("custom", "echo custom > /tmp/why; exit 0",
+                      "    terminationMessagePath: /tmp/why\n") +
+            container("big", "head -c 5000 /dev/zero | tr -c b a > /dev/termination-log; exit 0",
+                      "") +
+            container("logs", "echo first; echo last words; exit 2",
+                      "    terminationMessagePolicy: FallbackToLogsOnError\n") +
+            container("quiet", "echo not used; exit 0",
+                      "    terminationMessagePolicy: FallbackToLogsOnError\n"));
+  StartNodelet(Flags());
+  auto messages = [&] {
+    std::map<std::string, std::string> out;
+    auto p = CtlPod("last-words-node1");
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return out;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.contains("state") && c["state"].contains("terminated")) {
+        out[c.value("name", "")] = c["state"]["terminated"].value("message", "");
+      }
+    }
+    return out;
+  };
+  ASSERT_TRUE(WaitFor([&] { return messages().size() == 5; }, 40s))
+      << CtlPod("last-words-node1").dump(2);
+  auto m = messages();
+  EXPECT_EQ(m["file"], "goodbye\n");
+  EXPECT_EQ(m["custom"], "custom\n");
+  EXPECT_EQ(m["big"], std::string(4096, 'a'));
+  EXPECT_EQ(m["logs"], "first\nlast words\n");
+  EXPECT_EQ(m["quiet"], "") << "the logs are read only for a failed container";
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
