@@ -364,10 +364,19 @@ namespace {
 // creationTimestamp), so the pod that fits first is the older one whatever the order of files.
 // Only the additions are reordered, among the places they hold.
 std::vector<PodChange<pod::Pod>> InAdmissionOrder(std::vector<PodChange<pod::Pod>> changes) {
+  // The creation time as written, else when nodelet first saw the manifest (the config-seen
+  // annotation, RFC 3339 with nanoseconds in UTC, so its text sorts as its time); then the name.
   auto created = [](const PodChange<pod::Pod>& c) {
-    return std::make_tuple(c.pod ? c.pod->metadata.creation_timestamp.value_or(0) : 0,
-                           c.pod ? c.pod->metadata.namespace_name : std::string(),
-                           c.pod ? c.pod->metadata.name : c.uid);
+    if (!c.pod) return std::make_tuple(int64_t{0}, std::string(), std::string(), c.uid);
+    const auto& md = c.pod->metadata;
+    auto seen = md.annotations.find(pod::kConfigSeenAnnotation);
+    std::string seen_text = seen != md.annotations.end() ? seen->second : std::string();
+    int64_t when = md.creation_timestamp.value_or(0);
+    if (!md.creation_timestamp) {
+      if (auto t = pod::ParseRfc3339(seen_text)) when = t->seconds;
+    }
+    return std::make_tuple(when, md.creation_timestamp ? std::string() : seen_text,
+                           md.namespace_name, md.name);
   };
   std::vector<size_t> slots;
   std::vector<PodChange<pod::Pod>> adds;

@@ -16,6 +16,7 @@
 //   ConfigMap is CreateContainerConfigError. runtimeClassName is the CRI runtime handler.
 // - Probes over HTTPS (no certificate check) and gRPC (grpc.health.v1) decide readiness.
 // - Termination messages: the terminationMessagePath file, or the log's end on failure.
+// - Admission in creation order; finished pods do not count against maxPods.
 //
 // The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
 // seconds, writing what they find into a hostPath directory the test reads.
@@ -812,6 +813,41 @@ TEST_F(LifecycleE2eTest, TerminationMessagesFromTheFileOrTheLog) {
   EXPECT_EQ(m["big"], std::string(4096, 'a'));
   EXPECT_EQ(m["logs"], "first\nlast words\n");
   EXPECT_EQ(m["quiet"], "") << "the logs are read only for a failed container";
+}
+
+// Admission as the kubelet: new pods in the order they were created, and pods in a terminal
+// phase do not count. With --max-pods 2: `done` (created first, exits at once), `zeta` and
+// `alpha` arrive together; by creation time `done` and `zeta` are admitted and `alpha` (first
+// by name) is refused OutOfpods. Once `done` has Succeeded, a new pod fits although two pods are
+// still admitted.
+TEST_F(LifecycleE2eTest, AdmissionInCreationOrderAndFinishedPodsDoNotCount) {
+  auto pod = [](const std::string& name, const std::string& created, const std::string& cmd,
+                const std::string& policy) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  creationTimestamp: \"" +
+           created + "\"\nspec:\n  hostNetwork: true\n  restartPolicy: " + policy +
+           "\n  terminationGracePeriodSeconds: 2\n"
+           "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+           "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+           cmd + "\"]\n";
+  };
+  const std::string sleeper = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+  Write("done.yaml", pod("done", "2019-01-01T00:00:00Z", "exit 0", "Never"));
+  Write("zeta.yaml", pod("zeta", "2020-01-01T00:00:00Z", sleeper, "Always"));
+  Write("alpha.yaml", pod("alpha", "2021-01-01T00:00:00Z", sleeper, "Always"));
+  StartNodelet(Flags({"--max-pods", "2"}));
+  auto phase = [&](const std::string& name) {
+    auto p = CtlPod(name + "-node1");
+    return p.is_null() ? std::string()
+                       : p["status"].value("phase", "") + "/" + p["status"].value("reason", "");
+  };
+  EXPECT_TRUE(WaitFor([&] { return phase("alpha") == "Failed/OutOfpods"; }, 30s)) << phase("alpha");
+  EXPECT_TRUE(WaitFor([&] { return !RunningContainer("zeta-node1").empty(); }, 40s))
+      << phase("zeta");
+  ASSERT_TRUE(WaitFor([&] { return phase("done") == "Succeeded/"; }, 40s)) << phase("done");
+  Write("late.yaml", pod("late", "2022-01-01T00:00:00Z", sleeper, "Always"));
+  EXPECT_TRUE(WaitFor([&] { return !RunningContainer("late-node1").empty(); }, 40s))
+      << "a Succeeded pod must not count against maxPods: " << phase("late");
+  EXPECT_EQ(phase("alpha"), "Failed/OutOfpods") << "a refused pod stays refused";
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
