@@ -17,18 +17,24 @@
 // - Probes over HTTPS (no certificate check) and gRPC (grpc.health.v1) decide readiness.
 // - Termination messages: the terminationMessagePath file, or the log's end on failure.
 // - Admission in creation order; finished pods do not count against maxPods.
+// - No head-of-line blocking: a hanging image pull delays no other pod's kill or start.
 //
 // The pods' containers trap SIGTERM and, in the handler, check their emptyDir files over a few
 // seconds, writing what they find into a hostPath directory the test reads.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -848,6 +854,56 @@ TEST_F(LifecycleE2eTest, AdmissionInCreationOrderAndFinishedPodsDoNotCount) {
   EXPECT_TRUE(WaitFor([&] { return !RunningContainer("late-node1").empty(); }, 40s))
       << "a Succeeded pod must not count against maxPods: " << phase("late");
   EXPECT_EQ(phase("alpha"), "Failed/OutOfpods") << "a refused pod stays refused";
+}
+
+// No head-of-line blocking: a pod whose image pull hangs (a "registry" on loopback that accepts
+// connections and never answers) delays neither the deletion of another pod, which stops within
+// its grace period, nor the start of a new one.
+TEST_F(LifecycleE2eTest, AHangingPullDelaysNoOtherPod) {
+  // The kernel completes the connections (backlog); nothing ever reads or answers them.
+  int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ASSERT_EQ(listen(silent, 64), 0);
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { close(fd); }
+  } close_silent{silent};
+  const std::string image = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/never:1";
+
+  auto pod = [&](const std::string& name, const std::string& image_ref, const std::string& policy) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 10\n"
+           "  volumes:\n  - name: results\n    hostPath:\n      path: " +
+           results_dir() + "\n  containers:\n  - name: app\n    image: " + image_ref +
+           "\n    imagePullPolicy: " + policy + "\n    command: [\"sh\", \"-c\", \"trap 'echo " +
+           name + " term >> /results/out; exit 0' TERM; echo " + name +
+           " running >> /results/out; while true; do sleep 0.2; done\"]\n"
+           "    volumeMounts:\n    - {name: results, mountPath: /results}\n";
+  };
+  Write("victim.yaml", pod("victim", "nodelet.local/busybox:1.0", "Never"));
+  StartNodelet(Flags());
+  ASSERT_TRUE(WaitFor([&] { return ResultsHave("victim running"); }, 40s));
+  Write("stuck.yaml", pod("stuck", image, "Always"));
+  // containerd is pulling once a connection waits in the silent listener's backlog.
+  pollfd pending{silent, POLLIN, 0};
+  ASSERT_EQ(poll(&pending, 1, 30000), 1) << "containerd never tried the silent registry";
+
+  const auto deleted = std::chrono::steady_clock::now();
+  std::filesystem::remove(manifests() + "/victim.yaml");
+  Write("fresh.yaml", pod("fresh", "nodelet.local/busybox:1.0", "Never"));
+  EXPECT_TRUE(WaitFor([&] { return ResultsHave("victim term"); }, 10s))
+      << "the deleted pod must get its SIGTERM while the other pull hangs";
+  EXPECT_TRUE(WaitFor([&] { return RunningContainer("victim-node1").empty(); }, 12s));
+  EXPECT_LT(std::chrono::steady_clock::now() - deleted, 12s);
+  EXPECT_TRUE(WaitFor([&] { return ResultsHave("fresh running"); }, 20s))
+      << "a new pod must start while the other pull hangs";
+  EXPECT_TRUE(RunningContainer("stuck-node1").empty()) << "the pull cannot have succeeded";
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of
