@@ -85,13 +85,42 @@ std::string RenderPodManifest(const ChaosPod& pod) {
           "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n"
           "    - {name: memory, mountPath: /memory}\n"
           "    - {name: config, mountPath: /config, readOnly: true}\n";
+      const bool results = !pod.results_dir.empty();
+      // The writer's SIGTERM handler checks its emptyDir files three times over about a second
+      // of its 3 s grace period, after its preStop hook left /scratch/prestop.
+      std::string writer =
+          "echo $GENERATION > /scratch/gen; echo kept > /scratch/marker; "
+          "echo kept > /memory/marker; rm -f /scratch/prestop; ";
+      if (results) {
+        writer +=
+            std::string("on_term() { trap '' TERM; r=") + kGraceOk +
+            "; [ -f /scratch/prestop ] || r=" + kGraceNoPreStop +
+            "; for i in 1 2 3; do [ \\\"$(cat /scratch/marker)\\\" = kept ] || r=" + kGraceMissing +
+            "; [ \\\"$(cat /memory/marker)\\\" = kept ] || r=" + kGraceMissing +
+            "; sleep 0.3; done; echo $r >> /results/$POD_NAME; exit 0; }; "
+            "trap on_term TERM; while true; do sleep 0.3; done";
+      } else {
+        writer += kServe;
+      }
+      std::string writer_extra = gen_env + mounts;
+      if (results) {
+        writer_extra +=
+            "    - {name: results, mountPath: /results}\n"
+            "    lifecycle:\n      preStop:\n        exec:\n"
+            "          command: [\"sh\", \"-c\", \"echo done > /scratch/prestop\"]\n";
+        // POD_NAME from the downward API (fieldRef), after GENERATION.
+        writer_extra.insert(gen_env.size(),
+                            "    - name: POD_NAME\n      valueFrom:\n        fieldRef:\n"
+                            "          fieldPath: metadata.name\n");
+      }
       out += std::string(
                  "  volumes:\n  - name: scratch\n    emptyDir: {}\n"
                  "  - name: memory\n    emptyDir:\n      medium: Memory\n      sizeLimit: 4Mi\n"
                  "  - name: config\n    configMap:\n      name: ") +
-             kConfigMapName + "\n  containers:\n" +
-             Container("writer", std::string("echo $GENERATION > /scratch/gen; ") + kServe,
-                       gen_env + mounts) +
+             kConfigMapName + "\n" +
+             (results ? "  - name: results\n    hostPath:\n      path: " + pod.results_dir + "\n"
+                      : std::string()) +
+             "  containers:\n" + Container("writer", writer, writer_extra) +
              Container("reader", std::string("cat /config/greeting > /memory/seen; ") + kServe,
                        mounts);
       break;

@@ -15,7 +15,9 @@ namespace nodelet::chaos {
 enum class PodKind {
   kLongRunning,        // sleeps until SIGTERM
   kLongWithInit,       // an init container fills an emptyDir, then a long-running app
-  kLongWithVolumes,    // emptyDir (disk and Memory) and configMap, two containers
+  kLongWithVolumes,    // emptyDir (disk and Memory) and configMap, two containers; the writer
+                       // has a preStop hook and checks its emptyDir data through the grace
+                       // period (kGraceResults)
   kLongWithProbes,     // httpd on a loopback port; liveness httpGet + exec, readiness tcpSocket
   kCrashLooping,       // exit 1, restartPolicy Always (crash-loop backoff)
   kCompleteNever,      // exit 0, restartPolicy Never
@@ -41,7 +43,17 @@ struct ChaosPod {
   int port = 0;  // kLongWithProbes: the loopback port its httpd serves
   int generation = 0;
   int label_generation = 0;
+  // kLongWithVolumes: the host directory (hostPath) where the writer's SIGTERM handler appends
+  // its verdict to a file named after the pod: "ok" (its emptyDir files were there throughout
+  // the handler and its preStop hook had run), "missing" (a file was gone: a violation) or
+  // "no-prestop". Empty: no verdicts.
+  std::string results_dir;
 };
+
+// The writer's verdicts (see ChaosPod::results_dir).
+inline constexpr char kGraceOk[] = "ok";
+inline constexpr char kGraceMissing[] = "missing";
+inline constexpr char kGraceNoPreStop[] = "no-prestop";
 
 // The manifest file of a pod (YAML).
 std::string RenderPodManifest(const ChaosPod& pod);

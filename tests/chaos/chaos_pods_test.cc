@@ -32,6 +32,20 @@ TEST(ChaosPodsTest, EveryKindIsAValidStaticPod) {
       "Always");
 }
 
+// With a results directory, the volume pod's writer gets its preStop hook, its POD_NAME from the
+// downward API and the results hostPath; the manifest stays a valid static pod.
+TEST(ChaosPodsTest, VolumePodWithResultsHasAPreStopHookAndTheResultsMount) {
+  ChaosPod pod{"p3", PodKind::kLongWithVolumes, 0, 0, 0, "/tmp/chaos-results"};
+  const std::string manifest = RenderPodManifest(pod);
+  auto expected = ExpectPod(manifest, "/m/p3.yaml", "chaos");
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString() << "\n" << manifest;
+  EXPECT_THAT(manifest, ::testing::HasSubstr("preStop:"));
+  EXPECT_THAT(manifest, ::testing::HasSubstr("fieldPath: metadata.name"));
+  EXPECT_THAT(manifest, ::testing::HasSubstr("path: /tmp/chaos-results"));
+  EXPECT_THAT(RenderPodManifest({"p3", PodKind::kLongWithVolumes, 0, 0, 0}),
+              ::testing::Not(::testing::HasSubstr("preStop:")));
+}
+
 TEST(ChaosPodsTest, SpecEditChangesTheHashLabelEditDoesNot) {
   for (PodKind kind : kAll) {
     ChaosPod pod{"p2", kind, 18082, 0, 0};

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,9 @@ Status Soak::Setup() {
   run_ = dir_ + "/run";
   log_ = dir_ + "/log";
   for (const auto& d : {manifests_, log_}) fs::create_directories(d);
+  // The writers' verdicts; any container user may append.
+  fs::create_directories(dir_ + "/results");
+  chmod((dir_ + "/results").c_str(), 0777);
 
   testing::ContainerdOptions copts;
   copts.dir = dir_ + "/ctrd";
@@ -232,6 +236,7 @@ Status Soak::AddPod(PodKind kind) {
   }
   d.pod.kind = kind;
   if (kind == PodKind::kLongWithProbes) d.pod.port = testing::FreeLoopbackPort();
+  if (kind == PodKind::kLongWithVolumes) d.pod.results_dir = dir_ + "/results";
   d.file = d.pod.name + ".yaml";
   std::string manifest = RenderPodManifest(d.pod);
   auto expected = ExpectPod(manifest, manifests_ + "/" + d.file, kNodeName);
@@ -629,6 +634,21 @@ void Soak::CheckLeaks() {
   for (const auto& e : fs::directory_iterator(root_ + "/pods", ec)) {
     Violation(figures_.leak_violations, "pod directory left: " + e.path().string());
   }
+  // The verdicts of the writers' SIGTERM handlers (chaos_pods.h): an emptyDir file gone during a
+  // grace period is a violation; a handler that found no trace of its preStop hook is counted
+  // (a hook can fail for a fault: containerd restarted while it ran).
+  for (const auto& e : fs::directory_iterator(dir_ + "/results", ec)) {
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      ++figures_.grace_verdicts;
+      if (line == kGraceNoPreStop) ++figures_.grace_no_prestop;
+      if (line == kGraceMissing) {
+        Violation(figures_.grace_violations, e.path().filename().string() +
+                                                 ": an emptyDir file was gone during the grace "
+                                                 "period");
+      }
+    }
+  }
 
   // 2. nodelet stopped: none of its processes is left.
   auto services = ServiceStatus();
@@ -814,13 +834,16 @@ nlohmann::json SoakFigures::ToJson() const {
             {"containers_tracked", containers_tracked},
             {"continuity_checks", continuity_checks},
             {"status_samples", status_samples},
-            {"status_pods_tracked", status_pods_tracked}}},
+            {"status_pods_tracked", status_pods_tracked},
+            {"grace_verdicts", grace_verdicts},
+            {"grace_no_prestop", grace_no_prestop}}},
           {"violations",
            {{"desired", desired_violations},
             {"undesired", undesired_violations},
             {"restarted", restart_violations},
             {"status", status_violations},
             {"leaks", leak_violations},
+            {"grace", grace_violations},
             {"total", violations()}}},
           {"details", details}};
 }
@@ -836,9 +859,12 @@ std::string SoakFigures::Summary() const {
       << "  pods checked: " << pods_checked << "; containers followed: " << containers_tracked
       << " (continuity checks: " << continuity_checks << ")"
       << "; statusd samples: " << status_samples << " over " << status_pods_tracked << " pods\n"
+      << "  grace periods checked: " << grace_verdicts << " (preStop not seen: " << grace_no_prestop
+      << ")\n"
       << "  violations: " << violations() << " (desired " << desired_violations << ", undesired "
       << undesired_violations << ", restarted " << restart_violations << ", status "
-      << status_violations << ", leaks " << leak_violations << ")\n";
+      << status_violations << ", leaks " << leak_violations << ", grace " << grace_violations
+      << ")\n";
   for (const auto& d : details) out << "    " << d << "\n";
   return out.str();
 }

@@ -50,18 +50,21 @@ struct SoakFigures {
   int continuity_checks = 0;    // container compared across a fault window
   int status_samples = 0;       // statusd lists read
   int status_pods_tracked = 0;  // distinct pod UIDs seen in statusd
+  int grace_verdicts = 0;       // SIGTERM handlers that checked their emptyDir (chaos_pods.h)
+  int grace_no_prestop = 0;     // of those, how many found no trace of their preStop hook
   // Violations, by check.
   int desired_violations = 0;        // a desired pod not running with the right spec
   int undesired_violations = 0;      // a sandbox or container of a pod not desired
   int restart_violations = 0;        // a container that should have kept running was replaced
   int status_violations = 0;         // a version or terminal phase went backwards
   int leak_violations = 0;           // mounts, processes, cgroups left after the stop
+  int grace_violations = 0;          // an emptyDir file gone while its container still ran
   std::vector<std::string> details;  // one line per violation (first 200)
   std::string work_dir;
 
   int violations() const {
     return desired_violations + undesired_violations + restart_violations + status_violations +
-           leak_violations;
+           leak_violations + grace_violations;
   }
   nlohmann::json ToJson() const;
   std::string Summary() const;
