@@ -96,7 +96,11 @@ class PodSyncer {
   // when a container is created). Any thread.
   void SetConfigObjects(std::shared_ptr<const EnvSources> objects);
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
-  void set_root_dir(std::string dir) { root_dir_ = std::move(dir); }
+  // Also where ephemeral storage is measured for resourceFieldRef (as volumed measures it).
+  void set_root_dir(std::string dir) {
+    root_dir_ = std::move(dir);
+    node_ = pod::ReadNodeAllocatable(root_dir_);
+  }
 
   // An event about `pod`, stamped now (the wall clock), from podworkerd.
   status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,

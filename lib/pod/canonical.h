@@ -18,10 +18,12 @@
 namespace nodelet::pod {
 
 // The fields that define a running container, in this order (tags 1..11): name, image,
-// command, args, workingDir, env (name, value), ports (name, containerPort, protocol,
+// command, args, workingDir, env (name, value, valueFrom), ports (name, containerPort, protocol,
 // hostPort), resources (requests, limits: name and exact value), volumeMounts (name,
 // mountPath, readOnly, subPath), securityContext (runAsUser, runAsGroup, runAsNonRoot,
-// privileged, readOnlyRootFilesystem, allowPrivilegeEscalation), terminationMessagePath.
+// privileged, readOnlyRootFilesystem, allowPrivilegeEscalation), terminationMessagePath; then
+// (tags 16..18) envFrom, lifecycle and terminationMessagePolicy unless it is the default File.
+// An unset field writes nothing, so adding one leaves existing hashes as they were.
 // Not included: imagePullPolicy and the probes, which podworkerd applies without a restart.
 std::string CanonicalContainerSpec(const Container& container);
 

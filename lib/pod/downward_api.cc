@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "lib/pod/field_error.h"
+
 namespace nodelet::pod {
 namespace {
 
@@ -14,28 +16,7 @@ namespace {
 // printable text.
 std::string MapText(const std::map<std::string, std::string>& m) {
   std::string out;
-  for (const auto& [k, v] : m) {
-    out += k + "=\"";
-    for (char c : v) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default:
-          out += c;
-      }
-    }
-    out += "\"\n";
-  }
+  for (const auto& [k, v] : m) out += k + "=" + QuoteValue(v, std::string::npos) + "\n";
   return out;
 }
 

@@ -82,13 +82,12 @@ std::string FieldError::ToString() const {
   return out;
 }
 
-std::string QuoteValue(std::string_view s) {
-  constexpr size_t kMaxShown = 256;
+std::string QuoteValue(std::string_view s, size_t max_shown) {
   static const char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   size_t shown = 0;
   for (unsigned char c : s) {
-    if (shown++ == kMaxShown) {
+    if (shown++ == max_shown) {
       out += "...";
       break;
     }

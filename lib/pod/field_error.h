@@ -60,9 +60,9 @@ class FieldError {
 using FieldErrors = std::vector<FieldError>;
 
 // Quotes a string the way Go's %q does for printable ASCII: "a\"b", with \n, \t, \\ and \xNN
-// escapes for the rest, so hostile bytes never reach a log line raw. Long strings are cut at
-// 256 bytes ("...").
-std::string QuoteValue(std::string_view s);
+// escapes for the rest, so hostile bytes never reach a log line raw. Strings longer than
+// `max_shown` bytes are cut there ("...").
+std::string QuoteValue(std::string_view s, size_t max_shown = 256);
 
 // Field paths: "spec", Child(p, "containers") = "spec.containers", Index(p, 1) =
 // "spec.containers[1]", Key(p, "cpu") = "...limits[cpu]".

@@ -405,6 +405,20 @@ class PodDecoder {
     if (!zero) errors_.push_back(FieldError::Forbidden(Child(path, key), std::move(detail)));
   }
 
+  // Refuses a string field set to anything but its default (or empty).
+  void ForbidUnlessDefault(const Fields& f, std::string_view key, std::string_view default_value,
+                           const std::string& path) {
+    const YAML::Node* n = Get(f, key);
+    if (n == nullptr) return;
+    if (KindOf(*n) == ScalarKind::kString &&
+        (n->Scalar().empty() || n->Scalar() == default_value)) {
+      return;
+    }
+    errors_.push_back(FieldError::Forbidden(
+        Child(path, key),
+        std::string(kNotSupportedByNodelet) + " (only " + std::string(default_value) + ")"));
+  }
+
   bool StringValue(const YAML::Node& n, const std::string& path, std::string& out) {
     if (KindOf(n) != ScalarKind::kString) {
       Bad(path, n, "must be a string");
@@ -665,6 +679,8 @@ class PodDecoder {
     Bool(f, "readOnly", p, m.read_only);
     Str(f, "subPath", p, m.sub_path);
     Forbid(f, "subPathExpr", p);
+    ForbidUnlessDefault(f, "mountPropagation", "None", p);
+    ForbidUnlessDefault(f, "recursiveReadOnly", "Disabled", p);
   }
 
   void Exec(const Fields& f, const std::string& p, ExecAction& e) {
@@ -739,9 +755,10 @@ class PodDecoder {
     OptBool(f, "readOnlyRootFilesystem", p, s.read_only_root_filesystem);
     OptBool(f, "allowPrivilegeEscalation", p, s.allow_privilege_escalation);
     for (const char* key : {"capabilities", "seccompProfile", "seLinuxOptions", "windowsOptions",
-                            "procMount", "appArmorProfile"}) {
+                            "appArmorProfile"}) {
       ForbidSet(f, key, p);
     }
+    ForbidUnlessDefault(f, "procMount", "Default", p);
   }
 
   void ContainerFields(const Fields& f, const std::string& p, Container& c) {
@@ -881,9 +898,18 @@ class PodDecoder {
     Str(f, "serviceAccountName", p, s.service_account_name);
     for (const char* key :
          {"hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "hostname", "subdomain",
-          "hostAliases", "dnsConfig", "setHostnameAsFQDN", "ephemeralContainers", "hostUsers",
-          "resourceClaims", "resources"}) {
+          "hostAliases", "dnsConfig", "setHostnameAsFQDN", "ephemeralContainers", "resourceClaims",
+          "resources"}) {
       ForbidSet(f, key, p);
+    }
+    // hostUsers: true is the default (the node's user namespace); false asks for a user
+    // namespace of the pod's own.
+    if (const YAML::Node* h = Get(f, "hostUsers")) {
+      if (auto v = BoolValue(*h, Child(p, "hostUsers")); v && !*v) {
+        errors_.push_back(FieldError::Forbidden(Child(p, "hostUsers"),
+                                                "false is not supported by nodelet (no user "
+                                                "namespaces)"));
+      }
     }
     // Other policies are accepted and ignored (and so reported): nodelet has no cluster DNS.
     if (auto d = f.find("dnsPolicy");

@@ -4,9 +4,11 @@
 // Each document must be a mapping with `kind` and `apiVersion`. `kind: Pod` with
 // `apiVersion: v1` is decoded into a Pod (no defaults applied: see defaults.h); kinds named in
 // ParseOptions::other_kinds (e.g. ConfigMap and Secret, for the volumes code) are returned
-// undecoded as OtherDocument; any other kind is an error. Unknown fields are ignored, like the
-// API server's non-strict decoding; the few v1 fields whose silent loss would change what runs
-// (env[].valueFrom, envFrom, probe grpc, unsupported volume sources) are rejected instead.
+// undecoded as OtherDocument; any other kind is an error. Fields the decoder does not take are
+// left out of the Pod, like the API server's non-strict decoding, and listed by path in
+// PodDocument::ignored_fields (the supervisor names them in an IgnoredFields Warning event);
+// the v1 fields whose silent loss would change what runs (hostPID, tty, capabilities,
+// unsupported volume sources, ...: docs/pods.md, "Every field of the v1 Pod") are refused.
 //
 // Hostile input is bounded: a size cap, text-only content (no NUL, no control bytes, valid
 // UTF-8), a nesting depth limit, a node budget per document (so aliases cannot multiply work),

@@ -469,7 +469,7 @@ TEST(ManifestParserTest, IgnoredFieldsAreListedByPath) {
   auto r = Decode(
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  generateName: w-\n"
       "spec:\n  dnsPolicy: ClusterFirst\n  tolerations: []\n  hostPID: false\n"
-      "  securityContext: {}\n"
+      "  hostUsers: true\n  securityContext: {}\n"
       "  containers:\n  - name: app\n    image: busybox\n    resizePolicy: []\n"
       "    resources: {limits: {cpu: 1}, future: x}\n"
       "    livenessProbe: {exec: {command: [\"true\"]}, surprise: 1}\n"
@@ -494,6 +494,8 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
       {"  hostname: other\n", "spec.hostname: Forbidden: not supported by nodelet"},
       {"  dnsPolicy: None\n",
        "spec.dnsPolicy: Forbidden: None is not supported by nodelet (it needs dnsConfig)"},
+      {"  hostUsers: false\n",
+       "spec.hostUsers: Forbidden: false is not supported by nodelet (no user namespaces)"},
   };
   for (const auto& [spec_line, expected] : kCases) {
     std::string yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n" + spec_line +
@@ -501,7 +503,9 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
     EXPECT_EQ(OnlyError(Decode(yaml)), std::string(kSource) + ": " + expected) << spec_line;
   }
   for (const char* container_line :
-       {"    tty: true\n", "    securityContext: {capabilities: {drop: [ALL]}}\n"}) {
+       {"    tty: true\n", "    securityContext: {capabilities: {drop: [ALL]}}\n",
+        "    securityContext: {procMount: Unmasked}\n",
+        "    volumeMounts: [{name: v, mountPath: /v, mountPropagation: Bidirectional}]\n"}) {
     std::string yaml =
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
         "  containers:\n  - name: app\n    image: busybox\n" +
