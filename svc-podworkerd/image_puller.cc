@@ -126,8 +126,9 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
   return ref;
 }
 
-EnsureImageResult ImagePuller::EnsureImage(const std::string& image,
-                                           const std::string& pull_policy) {
+EnsureImageResult ImagePuller::EnsureImage(
+    const std::string& image, const std::string& pull_policy,
+    const std::function<void(const ImageEvent&)>& on_pulling) {
   EnsureImageResult out;
   cri::v1::ImageSpec spec;
   spec.set_image(image);
@@ -169,7 +170,12 @@ EnsureImageResult ImagePuller::EnsureImage(const std::string& image,
       return out;
     }
   }
-  out.events.push_back({"Normal", "Pulling", "Pulling image " + Quoted(image)});
+  ImageEvent started{"Normal", "Pulling", "Pulling image " + Quoted(image)};
+  if (on_pulling) {
+    on_pulling(started);
+  } else {
+    out.events.push_back(std::move(started));
+  }
   Duration pulling{};
   Result<std::string> ref = Pull(image, &pulling);
   if (ref.ok()) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,8 +66,11 @@ class ImagePuller {
   ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config = {});
 
   // Makes `image` present per `pull_policy` ("Always", "IfNotPresent", "Never"; anything else
-  // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs.
-  EnsureImageResult EnsureImage(const std::string& image, const std::string& pull_policy);
+  // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs. With
+  // `on_pulling`, the Pulling event goes to it when the pull is about to start (so an operator
+  // sees it while a slow pull runs) instead of into the result.
+  EnsureImageResult EnsureImage(const std::string& image, const std::string& pull_policy,
+                                const std::function<void(const ImageEvent&)>& on_pulling = {});
 
   const ImagePullerConfig& config() const { return config_; }
   // PullImage calls running now, callers waiting (for their turn, or for a pull of the same

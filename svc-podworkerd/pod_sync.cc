@@ -135,7 +135,13 @@ PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, co
 
 Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
                               SyncOutcome& out) {
-  EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy);
+  std::function<void(const ImageEvent&)> on_pulling;
+  if (progress_events_) {
+    on_pulling = [&](const ImageEvent& e) {
+      progress_events_({MakeEvent(pod, e.type, e.reason, e.message)});
+    };
+  }
+  EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy, on_pulling);
   for (const auto& e : r.events) out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
   if (r.retry_at) out.retry_at = out.retry_at ? std::min(*out.retry_at, *r.retry_at) : *r.retry_at;
   if (!r.status.ok()) waiting[c.name] = {r.reason, r.message};

@@ -95,6 +95,11 @@ class PodSyncer {
   // The ConfigMaps and Secrets of the latest desired set (env valueFrom and envFrom read them
   // when a container is created). Any thread.
   void SetConfigObjects(std::shared_ptr<const EnvSources> objects);
+  // Where events go that must not wait for the end of the sync (the Pulling event of a pull that
+  // may take long); without it they come with the sync's outcome. Called from worker threads.
+  void set_progress_events(std::function<void(std::vector<status::PodEvent>)> send) {
+    progress_events_ = std::move(send);
+  }
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
   // Also where ephemeral storage is measured for resourceFieldRef (as volumed measures it).
   void set_root_dir(std::string dir) {
@@ -182,6 +187,7 @@ class PodSyncer {
   mutable std::mutex deadline_mu_;
   std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
+  std::function<void(std::vector<status::PodEvent>)> progress_events_;
   mutable std::mutex env_mu_;
   std::shared_ptr<const EnvSources> env_sources_;
   pod::NodeAllocatable node_ = pod::ReadNodeAllocatable();

@@ -223,6 +223,11 @@ Status PodworkerdService::Start() {
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
+  // Sent from the main loop, which owns the status sender.
+  syncer_->set_progress_events([this](std::vector<status::PodEvent> events) {
+    ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
+                              std::move(events))] { status_->SendEvents(std::move(*shared)); });
+  });
   syncer_->set_image_puller_config(config_.image_pulls);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kPodWorkChannel);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
@@ -335,6 +340,25 @@ void PodworkerdService::OnTick() {
 std::set<std::string> PodworkerdService::InUse() const {
   std::set<std::string> uids = dispatcher_->Known();
   uids.merge(status_->Unsent());
+  // And every pod of nodelet's whose container the runtime last showed as not exited: a pod
+  // whose kill failed (the runtime was down) and that the dispatcher then forgot is in use
+  // until a relist shows its containers stopped, whatever the dispatcher knows.
+  uids.merge(PodsWithLiveContainers(mirror_->pods()));
+  return uids;
+}
+
+std::set<std::string> PodsWithLiveContainers(
+    const std::map<std::string, ipc::pleg::PodRecordT>& pods) {
+  std::set<std::string> uids;
+  for (const auto& [uid, rec] : pods) {
+    if (rec.foreign || rec.removed) continue;
+    for (const auto& c : rec.containers) {
+      if (c->state != ipc::pleg::ContainerState::Exited) {
+        uids.insert(uid);
+        break;
+      }
+    }
+  }
   return uids;
 }
 

@@ -69,6 +69,11 @@ struct PodworkerdRuntime {
 // when it answers there.
 Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const Clock& clock);
 
+// The pods of nodelet's (not foreign, not removed) with a container plegd's last relist shows
+// as not exited (running, created or unknown): in use, whatever the dispatcher knows.
+std::set<std::string> PodsWithLiveContainers(
+    const std::map<std::string, ipc::pleg::PodRecordT>& pods);
+
 class PodworkerdService : public Service {
  public:
   // Connects to the real runtime (ConnectRuntime), then as below.

@@ -541,6 +541,63 @@ TEST_F(LifecycleE2eTest, HooksRunAroundTheContainerAlsoAcrossAPodworkerdRestart)
       << ReadTextFile(results_file());
 }
 
+// preStop hooks of the other two kinds: httpGet (to a server the test runs on loopback, which a
+// hostNetwork pod reaches at its IP, 127.0.0.1) is called before the container's SIGTERM; sleep
+// holds the SIGTERM back for its seconds.
+TEST_F(LifecycleE2eTest, HttpGetAndSleepPreStopHooksComeBeforeTheSigterm) {
+  httplib::Server server;
+  std::mutex mu;
+  std::vector<std::string> hits;
+  server.Get("/stop", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    hits.push_back(req.get_header_value("X-Reason") + " with web term " +
+                   (ResultsHave("web term") ? "seen" : "not seen"));
+    res.set_content("bye", "text/plain");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread thread([&] { server.listen_after_bind(); });
+  struct Stop {
+    std::function<void()> f;
+    ~Stop() { f(); }
+  } stop{[&] {
+    server.stop();
+    if (thread.joinable()) thread.join();
+  }};
+  auto container = [&](const std::string& name, const std::string& hook) {
+    return "  - name: " + name +
+           "\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+           "    command: [\"sh\", \"-c\", \"trap 'echo " +
+           name + " term >> /results/out; exit 0' TERM; echo " + name +
+           " running >> /results/out; while true; do sleep 0.2; done\"]\n"
+           "    lifecycle:\n      preStop:\n" +
+           hook + "    volumeMounts:\n    - {name: results, mountPath: /results}\n";
+  };
+  Write("hooks2.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hooks2\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 15\n"
+        "  volumes:\n  - name: results\n    hostPath:\n      path: " +
+            results_dir() + "\n  containers:\n" +
+            container("web", "        httpGet:\n          port: " + std::to_string(port) +
+                                 "\n          path: /stop\n          httpHeaders:\n"
+                                 "          - {name: X-Reason, value: deleted}\n") +
+            container("nap", "        sleep:\n          seconds: 3\n"));
+  StartNodelet(Flags());
+  ASSERT_TRUE(
+      WaitFor([&] { return ResultsHave("web running") && ResultsHave("nap running"); }, 40s))
+      << ReadTextFile(results_file());
+  const auto deleted = std::chrono::steady_clock::now();
+  std::filesystem::remove(manifests() + "/hooks2.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ResultsHave("nap term"); }, 30s))
+      << ReadTextFile(results_file());
+  EXPECT_GE(std::chrono::steady_clock::now() - deleted, 3s)
+      << "the sleep hook must hold the SIGTERM back for its 3 seconds";
+  EXPECT_TRUE(WaitFor([&] { return ResultsHave("web term"); }, 10s));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(hits, std::vector<std::string>{"deleted with web term not seen"})
+      << "the httpGet hook must be called once, before the SIGTERM, with its headers";
+}
+
 // A postStart hook that fails: the container is killed (FailedPostStartHook) and restarted as
 // its restartPolicy says.
 TEST_F(LifecycleE2eTest, AFailingPostStartHookKillsAndRestartsTheContainer) {
@@ -904,6 +961,9 @@ TEST_F(LifecycleE2eTest, AHangingPullDelaysNoOtherPod) {
   EXPECT_TRUE(WaitFor([&] { return ResultsHave("fresh running"); }, 20s))
       << "a new pod must start while the other pull hangs";
   EXPECT_TRUE(RunningContainer("stuck-node1").empty()) << "the pull cannot have succeeded";
+  // The pull is visible while it hangs: its Pulling event is recorded when it starts.
+  auto events = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events"}, 5s);
+  EXPECT_THAT(events.output, HasSubstr("Pulling image \"" + image + "\"")) << events.output;
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of

@@ -265,7 +265,9 @@ TEST_F(GrpcCriClientTest, AHungCallEndsAtItsDeadline) {
   EXPECT_EQ(list.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(list.status().message(),
               StartsWith("CRI ListContainers failed: DEADLINE_EXCEEDED: "));
-  EXPECT_GE(took, milliseconds(300));
+  // It waited for its deadline (not failed at once); gRPC's timers run on gRPC's own clock and
+  // were seen firing a millisecond before the test's steady clock says 300 ms.
+  EXPECT_GE(took, milliseconds(250));
   // Other calls are not held up by the hung one's deadline.
   EXPECT_TRUE(client->Version().ok());
 }

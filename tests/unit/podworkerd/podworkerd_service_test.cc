@@ -316,5 +316,35 @@ TEST_F(PodworkerdServiceTest, RestartedPodworkerdKillsTheOrphanItFindsInThePlegV
   EXPECT_EQ(Counter("kills"), 0u);
 }
 
+// A pod whose kill fails (the runtime refuses every stop) and that the dispatcher forgets is
+// still in use while plegd shows a container of it not exited (found by the chaos soak: a kill
+// failed across a containerd restart, the pod left the in-use set, and volumed removed its
+// emptyDir while the container still ran). Foreign and removed records do not count.
+TEST(PodsWithLiveContainersTest, AnyContainerNotExitedKeepsThePodInUse) {
+  auto record = [](const std::string& uid, std::vector<ipc::pleg::ContainerState> states,
+                   bool foreign = false, bool removed = false) {
+    ipc::pleg::PodRecordT r;
+    r.uid = uid;
+    r.foreign = foreign;
+    r.removed = removed;
+    for (auto st : states) {
+      auto c = std::make_unique<ipc::pleg::ContainerRecordT>();
+      c->state = st;
+      r.containers.push_back(std::move(c));
+    }
+    return r;
+  };
+  using S = ipc::pleg::ContainerState;
+  std::map<std::string, ipc::pleg::PodRecordT> pods;
+  pods.emplace("running", record("running", {S::Exited, S::Running}));
+  pods.emplace("created", record("created", {S::Created}));
+  pods.emplace("unknown", record("unknown", {S::Unknown}));
+  pods.emplace("exited", record("exited", {S::Exited, S::Exited}));
+  pods.emplace("empty", record("empty", {}));
+  pods.emplace("foreign", record("foreign", {S::Running}, true));
+  pods.emplace("removed", record("removed", {S::Running}, false, true));
+  EXPECT_EQ(PodsWithLiveContainers(pods), (std::set<std::string>{"created", "running", "unknown"}));
+}
+
 }  // namespace
 }  // namespace nodelet::podworkerd
