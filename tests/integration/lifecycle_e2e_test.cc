@@ -237,6 +237,31 @@ class LifecycleE2eTest : public NodeletTest {
     return nullptr;
   }
 
+  // The pod's events from statusd (a test failure when they cannot be read).
+  std::vector<status::PodEvent> Events(const std::string& uid) {
+    ipc::Context ctx;
+    status::StatusClient statusd(ctx, dir_.Sub("run"));
+    EXPECT_TRUE(statusd.Connect().ok());
+    auto events = statusd.ListEvents(uid);
+    EXPECT_TRUE(events.ok()) << events.status().ToString();
+    return events.ok() ? *events : std::vector<status::PodEvent>{};
+  }
+  // "REASON: MESSAGE" of each of the pod's events.
+  std::vector<std::string> EventLines(const std::string& uid) {
+    std::vector<std::string> lines;
+    for (const auto& e : Events(uid)) lines.push_back(e.reason + ": " + e.message);
+    return lines;
+  }
+  // The container's restartCount in the pod's status; -1 while it has none.
+  int RestartCount(const std::string& pod, const std::string& container) {
+    auto p = CtlPod(pod);
+    if (p.is_null() || !p["status"].contains("containerStatuses")) return -1;
+    for (const auto& c : p["status"]["containerStatuses"]) {
+      if (c.value("name", "") == container) return c.value("restartCount", -1);
+    }
+    return -1;
+  }
+
   // Starts nodelet with `graceful.yaml` (CHECKS checks in the handler) and waits until its
   // container runs with its handler installed; returns the pod's uid.
   std::string StartGracefulPod(int checks, std::vector<std::string> extra_flags = {}) {
@@ -395,13 +420,8 @@ TEST_F(LifecycleE2eTest, DeletedPodsStatusGoesOnceStoppedRejectedPodsWithTheirMa
       << "a stopped, deleted pod must no longer be listed: nodeletctl " << Join(CtlPodNames())
       << ", /pods " << Join(HttpPodNames());
   {
-    ipc::Context ctx;
-    status::StatusClient statusd(ctx, dir_.Sub("run"));
-    ASSERT_TRUE(statusd.Connect().ok());
-    auto events = statusd.ListEvents(uid);
-    ASSERT_TRUE(events.ok()) << events.status().ToString();
     std::vector<std::string> reasons;
-    for (const auto& e : *events) reasons.push_back(e.reason);
+    for (const auto& e : Events(uid)) reasons.push_back(e.reason);
     EXPECT_TRUE(Has(reasons, "Started"))
         << "the deleted pod's events must be kept: " << Join(reasons);
   }
@@ -436,25 +456,12 @@ TEST_F(LifecycleE2eTest, AFailingStartupProbeRestartsTheContainer) {
         "/tmp/live\"]\n"
         "      periodSeconds: 1\n");
   StartNodelet(Flags());
-  auto restarts = [&] {
-    auto p = CtlPod("slow-node1");
-    if (p.is_null() || !p["status"].contains("containerStatuses")) return -1;
-    for (const auto& c : p["status"]["containerStatuses"]) {
-      if (c.value("name", "") == "app") return c.value("restartCount", -1);
-    }
-    return -1;
-  };
+  auto restarts = [&] { return RestartCount("slow-node1", "app"); };
   // The first instance fails its probe after about 2 s; the crash-loop back-off (10 s) then
   // delays the next start.
   EXPECT_TRUE(WaitFor([&] { return restarts() >= 1; }, 40s))
       << "the container must be restarted: " << CtlPod("slow-node1").dump(2);
-  ipc::Context ctx;
-  status::StatusClient statusd(ctx, dir_.Sub("run"));
-  ASSERT_TRUE(statusd.Connect().ok());
-  auto events = statusd.ListEvents(Uid("slow-node1"));
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
-  std::vector<std::string> messages;
-  for (const auto& e : *events) messages.push_back(e.reason + ": " + e.message);
+  const std::vector<std::string> messages = EventLines(Uid("slow-node1"));
   EXPECT_TRUE(Has(messages, "Unhealthy: Startup probe failed")) << Join(messages);
   EXPECT_TRUE(Has(messages, "Killing: Container app failed startup probe, will be restarted"))
       << Join(messages);
@@ -480,13 +487,8 @@ TEST_F(LifecycleE2eTest, ActiveDeadlineFailsThePod) {
   EXPECT_TRUE(WaitFor(failed, 20s)) << CtlPod("deadline-node1").dump(2);
   EXPECT_TRUE(WaitFor([&] { return RunningContainer("deadline-node1").empty(); }, 10s))
       << "the container must be stopped";
-  ipc::Context ctx;
-  status::StatusClient statusd(ctx, dir_.Sub("run"));
-  ASSERT_TRUE(statusd.Connect().ok());
-  auto events = statusd.ListEvents(Uid("deadline-node1"));
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
   std::vector<std::string> reasons;
-  for (const auto& e : *events) reasons.push_back(e.reason);
+  for (const auto& e : Events(Uid("deadline-node1"))) reasons.push_back(e.reason);
   EXPECT_TRUE(Has(reasons, "DeadlineExceeded")) << Join(reasons);
   EXPECT_TRUE(failed()) << "a pod past its deadline stays Failed: "
                         << CtlPod("deadline-node1").dump(2);
@@ -610,23 +612,10 @@ TEST_F(LifecycleE2eTest, AFailingPostStartHookKillsAndRestartsTheContainer) {
         "    lifecycle:\n      postStart:\n        exec:\n"
         "          command: [\"sh\", \"-c\", \"echo no; exit 3\"]\n");
   StartNodelet(Flags());
-  auto restarts = [&] {
-    auto p = CtlPod("poststart-node1");
-    if (p.is_null() || !p["status"].contains("containerStatuses")) return -1;
-    for (const auto& c : p["status"]["containerStatuses"]) {
-      if (c.value("name", "") == "app") return c.value("restartCount", -1);
-    }
-    return -1;
-  };
+  auto restarts = [&] { return RestartCount("poststart-node1", "app"); };
   EXPECT_TRUE(WaitFor([&] { return restarts() >= 1; }, 40s))
       << "the container must be restarted: " << CtlPod("poststart-node1").dump(2);
-  ipc::Context ctx;
-  status::StatusClient statusd(ctx, dir_.Sub("run"));
-  ASSERT_TRUE(statusd.Connect().ok());
-  auto events = statusd.ListEvents(Uid("poststart-node1"));
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
-  std::vector<std::string> messages;
-  for (const auto& e : *events) messages.push_back(e.reason + ": " + e.message);
+  const std::vector<std::string> messages = EventLines(Uid("poststart-node1"));
   bool failed_hook = false;
   for (const auto& m : messages) {
     failed_hook = failed_hook || m.rfind("FailedPostStartHook: command 'sh' exited with 3", 0) == 0;
@@ -747,13 +736,8 @@ TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
       30s))
       << CtlPod("unknown-node1").dump(2);
   // The fields nodelet ignores are named in a Warning event, not dropped without a word.
-  ipc::Context ctx;
-  status::StatusClient statusd(ctx, dir_.Sub("run"));
-  ASSERT_TRUE(statusd.Connect().ok());
-  auto events = statusd.ListEvents(Uid("known-node1"));
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
   std::string ignored;
-  for (const auto& e : *events) {
+  for (const auto& e : Events(Uid("known-node1"))) {
     if (e.reason == "IgnoredFields" && e.type == "Warning") ignored = e.message;
   }
   EXPECT_THAT(ignored, HasSubstr("known.yaml: nodelet ignores spec.dnsPolicy, "
