@@ -53,13 +53,16 @@ std::map<std::string, const ContainerRecordT*> Latest(const PodRecordT* rec,
 // the context error as the message, and the process never started (no start time). That is not
 // a run of the container, so it is started again whatever the restartPolicy, and without
 // crash-loop backoff: a fault in podworkerd must not fail a restartPolicy Never pod.
-bool InterruptedStart(const ContainerRecordT& c) {
-  return c.state == ContainerState::Exited && c.started_at_ns == 0 && c.reason == "StartError" &&
-         c.message.find("context canceled") != std::string::npos;
+// `cut`: containers whose StartContainer the runtime cut off (PodSyncer::cut_starts_).
+bool InterruptedStart(const ContainerRecordT& c, const std::set<std::string>& cut) {
+  if (c.state != ContainerState::Exited || c.started_at_ns != 0) return false;
+  return (c.reason == "StartError" && c.message.find("context canceled") != std::string::npos) ||
+         cut.count(c.id) > 0;
 }
 
-bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited) {
-  if (InterruptedStart(exited)) return true;
+bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited,
+                   const std::set<std::string>& cut) {
+  if (InterruptedStart(exited, cut)) return true;
   if (pod.spec.restart_policy == pod::kRestartPolicyNever) return false;
   if (pod.spec.restart_policy == pod::kRestartPolicyOnFailure) return exited.exit_code != 0;
   return true;
@@ -76,9 +79,9 @@ status::RestartPolicy ToStatusPolicy(const std::string& p) {
   return status::RestartPolicy::kAlways;
 }
 
-status::ContainerState FromRecord(const ContainerRecordT& c) {
+status::ContainerState FromRecord(const ContainerRecordT& c, const std::set<std::string>& cut) {
   status::ContainerState s;
-  if (InterruptedStart(c)) {
+  if (InterruptedStart(c, cut)) {
     // Not a run: the container is being created again (not a terminated state that would make
     // a restartPolicy Never pod Failed for a moment).
     s.waiting = status::ContainerStateWaiting{"ContainerCreating", ""};
@@ -150,7 +153,7 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
 
 bool PodSyncer::InBackoff(const pod::Pod& pod, const pod::Container& c,
                           const ContainerRecordT& exited, WaitingMap& waiting, SyncOutcome& out) {
-  if (InterruptedStart(exited)) return false;  // not a crash: no crash-loop backoff
+  if (InterruptedStart(exited, CutStarts())) return false;  // not a crash: no backoff
   const std::string key =
       CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
   // The exit, on the monotonic clock.
@@ -240,7 +243,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   }
   out.events.push_back(MakeEvent(pod, "Normal", "Created", "Created container " + c.name));
   if (previous != nullptr && previous->state == ContainerState::Exited &&
-      !InterruptedStart(*previous)) {
+      !InterruptedStart(*previous, CutStarts())) {
     const std::string key =
         CrashLoopBackoff::Key(pod.metadata.uid, c.name, pod::ContainerSpecHash(c));
     auto ran = std::chrono::nanoseconds(
@@ -249,6 +252,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     backoff_.RecordRestart(key, std::chrono::duration_cast<Duration>(ran));
   }
   if (Status s = runtime_.StartContainer(*id); !s.ok()) {
+    NoteCutStart(*id, s);
     waiting[c.name] = {"RunContainerError", s.message()};
     out.error = "start container " + c.name + ": " + s.message();
     out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + s.message()));
@@ -272,6 +276,25 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     }
   }
   return true;
+}
+
+void PodSyncer::NoteCutStart(const std::string& id, const Status& failure) {
+  const StatusCode code = failure.code();
+  if (code != StatusCode::kUnavailable && code != StatusCode::kAlreadyExists &&
+      code != StatusCode::kDeadlineExceeded && code != StatusCode::kCancelled) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(cut_mu_);
+  if (cut_starts_.insert(id).second) cut_order_.push_back(id);
+  while (cut_order_.size() > kMaxCutStarts) {
+    cut_starts_.erase(cut_order_.front());
+    cut_order_.pop_front();
+  }
+}
+
+std::set<std::string> PodSyncer::CutStarts() const {
+  std::lock_guard<std::mutex> lock(cut_mu_);
+  return cut_starts_;
 }
 
 void PodSyncer::SetConfigObjects(std::shared_ptr<const EnvSources> objects) {
@@ -493,6 +516,7 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
 
 SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   SyncOutcome out;
+  const std::set<std::string> cut = CutStarts();
   WaitingMap waiting;
   const int64_t grace = GraceSeconds(pod);
   // Volumes first (the kubelet's WaitForAttachAndMount, but never blocking: volumed tells us
@@ -537,7 +561,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
       for (const auto& c : pod.spec.containers) {
         auto it = latest_any.find(c.name);
         if (it == latest_any.end() || it->second->state != ContainerState::Exited ||
-            ShouldRestart(pod, *it->second)) {
+            ShouldRestart(pod, *it->second, cut)) {
           anything_to_run = true;
         }
       }
@@ -581,6 +605,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   auto start_created = [&](const pod::Container& c, const ContainerRecordT& s) {
     out.changed_runtime = true;
     if (Status st = runtime_.StartContainer(s.id); !st.ok()) {
+      NoteCutStart(s.id, st);
       waiting[c.name] = {"RunContainerError", st.message()};
       out.error = "start container " + c.name + ": " + st.message();
       return false;
@@ -613,7 +638,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
     }
     if (s->state != ContainerState::Exited) break;  // still running: wait for it
     // Failed init container.
-    if (!ShouldRestart(pod, *s)) {
+    if (!ShouldRestart(pod, *s, cut)) {
       out.pod_finished = true;
       break;
     }
@@ -689,7 +714,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
           }
         }
         bool spec_changed = s->spec_hash != 0 && s->spec_hash != want_hash;
-        if (!ShouldRestart(pod, *s) && !spec_changed) break;
+        if (!ShouldRestart(pod, *s, cut) && !spec_changed) break;
         any_to_restart = true;
         if (!spec_changed && InBackoff(pod, c, *s, waiting, out)) break;
         if (StartContainer(pod, c, sandbox_id, sandbox_config, s, next_attempt(c.name),
@@ -835,6 +860,7 @@ void PodSyncer::AddTerminationMessage(const pod::Pod& pod, const pod::Container&
 status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* rec,
                                         const WaitingMap& waiting, bool terminal) const {
   status::PodStatus st;
+  const std::set<std::string> cut = CutStarts();
   const auto latest = Latest(rec);
   // Previous instance of each name (for lastState).
   auto previous = [&](const std::string& name, const ContainerRecordT* current) {
@@ -856,14 +882,14 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
       cs.container_id = "containerd://" + cur->id;
       cs.image_id = cur->image_ref;
       cs.restart_count = static_cast<int32_t>(cur->attempt);
-      cs.state = FromRecord(*cur);
+      cs.state = FromRecord(*cur, cut);
       AddTerminationMessage(pod, c, *cur, cs.state);
       cs.ready = cur->state == ContainerState::Running &&
                  (probes_ == nullptr || probes_->Ready(cur->id, c.readiness_probe.has_value(),
                                                        c.startup_probe.has_value()));
       cs.started = cur->state == ContainerState::Running;
       if (const auto* prev = previous(c.name, cur)) {
-        cs.last_state = FromRecord(*prev);
+        cs.last_state = FromRecord(*prev, cut);
         AddTerminationMessage(pod, c, *prev, cs.last_state);
       }
     }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -170,6 +171,12 @@ class PodSyncer {
   // The pod's IP as its sandbox reports it (127.0.0.1 for the node's network or when unknown).
   std::string SandboxHost(const std::string& sandbox_id);
   std::shared_ptr<const EnvSources> ConfigObjects() const;
+  // A StartContainer that failed because the runtime went away or was cut off mid-call
+  // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED), or whose retry found the task the cut call had
+  // made (ALREADY_EXISTS): that container's exit without ever running is not a run (it is
+  // started again, also under restartPolicy Never), as with containerd's "context canceled".
+  void NoteCutStart(const std::string& id, const Status& failure);
+  std::set<std::string> CutStarts() const;
 
   cri::RuntimeService& runtime_;
   cri::ImageService& images_;
@@ -188,6 +195,10 @@ class PodSyncer {
   std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
   std::function<void(std::vector<status::PodEvent>)> progress_events_;
+  static constexpr size_t kMaxCutStarts = 1024;
+  mutable std::mutex cut_mu_;
+  std::set<std::string> cut_starts_;
+  std::deque<std::string> cut_order_;  // oldest first, to bound the set
   mutable std::mutex env_mu_;
   std::shared_ptr<const EnvSources> env_sources_;
   pod::NodeAllocatable node_ = pod::ReadNodeAllocatable();

@@ -136,6 +136,30 @@ TEST_F(PodSyncTest, StartCancelledByOurOwnDeathIsStartedAgainUnderNever) {
   EXPECT_NE(out.status.phase, status::PodPhase::kFailed);
 }
 
+// containerd restarted in the middle of a StartContainer (the chaos soak's "task already
+// exists" on the retry): the container exited without ever running, with a reason that is not
+// the context's. Its start was cut by the runtime, so it is started again even under Never,
+// and the pod is not Failed.
+TEST_F(PodSyncTest, StartCutByTheRuntimeIsStartedAgainUnderNever) {
+  runtime_.FailCall(CriCall::kStartContainer,
+                    Status(StatusCode::kAlreadyExists,
+                           "failed to create containerd task: task "
+                           "already exists"),
+                    1);
+  (void)syncer_.SyncPod(pod_, &record_);
+  ASSERT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+  auto list = runtime_.ListContainers({});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  // plegd then shows that instance exited, never started, as containerd leaves it.
+  ExitedBeforeRunning("Unknown", "shim disconnected");
+  record_.containers.back()->id = (*list)[0].id();
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_FALSE(out.pod_finished);
+  EXPECT_NE(out.status.phase, status::PodPhase::kFailed);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 2) << out.error;
+}
+
 // A start that failed on its own (a missing executable) is a run that failed: under Never the
 // pod is finished and Failed, and nothing is created again, as in the kubelet.
 TEST_F(PodSyncTest, GenuineStartErrorFinishesANeverPod) {
