@@ -8,11 +8,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/pod/downward_api.h"
 #include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
 #include "podwork_generated.h"
@@ -110,6 +112,26 @@ NodeResources ReadNodeCapacity() {
   return NodeResources{node.cpu_milli, node.memory_bytes};
 }
 
+bool AppArmorEnabled() {
+  auto text = ReadFileBounded("/sys/module/apparmor/parameters/enabled", 16);
+  return text.ok() && !text->empty() && (*text)[0] == 'Y';
+}
+
+AdmissionResult AdmitSecurity(const pod::Pod& p, const std::vector<std::string>& unsafe_sysctls,
+                              bool apparmor_enabled) {
+  AdmissionResult r;
+  if (std::string why = pod::ForbiddenSysctls(p, unsafe_sysctls); !why.empty()) {
+    r.admitted = false;
+    r.reason = "SysctlForbidden";
+    r.message = why;
+  } else if (!apparmor_enabled && pod::NeedsAppArmor(p)) {
+    r.admitted = false;
+    r.reason = "AppArmor";
+    r.message = "Cannot enforce AppArmor: AppArmor is not enabled on the host";
+  }
+  return r;
+}
+
 AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& admitted, int max_pods,
                       const NodeResources& allocatable) {
   AdmissionResult r;
@@ -152,6 +174,7 @@ PodManager::PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock,
       options_(std::move(options)),
       envelope_(ipc::ServiceId::Supervisor, ipc::NewIncarnation()) {
   allocatable_ = options_.allocatable.value_or(ReadNodeCapacity());
+  apparmor_enabled_ = options_.apparmor ? *options_.apparmor : AppArmorEnabled();
 }
 
 PodManager::~PodManager() {
@@ -432,8 +455,10 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
       case PodOp::kAdd: {
         std::vector<const pod::Pod*> admitted;
         for (const auto& [_, p] : admitted_) admitted.push_back(p.get());
-        AdmissionResult r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
-        if (!r.admitted) {
+        AdmissionResult r = AdmitSecurity(*c.pod, options_.allowed_unsafe_sysctls,
+                                          options_.apparmor.value_or(apparmor_enabled_));
+        if (r.admitted) r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
+        if (!r.admitted && r.reason.rfind("OutOf", 0) == 0) {
           // Pods that have finished (Succeeded, Failed) use nothing any more (the kubelet's
           // filterOutInactivePods): they do not count. Asked only when a pod does not fit.
           if (!terminal) terminal = TerminalPods();

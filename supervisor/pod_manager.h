@@ -50,9 +50,18 @@ NodeResources ReadNodeCapacity();
 
 struct AdmissionResult {
   bool admitted = true;
-  std::string reason;   // OutOfpods, OutOfcpu, OutOfmemory
+  std::string reason;   // SysctlForbidden, AppArmor, OutOfpods, OutOfcpu, OutOfmemory
   std::string message;  // the kubelet's wording
 };
+
+// Whether this kernel enforces AppArmor (/sys/module/apparmor/parameters/enabled is Y).
+bool AppArmorEnabled();
+
+// The kubelet's admission checks that look at the pod alone, before its resources are counted:
+// sysctls outside the safe set and --allowed-unsafe-sysctls (SysctlForbidden), and AppArmor
+// profiles on a kernel without AppArmor (AppArmor).
+AdmissionResult AdmitSecurity(const pod::Pod& pod, const std::vector<std::string>& unsafe_sysctls,
+                              bool apparmor_enabled);
 
 // The kubelet's admission for a new pod against those already admitted.
 AdmissionResult Admit(const pod::Pod& pod, const std::vector<const pod::Pod*>& admitted,
@@ -76,6 +85,8 @@ struct PodManagerOptions {
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;  // --manifest-url-header
   std::string node_name;
   int max_pods = 110;
+  std::vector<std::string> allowed_unsafe_sysctls;  // --allowed-unsafe-sysctls
+  std::optional<bool> apparmor;  // whether the kernel enforces AppArmor; default: AppArmorEnabled()
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
   std::chrono::milliseconds housekeeping{2000};
 };
@@ -149,6 +160,7 @@ class PodManager : public ManifestsView {
   const Clock& clock_;
   PodManagerOptions options_;
   NodeResources allocatable_;
+  bool apparmor_enabled_ = false;
   std::unique_ptr<ManifestDirSource> dir_;
   std::unique_ptr<ManifestUrlSource> url_;
   std::unique_ptr<PodConfig<pod::Pod>> config_;

@@ -156,6 +156,7 @@ class Supervisor::Impl {
     }
     pod_opts.node_name = options_.node_name;
     pod_opts.max_pods = options_.max_pods;
+    pod_opts.allowed_unsafe_sysctls = options_.allowed_unsafe_sysctls;
     NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
     pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);

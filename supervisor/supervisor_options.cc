@@ -8,6 +8,7 @@
 #include <map>
 
 #include "lib/common/logging.h"
+#include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
 
 namespace nodelet::supervisor {
@@ -111,6 +112,23 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
       ->allow_extra_args(false);
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
+  app.add_option("--allowed-unsafe-sysctls", o->allowed_unsafe_sysctls,
+                 "Comma-separated sysctls or prefixes ending in '*' (e.g. 'kernel.msg*,"
+                 "net.core.somaxconn') that pods may set besides the safe set; a pod asking for "
+                 "another is rejected with SysctlForbidden")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::string dotted = pod::SysctlDotted(text);
+            if (!dotted.empty() && dotted.back() == '*') dotted.pop_back();
+            if (pod::SysctlNamespace(dotted).empty()) {
+              return "\"" + text +
+                     "\" is not a namespaced sysctl (only kernel.shm*, kernel.msg*, kernel.sem, "
+                     "fs.mqueue.* and net.* are)";
+            }
+            return std::string();
+          },
+          "SYSCTL"));
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,

@@ -45,6 +45,9 @@ struct SupervisorOptions {
   std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
   std::string node_name;                          // default: the hostname, lowercased
   int max_pods = 110;
+  // --allowed-unsafe-sysctls: sysctls (or prefixes ending in *) beyond the safe set that pods
+  // may set.
+  std::vector<std::string> allowed_unsafe_sysctls;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
   std::string http_address = "127.0.0.1:10255";
   std::string system_reserved;  // "cpu=100m,memory=256Mi"

@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
+#include "lib/pod/security.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 
 namespace nodelet::podworkerd {
@@ -17,10 +19,48 @@ namespace {
 
 namespace v1 = cri::v1;
 
+// The kubelet's namespaces: the node's with hostNetwork/hostPID/hostIPC; one PID namespace
+// for the pod with shareProcessNamespace, else one per container.
 void SetNamespaces(const pod::Pod& pod, v1::NamespaceOption* ns) {
   ns->set_network(pod.spec.host_network ? v1::NODE : v1::POD);
-  ns->set_pid(v1::CONTAINER);
-  ns->set_ipc(v1::POD);
+  ns->set_pid(pod.spec.host_pid                                  ? v1::NODE
+              : pod.spec.share_process_namespace.value_or(false) ? v1::POD
+                                                                 : v1::CONTAINER);
+  ns->set_ipc(pod.spec.host_ipc ? v1::NODE : v1::POD);
+}
+
+void SetProfile(const pod::SecurityProfile& p, const std::string& localhost_dir,
+                v1::SecurityProfile* out) {
+  if (p.type == pod::kProfileRuntimeDefault) {
+    out->set_profile_type(v1::SecurityProfile::RuntimeDefault);
+  } else if (p.type == pod::kProfileLocalhost) {
+    out->set_profile_type(v1::SecurityProfile::Localhost);
+    out->set_localhost_ref(localhost_dir.empty() ? p.localhost_profile
+                                                 : localhost_dir + "/" + p.localhost_profile);
+  } else {
+    out->set_profile_type(v1::SecurityProfile::Unconfined);
+  }
+}
+
+// fsGroup and supplementalGroups, the groups every container of the pod gets.
+std::vector<int64_t> PodGroups(const pod::Pod& pod) {
+  std::vector<int64_t> groups;
+  if (const auto& sc = pod.spec.security_context) {
+    if (sc->fs_group) groups.push_back(*sc->fs_group);
+    for (int64_t g : sc->supplemental_groups) {
+      if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+    }
+  }
+  return groups;
+}
+
+bool AnyPrivileged(const pod::Pod& pod) {
+  for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
+    for (const auto& c : *list) {
+      if (c.security_context && c.security_context->privileged.value_or(false)) return true;
+    }
+  }
+  return false;
 }
 
 void SetResources(const pod::Container& c, v1::LinuxContainerResources* r) {
@@ -67,13 +107,88 @@ v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
   labels[kPodUidLabel] = pod.metadata.uid;
   auto& annotations = *config.mutable_annotations();
   for (const auto& [k, v] : pod.metadata.annotations) annotations[k] = v;
-  SetNamespaces(pod,
-                config.mutable_linux()->mutable_security_context()->mutable_namespace_options());
+  auto* linux = config.mutable_linux();
+  auto* sc = linux->mutable_security_context();
+  SetNamespaces(pod, sc->mutable_namespace_options());
+  if (const auto& psc = pod.spec.security_context) {
+    if (psc->run_as_user) sc->mutable_run_as_user()->set_value(*psc->run_as_user);
+    if (psc->run_as_group) sc->mutable_run_as_group()->set_value(*psc->run_as_group);
+    for (const auto& y : psc->sysctls)
+      (*linux->mutable_sysctls())[pod::SysctlDotted(y.name)] = y.value;
+  }
+  for (int64_t g : PodGroups(pod)) sc->add_supplemental_groups(g);
+  sc->set_privileged(AnyPrivileged(pod));
+  // The pause container: the pod's own profile, or none (a Localhost profile is the
+  // containers': pause runs under the runtime's default then).
+  pod::SecurityProfile seccomp =
+      pod.spec.security_context && pod.spec.security_context->seccomp_profile
+          ? *pod.spec.security_context->seccomp_profile
+          : pod::SecurityProfile{pod::kProfileUnconfined, ""};
+  if (seccomp.type == pod::kProfileLocalhost) seccomp = {pod::kProfileRuntimeDefault, ""};
+  SetProfile(seccomp, "", sc->mutable_seccomp());
   return config;
 }
 
+void SetContainerSecurity(const pod::Pod& pod, const pod::Container& c,
+                          const std::string& seccomp_dir, const ImageUser* image,
+                          v1::LinuxContainerSecurityContext* sc) {
+  SetNamespaces(pod, sc->mutable_namespace_options());
+  const pod::SecurityContext none;
+  const pod::SecurityContext& s = c.security_context ? *c.security_context : none;
+  if (auto uid = pod::EffectiveRunAsUser(pod, c)) {
+    sc->mutable_run_as_user()->set_value(*uid);
+  } else if (image != nullptr && image->uid) {
+    sc->mutable_run_as_user()->set_value(*image->uid);
+  } else if (image != nullptr && !image->username.empty()) {
+    sc->set_run_as_username(image->username);
+  }
+  if (auto gid = pod::EffectiveRunAsGroup(pod, c)) sc->mutable_run_as_group()->set_value(*gid);
+  for (int64_t g : PodGroups(pod)) sc->add_supplemental_groups(g);
+  if (s.privileged) sc->set_privileged(*s.privileged);
+  if (s.read_only_root_filesystem) sc->set_readonly_rootfs(*s.read_only_root_filesystem);
+  // As the kubelet: no_new_privs only when allowPrivilegeEscalation is false.
+  if (s.allow_privilege_escalation) sc->set_no_new_privs(!*s.allow_privilege_escalation);
+  if (s.capabilities) {
+    auto* caps = sc->mutable_capabilities();
+    for (const auto& name : s.capabilities->add) {
+      if (auto n = pod::CanonicalCapability(name)) caps->add_add_capabilities(*n);
+    }
+    for (const auto& name : s.capabilities->drop) {
+      if (auto n = pod::CanonicalCapability(name)) caps->add_drop_capabilities(*n);
+    }
+  }
+  SetProfile(pod::EffectiveSeccomp(pod, c), seccomp_dir, sc->mutable_seccomp());
+  if (auto apparmor = pod::EffectiveAppArmor(pod, c)) {
+    SetProfile(*apparmor, "", sc->mutable_apparmor());
+  }
+}
+
+Status VerifyRunAsNonRoot(const pod::Pod& pod, const pod::Container& c, const ImageUser& image) {
+  if (!pod::EffectiveRunAsNonRoot(pod, c)) return Status::Ok();
+  const std::string where = " (pod: \"" + pod.metadata.name + "_" + pod.metadata.namespace_name +
+                            "(" + pod.metadata.uid + ")\", container: " + c.name + ")";
+  if (auto uid = pod::EffectiveRunAsUser(pod, c)) {
+    if (*uid == 0)
+      return FailedPrecondition("container's runAsUser breaks non-root policy" + where);
+    return Status::Ok();
+  }
+  if (image.uid) {
+    if (*image.uid == 0) {
+      return FailedPrecondition("container has runAsNonRoot and image will run as root" + where);
+    }
+    return Status::Ok();
+  }
+  if (!image.username.empty()) {
+    return FailedPrecondition("container has runAsNonRoot and image has non-numeric user (" +
+                              image.username + "), cannot verify user is non-root" + where);
+  }
+  // No user in the image: it runs as root.
+  return FailedPrecondition("container has runAsNonRoot and image will run as root" + where);
+}
+
 v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& c,
-                                        uint32_t restart_count, const ContainerEnvironment* env) {
+                                        uint32_t restart_count, const ContainerEnvironment* env,
+                                        const std::string& seccomp_dir, const ImageUser* image) {
   v1::ContainerConfig config;
   config.mutable_metadata()->set_name(c.name);
   config.mutable_metadata()->set_attempt(restart_count);
@@ -112,16 +227,7 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
           pod::kDefaultTerminationGracePeriodSeconds));
   auto* linux = config.mutable_linux();
   SetResources(c, linux->mutable_resources());
-  auto* sc = linux->mutable_security_context();
-  SetNamespaces(pod, sc->mutable_namespace_options());
-  if (c.security_context) {
-    const auto& s = *c.security_context;
-    if (s.run_as_user) sc->mutable_run_as_user()->set_value(*s.run_as_user);
-    if (s.run_as_group) sc->mutable_run_as_group()->set_value(*s.run_as_group);
-    if (s.privileged) sc->set_privileged(*s.privileged);
-    if (s.read_only_root_filesystem) sc->set_readonly_rootfs(*s.read_only_root_filesystem);
-    if (s.allow_privilege_escalation) sc->set_no_new_privs(!*s.allow_privilege_escalation);
-  }
+  SetContainerSecurity(pod, c, seccomp_dir, image, linux->mutable_security_context());
   return config;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,36 @@ Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& 
 cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
                                             const std::string& log_dir);
 
+// The user an image runs as, from CRI ImageStatus: a uid when the image's user is numeric,
+// else a username; neither when the image names none (root).
+struct ImageUser {
+  std::optional<int64_t> uid;
+  std::string username;
+};
+
+// The container's securityContext after the pod's defaults, as the kubelet hands it to the
+// runtime: namespaces, user and group (the image's user when the pod names none, as the
+// kubelet does, so that runAsGroup alone works), fsGroup and supplementalGroups, privileged,
+// read-only root, no_new_privs, capabilities, seccomp (Localhost profiles are files in
+// `seccomp_dir`, ROOT-DIR/seccomp) and AppArmor.
+void SetContainerSecurity(const pod::Pod& pod, const pod::Container& container,
+                          const std::string& seccomp_dir, const ImageUser* image,
+                          cri::v1::LinuxContainerSecurityContext* out);
+
+// The kubelet's verifyRunAsNonRoot: with runAsNonRoot, the container must run as a uid other
+// than 0, known before it starts (a runAsUser, or the image's numeric user). The error's text
+// is the kubelet's, for the container's CreateContainerConfigError.
+Status VerifyRunAsNonRoot(const pod::Pod& pod, const pod::Container& container,
+                          const ImageUser& image);
+
 // `restart_count` becomes the metadata attempt and the log file: CONTAINER/N.log. `env` is the
 // container's resolved environment, command and args (container_env.h); without it they are
-// the spec's as written.
+// the spec's as written. `seccomp_dir` and `image` as for SetContainerSecurity.
 cri::v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Container& container,
                                              uint32_t restart_count,
-                                             const ContainerEnvironment* env = nullptr);
+                                             const ContainerEnvironment* env = nullptr,
+                                             const std::string& seccomp_dir = "",
+                                             const ImageUser* image = nullptr);
 
 // subPath mounts (the kubelet's fix for CVE-2021-25741). The container may change its volume
 // while nodelet resolves a subPath in it, so the subPath is never handed to the runtime by name:

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/pod/canonical.h"
+#include "lib/pod/security.h"
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
@@ -212,7 +213,35 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   for (const auto& w : env->warnings) {
     out.events.push_back(MakeEvent(pod, "Warning", "InvalidEnvironmentVariableNames", w));
   }
-  v1::ContainerConfig config = MakeContainerConfig(pod, c, next_attempt, &*env);
+  // The image's user, asked only when it matters: runAsNonRoot is checked against it, and a
+  // runAsGroup needs a user to go with it (the runtime refuses a group alone).
+  std::optional<ImageUser> image_user;
+  if (pod::EffectiveRunAsNonRoot(pod, c) ||
+      (pod::EffectiveRunAsGroup(pod, c) && !pod::EffectiveRunAsUser(pod, c))) {
+    v1::ImageSpec spec;
+    spec.set_image(c.image);
+    auto st = images_.ImageStatus(spec, false);
+    if (!st.ok()) {
+      waiting[c.name] = {"CreateContainerConfigError", st.status().message()};
+      out.error = "image status for container " + c.name + ": " + st.status().message();
+      return false;
+    }
+    image_user.emplace();
+    if (st->image().has_uid()) {
+      image_user->uid = st->image().uid().value();
+    } else {
+      image_user->username = st->image().username();
+    }
+    if (Status s = VerifyRunAsNonRoot(pod, c, *image_user); !s.ok()) {
+      waiting[c.name] = {"CreateContainerConfigError", s.message()};
+      out.error = "container " + c.name + ": " + s.message();
+      out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + s.message()));
+      return false;
+    }
+  }
+  v1::ContainerConfig config = MakeContainerConfig(
+      pod, c, next_attempt, &*env, root_dir_.empty() ? std::string() : root_dir_ + "/seccomp",
+      image_user ? &*image_user : nullptr);
   auto mounts = MakeMounts(pod, c, volume_paths, root_dir_);
   if (!mounts.ok()) {
     waiting[c.name] = {"CreateContainerConfigError", mounts.status().message()};

@@ -104,9 +104,22 @@ Status WriteAll(int fd, const std::string& data) {
   return Status::Ok();
 }
 
+// With an fsGroup (>= 0): the directory's group becomes it, and the directory 02755 (the
+// kubelet's read-only volume ownership: group read and search, set-group-ID).
+Status OwnDirectory(int fd, int fs_group, const std::string& what) {
+  if (fs_group < 0) return Status::Ok();
+  if (fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(fs_group)) != 0) {
+    return Fail("chown " + what + " to group " + std::to_string(fs_group), errno);
+  }
+  if (fchmod(fd, 02755) != 0) return Fail("chmod " + what, errno);
+  return Status::Ok();
+}
+
 // Writes one payload file at `rel` under the payload directory `root_fd`, creating its parent
-// directories (0755) on fds.
-Status WriteFileAt(int root_fd, const std::string& rel, const std::string& content, int mode) {
+// directories (0755) on fds. With an fsGroup, files and directories are in that group and the
+// group may read them (mode | 0440), as the kubelet leaves a read-only volume.
+Status WriteFileAt(int root_fd, const std::string& rel, const std::string& content, int mode,
+                   int fs_group) {
   std::vector<std::string> parts;
   if (!SplitRelative(rel, &parts) || parts.empty())
     return InvalidArgument("refusing file path " + rel);
@@ -119,6 +132,9 @@ Status WriteFileAt(int root_fd, const std::string& rel, const std::string& conte
     UniqueFd next(openat(parent.get(), name, kDirFlags));
     if (!next.valid()) return Fail("open directory for " + rel, errno);
     if (made && fchmod(next.get(), 0755) != 0) return Fail("chmod directory for " + rel, errno);
+    if (made) {
+      if (Status s = OwnDirectory(next.get(), fs_group, "directory for " + rel); !s.ok()) return s;
+    }
     parent = std::move(next);
   }
   UniqueFd fd(openat(parent.get(), parts.back().c_str(),
@@ -126,7 +142,14 @@ Status WriteFileAt(int root_fd, const std::string& rel, const std::string& conte
   if (!fd.valid()) return Fail("create " + rel, errno);
   if (Status s = WriteAll(fd.get(), content); !s.ok())
     return Status(s.code(), rel + ": " + s.message());
-  if (fchmod(fd.get(), static_cast<mode_t>(mode) & 07777) != 0) return Fail("chmod " + rel, errno);
+  mode_t bits = static_cast<mode_t>(mode) & 07777;
+  if (fs_group >= 0) {
+    if (fchown(fd.get(), static_cast<uid_t>(-1), static_cast<gid_t>(fs_group)) != 0) {
+      return Fail("chown " + rel + " to group " + std::to_string(fs_group), errno);
+    }
+    bits |= 0440;
+  }
+  if (fchmod(fd.get(), bits) != 0) return Fail("chmod " + rel, errno);
   if (close(fd.release()) != 0) return Fail("close " + rel, errno);
   return Status::Ok();
 }
@@ -177,7 +200,7 @@ bool IsSafePayloadPath(const std::string& path) {
   return true;
 }
 
-Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
+Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp, int fs_group) {
   std::set<std::string> top;
   for (const auto& [rel, _] : files) {
     if (!IsSafePayloadPath(rel)) return InvalidArgument("refusing file path " + rel);
@@ -197,9 +220,9 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
       written = Fail("open " + ts, errno);
     } else if (fchmod(payload.get(), 0755) != 0) {
       written = Fail("chmod " + ts, errno);
-    } else {
+    } else if (written = OwnDirectory(payload.get(), fs_group, ts); written.ok()) {
       for (const auto& [rel, content] : files) {
-        written = WriteFileAt(payload.get(), rel, content.first, content.second);
+        written = WriteFileAt(payload.get(), rel, content.first, content.second, fs_group);
         if (!written.ok()) break;
       }
     }
@@ -248,12 +271,15 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp) {
   return Status::Ok();
 }
 
-Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files) {
+Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files,
+                        int fs_group) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return Fail("create volume directory " + dir, errno);
   UniqueFd fd(open(dir.c_str(), kDirFlags));
   if (!fd.valid()) return Fail("open volume directory " + dir, errno);
-  Status s = AtomicWriteAt(fd.get(), files, static_cast<uint64_t>(clock.WallNanos()));
+  Status s = OwnDirectory(fd.get(), fs_group, "volume directory");
+  if (s.ok())
+    s = AtomicWriteAt(fd.get(), files, static_cast<uint64_t>(clock.WallNanos()), fs_group);
   if (!s.ok()) return Status(s.code(), dir + ": " + s.message());
   return s;
 }

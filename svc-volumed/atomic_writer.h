@@ -35,12 +35,16 @@ bool IsPayloadDirName(const std::string& name);
 bool IsSafePayloadPath(const std::string& path);
 
 // Writes `files` into the directory `dir_fd` (see above). `stamp` names the new payload
-// directory (`..data_<stamp>`, bumped while the name is taken).
-Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp);
+// directory (`..data_<stamp>`, bumped while the name is taken). `fs_group` (the pod's fsGroup,
+// or -1): every file and directory of the payload is in that group, files get mode | 0440 and
+// directories 02755, before ..data is swapped, so a reader in the group never meets a file it
+// cannot read.
+Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp, int fs_group = -1);
 
 // Opens `dir` (which must exist and must not be a link) and writes into it, stamped with the
-// wall clock of `clock` in ns.
-Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files);
+// wall clock of `clock` in ns. With an fsGroup, `dir` itself is in that group too (02755).
+Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files,
+                        int fs_group = -1);
 
 // Removes the directory `path` and everything in it on directory fds, never following a link:
 // a directory a container swapped for a link meanwhile is removed as the link. The components

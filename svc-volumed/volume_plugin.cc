@@ -140,6 +140,12 @@ Result<UniqueFd> PodDirectoryPlugin::MakeVolumeDir(const std::string& uid, const
   return OpenOrCreateBeneath(parent->get(), name, mode, "volume directory of " + name);
 }
 
+// The pod's fsGroup, or -1.
+static int FsGroup(const pod::Pod& pod) {
+  const auto& sc = pod.spec.security_context;
+  return sc && sc->fs_group ? static_cast<int>(*sc->fs_group) : -1;
+}
+
 Status PodDirectoryPlugin::EnsureTmpfs(const std::string& dir, int64_t size_bytes) const {
   auto mounted = IsMountedOn(mounter_, dir);
   if (!mounted.ok()) return mounted.status();
@@ -175,6 +181,17 @@ Status EmptyDirPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state,
     int64_t size = v.empty_dir->size_limit ? v.empty_dir->size_limit->Value() : 0;
     if (Status s = EnsureTmpfs(*dir, size); !s.ok()) return s;
   }
+  // fsGroup: the directory (the tmpfs's root for Memory) in that group, set-group-ID so that
+  // what the containers create there is in it too (the kubelet's 0777 | setgid). Only the
+  // directory itself: its content is the containers'.
+  if (const int fs_group = FsGroup(spec.pod); fs_group >= 0) {
+    UniqueFd root(open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!root.valid()) return Errno("open", *dir);
+    if (fchown(root.get(), static_cast<uid_t>(-1), static_cast<gid_t>(fs_group)) != 0) {
+      return Errno("chown to fsGroup " + std::to_string(fs_group) + ":", *dir);
+    }
+    if (fchmod(root.get(), 02777) != 0) return Errno("chmod", *dir);
+  }
   return Status::Ok();
 }
 
@@ -205,8 +222,11 @@ Status FilePayloadPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state
   Payload files;
   if (Status s = MakePayload(spec, &files); !s.ok()) return s;
   std::string hash = PayloadHash(files);
+  // The fsGroup is part of what was written: a change writes the payload again.
+  const int fs_group = FsGroup(spec.pod);
+  hash += "/" + std::to_string(fs_group);
   if (hash == state.content_hash) return Status::Ok();
-  if (Status s = AtomicWriteFiles(clock_, *dir, files); !s.ok()) return s;
+  if (Status s = AtomicWriteFiles(clock_, *dir, files, fs_group); !s.ok()) return s;
   state.content_hash = std::move(hash);
   *content_changed = true;
   return Status::Ok();

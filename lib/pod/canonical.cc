@@ -166,6 +166,11 @@ void HandlerFields(Writer& w, const LifecycleHandler& h) {
   Opt(w, 3, h.sleep, [](Writer& s, const SleepAction& a) { s.Int(1, a.seconds); });
 }
 
+void ProfileFields(Writer& w, const SecurityProfile& p) {
+  w.Str(1, p.type);
+  w.Str(2, p.localhost_profile);
+}
+
 void ProbeFields(Writer& w, const Probe& p) {
   Opt(w, 1, p.exec, ExecFields);
   Opt(w, 2, p.http_get, HttpGetFields);
@@ -229,6 +234,13 @@ void ContainerSpecFields(Writer& w, const Container& c) {
     s.OptBool(4, sc.privileged);
     s.OptBool(5, sc.read_only_root_filesystem);
     s.OptBool(6, sc.allow_privilege_escalation);
+    Opt(s, 7, sc.capabilities, [](Writer& c, const Capabilities& caps) {
+      c.StrList(1, caps.add);
+      c.StrList(2, caps.drop);
+    });
+    Opt(s, 8, sc.seccomp_profile, ProfileFields);
+    Opt(s, 9, sc.app_armor_profile, ProfileFields);
+    s.Str(10, sc.proc_mount);
   });
   w.Str(11, c.termination_message_path);
   // 12..15 are ContainerAll's.
@@ -341,6 +353,24 @@ std::string CanonicalPod(const Pod& pod) {
   spec.Str(8, s.node_name);
   spec.Str(9, s.runtime_class_name);
   spec.Str(10, s.service_account_name);
+  spec.Bool(11, s.host_pid);
+  spec.Bool(12, s.host_ipc);
+  spec.OptBool(13, s.share_process_namespace);
+  Opt(spec, 14, s.security_context, [](Writer& w, const PodSecurityContext& sc) {
+    w.OptInt(1, sc.run_as_user);
+    w.OptInt(2, sc.run_as_group);
+    w.OptBool(3, sc.run_as_non_root);
+    w.OptInt(4, sc.fs_group);
+    w.Str(5, sc.fs_group_change_policy);
+    // As strings: a group 0 would vanish as an Int.
+    Each(w, 6, sc.supplemental_groups, [](Writer& y, int64_t g) { y.Str(1, std::to_string(g)); });
+    Each(w, 7, sc.sysctls, [](Writer& y, const Sysctl& sysctl) {
+      y.Str(1, sysctl.name);
+      y.Str(2, sysctl.value);
+    });
+    Opt(w, 8, sc.seccomp_profile, ProfileFields);
+    Opt(w, 9, sc.app_armor_profile, ProfileFields);
+  });
 
   Writer w;
   w.Message(1, meta);

@@ -21,7 +21,8 @@ namespace nodelet::pod {
 // command, args, workingDir, env (name, value, valueFrom), ports (name, containerPort, protocol,
 // hostPort), resources (requests, limits: name and exact value), volumeMounts (name,
 // mountPath, readOnly, subPath), securityContext (runAsUser, runAsGroup, runAsNonRoot,
-// privileged, readOnlyRootFilesystem, allowPrivilegeEscalation), terminationMessagePath; then
+// privileged, readOnlyRootFilesystem, allowPrivilegeEscalation, then capabilities,
+// seccompProfile, appArmorProfile, procMount), terminationMessagePath; then
 // (tags 16..18) envFrom, lifecycle and terminationMessagePolicy unless it is the default File.
 // An unset field writes nothing, so adding one leaves existing hashes as they were.
 // Not included: imagePullPolicy and the probes, which podworkerd applies without a restart.

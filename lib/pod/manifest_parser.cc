@@ -747,6 +747,16 @@ class PodDecoder {
     Forbid(f, "stopSignal", p);
   }
 
+  void Caps(const Fields& f, const std::string& p, Capabilities& c) {
+    StrList(f, "add", p, c.add);
+    StrList(f, "drop", p, c.drop);
+  }
+
+  void Profile(const Fields& f, const std::string& p, SecurityProfile& s) {
+    Str(f, "type", p, s.type);
+    Str(f, "localhostProfile", p, s.localhost_profile);
+  }
+
   void Security(const Fields& f, const std::string& p, SecurityContext& s) {
     OptInt64(f, "runAsUser", p, s.run_as_user);
     OptInt64(f, "runAsGroup", p, s.run_as_group);
@@ -754,11 +764,37 @@ class PodDecoder {
     OptBool(f, "privileged", p, s.privileged);
     OptBool(f, "readOnlyRootFilesystem", p, s.read_only_root_filesystem);
     OptBool(f, "allowPrivilegeEscalation", p, s.allow_privilege_escalation);
-    for (const char* key : {"capabilities", "seccompProfile", "seLinuxOptions", "windowsOptions",
-                            "appArmorProfile"}) {
-      ForbidSet(f, key, p);
-    }
-    ForbidUnlessDefault(f, "procMount", "Default", p);
+    Sub(f, "capabilities", p, s.capabilities, &PodDecoder::Caps);
+    Sub(f, "seccompProfile", p, s.seccomp_profile, &PodDecoder::Profile);
+    Sub(f, "appArmorProfile", p, s.app_armor_profile, &PodDecoder::Profile);
+    Str(f, "procMount", p, s.proc_mount);
+    ForbidSet(f, "seLinuxOptions", p, "not supported by nodelet (the node has no SELinux)");
+    ForbidSet(f, "windowsOptions", p, "not supported by nodelet (a Linux node)");
+  }
+
+  void SysctlFields(const Fields& f, const std::string& p, Sysctl& s) {
+    Str(f, "name", p, s.name);
+    Str(f, "value", p, s.value);
+  }
+
+  void PodSecurity(const Fields& f, const std::string& p, PodSecurityContext& s) {
+    OptInt64(f, "runAsUser", p, s.run_as_user);
+    OptInt64(f, "runAsGroup", p, s.run_as_group);
+    OptBool(f, "runAsNonRoot", p, s.run_as_non_root);
+    OptInt64(f, "fsGroup", p, s.fs_group);
+    Str(f, "fsGroupChangePolicy", p, s.fs_group_change_policy);
+    List(f, "supplementalGroups", p, [&](const YAML::Node& n, const std::string& ip) {
+      if (auto v = IntValue(n, ip, 0, std::numeric_limits<int64_t>::max(), "64 bits")) {
+        s.supplemental_groups.push_back(static_cast<int64_t>(*v));
+      }
+    });
+    ObjectList(f, "sysctls", p, s.sysctls, &PodDecoder::SysctlFields);
+    Sub(f, "seccompProfile", p, s.seccomp_profile, &PodDecoder::Profile);
+    Sub(f, "appArmorProfile", p, s.app_armor_profile, &PodDecoder::Profile);
+    ForbidUnlessDefault(f, "supplementalGroupsPolicy", "Merge", p);
+    ForbidSet(f, "seLinuxOptions", p, "not supported by nodelet (the node has no SELinux)");
+    ForbidSet(f, "seLinuxChangePolicy", p, "not supported by nodelet (the node has no SELinux)");
+    ForbidSet(f, "windowsOptions", p, "not supported by nodelet (a Linux node)");
   }
 
   void ContainerFields(const Fields& f, const std::string& p, Container& c) {
@@ -896,10 +932,13 @@ class PodDecoder {
     Str(f, "nodeName", p, s.node_name);
     Str(f, "runtimeClassName", p, s.runtime_class_name);
     Str(f, "serviceAccountName", p, s.service_account_name);
+    Bool(f, "hostPID", p, s.host_pid);
+    Bool(f, "hostIPC", p, s.host_ipc);
+    OptBool(f, "shareProcessNamespace", p, s.share_process_namespace);
+    Sub(f, "securityContext", p, s.security_context, &PodDecoder::PodSecurity);
     for (const char* key :
-         {"hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "hostname", "subdomain",
-          "hostAliases", "dnsConfig", "setHostnameAsFQDN", "ephemeralContainers", "resourceClaims",
-          "resources"}) {
+         {"hostname", "subdomain", "hostAliases", "dnsConfig", "setHostnameAsFQDN",
+          "ephemeralContainers", "resourceClaims", "resources"}) {
       ForbidSet(f, key, p);
     }
     // hostUsers: true is the default (the node's user namespace); false asks for a user

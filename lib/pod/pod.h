@@ -200,6 +200,22 @@ struct Lifecycle {
   bool operator==(const Lifecycle&) const = default;
 };
 
+// securityContext.capabilities: names as written (with or without CAP_, any case; ALL).
+struct Capabilities {
+  std::vector<std::string> add;
+  std::vector<std::string> drop;
+  bool operator==(const Capabilities&) const = default;
+};
+
+// seccompProfile and appArmorProfile: type RuntimeDefault, Unconfined or Localhost (then
+// localhost_profile: for seccomp a path relative to ROOT-DIR/seccomp, for AppArmor a loaded
+// profile's name).
+struct SecurityProfile {
+  std::string type;
+  std::string localhost_profile;
+  bool operator==(const SecurityProfile&) const = default;
+};
+
 struct SecurityContext {
   std::optional<int64_t> run_as_user;
   std::optional<int64_t> run_as_group;
@@ -207,7 +223,32 @@ struct SecurityContext {
   std::optional<bool> privileged;
   std::optional<bool> read_only_root_filesystem;
   std::optional<bool> allow_privilege_escalation;
+  std::optional<Capabilities> capabilities;
+  std::optional<SecurityProfile> seccomp_profile;
+  std::optional<SecurityProfile> app_armor_profile;
+  std::string proc_mount;  // "" or Default (Unmasked is refused: it needs hostUsers false)
   bool operator==(const SecurityContext&) const = default;
+};
+
+struct Sysctl {
+  std::string name;
+  std::string value;
+  bool operator==(const Sysctl&) const = default;
+};
+
+// spec.securityContext: the defaults of every container's securityContext (a container's own
+// field wins) and what only a pod has.
+struct PodSecurityContext {
+  std::optional<int64_t> run_as_user;
+  std::optional<int64_t> run_as_group;
+  std::optional<bool> run_as_non_root;
+  std::optional<int64_t> fs_group;
+  std::string fs_group_change_policy;  // "" (Always), Always or OnRootMismatch
+  std::vector<int64_t> supplemental_groups;
+  std::vector<Sysctl> sysctls;
+  std::optional<SecurityProfile> seccomp_profile;
+  std::optional<SecurityProfile> app_armor_profile;
+  bool operator==(const PodSecurityContext&) const = default;
 };
 
 struct Container {
@@ -304,6 +345,10 @@ struct PodSpec {
   std::string node_name;
   std::string runtime_class_name;    // the CRI runtime handler; empty: the runtime's default
   std::string service_account_name;  // only read through the downward API (no token mount)
+  bool host_pid = false;
+  bool host_ipc = false;
+  std::optional<bool> share_process_namespace;
+  std::optional<PodSecurityContext> security_context;
   bool operator==(const PodSpec&) const = default;
 };
 

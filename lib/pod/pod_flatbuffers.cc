@@ -59,6 +59,26 @@ flatbuffers::Optional<T> Opt(const std::optional<T>& v) {
   return v ? flatbuffers::Optional<T>(*v) : flatbuffers::nullopt;
 }
 
+Offset<fb::SecurityProfile> EncodeProfile(FlatBufferBuilder& b,
+                                          const std::optional<SecurityProfile>& p) {
+  if (!p) return 0;
+  return fb::CreateSecurityProfile(b, Str(b, p->type), Str(b, p->localhost_profile));
+}
+
+Offset<fb::PodSecurityContext> EncodePodSecurity(FlatBufferBuilder& b,
+                                                 const std::optional<PodSecurityContext>& p) {
+  if (!p) return 0;
+  auto groups = p->supplemental_groups.empty() ? 0 : b.CreateVector(p->supplemental_groups);
+  auto sysctls = List<fb::Sysctl>(b, p->sysctls, [](FlatBufferBuilder& bb, const Sysctl& s) {
+    return fb::CreateSysctl(bb, Str(bb, s.name), Str(bb, s.value));
+  });
+  auto seccomp = EncodeProfile(b, p->seccomp_profile);
+  auto apparmor = EncodeProfile(b, p->app_armor_profile);
+  return fb::CreatePodSecurityContext(
+      b, Opt(p->run_as_user), Opt(p->run_as_group), Opt(p->run_as_non_root), Opt(p->fs_group),
+      Str(b, p->fs_group_change_policy), groups, sysctls, seccomp, apparmor);
+}
+
 Offset<fb::ExecAction> EncodeExec(FlatBufferBuilder& b, const std::optional<ExecAction>& e) {
   return e ? fb::CreateExecAction(b, StrList(b, e->command)) : 0;
 }
@@ -166,9 +186,17 @@ Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) 
   Offset<fb::SecurityContext> sc = 0;
   if (c.security_context) {
     const SecurityContext& s = *c.security_context;
+    Offset<fb::Capabilities> caps = 0;
+    if (s.capabilities) {
+      caps = fb::CreateCapabilities(b, StrList(b, s.capabilities->add),
+                                    StrList(b, s.capabilities->drop));
+    }
+    auto seccomp = EncodeProfile(b, s.seccomp_profile);
+    auto apparmor = EncodeProfile(b, s.app_armor_profile);
     sc = fb::CreateSecurityContext(
         b, Opt(s.run_as_user), Opt(s.run_as_group), Opt(s.run_as_non_root), Opt(s.privileged),
-        Opt(s.read_only_root_filesystem), Opt(s.allow_privilege_escalation));
+        Opt(s.read_only_root_filesystem), Opt(s.allow_privilege_escalation), caps, seccomp,
+        apparmor, Str(b, s.proc_mount));
   }
   return fb::CreateContainer(b, Str(b, c.name), Str(b, c.image), Str(b, c.image_pull_policy),
                              StrList(b, c.command), StrList(b, c.args), Str(b, c.working_dir), env,
@@ -237,6 +265,11 @@ std::vector<std::string> SList(const flatbuffers::Vector<Offset<flatbuffers::Str
 template <typename T>
 std::optional<T> O(flatbuffers::Optional<T> v) {
   return v ? std::optional<T>(*v) : std::nullopt;
+}
+
+std::optional<SecurityProfile> ProfileFrom(const fb::SecurityProfile* p) {
+  if (p == nullptr) return std::nullopt;
+  return SecurityProfile{S(p->type()), S(p->localhost_profile())};
 }
 
 class Decoder {
@@ -396,6 +429,12 @@ class Decoder {
       sc.privileged = O(s->privileged());
       sc.read_only_root_filesystem = O(s->read_only_root_filesystem());
       sc.allow_privilege_escalation = O(s->allow_privilege_escalation());
+      if (const auto* caps = s->capabilities()) {
+        sc.capabilities = Capabilities{SList(caps->add()), SList(caps->drop())};
+      }
+      sc.seccomp_profile = ProfileFrom(s->seccomp_profile());
+      sc.app_armor_profile = ProfileFrom(s->app_armor_profile());
+      sc.proc_mount = S(s->proc_mount());
       out.security_context = sc;
     }
     out.termination_message_path = S(c->termination_message_path());
@@ -459,10 +498,12 @@ Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
   auto init = List<fb::Container>(b, s.init_containers, EncodeContainer);
   auto containers = List<fb::Container>(b, s.containers, EncodeContainer);
   auto volumes = List<fb::Volume>(b, s.volumes, EncodeVolume);
+  auto security = EncodePodSecurity(b, s.security_context);
   auto spec = fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
                                 Opt(s.termination_grace_period_seconds),
                                 Opt(s.active_deadline_seconds), s.host_network, Str(b, s.node_name),
-                                Str(b, s.runtime_class_name), Str(b, s.service_account_name));
+                                Str(b, s.runtime_class_name), Str(b, s.service_account_name),
+                                s.host_pid, s.host_ipc, Opt(s.share_process_namespace), security);
   return fb::CreatePod(b, meta, spec);
 }
 
@@ -503,6 +544,27 @@ Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
   pod.spec.node_name = S(s->node_name());
   pod.spec.runtime_class_name = S(s->runtime_class_name());
   pod.spec.service_account_name = S(s->service_account_name());
+  pod.spec.host_pid = s->host_pid();
+  pod.spec.host_ipc = s->host_ipc();
+  pod.spec.share_process_namespace = O(s->share_process_namespace());
+  if (const auto* sc = s->security_context()) {
+    PodSecurityContext out;
+    out.run_as_user = O(sc->run_as_user());
+    out.run_as_group = O(sc->run_as_group());
+    out.run_as_non_root = O(sc->run_as_non_root());
+    out.fs_group = O(sc->fs_group());
+    out.fs_group_change_policy = S(sc->fs_group_change_policy());
+    if (sc->supplemental_groups()) {
+      out.supplemental_groups.assign(sc->supplemental_groups()->begin(),
+                                     sc->supplemental_groups()->end());
+    }
+    if (sc->sysctls()) {
+      for (const auto* y : *sc->sysctls()) out.sysctls.push_back({S(y->name()), S(y->value())});
+    }
+    out.seccomp_profile = ProfileFrom(sc->seccomp_profile());
+    out.app_armor_profile = ProfileFrom(sc->app_armor_profile());
+    pod.spec.security_context = std::move(out);
+  }
   if (!d.status.ok()) return InvalidArgument("pod " + pod.FullName() + ": " + d.status.message());
   return pod;
 }

@@ -486,11 +486,12 @@ TEST(ManifestParserTest, IgnoredFieldsAreListedByPath) {
 // v1 fields that would change what runs are refused when set to anything but their zero value.
 TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
   const std::pair<std::string, std::string> kCases[] = {
-      {"  hostPID: true\n", "spec.hostPID: Forbidden: not supported by nodelet"},
-      {"  shareProcessNamespace: true\n",
-       "spec.shareProcessNamespace: Forbidden: not supported by nodelet"},
-      {"  securityContext: {runAsUser: 1}\n",
-       "spec.securityContext: Forbidden: not supported by nodelet"},
+      {"  securityContext: {supplementalGroupsPolicy: Strict}\n",
+       "spec.securityContext.supplementalGroupsPolicy: Forbidden: not supported by nodelet "
+       "(only Merge)"},
+      {"  securityContext: {seLinuxOptions: {level: \"s0:c1\"}}\n",
+       "spec.securityContext.seLinuxOptions: Forbidden: not supported by nodelet (the node has "
+       "no SELinux)"},
       {"  hostname: other\n", "spec.hostname: Forbidden: not supported by nodelet"},
       {"  dnsPolicy: None\n",
        "spec.dnsPolicy: Forbidden: None is not supported by nodelet (it needs dnsConfig)"},
@@ -503,8 +504,7 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
     EXPECT_EQ(OnlyError(Decode(yaml)), std::string(kSource) + ": " + expected) << spec_line;
   }
   for (const char* container_line :
-       {"    tty: true\n", "    securityContext: {capabilities: {drop: [ALL]}}\n",
-        "    securityContext: {procMount: Unmasked}\n",
+       {"    tty: true\n", "    securityContext: {windowsOptions: {runAsUserName: x}}\n",
         "    volumeMounts: [{name: v, mountPath: /v, mountPropagation: Bidirectional}]\n"}) {
     std::string yaml =
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"

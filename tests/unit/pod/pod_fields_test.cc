@@ -51,6 +51,19 @@ spec:
   activeDeadlineSeconds: 600
   runtimeClassName: runc-fast
   serviceAccountName: builder
+  hostPID: true
+  hostIPC: true
+  shareProcessNamespace: false
+  securityContext:
+    runAsUser: 2000
+    runAsGroup: 2001
+    runAsNonRoot: true
+    fsGroup: 2002
+    fsGroupChangePolicy: OnRootMismatch
+    supplementalGroups: [2003, 2004]
+    sysctls: [{name: kernel.shm_rmid_forced, value: "1"}]
+    seccompProfile: {type: RuntimeDefault}
+    appArmorProfile: {type: Localhost, localhostProfile: nodelet-test}
   initContainers:
   - name: init
     image: nodelet.local/busybox:1.0
@@ -118,6 +131,10 @@ spec:
       privileged: false
       readOnlyRootFilesystem: true
       allowPrivilegeEscalation: false
+      capabilities: {add: [NET_BIND_SERVICE], drop: [ALL]}
+      seccompProfile: {type: Localhost, localhostProfile: profiles/deny-mkdir.json}
+      appArmorProfile: {type: Unconfined}
+      procMount: Default
     terminationMessagePath: /dev/last-words
     terminationMessagePolicy: FallbackToLogsOnError
   - name: side
