@@ -85,6 +85,36 @@ TEST_F(AtomicWriterTest, LayoutModesAndUpdate) {
   EXPECT_EQ(n, 3u);
 }
 
+// With an fsGroup, everything written is in that group and readable by it, the directories
+// set-group-ID; modes keep their other bits.
+TEST_F(AtomicWriterTest, FsGroupOwnsThePayload) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown to another group needs root";
+  constexpr int kGroup = 4242;
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), vol_,
+                               {{"a", {"1", 0644}}, {"b", {"2", 0400}}, {"d/e", {"3", 0600}}},
+                               kGroup)
+                  .ok());
+  struct Want {
+    std::string path;
+    unsigned mode;
+  };
+  for (const Want& w :
+       {Want{vol_, 02755}, Want{vol_ + "/..data/", 02755}, Want{vol_ + "/a", 0644},
+        Want{vol_ + "/b", 0440}, Want{vol_ + "/d", 02755}, Want{vol_ + "/d/e", 0640}}) {
+    struct stat st {};
+    ASSERT_EQ(stat(w.path.c_str(), &st), 0) << w.path;
+    EXPECT_EQ(st.st_gid, static_cast<gid_t>(kGroup)) << w.path;
+    EXPECT_EQ(st.st_mode & 07777, w.mode) << w.path;
+    EXPECT_EQ(st.st_uid, 0u) << w.path;
+  }
+  // Without one, nothing is chowned and the modes are as given.
+  ASSERT_TRUE(AtomicWriteFiles(RealClock::Get(), dir_.Sub("plain"), {{"b", {"2", 0400}}}).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.Sub("plain/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  EXPECT_EQ(st.st_gid, getegid());
+}
+
 TEST_F(AtomicWriterTest, RefusesUnsafePayloadPaths) {
   for (const char* bad :
        {"../escape", "/abs", "a/../b", "..hidden", "a/..b", "a//b", "./a", "", "a/"}) {
