@@ -225,18 +225,6 @@ class LifecycleE2eTest : public NodeletTest {
     return "[" + s + "]";
   }
 
-  // The pod's status as the JSON object `nodeletctl pods -o json` lists (null when absent).
-  nlohmann::json CtlPod(const std::string& name) {
-    auto r = RunCommand(
-        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    if (j.is_discarded() || !j.contains("items")) return nullptr;
-    for (const auto& p : j["items"]) {
-      if (p["metadata"].value("name", "") == name) return p;
-    }
-    return nullptr;
-  }
-
   // The pod's events from statusd (a test failure when they cannot be read).
   std::vector<status::PodEvent> Events(const std::string& uid) {
     ipc::Context ctx;

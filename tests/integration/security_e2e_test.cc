@@ -93,17 +93,6 @@ class SecurityE2eTest : public NodeletTest {
            spec_extra + "  volumes:\n  - name: results\n    hostPath: {path: " + results_dir() +
            "}\n  containers:\n" + containers;
   }
-  // The pod's status as `nodeletctl pods -o json` lists it (null when absent).
-  nlohmann::json CtlPod(const std::string& name) {
-    auto r = RunCommand(
-        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"}, 5s);
-    auto j = nlohmann::json::parse(r.output, nullptr, false);
-    if (j.is_discarded() || !j.contains("items")) return nullptr;
-    for (const auto& p : j["items"]) {
-      if (p["metadata"].value("name", "") == name) return p;
-    }
-    return nullptr;
-  }
   std::string Phase(const std::string& pod) {
     auto p = CtlPod(pod);
     return p.is_null() ? std::string()
@@ -149,9 +138,8 @@ TEST_F(SecurityE2eTest, CapabilitiesSeccompUsersAndReadOnlyRootFromInside) {
                 "    seccompProfile: {type: RuntimeDefault}\n",
                 Reporter("dropall", kStatusLines, root + ", capabilities: {drop: [ALL]}}\n") +
                     Reporter("addback", kStatusLines,
-                             root +
-                                 ", capabilities: {drop: [all], add: [CAP_NET_BIND_SERVICE, "
-                                 "chown]}}\n") +
+                             root + ", capabilities: {drop: [all], add: [CAP_NET_BIND_SERVICE, "
+                                    "chown]}}\n") +
                     Reporter("user",
                              std::string(kStatusLines) +
                                  "; if touch /probe; then echo rootfs writable; else echo rootfs "
@@ -161,13 +149,12 @@ TEST_F(SecurityE2eTest, CapabilitiesSeccompUsersAndReadOnlyRootFromInside) {
                     Reporter("unconfined", kStatusLines,
                              root + ", seccompProfile: {type: Unconfined}}\n") +
                     Reporter("denied", "mkdir /tmp/made; echo rc $?",
-                             root +
-                                 ", seccompProfile: {type: Localhost, localhostProfile: "
-                                 "profiles/deny-mkdir.json}}\n") +
+                             root + ", seccompProfile: {type: Localhost, localhostProfile: "
+                                    "profiles/deny-mkdir.json}}\n") +
                     Reporter("allowed", "mkdir /tmp/made; echo rc $?", root + "}\n")));
   StartNodelet();
-  ASSERT_TRUE(WaitForResults({"dropall", "addback", "user", "unconfined", "denied", "allowed"},
-                             60s))
+  ASSERT_TRUE(
+      WaitForResults({"dropall", "addback", "user", "unconfined", "denied", "allowed"}, 60s))
       << CtlPod("ids-node1").dump(2);
 
   const std::string dropall = Result("dropall");
@@ -204,8 +191,8 @@ TEST_F(SecurityE2eTest, CapabilitiesSeccompUsersAndReadOnlyRootFromInside) {
 // and from --allowed-unsafe-sysctls are set in the pod's namespaces.
 TEST_F(SecurityE2eTest, HostNamespacesSharedPidsAndSysctls) {
   const std::string pid1 = "tr '\\\\000' ' ' < /proc/1/cmdline; echo; readlink /proc/self/ns/ipc";
-  Write("hostpid.yaml", PodYaml("hostpid", "  hostPID: true\n  hostIPC: true\n",
-                                Reporter("onhost", pid1, "")));
+  Write("hostpid.yaml",
+        PodYaml("hostpid", "  hostPID: true\n  hostIPC: true\n", Reporter("onhost", pid1, "")));
   Write("shared.yaml",
         PodYaml("shared", "  shareProcessNamespace: true\n", Reporter("shared", pid1, "")));
   Write("private.yaml", PodYaml("private", "", Reporter("solo", pid1, "")));
@@ -214,8 +201,8 @@ TEST_F(SecurityE2eTest, HostNamespacesSharedPidsAndSysctls) {
                 "  securityContext:\n    sysctls:\n"
                 "    - {name: kernel.shm_rmid_forced, value: '1'}\n"
                 "    - {name: kernel/msgmax, value: '12345'}\n",
-                Reporter("sysctl",
-                         "cat /proc/sys/kernel/shm_rmid_forced /proc/sys/kernel/msgmax", "")));
+                Reporter("sysctl", "cat /proc/sys/kernel/shm_rmid_forced /proc/sys/kernel/msgmax",
+                         "")));
   StartNodelet({"--allowed-unsafe-sysctls", "kernel.msg*"});
   ASSERT_TRUE(WaitForResults({"onhost", "shared", "solo", "sysctl"}, 60s));
 

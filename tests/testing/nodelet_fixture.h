@@ -100,6 +100,18 @@ class NodeletTest : public ::testing::Test {
     auto j = nlohmann::json::parse(r.output, nullptr, false);
     return j.is_discarded() ? nlohmann::json() : j;
   }
+  // The pod's status as the JSON object `nodeletctl pods -o json` lists (null when absent).
+  nlohmann::json CtlPod(const std::string& name) {
+    auto r =
+        RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pods", "-o", "json"},
+                   std::chrono::seconds(5));
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    if (j.is_discarded() || !j.contains("items")) return nullptr;
+    for (const auto& p : j["items"]) {
+      if (p["metadata"].value("name", "") == name) return p;
+    }
+    return nullptr;
+  }
   // Waits until `pred` holds; each round waits for nodelet's next notify datagram or 200 ms.
   bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
     auto end = std::chrono::steady_clock::now() + timeout;

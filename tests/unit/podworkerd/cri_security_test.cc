@@ -100,8 +100,7 @@ spec:
   EXPECT_TRUE(sandbox.linux().security_context().privileged());
   EXPECT_EQ(sandbox.linux().security_context().namespace_options().pid(), v1::NODE);
   v1::ContainerConfig c = MakeContainerConfig(pod, pod.spec.containers[0], 0);
-  EXPECT_EQ(c.linux().security_context().seccomp().profile_type(),
-            v1::SecurityProfile::Unconfined);
+  EXPECT_EQ(c.linux().security_context().seccomp().profile_type(), v1::SecurityProfile::Unconfined);
   EXPECT_EQ(c.linux().security_context().namespace_options().pid(), v1::NODE);
   EXPECT_FALSE(c.linux().security_context().has_run_as_user());
 }
