@@ -401,15 +401,20 @@ std::vector<PodChange<pod::Pod>> InAdmissionOrder(std::vector<PodChange<pod::Pod
     return std::make_tuple(when, md.creation_timestamp ? std::string() : seen_text,
                            md.namespace_name, md.name);
   };
+  // Each key is made once (not per comparison), then the adds are sorted by it.
+  using Key = decltype(created(changes.front()));
   std::vector<size_t> slots;
-  std::vector<PodChange<pod::Pod>> adds;
+  std::vector<std::pair<Key, size_t>> keyed;
   for (size_t i = 0; i < changes.size(); ++i) {
     if (changes[i].op != PodOp::kAdd) continue;
     slots.push_back(i);
-    adds.push_back(std::move(changes[i]));
+    keyed.emplace_back(created(changes[i]), i);
   }
-  std::stable_sort(adds.begin(), adds.end(),
-                   [&](const auto& a, const auto& b) { return created(a) < created(b); });
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<PodChange<pod::Pod>> adds;
+  adds.reserve(keyed.size());
+  for (const auto& [_, i] : keyed) adds.push_back(std::move(changes[i]));
   for (size_t k = 0; k < slots.size(); ++k) changes[slots[k]] = std::move(adds[k]);
   return changes;
 }
@@ -514,6 +519,18 @@ void PodManager::ReportRejected(const pod::Pod& p, const AdmissionResult& why) {
   st.message = why.message;
   unreported_[id.uid] = {id, st};
   FlushRejected();
+  // And an event, as the kubelet's rejectPod records one.
+  status::PodEvent e;
+  e.pod_uid = p.metadata.uid;
+  e.namespace_ = p.metadata.namespace_name;
+  e.pod_name = p.metadata.name;
+  e.type = "Warning";
+  e.reason = why.reason;
+  e.message = why.message;
+  e.source = "nodelet";
+  e.first_unix_s = e.last_unix_s = clock_.WallSeconds();
+  if (events_.size() < 100) events_.push_back(std::move(e));
+  FlushEvents();
 }
 
 bool PodManager::ConnectStatusClient() {

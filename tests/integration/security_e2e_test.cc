@@ -277,6 +277,15 @@ TEST_F(SecurityE2eTest, RefusedPodsSayWhyAndDisturbNothingElse) {
       << Phase("unsafe-node1");
   EXPECT_THAT(CtlPod("unsafe-node1")["status"].value("message", ""),
               HasSubstr("forbidden sysctl: \"kernel.sem\" not allowlisted"));
+  const std::string unsafe_uid = PodJson("unsafe-node1")["metadata"].value("uid", "");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto lines = EventLines(unsafe_uid);
+        return std::find(lines.begin(), lines.end(),
+                         "SysctlForbidden: forbidden sysctl: \"kernel.sem\" not allowlisted") !=
+               lines.end();
+      },
+      20s));
   const bool apparmor = ReadTextFile("/sys/module/apparmor/parameters/enabled").rfind("Y", 0) == 0;
   if (apparmor) {
     EXPECT_TRUE(WaitFor([&] { return !RunningContainer("armored-node1").empty(); }, 40s));
