@@ -8,25 +8,61 @@ namespace nodelet::pod {
 namespace {
 
 // Linux's capabilities (capability.h, 0..40), without CAP_.
-constexpr std::array<std::string_view, 41> kCapabilities = {
-    "CHOWN",           "DAC_OVERRIDE",   "DAC_READ_SEARCH", "FOWNER",        "FSETID",
-    "KILL",            "SETGID",         "SETUID",          "SETPCAP",       "LINUX_IMMUTABLE",
-    "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN",       "NET_RAW",       "IPC_LOCK",
-    "IPC_OWNER",       "SYS_MODULE",     "SYS_RAWIO",       "SYS_CHROOT",    "SYS_PTRACE",
-    "SYS_PACCT",       "SYS_ADMIN",      "SYS_BOOT",        "SYS_NICE",      "SYS_RESOURCE",
-    "SYS_TIME",        "SYS_TTY_CONFIG", "MKNOD",           "LEASE",         "AUDIT_WRITE",
-    "AUDIT_CONTROL",   "SETFCAP",        "MAC_OVERRIDE",    "MAC_ADMIN",     "SYSLOG",
-    "WAKE_ALARM",      "BLOCK_SUSPEND",  "AUDIT_READ",      "PERFMON",       "BPF",
-    "CHECKPOINT_RESTORE"};
+constexpr std::array<std::string_view, 41> kCapabilities = {"CHOWN",
+                                                            "DAC_OVERRIDE",
+                                                            "DAC_READ_SEARCH",
+                                                            "FOWNER",
+                                                            "FSETID",
+                                                            "KILL",
+                                                            "SETGID",
+                                                            "SETUID",
+                                                            "SETPCAP",
+                                                            "LINUX_IMMUTABLE",
+                                                            "NET_BIND_SERVICE",
+                                                            "NET_BROADCAST",
+                                                            "NET_ADMIN",
+                                                            "NET_RAW",
+                                                            "IPC_LOCK",
+                                                            "IPC_OWNER",
+                                                            "SYS_MODULE",
+                                                            "SYS_RAWIO",
+                                                            "SYS_CHROOT",
+                                                            "SYS_PTRACE",
+                                                            "SYS_PACCT",
+                                                            "SYS_ADMIN",
+                                                            "SYS_BOOT",
+                                                            "SYS_NICE",
+                                                            "SYS_RESOURCE",
+                                                            "SYS_TIME",
+                                                            "SYS_TTY_CONFIG",
+                                                            "MKNOD",
+                                                            "LEASE",
+                                                            "AUDIT_WRITE",
+                                                            "AUDIT_CONTROL",
+                                                            "SETFCAP",
+                                                            "MAC_OVERRIDE",
+                                                            "MAC_ADMIN",
+                                                            "SYSLOG",
+                                                            "WAKE_ALARM",
+                                                            "BLOCK_SUSPEND",
+                                                            "AUDIT_READ",
+                                                            "PERFMON",
+                                                            "BPF",
+                                                            "CHECKPOINT_RESTORE"};
 
 // The kubelet's safe sysctls (pkg/kubelet/sysctl), all namespaced on kernels since 4.15.
-constexpr std::array<std::string_view, 12> kSafeSysctls = {
-    "kernel.shm_rmid_forced",        "net.ipv4.ip_local_port_range",
-    "net.ipv4.tcp_syncookies",       "net.ipv4.ping_group_range",
-    "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",   "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",  "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",             "net.ipv4.tcp_wmem"};
+constexpr std::array<std::string_view, 12> kSafeSysctls = {"kernel.shm_rmid_forced",
+                                                           "net.ipv4.ip_local_port_range",
+                                                           "net.ipv4.tcp_syncookies",
+                                                           "net.ipv4.ping_group_range",
+                                                           "net.ipv4.ip_unprivileged_port_start",
+                                                           "net.ipv4.ip_local_reserved_ports",
+                                                           "net.ipv4.tcp_keepalive_time",
+                                                           "net.ipv4.tcp_fin_timeout",
+                                                           "net.ipv4.tcp_keepalive_intvl",
+                                                           "net.ipv4.tcp_keepalive_probes",
+                                                           "net.ipv4.tcp_rmem",
+                                                           "net.ipv4.tcp_wmem"};
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -53,7 +89,8 @@ std::optional<T> Pick(const std::optional<T>& container, const std::optional<T>&
 std::optional<std::string> CanonicalCapability(std::string_view name) {
   std::string upper;
   upper.reserve(name.size());
-  for (char ch : name) upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+  for (char ch : name)
+    upper.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
   if (upper == "ALL") return upper;
   if (StartsWith(upper, "CAP_")) upper.erase(0, 4);
   if (std::find(kCapabilities.begin(), kCapabilities.end(), upper) == kCapabilities.end()) {
@@ -134,8 +171,7 @@ std::optional<int64_t> EffectiveRunAsGroup(const Pod& pod, const Container& c) {
 
 bool EffectiveRunAsNonRoot(const Pod& pod, const Container& c) {
   return Pick(c.security_context ? c.security_context->run_as_non_root : std::nullopt,
-              pod.spec.security_context ? pod.spec.security_context->run_as_non_root
-                                        : std::nullopt)
+              pod.spec.security_context ? pod.spec.security_context->run_as_non_root : std::nullopt)
       .value_or(false);
 }
 

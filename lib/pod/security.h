@@ -20,7 +20,8 @@ inline constexpr char kProfileLocalhost[] = "Localhost";
 
 // container.apparmor.security.beta.kubernetes.io/CONTAINER: runtime/default, unconfined or
 // localhost/PROFILE (the field appArmorProfile replaced it; a field wins over the annotation).
-inline constexpr char kAppArmorAnnotationPrefix[] = "container.apparmor.security.beta.kubernetes.io/";
+inline constexpr char kAppArmorAnnotationPrefix[] =
+    "container.apparmor.security.beta.kubernetes.io/";
 
 // A capability as the CRI takes it: the name in capitals without "CAP_" (containerd adds the
 // prefix; "net_raw", "NET_RAW" and "CAP_NET_RAW" are all NET_RAW), or "ALL". nullopt for a name
