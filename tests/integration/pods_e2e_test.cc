@@ -110,9 +110,16 @@ TEST_F(PodsE2eTest, ManifestRunsIsEditedAndRemovedBadOnesRejected) {
   EXPECT_THAT(log, HasSubstr("12xyz"));
   EXPECT_EQ(Pods().size(), 1u) << last_;
 
-  // Its container log, through nodeletctl.
-  auto logs = RunCommand(
-      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "good-node1"}, 5s);
+  // Its container log, through nodeletctl (Running comes as soon as the container has started:
+  // its first line may still be on its way to the log file).
+  CommandResult logs;
+  WaitFor(
+      [&] {
+        logs = RunCommand(
+            {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "good-node1"}, 5s);
+        return logs.exit_code == 0 && !logs.output.empty();
+      },
+      10s);
   EXPECT_EQ(logs.exit_code, 0) << logs.output;
   EXPECT_EQ(logs.output, "hello-from-good\n");
   EXPECT_EQ(RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
