@@ -46,8 +46,7 @@ std::optional<std::string_view> StatusLine(std::string_view text, std::string_vi
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
-    if (line.size() > key.size() && line.substr(0, key.size()) == key &&
-        line[key.size()] == ':') {
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ':') {
       return line.substr(key.size() + 1);
     }
     pos = end + 1;
@@ -329,10 +328,9 @@ void PeerGate::Answer(std::vector<zmq::message_t>& request) {
       std::string who = peer ? "uid " + std::to_string(peer->uid) + " gid " +
                                    std::to_string(peer->gid) + " pid " + std::to_string(peer->pid)
                              : "a peer at '" + address + "'";
-      std::string more =
-          not_logged_ == 0 ? ""
-                           : " (" + std::to_string(not_logged_) +
-                                 " more refused since the last warning, not logged)";
+      std::string more = not_logged_ == 0 ? ""
+                                          : " (" + std::to_string(not_logged_) +
+                                                " more refused since the last warning, not logged)";
       log->warn("Refused a connection to {} from {}: {}{}", domain, who, text, more);
       warned_ = true;
       last_warning_ = now;

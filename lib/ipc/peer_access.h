@@ -46,7 +46,7 @@ std::optional<PeerCredentials> ParsePeerAddress(std::string_view address);
 
 // What /proc/PID/status says of a process's credentials.
 struct ProcCredentials {
-  uid_t euid = 0;  // "Uid:" second field
+  uid_t euid = 0;             // "Uid:" second field
   std::vector<gid_t> groups;  // "Groups:" (supplementary)
 };
 // Parses the text of /proc/PID/status; nullopt when "Uid:" or "Groups:" is missing or malformed.

@@ -5,8 +5,8 @@
 // --gtest_filter=PeerAccessChild.*) to connect to a RouterServer bound on a context with a
 // PeerGate.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -132,7 +132,8 @@ TEST(PeerAccessTest, AdminGroupIsANameOrAGidAndAnUnknownNameIsAnError) {
   auto unknown = ResolveAdminGroup("no-such-group-for-nodelet");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(unknown.status().message(), "--admin-group: no group named 'no-such-group-for-nodelet'");
+  EXPECT_EQ(unknown.status().message(),
+            "--admin-group: no group named 'no-such-group-for-nodelet'");
   EXPECT_FALSE(ResolveAdminGroup("").ok());
   EXPECT_FALSE(ResolveAdminGroup("4294967295").ok()) << "(gid_t)-1 is no gid";
 }
