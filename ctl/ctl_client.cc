@@ -1,33 +1,29 @@
 #include "ctl/ctl_client.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/ipc/peer_access.h"
 #include "lib/ipc/sockets.h"
 
 namespace nodelet::ctl {
 
 Status ProbeCtlSocket(const std::string& run_dir) {
-  const std::string path = ipc::kCtlEndpoint.Path(run_dir);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("socket path too long: " + path);
-  std::strcpy(addr.sun_path, path.c_str());
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus("socket", errno);
-  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  int err = errno;
-  close(fd);
-  if (rc != 0) return Unavailable(path + ": " + std::strerror(err));
-  return Status::Ok();
+  return ipc::ProbeIpcSocket(ipc::kCtlEndpoint.Path(run_dir));
 }
+
+namespace {
+
+// The handshake was refused by nodelet's check of this process's credentials.
+Status RefusedByNodelet(const std::string& run_dir) {
+  return PermissionDenied("permission denied: " + ipc::kCtlEndpoint.Path(run_dir) + " (" +
+                          ipc::DescribeWhoMayConnect(run_dir) + "; nodelet refused uid " +
+                          std::to_string(geteuid()) + " gid " + std::to_string(getegid()) + ")");
+}
+
+}  // namespace
 
 Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& run_dir,
                                        ipc::ctl::RequestKind kind,
@@ -44,13 +40,13 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
   ipc::FinishMessage(fbb, envelope, ipc::ctl::Body::CtlRequest, req.Union());
   // One request per connection: no retries (start/stop/restart are not idempotent in effect),
   // so wait for the connection before sending (ZMQ_IMMEDIATE refuses to queue until then).
+  // A refusal of nodelet's credential check (lib/ipc/peer_access.h) ends the wait at once.
   const MonoTime end = clock.Now() + deadline;
-  zmq::pollitem_t out{dealer.raw().handle(), 0, ZMQ_POLLOUT, 0};
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock.Now());
     if (left.count() <= 0) return DeadlineExceeded("could not connect within the deadline");
-    zmq::poll(&out, 1, left);
-    if (out.revents & ZMQ_POLLOUT) break;
+    if (dealer.WaitWritable(left)) break;
+    if (!dealer.Refused().ok()) return RefusedByNodelet(run_dir);
   }
   if (Status s = dealer.Send(fbb.GetBufferPointer(), fbb.GetSize()); !s.ok()) return s;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock.Now());

@@ -14,12 +14,16 @@
 namespace nodelet::ctl {
 
 // Checks that something accepts connections on the ctl socket of `run_dir`; Unavailable with
-// the path and errno text otherwise ("No such file or directory", "Connection refused").
+// the path and errno text otherwise ("No such file or directory", "Connection refused"), and
+// PermissionDenied "permission denied: PATH (needs root or group X)" when the file system does not
+// let this user connect.
 Status ProbeCtlSocket(const std::string& run_dir);
 
-// Sends one request and returns the unpacked reply. Unavailable when the supervisor cannot be
-// reached, DeadlineExceeded when it does not answer within `deadline`, InvalidArgument for a
-// reply that fails verification. `clock` measures the deadline.
+// Sends one request and returns the unpacked reply. PermissionDenied when this user may not
+// connect (the file system, or nodelet's check of the peer's credentials, refuses it);
+// Unavailable when the supervisor cannot be reached, DeadlineExceeded when it does not answer
+// within `deadline`, InvalidArgument for a reply that fails verification. `clock` measures the
+// deadline.
 Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& run_dir,
                                        ipc::ctl::RequestKind kind,
                                        const std::vector<std::string>& services,

@@ -44,6 +44,9 @@ std::string CriLogText(const std::string& content, int tail) {
 int RunLogs(const CtlOptions& o, const std::string& pod, const std::string& container, int tail,
             std::ostream& out, std::ostream& err) {
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::LogPath, {"plegd"}, o.timeout);
+  if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) {
+    return Unreachable(o, reply.status(), err);
+  }
   if (!reply.ok() || reply->services.empty()) {
     err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir << "\n";
     return kExitUnknown;

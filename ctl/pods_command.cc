@@ -7,6 +7,7 @@
 
 #include "lib/common/clock.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/peer_access.h"
 #include "lib/status/pod_status_json.h"
 #include "lib/status/status_client.h"
 
@@ -67,6 +68,15 @@ void PrintFailure(std::ostream& err, const std::string& what, const Status& s,
     err << "(nodeletctl asks nodelet-statusd directly at '" << ipc::kStatusEndpoint.Path(o.run_dir)
         << "': is it running?)\n";
   }
+}
+
+// Tells a user the file system keeps out apart from a statusd that is not there (a ZeroMQ connect
+// would only retry until the deadline). False after printing "nodeletctl: permission denied: ...".
+bool MayConnect(std::ostream& err, const PodsOptions& o) {
+  Status s = ipc::ProbeIpcSocket(ipc::kStatusEndpoint.Path(o.run_dir));
+  if (s.code() != StatusCode::kPermissionDenied) return true;
+  err << "nodeletctl: " << s.message() << "\n";
+  return false;
 }
 
 void DescribeState(std::ostringstream& out, const char* label, const ContainerState& s,
@@ -267,6 +277,7 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
     err << "Error: unknown output format '" << o.output << "' (known: json)\n";
     return 2;
   }
+  if (!MayConnect(err, o)) return 1;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {
@@ -312,6 +323,7 @@ std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t no
 }
 
 int RunEvents(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
+  if (!MayConnect(err, o)) return 1;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {
@@ -349,6 +361,7 @@ int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std
     err << "Error: unknown output format '" << o.output << "' (known: json)\n";
     return 2;
   }
+  if (!MayConnect(err, o)) return 1;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {

@@ -31,6 +31,12 @@ std::string Pad(const std::string& s, size_t width) {
 }  // namespace
 
 int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
+  if (s.code() == StatusCode::kPermissionDenied) {
+    // "nodeletctl: permission denied: RUN/ctl.sock (needs root or group X)"; LSB's 4 is also
+    // "insufficient privilege" for actions.
+    err << "nodeletctl: " << s.message() << "\n";
+    return kExitUnknown;
+  }
   err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir
       << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
   return kExitUnknown;

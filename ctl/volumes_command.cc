@@ -6,6 +6,7 @@
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/ipc/peer_access.h"
 #include "lib/ipc/sockets.h"
 #include "volume_generated.h"
 
@@ -22,6 +23,12 @@ std::string Pad(const std::string& s, size_t w) {
 
 int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, std::ostream& out,
                std::ostream& err) {
+  // A user the file system keeps out is told so, not made to wait for the deadline.
+  if (Status s = ipc::ProbeIpcSocket(ipc::kVolumeEndpoint.Path(run_dir));
+      s.code() == StatusCode::kPermissionDenied) {
+    err << "nodeletctl: " << s.message() << "\n";
+    return 4;
+  }
   ipc::Context ctx;
   ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir), ipc::kVolumeChannel);
   if (Status s = client.Connect(); !s.ok()) {

@@ -280,16 +280,7 @@ CtlServer::CtlServer(ipc::Context& ctx, ServiceControl& services, const Clock& c
 CtlServer::~CtlServer() = default;
 
 Status CtlServer::Bind() {
-  const auto& o = impl_->options;
-  const std::string path = ipc::kCtlEndpoint.Path(o.run_dir);
-  if (Status s = impl_->router.Bind(ipc::kCtlEndpoint.Uri(o.run_dir), o.group ? 0660 : 0600);
-      !s.ok()) {
-    return s;
-  }
-  if (o.group && chown(path.c_str(), static_cast<uid_t>(-1), *o.group) != 0) {
-    return ErrnoStatus("Failed to give '" + path + "' to group " + std::to_string(*o.group), errno);
-  }
-  return Status::Ok();
+  return impl_->router.Bind(ipc::kCtlEndpoint.Uri(impl_->options.run_dir), 0600);
 }
 
 zmq::pollitem_t CtlServer::PollItem() { return impl_->router.PollItem(); }

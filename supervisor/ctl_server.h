@@ -19,9 +19,9 @@
 namespace nodelet::supervisor {
 
 struct CtlServerOptions {
+  // The socket file is 0600, or 0660 and owned by the admin group when the context has a
+  // PeerPolicy with one (ipc::Context::RequirePeerPolicy), which also checks every peer.
   std::string run_dir;
-  // When set, the socket file is 0660 and owned by this group; otherwise 0600 (root only).
-  std::optional<gid_t> group;
   pid_t supervisor_pid = 0;
   std::string version;
   // Serves `runtime` requests when set.

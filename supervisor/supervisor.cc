@@ -83,7 +83,8 @@ class Supervisor::Impl {
     }
 
     const auto& c = options_.common;
-    if (Status s = EnsureDirectory(c.run_dir, 0700); !s.ok()) return s;
+    const auto policy = ipc::PeerPolicy::ForThisProcess(c.admin_group);
+    if (Status s = ipc::PrepareRunDirectory(c.run_dir, policy); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
     // One nodelet per root dir, taken before anything is bound or spawned; it ends with the
@@ -105,6 +106,8 @@ class Supervisor::Impl {
     }
 
     ctx_ = std::make_unique<ipc::Context>();
+    // Before anything is bound: every socket the supervisor binds checks its peers.
+    if (Status s = ctx_->RequirePeerPolicy(policy); !s.ok()) return s;
     auto backend = CreateBackend();
     if (!backend.ok()) return backend.status();
     backend_ = std::move(*backend);
@@ -161,8 +164,8 @@ class Supervisor::Impl {
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
     pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);
 
-    CtlServerOptions ctl_opts{c.run_dir,           options_.ctl_group, getpid(),   NODELET_VERSION,
-                              runtime_view_.get(), node_.get(),        pods_.get()};
+    CtlServerOptions ctl_opts{c.run_dir,           getpid(),    NODELET_VERSION,
+                              runtime_view_.get(), node_.get(), pods_.get()};
     ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
     if (Status s = ctl_->Bind(); !s.ok()) return s;
     // Readers run in the order added: the backend's (added when it was created, so the systemd

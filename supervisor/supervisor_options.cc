@@ -1,6 +1,5 @@
 #include "supervisor/supervisor_options.h"
 
-#include <grp.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -52,6 +51,11 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         spec.argv.push_back("--config");
         spec.argv.push_back(o.common.config_file);
       }
+      if (o.common.admin_group) {
+        // The gid, resolved once here, so every process applies the same group.
+        spec.argv.push_back("--admin-group");
+        spec.argv.push_back(std::to_string(*o.common.admin_group));
+      }
       if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
         spec.argv.push_back("--runtime-endpoint");
         spec.argv.push_back(o.runtime_endpoint);
@@ -91,8 +95,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
       ->capture_default_str();
   std::string ctl_group;
-  app.add_option("--ctl-group", ctl_group,
-                 "Group allowed to use the ctl socket (default: root only)");
+  app.add_option("--ctl-group", ctl_group, "Deprecated: --admin-group");
   app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
   app.add_option("--relist-period", o->relist_period, "plegd's relist period")
       ->check(DurationValidator());
@@ -175,12 +178,14 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   }
   o->node_name = pod::NormalizeNodeName(o->node_name);
   if (!ctl_group.empty()) {
-    if (group* g = getgrnam(ctl_group.c_str())) {
-      o->ctl_group = g->gr_gid;
-    } else {
-      std::fprintf(stderr, "nodelet: --ctl-group: no group named '%s'\n", ctl_group.c_str());
-      return 2;
-    }
+    // --ctl-group opened only ctl.sock, inside a run directory of mode 0700: it now means
+    // --admin-group, which opens the run directory and every socket to the group.
+    std::fprintf(stderr, "nodelet: --ctl-group is deprecated; it is read as --admin-group\n");
+    if (o->common.admin_group_flag.empty()) o->common.admin_group_flag = ctl_group;
+  }
+  if (Status s = ResolveCommonOptions(o->common); !s.ok()) {
+    std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());
+    return 2;
   }
   // Per-service settings: supervisor.services.NAME.{command,args}.
   auto yaml = LoadYamlFile(o->common.config_file);

@@ -34,7 +34,6 @@ struct SupervisorOptions {
   std::vector<ServiceConfig> services;
   size_t log_max_bytes = 10 * 1024 * 1024;
   int log_backups = 3;
-  std::optional<gid_t> ctl_group;
   std::string runtime_endpoint;  // passed to plegd when set
   std::string relist_period;     // passed to plegd when set
   // The sync loop's pod sources and admission (pod_manager.h).

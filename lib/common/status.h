@@ -21,6 +21,7 @@ enum class StatusCode {
   kFailedPrecondition,  // refused by a guard (e.g. an illegal status transition)
   kInternal,            // a system call failed unexpectedly
   kCancelled,
+  kPermissionDenied,  // the peer's credentials (or the file's mode) do not let the caller in
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -58,6 +59,9 @@ inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 // Internal error from errno: "what: strerror(errno)".
 Status ErrnoStatus(const std::string& what, int err);
 

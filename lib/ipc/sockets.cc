@@ -52,8 +52,16 @@ constexpr size_t kSweepEvery = 256;
 
 }  // namespace
 
+Status Context::RequirePeerPolicy(PeerPolicy policy, const Clock& clock) {
+  if (gate_) return FailedPrecondition("the peer credential check is already in force");
+  auto gate = PeerGate::Start(ctx_, policy, clock);
+  if (!gate.ok()) return gate.status();
+  gate_ = std::move(gate).value();
+  return Status::Ok();
+}
+
 SocketBase::SocketBase(Context& ctx, zmq::socket_type type, size_t max_bytes)
-    : socket_(ctx.raw(), type), max_bytes_(max_bytes) {
+    : context_(ctx), socket_(ctx.raw(), type), max_bytes_(max_bytes) {
   ApplyOptions();
 }
 
@@ -101,8 +109,22 @@ bool SocketBase::Readable() { return (socket_.get(zmq::sockopt::events) & ZMQ_PO
 
 Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
   std::string path;
+  const PeerGate* gate = context_.gate();
   if (uri.rfind(kIpcScheme, 0) == 0) {
     path = uri.substr(kIpcScheme.size());
+    if (gate != nullptr) {
+      // Every handshake on this socket goes to the context's PeerGate (ZAP); the domain names
+      // the socket in its log lines.
+      socket_.set(zmq::sockopt::zap_domain, path.substr(path.rfind('/') + 1));
+      // ZMQ_ZAP_ENFORCE_DOMAIN (a draft option in 4.3, compiled into Debian's libzmq): a handshake
+      // with no ZAP handler to ask fails instead of passing. The gate is bound before any socket,
+      // so this only matters if that ever changes; a libzmq without the option refuses it
+      // (EINVAL), which is ignored.
+      constexpr int kZapEnforceDomain = 93;
+      int one = 1;
+      (void)zmq_setsockopt(socket_.handle(), kZapEnforceDomain, &one, sizeof one);
+      if (gate->policy().admin_group) mode = 0660;
+    }
     if (lock_fd_ < 0) {
       Result<int> fd = LockSocketPath(path);
       if (!fd.ok()) return fd.status();
@@ -119,6 +141,17 @@ Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
   }
   if (!path.empty()) {
     bound_path_ = path;
+    if (gate != nullptr && gate->policy().admin_group) {
+      // In a run directory of PrepareRunDirectory (setgid, the group's) the file is the group's
+      // already; elsewhere it is given to it.
+      const gid_t group = *gate->policy().admin_group;
+      struct stat st {};
+      if (stat(path.c_str(), &st) != 0) return ErrnoStatus("Failed to stat '" + path + "'", errno);
+      if (st.st_gid != group && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+        return ErrnoStatus("Failed to give '" + path + "' to group " + std::to_string(group),
+                           errno);
+      }
+    }
     if (chmod(path.c_str(), mode) != 0) return ErrnoStatus("Failed to chmod '" + path + "'", errno);
   }
   return Status::Ok();
@@ -231,11 +264,59 @@ void RouterServer::ForgetIdlePeers() {
 
 DealerClient::DealerClient(Context& ctx, size_t max_bytes)
     : SocketBase(ctx, zmq::socket_type::dealer, max_bytes), ctx_(ctx) {
+  SetUp();
+}
+
+void DealerClient::SetUp() {
   // Messages are only queued for peers that are connected, so a reply is never sent into the
   // void of a half-made connection.
   socket_.set(zmq::sockopt::immediate, 1);
   socket_.set(zmq::sockopt::reconnect_ivl, 20);
   socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
+  // A server's credential check refuses at the handshake; only a monitor sees it.
+  static std::atomic<uint64_t> next{0};
+  const std::string endpoint = "inproc://nodelet-dealer-monitor-" + std::to_string(next++);
+  monitor_.reset();
+  refused_status_ = 0;
+  if (zmq_socket_monitor(socket_.handle(), endpoint.c_str(), ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) !=
+      0) {
+    return;  // no monitor: a refusal then shows as the caller's deadline, as before
+  }
+  auto monitor = std::make_unique<zmq::socket_t>(ctx_.raw(), zmq::socket_type::pair);
+  monitor->set(zmq::sockopt::linger, 0);
+  try {
+    monitor->connect(endpoint);
+  } catch (const zmq::error_t&) {
+    return;
+  }
+  monitor_ = std::move(monitor);
+}
+
+Status DealerClient::Refused() {
+  while (monitor_ && refused_status_ == 0) {
+    zmq::message_t event;
+    try {
+      if (!monitor_->recv(event, zmq::recv_flags::dontwait)) break;
+      // Two frames: event id (16 bits) and value (32 bits), then the endpoint.
+      zmq::message_t address;
+      if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      break;
+    }
+    if (event.size() < 6) continue;
+    uint16_t id = 0;
+    uint32_t value = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      refused_status_ = value == 0 ? 400 : static_cast<int>(value);
+  }
+  if (refused_status_ == 0) return Status::Ok();
+  std::string path = uri_.rfind(kIpcScheme, 0) == 0 ? uri_.substr(kIpcScheme.size()) : uri_;
+  return PermissionDenied("permission denied: " + path + " refused this process's credentials" +
+                          " (uid " + std::to_string(geteuid()) + ", gid " +
+                          std::to_string(getegid()) + "; ZAP status " +
+                          std::to_string(refused_status_) + ")");
 }
 
 DealerClient::DealerClient(Context& ctx, const ChannelLimits& limits)
@@ -262,9 +343,15 @@ Status DealerClient::Send(const void* data, size_t size) {
 }
 
 bool DealerClient::WaitWritable(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item = PollItem(ZMQ_POLLOUT);
+  if (!Refused().ok()) return false;
+  zmq::pollitem_t items[2] = {PollItem(ZMQ_POLLOUT), {nullptr, 0, ZMQ_POLLIN, 0}};
+  const int n = monitor_ ? 2 : 1;
+  if (monitor_) items[1].socket = monitor_->handle();
   try {
-    return zmq::poll(&item, 1, timeout) > 0 && (item.revents & ZMQ_POLLOUT);
+    if (zmq::poll(items, n, timeout) <= 0) return false;
+    if (items[0].revents & ZMQ_POLLOUT) return true;
+    // Only a refusal wakes the monitor; a later call sees it through Refused().
+    return false;
   } catch (const zmq::error_t&) {
     return false;
   }
@@ -291,12 +378,11 @@ Result<Frame> DealerClient::Receive(std::chrono::milliseconds timeout) {
 }
 
 Status DealerClient::Reconnect() {
+  monitor_.reset();
   socket_.close();
   socket_ = zmq::socket_t(ctx_.raw(), zmq::socket_type::dealer);
   ApplyOptions();
-  socket_.set(zmq::sockopt::immediate, 1);
-  socket_.set(zmq::sockopt::reconnect_ivl, 20);
-  socket_.set(zmq::sockopt::reconnect_ivl_max, 500);
+  SetUp();
   return ConnectTo(uri_);
 }
 

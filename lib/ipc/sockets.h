@@ -18,6 +18,7 @@
 #include "lib/common/status.h"
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/codec.h"
+#include "lib/ipc/peer_access.h"
 
 namespace nodelet::ipc {
 
@@ -27,8 +28,18 @@ class Context {
   Context() : ctx_(1) {}
   zmq::context_t& raw() { return ctx_; }
 
+  // From now on every ipc:// socket this context binds checks the credentials of each peer that
+  // connects against `policy` (lib/ipc/peer_access.h), and its file is 0660 and owned by the
+  // admin group when the policy has one. Call once, before binding. Every nodelet process does;
+  // a context without it (tests, nodeletctl) binds as before.
+  Status RequirePeerPolicy(PeerPolicy policy, const Clock& clock = RealClock::Get());
+  // The check in force, or null.
+  const PeerGate* gate() const { return gate_.get(); }
+
  private:
   zmq::context_t ctx_;
+  // Declared after ctx_: its thread and sockets end before the context is terminated.
+  std::unique_ptr<PeerGate> gate_;
 };
 
 // A message body (one frame).
@@ -73,6 +84,9 @@ class SocketBase {
   // socket is destroyed, or the process ends), then removes a stale socket file and sets `mode`
   // on the new one. A lock held by another live process is an error naming its pid: only the
   // holder ever unlinks the socket, so a second instance cannot steal a running one's socket.
+  // With a PeerPolicy on the context (Context::RequirePeerPolicy), the socket gets a ZAP domain
+  // (its file name), so every peer is checked at the handshake, and with an admin group its file
+  // is 0660 and owned by that group whatever `mode` says.
   Status BindIpc(const std::string& uri, unsigned mode);
   Status ConnectTo(const std::string& uri);
   // Sets the options every socket has (linger, size limit, handshake deadline, the marks); again
@@ -81,6 +95,7 @@ class SocketBase {
   // ResourceExhausted for a frame over max_send_bytes().
   Status CheckSendSize(size_t size) const;
 
+  Context& context_;
   zmq::socket_t socket_;
   size_t max_bytes_;
   size_t max_send_bytes_ = SIZE_MAX;
@@ -135,16 +150,27 @@ class DealerClient : public SocketBase {
   // Sends without blocking; Unavailable when the queue to the peer is full.
   Status Send(const void* data, size_t size);
   // Waits up to `timeout` until a message can be queued (the connection is up: with
-  // ZMQ_IMMEDIATE nothing is queued before); false at the deadline.
+  // ZMQ_IMMEDIATE nothing is queued before); false at the deadline, or at once when the server
+  // refused this process's credentials (see Refused()).
   bool WaitWritable(std::chrono::milliseconds timeout);
+  // PermissionDenied once the server refused this process at the handshake (its credential
+  // check, lib/ipc/peer_access.h: ZAP status 400, seen through a socket monitor), naming the
+  // socket path; OK otherwise. ZeroMQ would only reconnect and be refused again.
+  Status Refused();
   Result<Frame> Receive(std::chrono::milliseconds timeout);
   // Drops the socket and connects a fresh one (the "Lazy Pirate" reset after a lost reply), with
   // the same options and bounds.
   Status Reconnect();
 
  private:
+  // Applies the client options and starts the monitor of handshake refusals on socket_.
+  void SetUp();
+
   std::string uri_;
   Context& ctx_;
+  // A PAIR connected to socket_'s monitor (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH only).
+  std::unique_ptr<zmq::socket_t> monitor_;
+  int refused_status_ = 0;  // the ZAP status code of a refusal, 0 when none
 };
 
 // Request/reply with a deadline and retries over a DEALER: sends, waits for a reply whose
@@ -212,6 +238,8 @@ Result<Frame> RequestClient::Call(const void* data, size_t size,
     auto until_attempt_end =
         std::chrono::duration_cast<std::chrono::milliseconds>(attempt_end - clock_.Now());
     (void)dealer_.WaitWritable(std::max(until_attempt_end, std::chrono::milliseconds(0)));
+    // Refused at the handshake: every retry would be too.
+    if (Status s = dealer_.Refused(); !s.ok()) return s;
     if (Status s = dealer_.Send(data, size); !s.ok()) last = s;
     for (;;) {
       auto now = clock_.Now();

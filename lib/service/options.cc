@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lib/ipc/peer_access.h"
+
 namespace nodelet {
 namespace {
 
@@ -69,6 +71,18 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
                  "Milliseconds between heartbeats to the supervisor")
       ->check(CLI::Range(10, 60000))
       ->capture_default_str();
+  app.add_option("--admin-group", opts.admin_group_flag,
+                 "Group (name or gid) whose members may use nodelet's sockets and nodeletctl, "
+                 "besides root (default: none)");
+}
+
+Status ResolveCommonOptions(CommonOptions& opts) {
+  opts.admin_group.reset();
+  if (opts.admin_group_flag.empty()) return Status::Ok();
+  auto gid = ipc::ResolveAdminGroup(opts.admin_group_flag);
+  if (!gid.ok()) return gid.status();
+  opts.admin_group = *gid;
+  return Status::Ok();
 }
 
 Result<YAML::Node> LoadYamlFile(const std::string& path) {

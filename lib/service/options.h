@@ -6,9 +6,11 @@
 // Flags given on the command line override the file.
 #pragma once
 
+#include <sys/types.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "lib/common/status.h"
@@ -23,6 +25,11 @@ struct CommonOptions {
   std::string log_level = "info";
   // How often a service sends a heartbeat to the supervisor.
   int heartbeat_interval_ms = 1000;
+  // --admin-group NAME|GID as given ("" when unset), and the gid it names (ResolveCommonOptions):
+  // the group besides root (and the process's own uid) that may connect to the sockets in the
+  // run directory (lib/ipc/peer_access.h).
+  std::string admin_group_flag;
+  std::optional<gid_t> admin_group;
 };
 
 // A CLI11 config reader for YAML: top-level scalars and lists, plus the keys of the section
@@ -37,9 +44,13 @@ class YamlConfigReader : public CLI::Config {
   std::string section_;
 };
 
-// Adds --config, --root-dir, --run-dir, --log-dir, --log-level, --heartbeat-interval to `app`
-// and sets the YAML reader for `section`.
+// Adds --config, --root-dir, --run-dir, --log-dir, --log-level, --heartbeat-interval and
+// --admin-group to `app` and sets the YAML reader for `section`.
 void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& section);
+
+// After parsing: resolves --admin-group into a gid. The error names the flag ("--admin-group: no
+// group named 'x'"); the binaries print it and exit 2.
+Status ResolveCommonOptions(CommonOptions& opts);
 
 // Loads the YAML file (for the sections that CLI11 does not map, such as the supervisor's
 // per-service table). An empty path gives an empty node.

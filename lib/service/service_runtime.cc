@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "lib/common/fs.h"
@@ -43,8 +44,15 @@ class Runtime {
         ctx_{opts_, ipc_, clock_, incarnation_, loop_} {}
 
   int Run() {
-    if (Status s = EnsureDirectory(opts_.run_dir, 0700); !s.ok()) {
+    const auto policy = ipc::PeerPolicy::ForThisProcess(opts_.admin_group);
+    if (Status s = ipc::PrepareRunDirectory(opts_.run_dir, policy); !s.ok()) {
       log_->error("Failed to prepare the run directory: {}", s.message());
+      return 1;
+    }
+    // Before the service binds anything: every socket it binds checks its peers.
+    // (RealClock::Get(): the gate lives in ipc_, which outlives clock_.)
+    if (Status s = ipc_.RequirePeerPolicy(policy, RealClock::Get()); !s.ok()) {
+      log_->error("{}", s.message());
       return 1;
     }
     std::vector<EventLoop::Handle> sources;
@@ -179,6 +187,9 @@ class Runtime {
     CounterList counters = service_->Counters();
     counters.emplace_back("ipc_control_messages", control_messages_);
     counters.emplace_back("ipc_bad_messages", bad_messages_.count());
+    if (const ipc::PeerGate* gate = ipc_.gate()) {
+      counters.emplace_back("ipc_refused_peers", gate->refused());
+    }
     std::sort(counters.begin(), counters.end());
     flatbuffers::FlatBufferBuilder fbb(512);
     std::vector<flatbuffers::Offset<ipc::control::Counter>> offs;
@@ -229,6 +240,10 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   opts.config_file = app.get_config_ptr()->as<std::string>();
+  if (Status s = ResolveCommonOptions(opts); !s.ok()) {
+    std::fprintf(stderr, "nodelet-%s: %s\n", spec.name.c_str(), s.message().c_str());
+    return 2;
+  }
   InitLogging(spec.name, opts.log_level);
   Runtime runtime(spec, opts);
   return runtime.Run();

@@ -186,8 +186,7 @@ class CtlTest : public ::testing::Test {
   void SetUp() override {
     server_ = std::make_unique<supervisor::CtlServer>(
         ctx_, services_, RealClock::Get(),
-        supervisor::CtlServerOptions{dir_.path(), std::nullopt, 777, "9.9.9", &runtime_, nullptr,
-                                     &manifests_});
+        supervisor::CtlServerOptions{dir_.path(), 777, "9.9.9", &runtime_, nullptr, &manifests_});
     ASSERT_TRUE(server_->Bind().ok());
     thread_ = std::thread([this] {
       while (!stop_) {
