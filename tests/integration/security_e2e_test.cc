@@ -11,6 +11,7 @@
 //   AppArmor profile on a kernel without AppArmor.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "lib/status/status_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -67,6 +69,9 @@ class SecurityE2eTest : public NodeletTest {
       PrintServiceLogs();
     }
     NodeletTest::TearDown();
+    // The pods' tmpfs volumes (a Memory emptyDir, a Secret) stay mounted when nodelet stops, as
+    // a node's pods outlive it: unmounted here, deepest first, so the temporary directory goes.
+    for (const auto& m : MountsUnder(dir_.path())) umount2(m.c_str(), MNT_DETACH);
   }
 
   std::string results_dir() const { return dir_.Sub("results"); }
