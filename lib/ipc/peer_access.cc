@@ -1,5 +1,6 @@
 #include "lib/ipc/peer_access.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
+#include "lib/common/unique_fd.h"
 
 namespace nodelet::ipc {
 namespace {
@@ -208,8 +210,12 @@ Status PrepareRunDirectory(const std::string& path, const PeerPolicy& policy) {
   if (!S_ISDIR(st.st_mode)) return InvalidArgument("'" + path + "' exists and is not a directory");
   // The group first, then the setgid bit (a chown clears it), so that what is made inside
   // (sockets) is the group's without a chown each: the services of the systemd units have no
-  // CAP_CHOWN, and root may give a file only to its own groups without it.
-  if (st.st_gid != group && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+  // CAP_CHOWN, and root may give a file only to its own groups without it. The change goes to
+  // the directory opened O_NOFOLLOW, never through a link put in its place.
+  UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return ErrnoStatus("Failed to open '" + path + "'", errno);
+  if (fstat(dir.get(), &st) != 0) return ErrnoStatus("Failed to stat '" + path + "'", errno);
+  if (st.st_gid != group && fchown(dir.get(), static_cast<uid_t>(-1), group) != 0) {
     const int err = errno;
     return ErrnoStatus("Failed to give '" + path + "' to group " + GroupName(group) +
                            " (--admin-group; without CAP_CHOWN, make it 2750 root:" +

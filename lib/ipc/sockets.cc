@@ -1,5 +1,6 @@
 #include "lib/ipc/sockets.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,9 +146,14 @@ Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
       // In a run directory of PrepareRunDirectory (setgid, the group's) the file is the group's
       // already; elsewhere it is given to it.
       const gid_t group = *gate->policy().admin_group;
+      // Never through a link: lstat, and the change on the name itself (AT_SYMLINK_NOFOLLOW).
       struct stat st {};
-      if (stat(path.c_str(), &st) != 0) return ErrnoStatus("Failed to stat '" + path + "'", errno);
-      if (st.st_gid != group && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+      if (lstat(path.c_str(), &st) != 0) {
+        return ErrnoStatus("Failed to stat '" + path + "'", errno);
+      }
+      if (!S_ISSOCK(st.st_mode)) return InvalidArgument("'" + path + "' is not a socket");
+      if (st.st_gid != group && fchownat(AT_FDCWD, path.c_str(), static_cast<uid_t>(-1), group,
+                                         AT_SYMLINK_NOFOLLOW) != 0) {
         return ErrnoStatus("Failed to give '" + path + "' to group " + std::to_string(group),
                            errno);
       }
