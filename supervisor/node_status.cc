@@ -174,7 +174,7 @@ void NodeStatusManager::Loop() {
 
 void NodeStatusManager::CheckRuntime() {
   bool ready = false, network = false;
-  std::string error, version;
+  std::string error, version, network_error;
   if (runtime_ == nullptr) {
     error = "no container runtime configured (--runtime-endpoint)";
   } else {
@@ -192,14 +192,16 @@ void NodeStatusManager::CheckRuntime() {
           ready = c.status();
           if (!ready) error = "container runtime not ready: " + c.reason() + ": " + c.message();
         }
-        if (c.type() == "NetworkReady") network = c.status();
       }
+      network_error = cri::NetworkError(*st);
+      network = network_error.empty();
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   runtime_ready_ = ready;
   runtime_error_ = error;
   network_ready_ = network;
+  network_error_ = network_error;
   if (!version.empty()) runtime_version_ = version;
 }
 
@@ -256,14 +258,16 @@ void NodeStatusManager::Refresh() {
   std::lock_guard<std::mutex> lock(mu_);
   allocatable_ = alloc;
   nlohmann::json conditions = nlohmann::json::array();
-  const bool ready = runtime_ready_ && services_ok_;
+  // As the kubelet: the node is not Ready while the runtime's network is not (host-network
+  // pods run all the same; pod-network pods wait, see podworkerd's NetworkNotReady).
+  const bool ready = runtime_ready_ && services_ok_ && network_ready_;
   std::string ready_msg = "nodelet is posting ready status";
   if (!runtime_ready_)
     ready_msg = runtime_error_;
+  else if (!network_ready_)
+    ready_msg = network_error_;
   else if (!services_ok_)
     ready_msg = services_why_;
-  else if (!network_ready_)
-    ready_msg += " (network plugin not ready: host-network pods only)";
   const bool mem_pressure = mem_avail >= 0 && mem_avail < options_.memory_available_min_bytes;
   const bool disk_pressure =
       disk_total > 0 && static_cast<double>(disk_avail) <
@@ -305,6 +309,9 @@ void NodeStatusManager::Refresh() {
                {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
                {"pods", std::to_string(options_.max_pods)}}},
              {"conditions", conditions},
+             {"addresses",
+              {{{"type", "InternalIP"}, {"address", options_.node_ip}},
+               {{"type", "Hostname"}, {"address", options_.node_name}}}},
              {"nodeInfo",
               {{"kubeletVersion", "nodelet-" + options_.version},
                {"containerRuntimeVersion", runtime_version_},

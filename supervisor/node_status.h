@@ -5,9 +5,10 @@
 // storage of the root directory's filesystem, pods; allocatable = capacity minus
 // --system-reserved and --kube-reserved), conditions Ready, MemoryPressure, DiskPressure and
 // PIDPressure with reasons and transition times, node info (nodelet and runtime versions,
-// kernel, OS) and the images on the node. The result is a v1 Node object in JSON, for
-// `nodeletctl node` and /node. Host-network pods run without NetworkReady, so Ready does not
-// require it (the message says so).
+// kernel, OS), addresses (InternalIP: --node-ip or the chosen one; Hostname) and the images on
+// the node. The result is a v1 Node object in JSON, for `nodeletctl node` and /node. As the
+// kubelet's, Ready is False while the runtime's NetworkReady is (with the runtime's reason and
+// message); host-network pods run then all the same.
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,7 @@ Result<NodeResourceList> ParseReservation(const std::string& text);
 
 struct NodeStatusOptions {
   std::string node_name;
+  std::string node_ip;  // status.addresses InternalIP (lib/common/node_ip.h)
   std::string root_dir;
   int max_pods = 110;
   NodeResourceList system_reserved;
@@ -101,6 +103,7 @@ class NodeStatusManager : public NodeView {
   std::string services_why_ = "services are starting";
   std::string runtime_error_ = "not checked yet";
   bool network_ready_ = false;
+  std::string network_error_;
   std::string runtime_version_;
   std::atomic<bool> runtime_ready_{false};
   // type -> (status, last transition)

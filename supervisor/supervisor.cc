@@ -123,6 +123,7 @@ class Supervisor::Impl {
     // The node status (and the runtime-up check) needs the runtime.
     NodeStatusOptions node_opts;
     node_opts.node_name = options_.node_name;
+    node_opts.node_ip = options_.node_ip;
     node_opts.root_dir = c.root_dir;
     node_opts.max_pods = options_.max_pods;
     node_opts.version = NODELET_VERSION;

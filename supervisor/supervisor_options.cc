@@ -7,6 +7,7 @@
 #include <map>
 
 #include "lib/common/logging.h"
+#include "lib/common/node_ip.h"
 #include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
 
@@ -59,6 +60,10 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
       if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
         spec.argv.push_back("--runtime-endpoint");
         spec.argv.push_back(o.runtime_endpoint);
+      }
+      if (svc.name == "podworkerd" && !o.node_ip.empty()) {
+        spec.argv.push_back("--node-ip");
+        spec.argv.push_back(o.node_ip);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {
@@ -114,6 +119,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
                  "'Name: value' header sent with every --manifest-url request (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
+  app.add_option("--node-ip", o->node_ip_flag,
+                 "The node's IP (hostIP of every pod, podIP of host-network pods, the Node's "
+                 "InternalIP); default: the address of the default route's interface");
   app.add_option("--max-pods", o->max_pods, "Pods admitted at most")->capture_default_str();
   app.add_option("--allowed-unsafe-sysctls", o->allowed_unsafe_sysctls,
                  "Comma-separated sysctls or prefixes ending in '*' (e.g. 'kernel.msg*,"
@@ -177,6 +185,12 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     o->node_name = host;
   }
   o->node_name = pod::NormalizeNodeName(o->node_name);
+  if (auto ip = NodeIP(o->node_ip_flag); ip.ok()) {
+    o->node_ip = *ip;
+  } else {
+    std::fprintf(stderr, "nodelet: %s\n", ip.status().message().c_str());
+    return 2;
+  }
   if (!ctl_group.empty()) {
     // --ctl-group opened only ctl.sock, inside a run directory of mode 0700: it now means
     // --admin-group, which opens the run directory and every socket to the group.

@@ -66,6 +66,7 @@ ipc::pleg::SandboxRecordT ToSandboxRecord(const cri::v1::PodSandboxStatus& statu
   out.attempt = status.metadata().attempt();
   out.created_at_ns = status.created_at();
   out.ip = status.network().ip();
+  for (const auto& ip : status.network().additional_ips()) out.additional_ips.push_back(ip.ip());
   out.host_network = status.linux().namespaces().options().network() == cri::v1::NODE;
   return out;
 }

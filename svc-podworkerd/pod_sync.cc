@@ -196,7 +196,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   EnvSources sources;
   if (auto shared = ConfigObjects()) sources = *shared;
   sources.node = node_;
-  sources.runtime.host_ip = "127.0.0.1";  // what the pod's status reports as hostIP
+  sources.runtime.host_ip = node_ip_;  // what the pod's status reports as hostIP
   for (const auto& e : c.env) {
     if (e.value_from && e.value_from->field_ref &&
         e.value_from->field_ref->field_path.rfind("status.podIP", 0) == 0) {
@@ -339,7 +339,19 @@ std::shared_ptr<const EnvSources> PodSyncer::ConfigObjects() const {
 std::string PodSyncer::SandboxHost(const std::string& sandbox_id) {
   auto st = runtime_.PodSandboxStatus(sandbox_id, false);
   if (st.ok() && !st->status().network().ip().empty()) return st->status().network().ip();
-  return "127.0.0.1";
+  return node_ip_;
+}
+
+std::string PodSyncer::NetworkError() {
+  std::lock_guard<std::mutex> lock(network_mu_);
+  const MonoTime now = clock_.Now();
+  if (network_checked_ && now - *network_checked_ < std::chrono::seconds(1)) {
+    return network_error_;
+  }
+  auto st = runtime_.RuntimeStatus(false);
+  network_checked_ = now;
+  network_error_ = st.ok() ? cri::NetworkError(*st) : "";
+  return network_error_;
 }
 
 PodSyncer::StopResult PodSyncer::StopContainerGracefully(
@@ -548,6 +560,25 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   const std::set<std::string> cut = CutStarts();
   WaitingMap waiting;
   const int64_t grace = GraceSeconds(pod);
+  // The kubelet's SyncPod: while the runtime's network is not ready only host-network pods are
+  // synced; the others wait (what runs keeps running), retried with the sync's back-off.
+  if (!pod.spec.host_network) {
+    if (std::string net = NetworkError(); !net.empty()) {
+      const std::string why = "network is not ready: " + net;
+      const auto current = Latest(rec);
+      for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
+        for (const auto& c : *list) {
+          if (current.count(c.name) == 0) waiting[c.name] = {"ContainerCreating", why};
+        }
+      }
+      out.error = why;
+      out.events.push_back(MakeEvent(pod, "Warning", "NetworkNotReady", why));
+      out.status = MakeStatus(pod, rec, waiting, false);
+      out.status.reason = "NetworkNotReady";
+      out.status.message = why;
+      return out;
+    }
+  }
   // Volumes first (the kubelet's WaitForAttachAndMount, but never blocking: volumed tells us
   // when they are ready, and the sync returns at once meanwhile).
   std::map<std::string, std::string> volume_paths;
@@ -959,12 +990,17 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
     st.start_time_unix_s = sandbox->created_at_ns / 1000000000;
     st.pod_ip = sandbox->ip;
     if (!st.pod_ip.empty()) st.pod_ips = {st.pod_ip};
+    for (const auto& ip : sandbox->additional_ips) {
+      if (!st.pod_ip.empty() && ip != st.pod_ip) st.pod_ips.push_back(ip);
+    }
   }
-  if (pod.spec.host_network || st.pod_ip.empty()) {
-    st.pod_ip = "127.0.0.1";
+  // As the kubelet: a host-network pod's IP is the node's; a pod-network pod has none until
+  // its sandbox has one.
+  if (pod.spec.host_network) {
+    st.pod_ip = node_ip_;
     st.pod_ips = {st.pod_ip};
   }
-  st.host_ip = "127.0.0.1";
+  st.host_ip = node_ip_;
   st.host_ips = {st.host_ip};
   st.qos_class = "BestEffort";
   return st;

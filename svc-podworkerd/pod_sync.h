@@ -108,6 +108,11 @@ class PodSyncer {
     node_ = pod::ReadNodeAllocatable(root_dir_);
   }
 
+  // The node's IP (lib/common/node_ip.h): every pod's hostIP, the podIP of host-network pods,
+  // the host of their probes and hooks (before the first sync).
+  void set_node_ip(std::string ip) { node_ip_ = std::move(ip); }
+  const std::string& node_ip() const { return node_ip_; }
+
   // An event about `pod`, stamped now (the wall clock), from podworkerd.
   status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
                              const std::string& reason, const std::string& message) const;
@@ -168,8 +173,13 @@ class PodSyncer {
   // event.
   void StopForSync(const pod::Pod& pod, const std::string& id, const std::string& name,
                    int64_t grace, const std::string& sandbox_id, SyncOutcome& out);
-  // The pod's IP as its sandbox reports it (127.0.0.1 for the node's network or when unknown).
+  // The pod's IP as its sandbox reports it (the node's IP for the node's network or when
+  // unknown).
   std::string SandboxHost(const std::string& sandbox_id);
+  // Why the runtime's network is not ready (CRI Status NetworkReady, the kubelet's message),
+  // "" when it is; asked at most once a second, an error of the call itself counts as ready
+  // (the sandbox call that follows reports the runtime's state better).
+  std::string NetworkError();
   std::shared_ptr<const EnvSources> ConfigObjects() const;
   // A StartContainer that failed because the runtime went away or was cut off mid-call
   // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED), or whose retry found the task the cut call had
@@ -183,6 +193,10 @@ class PodSyncer {
   const Clock& clock_;
   std::string log_dir_;
   std::string root_dir_;
+  std::string node_ip_ = "127.0.0.1";
+  std::mutex network_mu_;
+  std::optional<MonoTime> network_checked_;
+  std::string network_error_;
   VolumeLookup volumes_;
   ProbeManager* probes_ = nullptr;
   std::mutex backoff_mu_;

@@ -7,6 +7,7 @@
 
 #include "lib/common/check.h"
 #include "lib/common/logging.h"
+#include "lib/common/node_ip.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/pod/config_objects.h"
@@ -223,6 +224,8 @@ Status PodworkerdService::Start() {
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
+  // Chosen here when the config came without one (NodeIP("") always has an answer).
+  syncer_->set_node_ip(config_.node_ip.empty() ? NodeIP("").value() : config_.node_ip);
   // Sent from the main loop, which owns the status sender.
   syncer_->set_progress_events([this](std::vector<status::PodEvent> events) {
     ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
@@ -484,7 +487,7 @@ void PodworkerdService::RunWork(DispatchedWork dispatched) {
 void PodworkerdService::EnsureProbes(const std::string& uid, const pod::Pod& p) {
   auto rec = mirror_->pods().find(uid);
   if (rec == mirror_->pods().end()) return;
-  std::string host = "127.0.0.1";
+  std::string host = syncer_->node_ip();
   if (!p.spec.host_network && !rec->second.sandboxes.empty() &&
       !rec->second.sandboxes[0]->ip.empty()) {
     host = rec->second.sandboxes[0]->ip;
@@ -591,6 +594,9 @@ ServiceSpec MakeSpec() {
     app.add_option("--runtime-endpoint", config->runtime_endpoint,
                    "CRI endpoint of the container runtime")
         ->capture_default_str();
+    app.add_option("--node-ip", config->node_ip,
+                   "The node's IP: every pod's hostIP, the podIP of host-network pods (default: "
+                   "the address of the default route's interface)");
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -670,6 +676,9 @@ ServiceSpec MakeSpec() {
     c.orphan_shim_period =
         std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
     c.workers = std::max(1, c.workers);
+    auto node_ip = NodeIP(c.node_ip);
+    if (!node_ip.ok()) return node_ip.status();
+    c.node_ip = *node_ip;
     auto service = PodworkerdService::Create(ctx, c);
     if (!service.ok()) return service.status();
     return std::unique_ptr<Service>(std::move(service).value());

@@ -45,6 +45,8 @@ struct PodworkerdConfig {
   CrashLoopPolicy backoff;
   int workers = 16;
   int max_dead_per_container = 1;
+  // --node-ip: checked and, when empty, chosen (lib/common/node_ip.h) at creation.
+  std::string node_ip;
   ImagePullerConfig image_pulls;
   // Node-wide dead-container cap and image GC (svc-podworkerd/garbage_collector.h).
   GarbageCollectionConfig gc;

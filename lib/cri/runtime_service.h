@@ -92,4 +92,21 @@ class ImageService {
   virtual Result<v1::ImageFsInfoResponse> ImageFsInfo() = 0;
 };
 
+// The kubelet's words for a runtime whose NetworkReady condition is false.
+inline std::string NetworkNotReadyMessage(const std::string& reason, const std::string& message) {
+  return "container runtime network not ready: NetworkReady=false reason:" + reason +
+         " message:" + message;
+}
+
+// Why the runtime's network is not ready, from a CRI Status answer; "" when NetworkReady is
+// true. A runtime that does not report the condition has no network.
+inline std::string NetworkError(const v1::StatusResponse& status) {
+  for (const auto& c : status.status().conditions()) {
+    if (c.type() == "NetworkReady") {
+      return c.status() ? std::string() : NetworkNotReadyMessage(c.reason(), c.message());
+    }
+  }
+  return NetworkNotReadyMessage("", "the runtime reports no NetworkReady condition");
+}
+
 }  // namespace nodelet::cri

@@ -313,6 +313,14 @@ Result<v1::VersionResponse> FakeCriRuntime::Version() {
   return r;
 }
 
+void FakeCriRuntime::SetNetworkReady(bool ready, const std::string& reason,
+                                     const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  network_ready_ = ready;
+  network_reason_ = reason;
+  network_message_ = message;
+}
+
 Result<v1::StatusResponse> FakeCriRuntime::RuntimeStatus(bool verbose) {
   std::unique_lock<std::mutex> lock(mu_);
   if (Status s = Enter(lock, CriCall::kStatus, {}); !s.ok()) return s;
@@ -320,7 +328,11 @@ Result<v1::StatusResponse> FakeCriRuntime::RuntimeStatus(bool verbose) {
   for (const char* type : {"RuntimeReady", "NetworkReady"}) {
     auto* condition = r.mutable_status()->add_conditions();
     condition->set_type(type);
-    condition->set_status(true);
+    condition->set_status(std::string(type) == "RuntimeReady" || network_ready_);
+    if (!condition->status()) {
+      condition->set_reason(network_reason_);
+      condition->set_message(network_message_);
+    }
   }
   if (verbose) (*r.mutable_info())["config"] = "{}";
   return r;
@@ -343,9 +355,17 @@ Result<std::string> FakeCriRuntime::RunPodSandbox(const v1::PodSandboxConfig& co
                        "failed to reserve sandbox name: name is reserved for \"" + id + "\"");
     }
   }
+  const bool pod_network =
+      !config.has_linux() || !config.linux().has_security_context() ||
+      config.linux().security_context().namespace_options().network() != v1::NODE;
+  if (pod_network && !network_ready_) {
+    return CallError(CriCall::kRunPodSandbox, StatusCode::kInternal,
+                     "failed to setup network for sandbox: " + network_message_);
+  }
   std::string id = MakeId(next_id_++);
   Sandbox sb;
   sb.config = config;
+  if (pod_network) sb.ip = "198.19.255." + std::to_string(next_ip_++ % 250 + 2);
   sb.created_at = Tick();
   sb.runtime_handler = runtime_handler;
   sandboxes_.emplace(id, std::move(sb));
@@ -397,7 +417,7 @@ Result<v1::PodSandboxStatusResponse> FakeCriRuntime::PodSandboxStatus(
   *s->mutable_metadata() = sb.config.metadata();
   s->set_state(sb.state);
   s->set_created_at(sb.created_at);
-  s->mutable_network();  // host network: no pod IP
+  s->mutable_network()->set_ip(sb.ip);  // empty for the host network
   if (sb.config.has_linux() && sb.config.linux().has_security_context()) {
     *s->mutable_linux()->mutable_namespaces()->mutable_options() =
         sb.config.linux().security_context().namespace_options();

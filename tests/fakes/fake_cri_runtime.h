@@ -108,6 +108,10 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   // Timestamps (created_at, started_at, finished_at) come from a fake wall clock in nanoseconds
   // that advances by 1 ms at every state change; tests may set it.
   void SetNowNanos(int64_t now_ns);
+  // What Status reports as NetworkReady (default true); RunPodSandbox of a pod-network sandbox
+  // fails while it is false, as containerd's does without a CNI configuration.
+  void SetNetworkReady(bool ready, const std::string& reason = "NetworkPluginNotReady",
+                       const std::string& message = "cni plugin not initialized");
   int64_t NowNanos() const;
 
   // ---- RuntimeService -------------------------------------------------------------------------
@@ -147,6 +151,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
     v1::PodSandboxState state = v1::SANDBOX_READY;
     int64_t created_at = 0;
     std::string runtime_handler;
+    std::string ip;  // pod-network sandboxes: 198.19.255.N
   };
   struct ContainerRecord {
     std::string sandbox_id;
@@ -206,6 +211,9 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   std::string image_fs_mountpoint_ = "/fake/imagefs";
   ExecHandler exec_handler_;
   int32_t stop_exit_code_ = 137;
+  bool network_ready_ = true;
+  std::string network_reason_, network_message_;
+  int next_ip_ = 2;
   int64_t now_ns_ = 1'700'000'000'000'000'000;
   uint64_t next_id_ = 1;
 };

@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/common/node_ip.h"
 #include "lib/status/status_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
@@ -153,7 +154,6 @@ class LifecycleE2eTest : public NodeletTest {
   }
   void TearDown() override {
     if (HasFailure()) {
-      PrintServiceLogs();
       std::cerr << "---- results/out\n" << ReadTextFile(results_file()) << "\n";
     }
     NodeletTest::TearDown();
@@ -671,7 +671,7 @@ TEST_F(LifecycleE2eTest, EnvironmentFromFieldsResourcesConfigMapsSecretsAndRefer
   EXPECT_EQ(env["APP"], "web");
   EXPECT_EQ(env["NODE"], "node1");
   EXPECT_EQ(env["SA"], "builder");
-  EXPECT_EQ(env["HOST_IP"], "127.0.0.1");
+  EXPECT_EQ(env["HOST_IP"], NodeIP("").value());  // the node's address, as /node says
   EXPECT_EQ(env["MEM_MI"], "64");
   EXPECT_EQ(env["LEVEL"], "debug");
   EXPECT_EQ(env["TOKEN"], "s3cret");

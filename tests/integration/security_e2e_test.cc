@@ -66,9 +66,8 @@ class SecurityE2eTest : public NodeletTest {
         std::cerr << "---- " << e.path().filename().string() << "\n"
                   << ReadTextFile(e.path().string()) << "\n";
       }
-      PrintServiceLogs();
     }
-    NodeletTest::TearDown();
+    NodeletTest::TearDown();  // prints the service logs of a failed test
     // The pods' tmpfs volumes (a Memory emptyDir, a Secret) stay mounted when nodelet stops, as
     // a node's pods outlive it: unmounted here, deepest first, so the temporary directory goes.
     for (const auto& m : MountsUnder(dir_.path())) umount2(m.c_str(), MNT_DETACH);

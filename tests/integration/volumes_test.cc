@@ -64,9 +64,6 @@ std::string VolumesPodYaml(const std::string& host_dir) {
 class VolumesTest : public NodeletTest {
  protected:
   void TearDown() override {
-    if (HasFailure()) {
-      PrintServiceLogs();
-    }
     NodeletTest::TearDown();
     // Nothing of ours may stay mounted.
     EXPECT_TRUE(volumed::MountsUnder(dir_.path()).empty());

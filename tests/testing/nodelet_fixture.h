@@ -48,6 +48,7 @@ class NodeletTest : public ::testing::Test {
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       std::cerr << "---- nodelet.log (tail)\n"
                 << (text.size() > 6000 ? text.substr(text.size() - 6000) : text);
+      PrintServiceLogs();
     }
     if (containerd_) {
       EXPECT_TRUE(containerd_->Stop().ok());

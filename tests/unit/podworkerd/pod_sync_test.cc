@@ -673,5 +673,67 @@ TEST_F(PodSyncTest, EnvironmentIsResolvedFromTheConfigObjects) {
   EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 1) << out.error;
 }
 
+// The kubelet's NetworkNotReady: while the runtime's network is not ready, a pod-network pod
+// is not synced (no sandbox call), waits with the runtime's reason in its status and a
+// Warning event, and is synced once the network is ready; host-network pods run meanwhile.
+TEST_F(PodSyncTest, PodNetworkPodsWaitForTheNetworkHostNetworkPodsDoNot) {
+  syncer_.set_node_ip("192.0.2.2");
+  runtime_.SetNetworkReady(false, "NetworkPluginNotReady", "cni plugin not initialized");
+  pod::Pod web = pod_;
+  web.metadata.name = "web";
+  web.metadata.uid = "uid-web";
+  web.spec.host_network = false;
+  web.spec.restart_policy = "Always";
+  SyncOutcome waiting = syncer_.SyncPod(web, nullptr);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kRunPodSandbox), 1);  // SetUp's only
+  EXPECT_TRUE(HasEvent(waiting, "NetworkNotReady"));
+  EXPECT_EQ(waiting.status.reason, "NetworkNotReady");
+  EXPECT_THAT(waiting.status.message,
+              ::testing::HasSubstr("NetworkReady=false reason:NetworkPluginNotReady message:cni "
+                                   "plugin not initialized"));
+  EXPECT_FALSE(waiting.error.empty());  // retried with the sync's back-off
+  ASSERT_EQ(waiting.status.container_statuses.size(), 1u);
+  ASSERT_TRUE(waiting.status.container_statuses[0].state.waiting.has_value());
+  EXPECT_EQ(waiting.status.container_statuses[0].state.waiting->reason, "ContainerCreating");
+  EXPECT_TRUE(waiting.status.pod_ip.empty());
+  EXPECT_EQ(waiting.status.host_ip, "192.0.2.2");
+
+  // The host-network pod is synced all the same, and its IP is the node's.
+  SyncOutcome host = syncer_.SyncPod(pod_, &record_);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1) << host.error;
+  EXPECT_EQ(host.status.pod_ip, "192.0.2.2");
+  EXPECT_EQ(host.status.host_ip, "192.0.2.2");
+
+  // The answer is cached for a second: then the pod gets its sandbox and the sandbox's IP.
+  runtime_.SetNetworkReady(true);
+  clock_.Advance(std::chrono::seconds(2));
+  SyncOutcome synced = syncer_.SyncPod(web, nullptr);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kRunPodSandbox), 2) << synced.error;
+  EXPECT_FALSE(HasEvent(synced, "NetworkNotReady"));
+  auto list = runtime_.ListPodSandbox({});
+  ASSERT_TRUE(list.ok());
+  std::string id;
+  for (const auto& sb : *list) {
+    if (sb.metadata().uid() == "uid-web") id = sb.id();
+  }
+  auto st = runtime_.PodSandboxStatus(id, false);
+  ASSERT_TRUE(st.ok());
+  const std::string ip = st->status().network().ip();
+  EXPECT_FALSE(ip.empty());
+  // plegd's record of it carries the IP into the status.
+  PodRecordT rec;
+  rec.uid = "uid-web";
+  auto sb = std::make_unique<SandboxRecordT>();
+  sb->id = id;
+  sb->state = SandboxState::Ready;
+  sb->created_at_ns = 1;
+  sb->ip = ip;
+  sb->additional_ips = {"2001:db8::5"};
+  rec.sandboxes.push_back(std::move(sb));
+  status::PodStatus built = syncer_.BuildStatus(web, &rec, false);
+  EXPECT_EQ(built.pod_ip, ip);
+  EXPECT_THAT(built.pod_ips, ::testing::ElementsAre(ip, "2001:db8::5"));
+}
+
 }  // namespace
 }  // namespace nodelet::podworkerd
