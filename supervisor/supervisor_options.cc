@@ -9,6 +9,7 @@
 #include "lib/common/logging.h"
 #include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/dns_flags.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -59,6 +60,18 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
       if ((svc.name == "plegd" || svc.name == "podworkerd") && !o.runtime_endpoint.empty()) {
         spec.argv.push_back("--runtime-endpoint");
         spec.argv.push_back(o.runtime_endpoint);
+      }
+      if (svc.name == "podworkerd") {
+        for (const auto& ip : o.cluster_dns) {
+          spec.argv.push_back("--cluster-dns");
+          spec.argv.push_back(ip);
+        }
+        if (!o.cluster_domain.empty()) {
+          spec.argv.push_back("--cluster-domain");
+          spec.argv.push_back(o.cluster_domain);
+        }
+        // As one argument, so that "" (no resolver config) passes too.
+        spec.argv.push_back("--resolv-conf=" + o.resolv_conf);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {
@@ -132,6 +145,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
             return std::string();
           },
           "SYSCTL"));
+  AddDnsOptions(app, o->cluster_dns, o->cluster_domain, o->resolv_conf);
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,

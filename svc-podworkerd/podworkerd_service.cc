@@ -11,6 +11,7 @@
 #include "lib/ipc/message.h"
 #include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
+#include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
 
@@ -223,6 +224,7 @@ Status PodworkerdService::Start() {
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
+  syncer_->set_dns_settings(config_.dns);
   // Sent from the main loop, which owns the status sender.
   syncer_->set_progress_events([this](std::vector<status::PodEvent> events) {
     ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
@@ -591,6 +593,8 @@ ServiceSpec MakeSpec() {
     app.add_option("--runtime-endpoint", config->runtime_endpoint,
                    "CRI endpoint of the container runtime")
         ->capture_default_str();
+    AddDnsOptions(app, config->dns.cluster_dns, config->dns.cluster_domain,
+                  config->dns.resolv_conf);
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();
