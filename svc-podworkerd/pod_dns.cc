@@ -34,9 +34,7 @@ std::vector<std::string> Fields(std::string_view line) {
   return out;
 }
 
-std::string_view OptionName(std::string_view option) {
-  return option.substr(0, option.find(':'));
-}
+std::string_view OptionName(std::string_view option) { return option.substr(0, option.find(':')); }
 
 // Options by name: a later option replaces an earlier one of the same name, in the earlier's
 // place (the kubelet goes through a Go map, so its order is random; this one is stable).
@@ -232,8 +230,7 @@ Result<PodHostname> GeneratePodHostnameAndDomain(const pod::Pod& pod,
       return InvalidArgument("pod Subdomain \"" + pod.spec.subdomain +
                              "\" is not a valid DNS label: " + Join(msgs, ";"));
     }
-    out.domain =
-        pod.spec.subdomain + "." + pod.metadata.namespace_name + ".svc." + cluster_domain;
+    out.domain = pod.spec.subdomain + "." + pod.metadata.namespace_name + ".svc." + cluster_domain;
   }
   return out;
 }
@@ -306,8 +303,8 @@ Result<std::string> WriteEtcHostsFile(const std::string& root_dir, const std::st
   if (!dir.ok()) return dir.status();
   std::mt19937_64 rng(std::random_device{}());
   const std::string tmp = ".etc-hosts." + std::to_string(rng());
-  UniqueFd fd(openat(dir->get(), tmp.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  UniqueFd fd(
+      openat(dir->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) return ErrnoStatus("create " + *pod_dir + "/" + tmp, errno);
   Status st = Status::Ok();
   if (fchmod(fd.get(), 0644) != 0) st = ErrnoStatus("chmod " + *pod_dir + "/" + tmp, errno);

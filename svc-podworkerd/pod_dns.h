@@ -18,8 +18,8 @@ namespace nodelet::podworkerd {
 
 // The node's DNS settings (podworkerd's --cluster-dns, --cluster-domain, --resolv-conf).
 struct NodeDnsSettings {
-  std::vector<std::string> cluster_dns;  // IPs of the cluster's DNS servers
-  std::string cluster_domain;            // e.g. cluster.local; empty: none
+  std::vector<std::string> cluster_dns;          // IPs of the cluster's DNS servers
+  std::string cluster_domain;                    // e.g. cluster.local; empty: none
   std::string resolv_conf = "/etc/resolv.conf";  // the host's resolver config; empty: none
 };
 
@@ -62,8 +62,7 @@ Result<DnsSettings> ReadResolvConf(const std::string& path);
 // options by name with the pod's winning); then the limits (3 servers, 32 searches of at most
 // 253 characters, 2048 characters in all) with a DNSConfigForming event when something was cut.
 // `host` is the host's config (ReadResolvConf of settings.resolv_conf).
-PodDns ComposePodDns(const pod::Pod& pod, const NodeDnsSettings& settings,
-                     const DnsSettings& host);
+PodDns ComposePodDns(const pod::Pod& pod, const NodeDnsSettings& settings, const DnsSettings& host);
 
 // The kubelet's GeneratePodHostNameAndDomain: spec.hostname or the pod's name, cut to 63
 // characters without a trailing '-' or '.'; the domain is SUBDOMAIN.NS.svc.CLUSTER-DOMAIN when
