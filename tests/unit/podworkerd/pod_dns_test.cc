@@ -61,8 +61,8 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-const DnsSettings kHost = {{"192.168.1.1", "192.168.1.2"}, {"corp.example", "example"},
-                           {"timeout:2", "rotate"}};
+const DnsSettings kHost = {
+    {"192.168.1.1", "192.168.1.2"}, {"corp.example", "example"}, {"timeout:2", "rotate"}};
 
 NodeDnsSettings Cluster() {
   NodeDnsSettings s;
@@ -291,18 +291,17 @@ TEST(SandboxConfigTest, HostnameDnsAndPortMappings) {
   pod::Pod pod = Parse(
       "  hostname: db-0\n  subdomain: db\n  setHostnameAsFQDN: true\n"
       "  dnsConfig: {options: [{name: edns0}]}\n");
-  pod.spec.containers[0].ports = {{"", 80, "TCP", 8080, "127.0.0.1"},
-                                  {"", 53, "UDP", 5353, ""},
-                                  {"", 9000, "SCTP", 0, ""}};
+  pod.spec.containers[0].ports = {
+      {"", 80, "TCP", 8080, "127.0.0.1"}, {"", 53, "UDP", 5353, ""}, {"", 9000, "SCTP", 0, ""}};
   std::vector<DnsEvent> events;
   auto network = MakeSandboxNetwork(pod, settings, &events);
   ASSERT_TRUE(network.ok()) << network.status().message();
   v1::PodSandboxConfig config = MakeSandboxConfig(pod, 0, dir.path(), &*network);
   EXPECT_EQ(config.hostname(), "db-0.db.ns.svc.cluster.local");
   EXPECT_THAT(config.dns_config().servers(), ElementsAre("10.96.0.10"));
-  EXPECT_THAT(config.dns_config().searches(),
-              ElementsAre("ns.svc.cluster.local", "svc.cluster.local", "cluster.local",
-                          "corp.example"));
+  EXPECT_THAT(
+      config.dns_config().searches(),
+      ElementsAre("ns.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"));
   EXPECT_THAT(config.dns_config().options(), ElementsAre("ndots:5", "edns0"));
   ASSERT_EQ(config.port_mappings_size(), 2);
   EXPECT_EQ(config.port_mappings(0).protocol(), v1::TCP);
