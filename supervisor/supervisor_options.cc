@@ -10,6 +10,7 @@
 #include "lib/common/node_ip.h"
 #include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/dns_flags.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -64,6 +65,18 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
       if (svc.name == "podworkerd" && !o.node_ip.empty()) {
         spec.argv.push_back("--node-ip");
         spec.argv.push_back(o.node_ip);
+      }
+      if (svc.name == "podworkerd") {
+        for (const auto& ip : o.cluster_dns) {
+          spec.argv.push_back("--cluster-dns");
+          spec.argv.push_back(ip);
+        }
+        if (!o.cluster_domain.empty()) {
+          spec.argv.push_back("--cluster-domain");
+          spec.argv.push_back(o.cluster_domain);
+        }
+        // As one argument, so that "" (no resolver config) passes too.
+        spec.argv.push_back("--resolv-conf=" + o.resolv_conf);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {
@@ -140,6 +153,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
             return std::string();
           },
           "SYSCTL"));
+  AddDnsOptions(app, o->cluster_dns, o->cluster_domain, o->resolv_conf);
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,

@@ -53,6 +53,11 @@ struct SupervisorOptions {
   std::vector<std::string> allowed_unsafe_sysctls;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
   std::string http_address = "127.0.0.1:10255";
+  // The pods' DNS (passed to podworkerd): --cluster-dns (IPs), --cluster-domain, --resolv-conf
+  // ("" means none, as the kubelet's).
+  std::vector<std::string> cluster_dns;
+  std::string cluster_domain;
+  std::string resolv_conf = "/etc/resolv.conf";
   std::string system_reserved;  // "cpu=100m,memory=256Mi"
   std::string kube_reserved;
 };

@@ -87,15 +87,57 @@ Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& 
                                               "_" + pod.metadata.uid);
 }
 
+Result<SandboxNetwork> MakeSandboxNetwork(const pod::Pod& pod, const NodeDnsSettings& settings,
+                                          std::vector<DnsEvent>* events) {
+  auto host = ReadResolvConf(settings.resolv_conf);
+  if (!host.ok()) return host.status();
+  PodDns dns = ComposePodDns(pod, settings, *host);
+  SandboxNetwork out;
+  out.dns = std::move(dns.config);
+  if (!pod.spec.host_network) {
+    auto name = GeneratePodHostnameAndDomain(pod, settings.cluster_domain);
+    if (!name.ok()) return name.status();
+    auto hostname = KernelHostname(*name, pod.spec.set_hostname_as_fqdn);
+    if (!hostname.ok()) return hostname.status();
+    out.hostname = *hostname;
+  }
+  if (events != nullptr) events->insert(events->end(), dns.events.begin(), dns.events.end());
+  return out;
+}
+
 v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
-                                       const std::string& log_dir) {
+                                       const std::string& log_dir, const SandboxNetwork* network) {
   v1::PodSandboxConfig config;
   auto* md = config.mutable_metadata();
   md->set_name(pod.metadata.name);
   md->set_namespace_(pod.metadata.namespace_name);
   md->set_uid(pod.metadata.uid);
   md->set_attempt(attempt);
-  if (!pod.spec.host_network) config.set_hostname(pod.metadata.name.substr(0, 63));
+  if (network != nullptr) {
+    if (!network->hostname.empty()) config.set_hostname(network->hostname);
+    auto* dns = config.mutable_dns_config();
+    for (const auto& s : network->dns.servers) dns->add_servers(s);
+    for (const auto& s : network->dns.searches) dns->add_searches(s);
+    for (const auto& s : network->dns.options) dns->add_options(s);
+  } else if (!pod.spec.host_network) {
+    config.set_hostname(pod.metadata.name.substr(0, 63));
+  }
+  // The node's ports forwarded to the pod's (the runtime's CNI portmap); with the node's
+  // network the container listens on the node's port itself.
+  if (!pod.spec.host_network) {
+    for (const auto& c : pod.spec.containers) {
+      for (const auto& p : c.ports) {
+        if (p.host_port <= 0) continue;
+        auto* m = config.add_port_mappings();
+        m->set_protocol(p.protocol == pod::kProtocolUdp    ? v1::UDP
+                        : p.protocol == pod::kProtocolSctp ? v1::SCTP
+                                                           : v1::TCP);
+        m->set_container_port(p.container_port);
+        m->set_host_port(p.host_port);
+        m->set_host_ip(p.host_ip);
+      }
+    }
+  }
   // A name that is not one path component gets no log directory here; PodSync refuses such a
   // pod before it creates a sandbox, so this config is never used then.
   if (auto dir = PodLogDirectory(log_dir, pod); dir.ok()) config.set_log_directory(*dir);

@@ -14,6 +14,7 @@
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
 #include "svc-podworkerd/container_env.h"
+#include "svc-podworkerd/pod_dns.h"
 
 namespace nodelet::podworkerd {
 
@@ -31,8 +32,26 @@ inline constexpr char kGracePeriodAnnotation[] = "io.kubernetes.pod.terminationG
 // An error when namespace, name or uid would make it anything but one directory in LOG_DIR/pods.
 Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& pod);
 
+// The sandbox's hostname and resolver config, from the node's DNS settings (pod_dns.h).
+struct SandboxNetwork {
+  std::string hostname;  // empty for hostNetwork pods (the node's)
+  DnsSettings dns;
+};
+
+// The kubelet's part of generatePodSandboxConfig that reads the node: the host's resolver
+// config (settings.resolv_conf, read even when the policy does not use it, as the kubelet does),
+// ComposePodDns, and the hostname (GeneratePodHostnameAndDomain, KernelHostname) unless the pod
+// uses the node's network. `events` gets MissingClusterDNS and DNSConfigForming. An error (an
+// unreadable resolv.conf, an FQDN over 64 characters) fails the sandbox's creation.
+Result<SandboxNetwork> MakeSandboxNetwork(const pod::Pod& pod, const NodeDnsSettings& settings,
+                                          std::vector<DnsEvent>* events);
+
+// With `network`, its hostname and dns_config; without, the pod's name cut to 63 characters as
+// the hostname and no dns_config. port_mappings: every containers[].ports entry with a hostPort
+// (hostIP, protocol) unless the pod uses the node's network.
 cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
-                                            const std::string& log_dir);
+                                            const std::string& log_dir,
+                                            const SandboxNetwork* network = nullptr);
 
 // The user an image runs as, from CRI ImageStatus: a uid when the image's user is numeric,
 // else a username; neither when the image names none (root).

@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "lib/common/fs.h"
 #include "lib/pod/canonical.h"
 #include "lib/pod/security.h"
 #include "svc-podworkerd/cri_configs.h"
@@ -249,6 +250,15 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   for (auto& m : *mounts) *config.add_mounts() = std::move(m);
+  auto hosts = EtcHostsMount(pod, c, sandbox_id);
+  if (!hosts.ok()) {
+    const std::string why = "/etc/hosts: " + hosts.status().message();
+    waiting[c.name] = {"CreateContainerConfigError", why};
+    out.error = "container " + c.name + ": " + why;
+    out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: " + why));
+    return false;
+  }
+  if (*hosts) *config.add_mounts() = std::move(**hosts);
   if (!root_dir_.empty() && !c.termination_message_path.empty()) {
     auto file = TerminationMessagePath(root_dir_, pod.metadata.uid, c.name, next_attempt);
     Status made = file.ok() ? CreateTerminationMessageFile(*file) : file.status();
@@ -352,6 +362,38 @@ std::string PodSyncer::NetworkError() {
   network_checked_ = now;
   network_error_ = st.ok() ? cri::NetworkError(*st) : "";
   return network_error_;
+}
+
+Result<std::optional<v1::Mount>> PodSyncer::EtcHostsMount(const pod::Pod& pod,
+                                                          const pod::Container& c,
+                                                          const std::string& sandbox_id) {
+  if (root_dir_.empty() || !ShouldMountHostsFile(c)) return std::optional<v1::Mount>();
+  std::string content;
+  if (pod.spec.host_network) {
+    auto node_hosts = ReadFileBounded(node_hosts_file_, 10 << 20);
+    if (!node_hosts.ok()) return node_hosts.status();
+    content = HostNetworkHostsFileContent(*node_hosts, pod.spec.host_aliases);
+  } else {
+    auto st = runtime_.PodSandboxStatus(sandbox_id, false);
+    if (!st.ok()) return st.status();
+    std::vector<std::string> ips;
+    const auto& net = st->status().network();
+    if (!net.ip().empty()) ips.push_back(net.ip());
+    for (const auto& extra : net.additional_ips()) {
+      if (!extra.ip().empty()) ips.push_back(extra.ip());
+    }
+    if (ips.empty()) return std::optional<v1::Mount>();
+    auto name = GeneratePodHostnameAndDomain(pod, dns_.cluster_domain);
+    if (!name.ok()) return name.status();
+    content = ManagedHostsFileContent(ips, *name, pod.spec.host_aliases);
+  }
+  auto path = WriteEtcHostsFile(root_dir_, pod.metadata.uid, content);
+  if (!path.ok()) return path.status();
+  v1::Mount m;
+  m.set_container_path("/etc/hosts");
+  m.set_host_path(*path);
+  m.set_readonly(false);
+  return std::optional<v1::Mount>(std::move(m));
 }
 
 PodSyncer::StopResult PodSyncer::StopContainerGracefully(
@@ -460,10 +502,22 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
     out.error = "pod log directory: " + dir.status().message();
     return InvalidArgument(out.error);
   }
+  // The hostname and DNS (the kubelet's generatePodSandboxConfig): an error fails the creation
+  // before anything is stopped; the DNS events are recorded with the sandbox's creation.
+  std::vector<DnsEvent> dns_events;
+  auto network = MakeSandboxNetwork(pod, dns_, &dns_events);
+  if (!network.ok()) {
+    out.error = "sandbox config: " + network.status().message();
+    out.events.push_back(MakeEvent(pod, "Warning", "FailedCreatePodSandBox",
+                                   "Failed to create pod sandbox: " + network.status().message()));
+    return InvalidArgument(out.error);
+  }
+  for (const auto& e : dns_events)
+    out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
   for (const auto& s : *listed) (void)runtime_.StopPodSandbox(s.id());
   out.changed_runtime = true;
-  auto created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_),
-                                        pod.spec.runtime_class_name);
+  auto created = runtime_.RunPodSandbox(
+      MakeSandboxConfig(pod, decision.attempt, log_dir_, &*network), pod.spec.runtime_class_name);
   if (!created.ok()) {
     // The name is still held by a sandbox the listing did not show (the runtime answered before
     // it had loaded every sandbox): step over the holder's attempt and try once more.
@@ -478,8 +532,9 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
       if (held.ok()) {
         (void)runtime_.StopPodSandbox(holder);
         decision.attempt = std::max(decision.attempt, held->status().metadata().attempt() + 1);
-        created = runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_),
-                                         pod.spec.runtime_class_name);
+        created =
+            runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_, &*network),
+                                   pod.spec.runtime_class_name);
       }
     }
   }

@@ -31,6 +31,7 @@
 #include "svc-podworkerd/container_env.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
 #include "svc-podworkerd/image_puller.h"
+#include "svc-podworkerd/pod_dns.h"
 #include "svc-podworkerd/probe_manager.h"
 #include "svc-podworkerd/sandbox_decision.h"
 
@@ -112,6 +113,11 @@ class PodSyncer {
   // the host of their probes and hooks (before the first sync).
   void set_node_ip(std::string ip) { node_ip_ = std::move(ip); }
   const std::string& node_ip() const { return node_ip_; }
+  // The node's DNS settings (--cluster-dns, --cluster-domain, --resolv-conf), before the first
+  // sync.
+  void set_dns_settings(NodeDnsSettings settings) { dns_ = std::move(settings); }
+  // The node's hosts file, copied into hostNetwork pods' /etc/hosts (tests point it elsewhere).
+  void set_node_hosts_file(std::string path) { node_hosts_file_ = std::move(path); }
 
   // An event about `pod`, stamped now (the wall clock), from podworkerd.
   status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
@@ -180,6 +186,12 @@ class PodSyncer {
   // "" when it is; asked at most once a second, an error of the call itself counts as ready
   // (the sandbox call that follows reports the runtime's state better).
   std::string NetworkError();
+  // The kubelet's makeHostsMount: writes ROOT/pods/UID/etc-hosts for the pod (its sandbox's
+  // IPs and hostname, or the node's hosts file with the node's network; then hostAliases) and
+  // returns the mount of it at /etc/hosts; nullopt when the container mounts its own
+  // /etc/hosts or the sandbox has no IP yet (as the kubelet, which mounts none then).
+  Result<std::optional<cri::v1::Mount>> EtcHostsMount(const pod::Pod& pod, const pod::Container& c,
+                                                      const std::string& sandbox_id);
   std::shared_ptr<const EnvSources> ConfigObjects() const;
   // A StartContainer that failed because the runtime went away or was cut off mid-call
   // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED), or whose retry found the task the cut call had
@@ -197,6 +209,8 @@ class PodSyncer {
   std::mutex network_mu_;
   std::optional<MonoTime> network_checked_;
   std::string network_error_;
+  NodeDnsSettings dns_;
+  std::string node_hosts_file_ = "/etc/hosts";
   VolumeLookup volumes_;
   ProbeManager* probes_ = nullptr;
   std::mutex backoff_mu_;

@@ -12,6 +12,7 @@
 #include "lib/ipc/message.h"
 #include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
+#include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
 
@@ -226,6 +227,7 @@ Status PodworkerdService::Start() {
   syncer_->set_root_dir(ctx.options.root_dir);
   // Chosen here when the config came without one (NodeIP("") always has an answer).
   syncer_->set_node_ip(config_.node_ip.empty() ? NodeIP("").value() : config_.node_ip);
+  syncer_->set_dns_settings(config_.dns);
   // Sent from the main loop, which owns the status sender.
   syncer_->set_progress_events([this](std::vector<status::PodEvent> events) {
     ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
@@ -597,6 +599,8 @@ ServiceSpec MakeSpec() {
     app.add_option("--node-ip", config->node_ip,
                    "The node's IP: every pod's hostIP, the podIP of host-network pods (default: "
                    "the address of the default route's interface)");
+    AddDnsOptions(app, config->dns.cluster_dns, config->dns.cluster_domain,
+                  config->dns.resolv_conf);
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();

@@ -31,6 +31,7 @@
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/orphan_shims.h"
 #include "svc-podworkerd/pod_dispatcher.h"
+#include "svc-podworkerd/pod_dns.h"
 #include "svc-podworkerd/pod_lifecycle.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -40,6 +41,8 @@
 namespace nodelet::podworkerd {
 
 struct PodworkerdConfig {
+  // The pods' DNS: --cluster-dns, --cluster-domain, --resolv-conf.
+  NodeDnsSettings dns;
   std::string runtime_endpoint = "unix:///run/containerd/containerd.sock";
   cri::CriTimeouts cri_timeouts;
   CrashLoopPolicy backoff;

@@ -214,6 +214,7 @@ void ContainerSpecFields(Writer& w, const Container& c) {
     s.Int(2, p.container_port);
     s.Str(3, p.protocol);
     s.Int(4, p.host_port);
+    s.Str(5, p.host_ip);
   });
   if (!c.resources.requests.empty() || !c.resources.limits.empty()) {
     Writer r;
@@ -370,6 +371,29 @@ std::string CanonicalPod(const Pod& pod) {
     });
     Opt(w, 8, sc.seccomp_profile, ProfileFields);
     Opt(w, 9, sc.app_armor_profile, ProfileFields);
+  });
+  spec.Str(15, s.hostname);
+  spec.Str(16, s.subdomain);
+  spec.OptBool(17, s.set_hostname_as_fqdn);
+  Each(spec, 18, s.host_aliases, [](Writer& w, const HostAlias& a) {
+    w.Str(1, a.ip);
+    w.StrList(2, a.hostnames);
+  });
+  // The default is left out, so a manifest that wrote it (accepted and ignored before nodelet
+  // honoured the field) keeps its static pod UID.
+  if (s.dns_policy != kDnsClusterFirst) spec.Str(19, s.dns_policy);
+  Opt(spec, 20, s.dns_config, [](Writer& w, const PodDnsConfig& d) {
+    w.StrList(1, d.nameservers);
+    w.StrList(2, d.searches);
+    Each(w, 3, d.options, [](Writer& o, const PodDnsConfigOption& option) {
+      o.Str(1, option.name);
+      // A set value is written even when empty: "ndots:" and "ndots" differ.
+      if (option.value) {
+        Writer v;
+        v.Str(1, *option.value);
+        o.Message(2, v);
+      }
+    });
   });
 
   Writer w;

@@ -19,7 +19,7 @@ namespace nodelet::pod {
 
 // The fields that define a running container, in this order (tags 1..11): name, image,
 // command, args, workingDir, env (name, value, valueFrom), ports (name, containerPort, protocol,
-// hostPort), resources (requests, limits: name and exact value), volumeMounts (name,
+// hostPort, hostIP), resources (requests, limits: name and exact value), volumeMounts (name,
 // mountPath, readOnly, subPath), securityContext (runAsUser, runAsGroup, runAsNonRoot,
 // privileged, readOnlyRootFilesystem, allowPrivilegeEscalation, then capabilities,
 // seccompProfile, appArmorProfile, procMount), terminationMessagePath; then

@@ -69,6 +69,7 @@ void ApplyPodDefaults(Pod& pod) {
   if (pod.metadata.namespace_name.empty()) pod.metadata.namespace_name = kDefaultNamespace;
   PodSpec& spec = pod.spec;
   if (spec.restart_policy.empty()) spec.restart_policy = kRestartPolicyAlways;
+  if (spec.dns_policy.empty()) spec.dns_policy = kDnsClusterFirst;
   if (!spec.termination_grace_period_seconds) {
     spec.termination_grace_period_seconds = kDefaultTerminationGracePeriodSeconds;
   }

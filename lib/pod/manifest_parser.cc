@@ -671,6 +671,26 @@ class PodDecoder {
     Int32(f, "containerPort", p, port.container_port);
     Str(f, "protocol", p, port.protocol);
     Int32(f, "hostPort", p, port.host_port);
+    Str(f, "hostIP", p, port.host_ip);
+  }
+
+  void HostAliasFields(const Fields& f, const std::string& p, HostAlias& a) {
+    Str(f, "ip", p, a.ip);
+    StrList(f, "hostnames", p, a.hostnames);
+  }
+
+  void DnsOption(const Fields& f, const std::string& p, PodDnsConfigOption& o) {
+    Str(f, "name", p, o.name);
+    if (const YAML::Node* n = Get(f, "value")) {
+      std::string v;
+      if (StringValue(*n, Child(p, "value"), v)) o.value = std::move(v);
+    }
+  }
+
+  void DnsConfig(const Fields& f, const std::string& p, PodDnsConfig& d) {
+    StrList(f, "nameservers", p, d.nameservers);
+    StrList(f, "searches", p, d.searches);
+    ObjectList(f, "options", p, d.options, &PodDecoder::DnsOption);
   }
 
   void Mount(const Fields& f, const std::string& p, VolumeMount& m) {
@@ -936,9 +956,13 @@ class PodDecoder {
     Bool(f, "hostIPC", p, s.host_ipc);
     OptBool(f, "shareProcessNamespace", p, s.share_process_namespace);
     Sub(f, "securityContext", p, s.security_context, &PodDecoder::PodSecurity);
-    for (const char* key :
-         {"hostname", "subdomain", "hostAliases", "dnsConfig", "setHostnameAsFQDN",
-          "ephemeralContainers", "resourceClaims", "resources"}) {
+    Str(f, "hostname", p, s.hostname);
+    Str(f, "subdomain", p, s.subdomain);
+    OptBool(f, "setHostnameAsFQDN", p, s.set_hostname_as_fqdn);
+    ObjectList(f, "hostAliases", p, s.host_aliases, &PodDecoder::HostAliasFields);
+    Str(f, "dnsPolicy", p, s.dns_policy);
+    Sub(f, "dnsConfig", p, s.dns_config, &PodDecoder::DnsConfig);
+    for (const char* key : {"ephemeralContainers", "resourceClaims", "resources"}) {
       ForbidSet(f, key, p);
     }
     // hostUsers: true is the default (the node's user namespace); false asks for a user
@@ -949,12 +973,6 @@ class PodDecoder {
                                                 "false is not supported by nodelet (no user "
                                                 "namespaces)"));
       }
-    }
-    // Other policies are accepted and ignored (and so reported): nodelet has no cluster DNS.
-    if (auto d = f.find("dnsPolicy");
-        d != f.end() && d->second.IsScalar() && d->second.Scalar() == "None") {
-      errors_.push_back(FieldError::Forbidden(
-          Child(p, "dnsPolicy"), "None is not supported by nodelet (it needs dnsConfig)"));
     }
   }
 

@@ -1,5 +1,7 @@
 #include "lib/pod/names.h"
 
+#include <arpa/inet.h>
+
 namespace nodelet::pod {
 namespace {
 
@@ -177,6 +179,16 @@ std::vector<std::string> IsHttpHeaderName(std::string_view value) {
   return {
       "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. "
       "'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')"};
+}
+
+std::vector<std::string> IsValidIp(std::string_view value) {
+  std::string v(value);
+  unsigned char buf[16];
+  if (value.find('\0') == std::string_view::npos &&
+      (inet_pton(AF_INET, v.c_str(), buf) == 1 || inet_pton(AF_INET6, v.c_str(), buf) == 1)) {
+    return {};
+  }
+  return {"must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"};
 }
 
 }  // namespace nodelet::pod

@@ -28,6 +28,8 @@ std::vector<std::string> IsConfigMapKey(std::string_view value);
 // An IANA service name (port names): at most 15 characters of [a-z0-9-], at least one letter,
 // no leading, trailing or doubled hyphen.
 std::vector<std::string> IsValidPortName(std::string_view value);
+// An IPv4 or IPv6 address (the API server's IsValidIP).
+std::vector<std::string> IsValidIp(std::string_view value);
 // [-A-Za-z0-9]+.
 std::vector<std::string> IsHttpHeaderName(std::string_view value);
 

@@ -7,6 +7,7 @@
 // itself keeps as pointers (where "unset" and "zero" differ). Times are Unix epoch seconds.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -35,6 +36,14 @@ inline constexpr char kTerminationMessageReadFile[] = "File";
 inline constexpr char kTerminationMessageFallbackToLogsOnError[] = "FallbackToLogsOnError";
 inline constexpr int64_t kDefaultTerminationGracePeriodSeconds = 30;
 inline constexpr int32_t kDefaultFileMode = 0644;
+inline constexpr char kDnsClusterFirst[] = "ClusterFirst";
+inline constexpr char kDnsClusterFirstWithHostNet[] = "ClusterFirstWithHostNet";
+inline constexpr char kDnsDefault[] = "Default";
+inline constexpr char kDnsNone[] = "None";
+// The API server's (and the resolver's) limits on dnsConfig.
+inline constexpr size_t kMaxDnsNameservers = 3;
+inline constexpr size_t kMaxDnsSearchPaths = 32;
+inline constexpr size_t kMaxDnsSearchListChars = 2048;
 
 // A port given by number or by name (the API's IntOrString).
 struct IntOrString {
@@ -112,6 +121,7 @@ struct ContainerPort {
   int32_t container_port = 0;
   std::string protocol;   // TCP (default), UDP, SCTP
   int32_t host_port = 0;  // 0: none
+  std::string host_ip;    // the host address hostPort binds to; empty: every address
   bool operator==(const ContainerPort&) const = default;
 };
 
@@ -334,6 +344,28 @@ struct Volume {
   bool operator==(const Volume&) const = default;
 };
 
+// spec.hostAliases[]: extra lines of the pod's /etc/hosts.
+struct HostAlias {
+  std::string ip;
+  std::vector<std::string> hostnames;
+  bool operator==(const HostAlias&) const = default;
+};
+
+// spec.dnsConfig.options[]: a resolver option ("ndots" with value "2", or "edns0" alone).
+struct PodDnsConfigOption {
+  std::string name;
+  std::optional<std::string> value;
+  bool operator==(const PodDnsConfigOption&) const = default;
+};
+
+// spec.dnsConfig: merged into what dnsPolicy gives (docs/pods.md, "DNS and /etc/hosts").
+struct PodDnsConfig {
+  std::vector<std::string> nameservers;
+  std::vector<std::string> searches;
+  std::vector<PodDnsConfigOption> options;
+  bool operator==(const PodDnsConfig&) const = default;
+};
+
 struct PodSpec {
   std::vector<Container> init_containers;
   std::vector<Container> containers;
@@ -349,6 +381,12 @@ struct PodSpec {
   bool host_ipc = false;
   std::optional<bool> share_process_namespace;
   std::optional<PodSecurityContext> security_context;
+  std::string hostname;   // DNS-1123 label; empty: the pod's name
+  std::string subdomain;  // DNS-1123 label; the FQDN is HOSTNAME.SUBDOMAIN.NS.svc.CLUSTER-DOMAIN
+  std::optional<bool> set_hostname_as_fqdn;
+  std::vector<HostAlias> host_aliases;
+  std::string dns_policy;  // ClusterFirst (default), ClusterFirstWithHostNet, Default, None
+  std::optional<PodDnsConfig> dns_config;
   bool operator==(const PodSpec&) const = default;
 };
 

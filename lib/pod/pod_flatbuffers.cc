@@ -79,6 +79,20 @@ Offset<fb::PodSecurityContext> EncodePodSecurity(FlatBufferBuilder& b,
       Str(b, p->fs_group_change_policy), groups, sysctls, seccomp, apparmor);
 }
 
+Offset<fb::PodDnsConfig> EncodeDnsConfig(FlatBufferBuilder& b,
+                                         const std::optional<PodDnsConfig>& d) {
+  if (!d) return 0;
+  auto nameservers = StrList(b, d->nameservers);
+  auto searches = StrList(b, d->searches);
+  auto options = List<fb::PodDnsConfigOption>(
+      b, d->options, [](FlatBufferBuilder& bb, const PodDnsConfigOption& o) {
+        // A set value is written even when empty (absent and "" differ here).
+        return fb::CreatePodDnsConfigOption(bb, Str(bb, o.name),
+                                            o.value ? bb.CreateString(*o.value) : 0);
+      });
+  return fb::CreatePodDnsConfig(b, nameservers, searches, options);
+}
+
 Offset<fb::ExecAction> EncodeExec(FlatBufferBuilder& b, const std::optional<ExecAction>& e) {
   return e ? fb::CreateExecAction(b, StrList(b, e->command)) : 0;
 }
@@ -167,7 +181,7 @@ Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) 
   auto ports =
       List<fb::ContainerPort>(b, c.ports, [](FlatBufferBuilder& bb, const ContainerPort& p) {
         return fb::CreateContainerPort(bb, Str(bb, p.name), p.container_port, Str(bb, p.protocol),
-                                       p.host_port);
+                                       p.host_port, Str(bb, p.host_ip));
       });
   Offset<fb::ResourceRequirements> resources = 0;
   if (!c.resources.requests.empty() || !c.resources.limits.empty()) {
@@ -405,7 +419,8 @@ class Decoder {
     out.termination_message_policy = S(c->termination_message_policy());
     if (c->ports()) {
       for (const auto* p : *c->ports()) {
-        out.ports.push_back({S(p->name()), p->container_port(), S(p->protocol()), p->host_port()});
+        out.ports.push_back(
+            {S(p->name()), p->container_port(), S(p->protocol()), p->host_port(), S(p->host_ip())});
       }
     }
     if (const auto* r = c->resources()) {
@@ -499,11 +514,17 @@ Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
   auto containers = List<fb::Container>(b, s.containers, EncodeContainer);
   auto volumes = List<fb::Volume>(b, s.volumes, EncodeVolume);
   auto security = EncodePodSecurity(b, s.security_context);
-  auto spec = fb::CreatePodSpec(b, init, containers, volumes, Str(b, s.restart_policy),
-                                Opt(s.termination_grace_period_seconds),
-                                Opt(s.active_deadline_seconds), s.host_network, Str(b, s.node_name),
-                                Str(b, s.runtime_class_name), Str(b, s.service_account_name),
-                                s.host_pid, s.host_ipc, Opt(s.share_process_namespace), security);
+  auto aliases =
+      List<fb::HostAlias>(b, s.host_aliases, [](FlatBufferBuilder& bb, const HostAlias& a) {
+        return fb::CreateHostAlias(bb, Str(bb, a.ip), StrList(bb, a.hostnames));
+      });
+  auto dns_config = EncodeDnsConfig(b, s.dns_config);
+  auto spec = fb::CreatePodSpec(
+      b, init, containers, volumes, Str(b, s.restart_policy),
+      Opt(s.termination_grace_period_seconds), Opt(s.active_deadline_seconds), s.host_network,
+      Str(b, s.node_name), Str(b, s.runtime_class_name), Str(b, s.service_account_name), s.host_pid,
+      s.host_ipc, Opt(s.share_process_namespace), security, Str(b, s.hostname), Str(b, s.subdomain),
+      Opt(s.set_hostname_as_fqdn), aliases, Str(b, s.dns_policy), dns_config);
   return fb::CreatePod(b, meta, spec);
 }
 
@@ -564,6 +585,36 @@ Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
     out.seccomp_profile = ProfileFrom(sc->seccomp_profile());
     out.app_armor_profile = ProfileFrom(sc->app_armor_profile());
     pod.spec.security_context = std::move(out);
+  }
+  pod.spec.hostname = S(s->hostname());
+  pod.spec.subdomain = S(s->subdomain());
+  pod.spec.set_hostname_as_fqdn = O(s->set_hostname_as_fqdn());
+  if (s->host_aliases()) {
+    for (const auto* a : *s->host_aliases()) {
+      HostAlias alias{S(a->ip()), {}};
+      if (a->hostnames()) {
+        for (const auto* h : *a->hostnames()) alias.hostnames.push_back(S(h));
+      }
+      pod.spec.host_aliases.push_back(std::move(alias));
+    }
+  }
+  pod.spec.dns_policy = S(s->dns_policy());
+  if (const auto* dc = s->dns_config()) {
+    PodDnsConfig out;
+    if (dc->nameservers()) {
+      for (const auto* n : *dc->nameservers()) out.nameservers.push_back(S(n));
+    }
+    if (dc->searches()) {
+      for (const auto* n : *dc->searches()) out.searches.push_back(S(n));
+    }
+    if (dc->options()) {
+      for (const auto* o : *dc->options()) {
+        PodDnsConfigOption option{S(o->name()), std::nullopt};
+        if (o->value()) option.value = S(o->value());
+        out.options.push_back(std::move(option));
+      }
+    }
+    pod.spec.dns_config = std::move(out);
   }
   if (!d.status.ok()) return InvalidArgument("pod " + pod.FullName() + ": " + d.status.message());
   return pod;

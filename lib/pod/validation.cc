@@ -130,6 +130,89 @@ class PodValidator {
       Invalid("spec.serviceAccountName", s.service_account_name,
               IsDns1123Subdomain(s.service_account_name));
     }
+    Dns(s);
+  }
+
+  // The API server's hostname, subdomain, hostAliases, dnsPolicy and dnsConfig rules
+  // (ValidatePodSpec, validateDNSPolicy, validatePodDNSConfig, ValidateHostAliases).
+  void Dns(const PodSpec& s) {
+    if (!s.hostname.empty()) Invalid("spec.hostname", s.hostname, IsDns1123Label(s.hostname));
+    if (!s.subdomain.empty()) Invalid("spec.subdomain", s.subdomain, IsDns1123Label(s.subdomain));
+    for (size_t i = 0; i < s.host_aliases.size(); ++i) {
+      const HostAlias& a = s.host_aliases[i];
+      std::string p = Index("spec.hostAliases", i);
+      Invalid(Child(p, "ip"), a.ip, IsValidIp(a.ip));
+      for (size_t j = 0; j < a.hostnames.size(); ++j) {
+        Invalid(Index(Child(p, "hostnames"), j), a.hostnames[j],
+                IsDns1123Subdomain(a.hostnames[j]));
+      }
+    }
+    if (s.dns_policy.empty()) {
+      errors_.push_back(FieldError::Required("spec.dnsPolicy"));
+    } else if (s.dns_policy != kDnsClusterFirst && s.dns_policy != kDnsClusterFirstWithHostNet &&
+               s.dns_policy != kDnsDefault && s.dns_policy != kDnsNone) {
+      errors_.push_back(
+          FieldError::NotSupported("spec.dnsPolicy", s.dns_policy,
+                                   {"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}));
+    }
+    const std::string path = "spec.dnsConfig";
+    if (s.dns_policy == kDnsNone) {
+      if (!s.dns_config) {
+        errors_.push_back(
+            FieldError::Required(path, "must provide `dnsConfig` when `dnsPolicy` is None"));
+        return;
+      }
+      if (s.dns_config->nameservers.empty()) {
+        errors_.push_back(FieldError::Required(
+            Child(path, "nameservers"),
+            "must provide at least one DNS nameserver when `dnsPolicy` is None"));
+        return;
+      }
+    }
+    if (!s.dns_config) return;
+    const PodDnsConfig& d = *s.dns_config;
+    const std::string ns_path = Child(path, "nameservers");
+    if (d.nameservers.size() > kMaxDnsNameservers) {
+      errors_.push_back(FieldError::InvalidRendered(
+          ns_path, Join(d.nameservers),
+          "must not have more than " + std::to_string(kMaxDnsNameservers) + " nameservers"));
+    }
+    for (size_t i = 0; i < d.nameservers.size(); ++i) {
+      Invalid(Index(ns_path, i), d.nameservers[i], IsValidIp(d.nameservers[i]));
+    }
+    const std::string search_path = Child(path, "searches");
+    if (d.searches.size() > kMaxDnsSearchPaths) {
+      errors_.push_back(FieldError::InvalidRendered(
+          search_path, Join(d.searches),
+          "must not have more than " + std::to_string(kMaxDnsSearchPaths) + " search paths"));
+    }
+    size_t chars = d.searches.empty() ? 0 : d.searches.size() - 1;
+    for (const auto& search : d.searches) chars += search.size();
+    if (chars > kMaxDnsSearchListChars) {
+      errors_.push_back(FieldError::InvalidRendered(
+          search_path, Join(d.searches),
+          "must not have more than " + std::to_string(kMaxDnsSearchListChars) +
+              " characters (including spaces) in the search list"));
+    }
+    for (size_t i = 0; i < d.searches.size(); ++i) {
+      // A trailing dot is fine (an absolute name).
+      std::string_view search = d.searches[i];
+      if (!search.empty() && search.back() == '.') search.remove_suffix(1);
+      Invalid(Index(search_path, i), d.searches[i], IsDns1123Subdomain(search));
+    }
+    for (size_t i = 0; i < d.options.size(); ++i) {
+      if (d.options[i].name.empty()) {
+        errors_.push_back(
+            FieldError::Required(Index(Child(path, "options"), i), "must not be empty"));
+      }
+    }
+  }
+
+  // A list as the API server shows it in an error: [a b c].
+  static std::string Join(const std::vector<std::string>& list) {
+    std::string out = "[";
+    for (size_t i = 0; i < list.size(); ++i) out += (i ? " " : "") + list[i];
+    return out + "]";
   }
 
   // Host ports must be unique per protocol across the pod's containers.
@@ -230,6 +313,7 @@ class PodValidator {
       if (port.host_port != 0 && (port.host_port < 1 || port.host_port > 65535)) {
         errors_.push_back(FieldError::Invalid(Child(p, "hostPort"), port.host_port, kPortRange));
       }
+      if (!port.host_ip.empty()) Invalid(Child(p, "hostIP"), port.host_ip, IsValidIp(port.host_ip));
       if (host_network && port.host_port != port.container_port) {
         errors_.push_back(FieldError::Invalid(Child(p, "hostPort"), port.host_port,
                                               "must match containerPort when hostNetwork is true"));

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "lib/pod/defaults.h"
+#include "lib/pod/validation.h"
 #include "tests/testing/harness.h"
 #include "tests/unit/pod/test_manifests.h"
 
@@ -478,8 +480,8 @@ TEST(ManifestParserTest, IgnoredFieldsAreListedByPath) {
   ASSERT_EQ(r.pods.size(), 1u);
   EXPECT_THAT(r.pods[0].ignored_fields,
               ::testing::UnorderedElementsAre(
-                  "metadata.generateName", "spec.dnsPolicy", "spec.tolerations",
-                  "spec.containers[0].resizePolicy", "spec.containers[0].resources.future",
+                  "metadata.generateName", "spec.tolerations", "spec.containers[0].resizePolicy",
+                  "spec.containers[0].resources.future",
                   "spec.containers[0].livenessProbe.surprise", "extra"));
 }
 
@@ -492,9 +494,8 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
       {"  securityContext: {seLinuxOptions: {level: \"s0:c1\"}}\n",
        "spec.securityContext.seLinuxOptions: Forbidden: not supported by nodelet (the node has "
        "no SELinux)"},
-      {"  hostname: other\n", "spec.hostname: Forbidden: not supported by nodelet"},
-      {"  dnsPolicy: None\n",
-       "spec.dnsPolicy: Forbidden: None is not supported by nodelet (it needs dnsConfig)"},
+      {"  ephemeralContainers: [{name: debug, image: busybox}]\n",
+       "spec.ephemeralContainers: Forbidden: not supported by nodelet"},
       {"  hostUsers: false\n",
        "spec.hostUsers: Forbidden: false is not supported by nodelet (no user namespaces)"},
   };
@@ -514,6 +515,87 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
                 ::testing::HasSubstr("Forbidden: not supported by nodelet"))
         << container_line;
   }
+}
+
+// hostname, subdomain, setHostnameAsFQDN, hostAliases, dnsPolicy and dnsConfig are read, and
+// refused with the API server's reasons when invalid (each with its field path).
+TEST(ManifestParserTest, DnsFieldsAreReadAndValidated) {
+  auto ok = Decode(
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+      "  hostname: h\n  subdomain: s\n  setHostnameAsFQDN: true\n"
+      "  hostAliases: [{ip: 10.0.0.1, hostnames: [a.example, b]}]\n"
+      "  dnsPolicy: None\n"
+      "  dnsConfig: {nameservers: [1.1.1.1, \"2001:db8::1\"], searches: [example.com.],"
+      " options: [{name: ndots, value: \"1\"}, {name: edns0}]}\n"
+      "  containers:\n  - name: app\n    image: busybox\n"
+      "    ports: [{containerPort: 80, hostPort: 8080, hostIP: 127.0.0.1}]\n");
+  ASSERT_TRUE(ok.errors.empty()) << ok.errors.front().message;
+  const PodSpec& s = ok.pods.at(0).pod.spec;
+  EXPECT_EQ(s.hostname, "h");
+  EXPECT_EQ(s.subdomain, "s");
+  EXPECT_EQ(s.set_hostname_as_fqdn, true);
+  ASSERT_EQ(s.host_aliases.size(), 1u);
+  EXPECT_EQ(s.host_aliases[0].hostnames, (std::vector<std::string>{"a.example", "b"}));
+  EXPECT_EQ(s.dns_policy, "None");
+  ASSERT_TRUE(s.dns_config);
+  EXPECT_EQ(s.dns_config->options.at(0).value, "1");
+  EXPECT_EQ(s.dns_config->options.at(1).value, std::nullopt);
+  EXPECT_EQ(s.containers.at(0).ports.at(0).host_ip, "127.0.0.1");
+  EXPECT_TRUE(ok.pods.at(0).ignored_fields.empty());
+
+  const std::pair<std::string, std::string> kCases[] = {
+      {"  hostname: Bad_Name\n", "spec.hostname: Invalid value: \"Bad_Name\""},
+      {"  subdomain: a.b\n", "spec.subdomain: Invalid value: \"a.b\""},
+      {"  hostAliases: [{ip: 10.0.0.300, hostnames: [a]}]\n",
+       "spec.hostAliases[0].ip: Invalid value: \"10.0.0.300\": must be a valid IP address"},
+      {"  hostAliases: [{ip: 10.0.0.3, hostnames: [ok, -bad]}]\n",
+       "spec.hostAliases[0].hostnames[1]: Invalid value: \"-bad\""},
+      {"  dnsPolicy: Cluster\n", "spec.dnsPolicy: Unsupported value: \"Cluster\""},
+      {"  dnsPolicy: None\n",
+       "spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None"},
+      {"  dnsPolicy: None\n  dnsConfig: {searches: [a.com]}\n",
+       "spec.dnsConfig.nameservers: Required value: must provide at least one DNS nameserver "
+       "when `dnsPolicy` is None"},
+      {"  dnsConfig: {nameservers: [1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4]}\n",
+       "spec.dnsConfig.nameservers: Invalid value: [1.1.1.1 1.1.1.2 1.1.1.3 1.1.1.4]: must not "
+       "have more than 3 nameservers"},
+      {"  dnsConfig: {nameservers: [dns.local]}\n",
+       "spec.dnsConfig.nameservers[0]: Invalid value: \"dns.local\": must be a valid IP"},
+      {"  dnsConfig: {searches: [Bad..Name]}\n",
+       "spec.dnsConfig.searches[0]: Invalid value: \"Bad..Name\""},
+      {"  dnsConfig: {options: [{value: \"1\"}]}\n",
+       "spec.dnsConfig.options[0]: Required value: must not be empty"},
+  };
+  // The decoder reads them; ValidatePod (on the defaulted pod) refuses them.
+  auto validate = [](const std::string& spec_lines) {
+    auto r = Decode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n" + spec_lines +
+                    "  containers:\n  - name: app\n    image: busybox\n");
+    EXPECT_TRUE(r.errors.empty()) << spec_lines;
+    if (r.pods.empty()) return std::string("<no pod>");
+    Pod pod = r.pods[0].pod;
+    ApplyPodDefaults(pod);
+    FieldErrors errs = ValidatePod(pod);
+    EXPECT_EQ(errs.size(), 1u) << spec_lines;
+    return errs.empty() ? std::string("<valid>") : errs.front().ToString();
+  };
+  for (const auto& [spec_line, expected] : kCases) {
+    EXPECT_THAT(validate(spec_line), ::testing::StartsWith(expected)) << spec_line;
+  }
+  EXPECT_THAT(OnlyError(Decode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+                               "  setHostnameAsFQDN: yes-please\n"
+                               "  containers:\n  - name: app\n    image: busybox\n")),
+              ::testing::HasSubstr("spec.setHostnameAsFQDN: Invalid value"));
+  std::string searches;
+  for (int i = 0; i < 33; ++i) searches += (i ? ", " : "") + std::string("s") + std::to_string(i);
+  EXPECT_THAT(validate("  dnsConfig: {searches: [" + searches + "]}\n"),
+              ::testing::HasSubstr("must not have more than 32 search paths"));
+  std::string long_names;
+  for (int i = 0; i < 9; ++i) {
+    const std::string label(60, static_cast<char>('a' + i));
+    long_names += (i ? ", " : "") + label + "." + label + "." + label + "." + label;
+  }
+  EXPECT_THAT(validate("  dnsConfig: {searches: [" + long_names + "]}\n"),
+              ::testing::HasSubstr("must not have more than 2048 characters (including spaces)"));
 }
 
 }  // namespace

@@ -64,6 +64,16 @@ spec:
     sysctls: [{name: kernel.shm_rmid_forced, value: "1"}]
     seccompProfile: {type: RuntimeDefault}
     appArmorProfile: {type: Localhost, localhostProfile: nodelet-test}
+  hostname: fields-host
+  subdomain: sub
+  setHostnameAsFQDN: true
+  hostAliases:
+  - {ip: 10.1.2.3, hostnames: [db.local, cache.local]}
+  dnsPolicy: ClusterFirstWithHostNet
+  dnsConfig:
+    nameservers: [10.0.0.10]
+    searches: [example.com]
+    options: [{name: ndots, value: "2"}, {name: edns0}]
   initContainers:
   - name: init
     image: nodelet.local/busybox:1.0
@@ -97,7 +107,7 @@ spec:
       preStop:
         httpGet: {port: 8080, path: /stop}
     ports:
-    - {name: http, containerPort: 8080, protocol: UDP, hostPort: 8080}
+    - {name: http, containerPort: 8080, protocol: UDP, hostPort: 8080, hostIP: 127.0.0.1}
     resources:
       requests: {cpu: 100m, memory: 64Mi}
       limits: {cpu: "1", memory: 128Mi}

@@ -96,5 +96,35 @@ TEST(SupervisorOptionsTest, ABadModeIsRefusedWhileParsingNamingTheFlag) {
   EXPECT_THAT(bad_file.stderr_text, HasSubstr("upstart"));
 }
 
+// --cluster-dns (comma-separated, repeatable, IPs), --cluster-domain (a DNS subdomain) and
+// --resolv-conf ("" allowed) are checked and passed to podworkerd only.
+TEST(SupervisorOptionsTest, DnsFlagsAreCheckedAndPassedToPodworkerd) {
+  Parsed p = Parse({"--cluster-dns", "10.96.0.10,fd00::10", "--cluster-dns", "10.96.0.11",
+                    "--cluster-domain", "cluster.local", "--resolv-conf", ""});
+  ASSERT_EQ(p.rc, -1) << p.stderr_text;
+  EXPECT_THAT(p.options.cluster_dns,
+              ::testing::ElementsAre("10.96.0.10", "fd00::10", "10.96.0.11"));
+  EXPECT_EQ(p.options.cluster_domain, "cluster.local");
+  EXPECT_EQ(p.options.resolv_conf, "");
+  for (const ChildSpec& spec : BuildChildSpecs(p.options)) {
+    std::string argv;
+    for (const auto& a : spec.argv) argv += a + " ";
+    if (spec.name == "podworkerd") {
+      EXPECT_THAT(argv, HasSubstr("--cluster-dns 10.96.0.10 --cluster-dns fd00::10 "
+                                  "--cluster-dns 10.96.0.11 --cluster-domain cluster.local "
+                                  "--resolv-conf= "));
+    } else {
+      EXPECT_THAT(argv, ::testing::Not(HasSubstr("--cluster-dns"))) << spec.name;
+    }
+  }
+  EXPECT_EQ(Parse({}).options.resolv_conf, "/etc/resolv.conf");
+  Parsed bad_ip = Parse({"--cluster-dns", "10.96.0.10,dns.local"});
+  EXPECT_EQ(bad_ip.rc, 2);
+  EXPECT_THAT(bad_ip.stderr_text, HasSubstr("dns.local"));
+  Parsed bad_domain = Parse({"--cluster-domain", "Cluster_Local"});
+  EXPECT_EQ(bad_domain.rc, 2);
+  EXPECT_THAT(bad_domain.stderr_text, HasSubstr("Cluster_Local"));
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
