@@ -41,7 +41,9 @@ CommandResult Run(const std::vector<std::string>& argv) {
   }
 }
 
-bool NameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
+bool NameChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+}
 
 // Whether `text` contains `token` as a whole name (not as part of a longer one: "nlbr3" is not in
 // "nlbr31", "nodelet-3" not in "nodelet-31").
@@ -244,10 +246,12 @@ Result<CniSlot> CniSlot::AcquireSlot(int slot, const std::string& owner_dir) {
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int err = errno;
       close(fd);
-      if (err == EWOULDBLOCK) return FailedPrecondition("CNI slot " + std::to_string(slot) + " is held");
+      if (err == EWOULDBLOCK)
+        return FailedPrecondition("CNI slot " + std::to_string(slot) + " is held");
       return ErrnoStatus("flock '" + path + "'", err);
     }
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     if (fstat(fd, &held) != 0 || stat(path.c_str(), &named) != 0 || held.st_dev != named.st_dev ||
         held.st_ino != named.st_ino) {
       close(fd);  // released and unlinked by its owner meanwhile: open the path again
@@ -304,9 +308,9 @@ Status CleanPodNetworkLeftovers(const PodNetwork& net) {
 }
 
 Status AddForwardAcceptRule(const PodNetwork& net) {
-  auto added = Run({Tool("iptables"), "-w", "5", "-t", "filter", "-I", "FORWARD", "-i",
-                           net.bridge, "-o", net.bridge, "-m", "comment", "--comment",
-                           net.network + " pod to pod", "-j", "ACCEPT"});
+  auto added =
+      Run({Tool("iptables"), "-w", "5", "-t", "filter", "-I", "FORWARD", "-i", net.bridge, "-o",
+           net.bridge, "-m", "comment", "--comment", net.network + " pod to pod", "-j", "ACCEPT"});
   if (added.exit_code != 0) {
     return Internal("iptables -I FORWARD for " + net.bridge + " failed: " + added.output);
   }

@@ -24,10 +24,10 @@ inline constexpr int kCniSlots = 512;  // /24s in 198.18.0.0/15
 // What slot N is called on the host.
 struct PodNetwork {
   int slot = -1;
-  std::string bridge;   // nlbrN
-  std::string network;  // nodelet-N
-  std::string subnet;   // 198.18.x.0/24
-  std::string gateway;  // 198.18.x.1, the bridge's address
+  std::string bridge;     // nlbrN
+  std::string network;    // nodelet-N
+  std::string subnet;     // 198.18.x.0/24
+  std::string gateway;    // 198.18.x.1, the bridge's address
   std::string ip_prefix;  // "198.18.x.": every pod IP starts with it
 };
 
