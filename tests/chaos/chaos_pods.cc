@@ -63,9 +63,8 @@ std::string RenderPodManifest(const ChaosPod& pod) {
                     "\n  labels:\n    app: chaos\n    kind: " +
                     std::string(pod.kind == PodKind::kLongRunning ? "plain" : "mixed") +
                     "\n    label-generation: \"" + std::to_string(pod.label_generation) +
-                    "\"\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 3\n"
-                    "  restartPolicy: " +
-                    restart_policy + "\n";
+                    "\"\nspec:\n" + std::string(pod.pod_network ? "" : "  hostNetwork: true\n") +
+                    "  terminationGracePeriodSeconds: 3\n  restartPolicy: " + restart_policy + "\n";
   switch (pod.kind) {
     case PodKind::kLongRunning:
       out += "  containers:\n" + Container("app", kServe, gen_env);

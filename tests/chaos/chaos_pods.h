@@ -48,6 +48,9 @@ struct ChaosPod {
   // the handler and its preStop hook had run), "missing" (a file was gone: a violation) or
   // "no-prestop". Empty: no verdicts.
   std::string results_dir;
+  // On the private containerd's pod network (no hostNetwork): the sandbox gets an IP of the
+  // instance's bridge subnet. Probe pods stay on the host network (their probes go to loopback).
+  bool pod_network = false;
 };
 
 // The writer's verdicts (see ChaosPod::results_dir).

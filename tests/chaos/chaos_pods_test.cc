@@ -32,6 +32,19 @@ TEST(ChaosPodsTest, EveryKindIsAValidStaticPod) {
       "Always");
 }
 
+// A pod on the pod network has no hostNetwork; the others keep it. Both are valid static pods.
+TEST(ChaosPodsTest, PodNetworkPodsLeaveOutHostNetwork) {
+  for (PodKind kind : kAll) {
+    ChaosPod pod{"p4", kind, 18081, 0, 0};
+    EXPECT_THAT(RenderPodManifest(pod), ::testing::HasSubstr("hostNetwork: true"));
+    pod.pod_network = true;
+    std::string manifest = RenderPodManifest(pod);
+    EXPECT_THAT(manifest, ::testing::Not(::testing::HasSubstr("hostNetwork")));
+    auto expected = ExpectPod(manifest, "/m/p4.yaml", "chaos");
+    EXPECT_TRUE(expected.ok()) << PodKindName(kind) << ": " << expected.status().ToString();
+  }
+}
+
 // With a results directory, the volume pod's writer gets its preStop hook, its POD_NAME from the
 // downward API and the results hostPath; the manifest stays a valid static pod.
 TEST(ChaosPodsTest, VolumePodWithResultsHasAPreStopHookAndTheResultsMount) {

@@ -113,6 +113,11 @@ class Soak {
   void CompareSnapshots(const Snapshot& before, const Snapshot& after);
   // The end state against CRI: problems with desired pods and with undesired ones.
   std::pair<std::vector<std::string>, std::vector<std::string>> CheckRuntime();
+  // Pod-network sandboxes: each keeps the IP it was first seen with (a new sandbox may get a
+  // new one) inside the instance's subnet. Called with every snapshot.
+  void CheckPodIps();
+  // The IPs of the READY sandboxes that have one (pod network), from PodSandboxStatus.
+  std::optional<std::set<std::string>> LivePodIps();
   void CheckLeaks();
   void Teardown();
 
@@ -133,6 +138,7 @@ class Soak {
   int next_serial_ = 0;
   std::set<std::string> seen_ids_;  // every sandbox and container id seen (cgroup leak check)
   std::set<pid_t> container_pids_;
+  std::map<std::string, std::string> sandbox_ips_;  // pod-network sandbox id -> its first IP
   std::set<std::string> tracked_ids_;  // long-running containers followed across faults  //
                                        // container processes seen at the end (process leak check)
 
@@ -235,6 +241,10 @@ Status Soak::AddPod(PodKind kind) {
     d.pod.name = "p" + std::to_string(next_serial_++);
   }
   d.pod.kind = kind;
+  // One pod in three on the pod network (probe pods stay on the host's: their probes go to
+  // 127.0.0.1, and nodelet's podIP is the host's for now).
+  d.pod.pod_network = containerd_->has_pod_network() && kind != PodKind::kLongWithProbes &&
+                      std::stoi(d.pod.name.substr(1)) % 3 == 1;
   if (kind == PodKind::kLongWithProbes) d.pod.port = testing::FreeLoopbackPort();
   if (kind == PodKind::kLongWithVolumes) d.pod.results_dir = dir_ + "/results";
   d.file = d.pod.name + ".yaml";
@@ -422,6 +432,56 @@ std::optional<Snapshot> Soak::TakeSnapshot() {
     if (st.ok()) rec.started_at = st->status().started_at();
   }
   return snap;
+}
+
+void Soak::CheckPodIps() {
+  if (!containerd_->has_pod_network()) return;
+  auto sandboxes = cri_->ListPodSandbox(v1::PodSandboxFilter());
+  if (!sandboxes.ok()) return;
+  std::vector<std::string> followed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& s : *sandboxes) {
+      if (s.state() != v1::SANDBOX_READY) continue;
+      auto it = desired_.find(Label(s.labels(), kPodUidLabel));
+      if (it != desired_.end() && it->second.pod.pod_network) followed.push_back(s.id());
+    }
+  }
+  std::string prefix = testing::PodNetworkForSlot(containerd_->cni_slot()).ip_prefix;
+  std::vector<std::string> problems;
+  for (const auto& id : followed) {
+    auto st = cri_->PodSandboxStatus(id, false);
+    // Gone or stopped meanwhile (churn, a fault): nothing to compare.
+    if (!st.ok() || st->status().state() != v1::SANDBOX_READY) continue;
+    std::string ip = st->status().network().ip();
+    std::string what = "sandbox " + id.substr(0, 12) + " (" + st->status().metadata().name() + ")";
+    std::lock_guard<std::mutex> lock(mu_);
+    ++figures_.pod_ip_checks;
+    auto [it, first] = sandbox_ips_.emplace(id, ip);
+    if (first) {
+      ++figures_.pod_ip_sandboxes;
+      if (ip.rfind(prefix, 0) != 0) {
+        problems.push_back(what + " has IP '" + ip + "', not in " + containerd_->pod_subnet());
+      }
+    } else if (it->second != ip) {
+      problems.push_back(what + " changed its IP from " + it->second + " to '" + ip + "'");
+      it->second = ip;
+    }
+  }
+  for (const auto& p : problems) Violation(figures_.ip_violations, p);
+}
+
+std::optional<std::set<std::string>> Soak::LivePodIps() {
+  auto sandboxes = cri_->ListPodSandbox(v1::PodSandboxFilter());
+  if (!sandboxes.ok()) return std::nullopt;
+  std::set<std::string> ips;
+  for (const auto& s : *sandboxes) {
+    if (s.state() != v1::SANDBOX_READY) continue;
+    auto st = cri_->PodSandboxStatus(s.id(), false);
+    if (!st.ok()) return std::nullopt;
+    if (!st->status().network().ip().empty()) ips.insert(st->status().network().ip());
+  }
+  return ips;
 }
 
 void Soak::CompareSnapshots(const Snapshot& before, const Snapshot& after) {
@@ -636,6 +696,13 @@ void Soak::CheckLeaks() {
   for (const auto& l : left) {
     Violation(figures_.leak_violations, "after every manifest was removed, left: " + l);
   }
+  // No pod left, so no pod IP may be held either.
+  if (containerd_->has_pod_network()) {
+    for (const auto& p :
+         testing::CheckIpamHolds(containerd_->ipam_data_dir(), containerd_->network_name(), {})) {
+      Violation(figures_.leak_violations, "after every manifest was removed: " + p);
+    }
+  }
   std::error_code ec;
   // The verdicts of the writers' SIGTERM handlers (chaos_pods.h): an emptyDir file gone during a
   // grace period is a violation; a handler that found no trace of its preStop hook is counted
@@ -732,6 +799,7 @@ Result<SoakFigures> Soak::Run() {
   std::optional<Snapshot> last = TakeSnapshot();
   while (steady_clock::now() < end) {
     auto snap = TakeSnapshot();
+    CheckPodIps();
     if (snap) {
       if (last) CompareSnapshots(*last, *snap);
       last = std::move(snap);
@@ -767,6 +835,19 @@ Result<SoakFigures> Soak::Run() {
   for (const auto& b : bad) Violation(figures_.desired_violations, b);
   for (const auto& e : extra) Violation(figures_.undesired_violations, e);
   if (auto snap = TakeSnapshot(); snap && last) CompareSnapshots(*last, *snap);
+  CheckPodIps();
+  // host-local's files against the live sandboxes: every IP held is a READY sandbox's, and every
+  // READY sandbox's IP is held (leak_check.h).
+  if (containerd_->has_pod_network()) {
+    if (auto ips = LivePodIps(); ips) {
+      for (const auto& p : testing::CheckIpamHolds(containerd_->ipam_data_dir(),
+                                                   containerd_->network_name(), *ips)) {
+        Violation(figures_.ip_violations, "after convergence: " + p);
+      }
+    } else {
+      Violation(figures_.ip_violations, "after convergence: cannot read the sandboxes' IPs");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     figures_.pods_checked = static_cast<int>(desired_.size());
@@ -839,7 +920,9 @@ nlohmann::json SoakFigures::ToJson() const {
             {"status_samples", status_samples},
             {"status_pods_tracked", status_pods_tracked},
             {"grace_verdicts", grace_verdicts},
-            {"grace_no_prestop", grace_no_prestop}}},
+            {"grace_no_prestop", grace_no_prestop},
+            {"pod_ip_sandboxes", pod_ip_sandboxes},
+            {"pod_ip_checks", pod_ip_checks}}},
           {"violations",
            {{"desired", desired_violations},
             {"undesired", undesired_violations},
@@ -847,6 +930,7 @@ nlohmann::json SoakFigures::ToJson() const {
             {"status", status_violations},
             {"leaks", leak_violations},
             {"grace", grace_violations},
+            {"ip", ip_violations},
             {"total", violations()}}},
           {"details", details}};
 }
@@ -864,10 +948,12 @@ std::string SoakFigures::Summary() const {
       << "; statusd samples: " << status_samples << " over " << status_pods_tracked << " pods\n"
       << "  grace periods checked: " << grace_verdicts << " (preStop not seen: " << grace_no_prestop
       << ")\n"
+      << "  pod IPs followed: " << pod_ip_sandboxes << " sandboxes (" << pod_ip_checks
+      << " checks)\n"
       << "  violations: " << violations() << " (desired " << desired_violations << ", undesired "
       << undesired_violations << ", restarted " << restart_violations << ", status "
       << status_violations << ", leaks " << leak_violations << ", grace " << grace_violations
-      << ")\n";
+      << ", ip " << ip_violations << ")\n";
   for (const auto& d : details) out << "    " << d << "\n";
   return out.str();
 }

@@ -52,6 +52,8 @@ struct SoakFigures {
   int status_pods_tracked = 0;  // distinct pod UIDs seen in statusd
   int grace_verdicts = 0;       // SIGTERM handlers that checked their emptyDir (chaos_pods.h)
   int grace_no_prestop = 0;     // of those, how many found no trace of their preStop hook
+  int pod_ip_sandboxes = 0;     // distinct pod-network sandboxes whose IP was followed
+  int pod_ip_checks = 0;        // PodSandboxStatus reads comparing a sandbox's IP
   // Violations, by check.
   int desired_violations = 0;        // a desired pod not running with the right spec
   int undesired_violations = 0;      // a sandbox or container of a pod not desired
@@ -59,12 +61,14 @@ struct SoakFigures {
   int status_violations = 0;         // a version or terminal phase went backwards
   int leak_violations = 0;           // mounts, processes, cgroups left after the stop
   int grace_violations = 0;          // an emptyDir file gone while its container still ran
+  int ip_violations = 0;             // a sandbox's IP changed or fell outside the subnet, or the
+                                     // IPAM dir disagreed with the live sandboxes
   std::vector<std::string> details;  // one line per violation (first 200)
   std::string work_dir;
 
   int violations() const {
     return desired_violations + undesired_violations + restart_violations + status_violations +
-           leak_violations + grace_violations;
+           leak_violations + grace_violations + ip_violations;
   }
   nlohmann::json ToJson() const;
   std::string Summary() const;

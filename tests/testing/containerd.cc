@@ -41,6 +41,11 @@ constexpr char kCriPluginSection[] = "[plugins.\"io.containerd.grpc.v1.cri\"]";
 constexpr char kRuncOptionsSection[] =
     "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]";
 constexpr char kRegistrySection[] = "[plugins.\"io.containerd.grpc.v1.cri\".registry]";
+constexpr char kCniSection[] = "[plugins.\"io.containerd.grpc.v1.cri\".cni]";
+constexpr char kCniConfFile[] = "10-nodelet.conflist";
+// Where containerd finds the slot's lock: its descriptor number in containerd, which keeps the
+// lock (an flock belongs to the open file) while it runs, also after our process is gone.
+constexpr int kSlotFdInContainerd = 100;
 constexpr char kTaskStateDir[] = "io.containerd.runtime.v2.task";
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
@@ -163,8 +168,10 @@ bool KillAndWait(pid_t pid, milliseconds timeout) {
 
 // Starts containerd over `config_path` in its own session, so a terminal's ^C or the test's
 // process group does not reach it; stdout and stderr to `log_path`, its pid into `pid_file`.
+// `slot_fd`, when not -1, is handed down as descriptor kSlotFdInContainerd.
 Result<pid_t> SpawnContainerd(const std::string& containerd, const std::string& config_path,
-                              const std::string& log_path, const std::string& pid_file) {
+                              const std::string& log_path, const std::string& pid_file,
+                              int slot_fd) {
   std::vector<std::string> argv = {containerd, "--config", config_path};
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -174,16 +181,39 @@ Result<pid_t> SpawnContainerd(const std::string& containerd, const std::string& 
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  int spare_fd = -1;
+  if (slot_fd >= 0) {
+    // dup2 onto itself would keep close-on-exec: move it first.
+    if (slot_fd == kSlotFdInContainerd) slot_fd = spare_fd = fcntl(slot_fd, F_DUPFD_CLOEXEC, 3);
+    posix_spawn_file_actions_adddup2(&fa, slot_fd, kSlotFdInContainerd);
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t empty;
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  // The CNI plugins that containerd runs look up iptables on PATH; Debian keeps it in /usr/sbin,
+  // which a test's PATH may lack.
+  std::vector<std::string> env_strings;
+  bool has_path = false;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string var = *e;
+    if (var.rfind("PATH=", 0) == 0) {
+      has_path = true;
+      if (var.find("/usr/sbin") == std::string::npos) var += ":/usr/sbin:/sbin";
+    }
+    env_strings.push_back(var);
+  }
+  if (!has_path) env_strings.push_back("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+  std::vector<char*> env;
+  for (auto& var : env_strings) env.push_back(var.data());
+  env.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
+  if (spare_fd >= 0) close(spare_fd);
   if (rc != 0) return ErrnoStatus("start '" + containerd + "'", rc);
   std::ofstream out(pid_file, std::ios::trunc);
   out << pid << "\n";
@@ -221,6 +251,10 @@ Result<std::string> MakeContainerdConfig(const std::string& default_config, cons
       {kCriPluginSection, "netns_mounts_under_state_dir", "true"},
       // runc's state (default /run/containerd/runc, shared by every instance) under ours too.
       {kRuncOptionsSection, "Root", Quote(dir + "/state/runc")},
+      // CNI: Debian's plugins, a conf dir of our own (empty without a pod network).
+      {kCniSection, "bin_dir", Quote(kCniBinDir)},
+      {kCniSection, "conf_dir", Quote(dir + "/cni/net.d")},
+      {kCniSection, "max_conf_num", "1"},
   };
   if (!registry_config_path.empty()) {
     settings.push_back({kRegistrySection, "config_path", Quote(registry_config_path)});
@@ -263,6 +297,8 @@ ContainerdInstance::ContainerdInstance(std::string dir, pid_t pid, bool is_child
 ContainerdInstance::~ContainerdInstance() {
   // A destructor cannot report: a failed stop shows in the leak checks of the test that ran.
   if (!released_) (void)Stop();
+  // Released: containerd keeps the slot's lock (and its file) for whoever attaches later.
+  if (released_) slot_.Close();
   if (pidfd_ >= 0) close(pidfd_);
 }
 
@@ -334,15 +370,73 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(
     root_mounted = true;
   }
 
-  std::string log_path = dir + "/containerd.log";
-  auto spawned = SpawnContainerd(containerd, config_path, log_path, pid_file);
-  if (!spawned.ok()) {
+  // The pod network: a slot of our own, its conf list, its FORWARD rule. Cleaned by Stop() once
+  // the instance exists, or right here when containerd cannot be started.
+  std::string cni_dir = dir + "/cni";
+  PodNetwork network;
+  CniSlot slot;
+  auto undo_network = [&] {
+    if (network.slot >= 0) {
+      (void)CleanPodNetworkLeftovers(network);
+      std::error_code ec;
+      fs::remove_all(cni_dir + "/ipam", ec);
+      unlink((cni_dir + "/slot").c_str());
+    }
+    slot.Release();
+  };
+  auto undo_all = [&] {
+    undo_network();
     if (root_mounted) umount2((dir + "/root").c_str(), MNT_DETACH);
+  };
+  Status cni_ready = [&]() -> Status {
+    for (const std::string& sub : {cni_dir, cni_dir + "/net.d"}) {
+      if (Status s = EnsureDirectory(sub, 0700); !s.ok()) return s;
+    }
+    std::error_code ec;
+    for (const auto& old : fs::directory_iterator(cni_dir + "/net.d", ec))
+      fs::remove(old.path(), ec);
+    if (!options.pod_network) return Status::Ok();
+    auto acquired = CniSlot::Acquire(dir);
+    if (!acquired.ok()) return acquired.status();
+    slot = std::move(acquired).value();
+    network = PodNetworkForSlot(slot.slot());
+    std::string ipam = cni_dir + "/ipam";
+    fs::remove_all(ipam, ec);
+    if (Status s = EnsureDirectory(ipam, 0700); !s.ok()) return s;
+    {
+      std::ofstream out(cni_dir + "/slot", std::ios::trunc);
+      out << network.slot << "\n";
+      if (!out.flush()) return ErrnoStatus("write '" + cni_dir + "/slot'", errno);
+    }
+    if (Status s = AddForwardAcceptRule(network); !s.ok()) return s;
+    // Written last, through a rename: containerd watches the directory.
+    std::string conf = cni_dir + "/net.d/" + kCniConfFile;
+    {
+      std::ofstream out(conf + ".tmp", std::ios::trunc);
+      out << MakeCniConfList(network, ipam);
+      if (!out.flush()) return ErrnoStatus("write '" + conf + ".tmp'", errno);
+    }
+    if (rename((conf + ".tmp").c_str(), conf.c_str()) != 0) {
+      return ErrnoStatus("rename to '" + conf + "'", errno);
+    }
+    return Status::Ok();
+  }();
+  if (!cni_ready.ok()) {
+    undo_all();
+    return cni_ready;
+  }
+
+  std::string log_path = dir + "/containerd.log";
+  auto spawned = SpawnContainerd(containerd, config_path, log_path, pid_file, slot.fd());
+  if (!spawned.ok()) {
+    undo_all();
     return spawned.status();
   }
   pid_t pid = *spawned;
   std::unique_ptr<ContainerdInstance> instance(
       new ContainerdInstance(dir, pid, /*is_child=*/true, options.stop_timeout));
+  instance->network_ = network;
+  instance->slot_ = std::move(slot);
   if (instance->cri_ == nullptr) return Internal("cannot create a CRI client for '" + dir + "'");
   instance->containerd_path_ = containerd;
 
@@ -410,6 +504,15 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Attach(const std
   }
   std::unique_ptr<ContainerdInstance> instance(
       new ContainerdInstance(dir, ours ? pid : -1, /*is_child=*/false, stop_timeout));
+  // The pod network's slot, as Start() recorded it; its lock is held by containerd.
+  std::string slot_text = ReadSmallFile(dir + "/cni/slot");
+  if (!slot_text.empty()) {
+    int slot = std::atoi(slot_text.c_str());
+    if (slot < 0 || slot >= kCniSlots) {
+      return InvalidArgument("bad CNI slot file '" + dir + "/cni/slot'");
+    }
+    instance->network_ = PodNetworkForSlot(slot);
+  }
   return instance;
 }
 
@@ -440,8 +543,8 @@ Status ContainerdInstance::Restart(milliseconds start_timeout,
   std::string containerd = containerd_path_.empty() ? FindOnPath("containerd") : containerd_path_;
   if (containerd.empty()) return NotFound("'containerd' is not installed (package containerd)");
   std::string log_path = dir_ + "/containerd.log";
-  auto spawned =
-      SpawnContainerd(containerd, dir_ + "/config.toml", log_path, dir_ + "/containerd.pid");
+  auto spawned = SpawnContainerd(containerd, dir_ + "/config.toml", log_path,
+                                 dir_ + "/containerd.pid", slot_.fd());
   if (!spawned.ok()) return spawned.status();
   pid_ = *spawned;
   is_child_ = true;
@@ -469,6 +572,7 @@ Status ContainerdInstance::Stop() {
   if (running()) keep(RemoveEverythingThroughCri());
   keep(StopContainerd());
   keep(CleanLeftovers());
+  keep(CleanPodNetwork());
   unlink((dir_ + "/containerd.pid").c_str());
   stopped_ = true;
   return first;
@@ -600,6 +704,33 @@ Status ContainerdInstance::CleanLeftovers() {
   if (auto left = MountsUnder(dir_); !left.empty()) {
     keep(Internal("cannot unmount '" + left.front() + "'"));
   }
+  return first;
+}
+
+std::string ContainerdInstance::cni_conf_list() const {
+  return has_pod_network() ? ReadSmallFile(cni_conf_dir() + "/" + kCniConfFile) : "";
+}
+
+Status ContainerdInstance::CleanPodNetwork() {
+  if (!has_pod_network()) return Status::Ok();
+  // An attached instance does not hold the slot (its containerd did, and is gone now): take it,
+  // unless another instance took it over after ours died (the lock file names its owner).
+  if (!slot_.held()) {
+    std::string owner = Trim(ReadSmallFile(CniSlotLockPath(network_.slot)));
+    while (!owner.empty() && owner.back() == '\n') owner.pop_back();
+    if (!owner.empty() && owner != dir_) {
+      return FailedPrecondition("CNI slot " + std::to_string(network_.slot) + " belongs to '" +
+                                owner + "' now; left alone");
+    }
+    auto taken = CniSlot::AcquireSlot(network_.slot, dir_);  // cleans leftovers too
+    if (taken.ok()) slot_ = std::move(taken).value();
+  }
+  Status first = CleanPodNetworkLeftovers(network_);
+  std::error_code ec;
+  fs::remove_all(ipam_data_dir(), ec);
+  if (ec && first.ok()) first = Internal("remove '" + ipam_data_dir() + "': " + ec.message());
+  unlink((dir_ + "/cni/slot").c_str());
+  slot_.Release();
   return first;
 }
 

@@ -17,6 +17,7 @@
 
 #include "lib/common/status.h"
 #include "lib/cri/grpc_cri_client.h"
+#include "tests/testing/pod_network.h"
 
 namespace nodelet::testing {
 
@@ -41,6 +42,11 @@ struct ContainerdOptions {
   // (a small image filesystem, e.g. for image garbage collection); Stop() unmounts it, also
   // when Start() fails.
   uint64_t root_tmpfs_bytes = 0;
+  // A pod network of its own (tests/testing/pod_network.h, docs/runtime.md): a CNI bridge in a
+  // slot unique on this machine, its subnet of 198.18.0.0/15, portmap for hostPorts. With false,
+  // the CNI conf dir exists but stays empty (CRI Status then reports NetworkReady false and only
+  // host-network pods can run).
+  bool pod_network = true;
   std::string containerd_bin = "containerd";  // found on PATH unless absolute
   std::string ctr_bin = "ctr";
 };
@@ -53,8 +59,9 @@ std::string ImagesDir();
 
 // containerd's config: `containerd config default` with root, state and the gRPC address moved
 // under `dir`, and the CRI plugin's sandbox_image, restrict_oom_score_adj = true (root lacks
-// CAP_SYS_RESOURCE in some VMs) and netns_mounts_under_state_dir = true, and the registry's
-// config_path when `registry_config_path` is not empty. Exposed for tests.
+// CAP_SYS_RESOURCE in some VMs) and netns_mounts_under_state_dir = true, the CNI section's
+// bin_dir (Debian's /usr/lib/cni), conf_dir (DIR/cni/net.d) and max_conf_num = 1, and the
+// registry's config_path when `registry_config_path` is not empty. Exposed for tests.
 Result<std::string> MakeContainerdConfig(const std::string& default_config, const std::string& dir,
                                          const std::string& sandbox_image,
                                          const std::string& registry_config_path = "");
@@ -84,6 +91,21 @@ class ContainerdInstance {
   std::string endpoint() const { return "unix://" + socket_path(); }
   pid_t pid() const { return pid_; }
   bool running() const;
+  // The pod network. The conf dir (DIR/cni/net.d) always exists; the rest is empty without
+  // ContainerdOptions::pod_network. containerd re-reads the conf dir when it changes, so a test
+  // may empty it (NetworkReady false) and write MakeCniConfList() back.
+  std::string cni_conf_dir() const { return dir_ + "/cni/net.d"; }
+  bool has_pod_network() const { return network_.slot >= 0; }
+  int cni_slot() const { return network_.slot; }
+  const std::string& bridge_name() const { return network_.bridge; }
+  const std::string& network_name() const { return network_.network; }
+  const std::string& pod_subnet() const { return network_.subnet; }   // "198.18.x.0/24"
+  const std::string& gateway_ip() const { return network_.gateway; }  // the bridge's, .1
+  // host-local's dataDir (DIR/cni/ipam); its files are in ipam_data_dir()/network_name().
+  std::string ipam_data_dir() const { return has_pod_network() ? dir_ + "/cni/ipam" : ""; }
+  // The conf list that Start() wrote into cni_conf_dir() (empty without a pod network).
+  std::string cni_conf_list() const;
+
   // A CRI client for this instance (default deadlines).
   cri::GrpcCriClient& cri() { return *cri_; }
 
@@ -115,6 +137,7 @@ class ContainerdInstance {
   Status RemoveEverythingThroughCri();
   Status StopContainerd();
   Status CleanLeftovers();
+  Status CleanPodNetwork();
 
   std::string dir_;
   std::string containerd_path_;  // the binary Start() ran; Restart() runs it again
@@ -125,6 +148,8 @@ class ContainerdInstance {
   bool released_ = false;
   std::chrono::milliseconds stop_timeout_;
   std::unique_ptr<cri::GrpcCriClient> cri_;
+  PodNetwork network_;  // slot -1: none
+  CniSlot slot_;        // held from Start() to Stop() (not by an attached instance)
 };
 
 }  // namespace nodelet::testing

@@ -1,5 +1,6 @@
 #include "tests/testing/leak_check.h"
 
+#include <net/if.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +76,53 @@ std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids) {
   return out;
 }
 
+std::vector<std::string> PodNetworkBridges() {
+  std::vector<std::string> out;
+  struct if_nameindex* names = if_nameindex();
+  if (names == nullptr) return out;
+  for (auto* n = names; n->if_index != 0 && n->if_name != nullptr; ++n) {
+    std::string name = n->if_name;
+    std::string digits = name.substr(std::min(name.size(), sizeof(kCniBridgePrefix) - 1));
+    if (name.rfind(kCniBridgePrefix, 0) == 0 && !digits.empty() &&
+        std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+      out.push_back(name);
+    }
+  }
+  if_freenameindex(names);
+  return out;
+}
+
+std::set<std::string> AllocatedPodIps(const std::string& ipam_data_dir,
+                                      const std::string& network) {
+  std::set<std::string> ips;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(ipam_data_dir) / network, ec)) {
+    std::string name = e.path().filename();
+    // An IPv4 address: digits and dots only (last_reserved_ip.0 and lock are not).
+    if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+        })) {
+      ips.insert(name);
+    }
+  }
+  return ips;
+}
+
+std::vector<std::string> CheckIpamHolds(const std::string& ipam_data_dir,
+                                        const std::string& network,
+                                        const std::set<std::string>& expected) {
+  std::vector<std::string> out;
+  auto allocated = AllocatedPodIps(ipam_data_dir, network);
+  for (const auto& ip : allocated) {
+    if (expected.count(ip) == 0)
+      out.push_back("pod IP " + ip + " allocated, no live sandbox has it");
+  }
+  for (const auto& ip : expected) {
+    if (allocated.count(ip) == 0) out.push_back("sandbox IP " + ip + " is not allocated");
+  }
+  return out;
+}
+
 std::vector<std::string> FindLeaks(const LeakScope& scope) {
   std::vector<std::string> leaks;
   pid_t containerd_pid = -1;
@@ -103,6 +151,12 @@ std::vector<std::string> FindLeaks(const LeakScope& scope) {
     for (const auto& m : MountsUnder(scope.dir)) leaks.push_back("mount left: " + m);
   }
   for (const auto& cg : CgroupsNamed(scope.ids)) leaks.push_back("cgroup left: " + cg);
+  if (scope.pod_ips && scope.containerd != nullptr && scope.containerd->has_pod_network()) {
+    for (const auto& line : CheckIpamHolds(scope.containerd->ipam_data_dir(),
+                                           scope.containerd->network_name(), *scope.pod_ips)) {
+      leaks.push_back(line);
+    }
+  }
   return leaks;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,21 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle, pid_t except);
 // one of `ids` (containerd names a container's cgroup after its id).
 std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids);
 
+// Network interfaces named like the private containerds' bridges (nlbrN, tests/testing/
+// pod_network.h), whoever made them.
+std::vector<std::string> PodNetworkBridges();
+
+// The pod IPs that host-local has allocated for `network` in `ipam_data_dir` (it writes one file
+// per allocated IP, named by the IP, beside last_reserved_ip.N and a lock file).
+std::set<std::string> AllocatedPodIps(const std::string& ipam_data_dir, const std::string& network);
+
+// One line per difference between the IPs allocated in `ipam_data_dir` for `network` and
+// `expected` (the IPs of the live pod-network sandboxes): "pod IP X allocated, no live sandbox
+// has it", "sandbox IP X is not allocated"; empty when they are the same.
+std::vector<std::string> CheckIpamHolds(const std::string& ipam_data_dir,
+                                        const std::string& network,
+                                        const std::set<std::string>& expected);
+
 struct LeakScope {
   // The test's directory: no process may name it (besides containerd), no mount may be under it.
   std::string dir;
@@ -37,6 +53,9 @@ struct LeakScope {
   std::set<std::string> ids;
   // Every container process seen: none may be alive.
   std::set<pid_t> container_pids;
+  // When set and the containerd has a pod network: its IPAM dir must hold exactly these IPs
+  // (after the removal of every pod: none).
+  std::optional<std::set<std::string>> pod_ips;
 };
 
 // One line per leak found ("containerd shim 1234 left", "mount left: /tmp/...", ...); empty when

@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/testing/containerd.h"
+#include "tests/testing/pod_network.h"
 
 namespace nodelet::testing {
 namespace {
@@ -31,6 +34,13 @@ version = 2
     netns_mounts_under_state_dir = false
     restrict_oom_score_adj = false
     sandbox_image = "registry.k8s.io/pause:3.6"
+
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/opt/cni/bin"
+      conf_dir = "/etc/cni/net.d"
+      conf_template = ""
+      ip_pref = ""
+      max_conf_num = 1
 
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
@@ -62,6 +72,55 @@ TEST(MakeContainerdConfig, MovesEverythingUnderTheDirAndSetsTheCriOptions) {
   EXPECT_THAT(*config, HasSubstr("[ttrpc]\n  address = \"\"\n"));
   EXPECT_THAT(*config, Not(HasSubstr("/run/containerd")));
   EXPECT_THAT(*config, Not(HasSubstr("/var/lib/containerd")));
+}
+
+TEST(MakeContainerdConfig, PointsTheCniSectionAtDebiansPluginsAndAConfDirOfItsOwn) {
+  auto config = MakeContainerdConfig(kDefaultConfig, "/tmp/x", "nodelet.local/pause:1.0");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(*config, HasSubstr("[plugins.\"io.containerd.grpc.v1.cri\".cni]\n"
+                                 "      bin_dir = \"/usr/lib/cni\"\n"
+                                 "      conf_dir = \"/tmp/x/cni/net.d\"\n"));
+  EXPECT_THAT(*config, HasSubstr("      max_conf_num = 1\n"));
+  EXPECT_THAT(*config, Not(HasSubstr("/etc/cni")));
+  EXPECT_THAT(*config, Not(HasSubstr("/opt/cni")));
+}
+
+TEST(PodNetworkForSlot, CarvesA24OutOf198_18_0_0Slash15PerSlot) {
+  auto first = PodNetworkForSlot(0);
+  EXPECT_EQ(first.bridge, "nlbr0");
+  EXPECT_EQ(first.network, "nodelet-0");
+  EXPECT_EQ(first.subnet, "198.18.0.0/24");
+  EXPECT_EQ(first.gateway, "198.18.0.1");
+  auto mid = PodNetworkForSlot(256);
+  EXPECT_EQ(mid.subnet, "198.19.0.0/24");
+  EXPECT_EQ(mid.ip_prefix, "198.19.0.");
+  auto last = PodNetworkForSlot(kCniSlots - 1);
+  EXPECT_EQ(last.bridge, "nlbr511");
+  EXPECT_EQ(last.subnet, "198.19.255.0/24");
+  EXPECT_EQ(last.gateway, "198.19.255.1");
+  EXPECT_LE(last.bridge.size(), 15u);  // IFNAMSIZ - 1
+}
+
+TEST(MakeCniConfList, BridgeWithHostLocalAndNoRouteOutPlusPortmap) {
+  auto net = PodNetworkForSlot(7);
+  auto list = nlohmann::json::parse(MakeCniConfList(net, "/tmp/x/cni/ipam"));
+  EXPECT_EQ(list["name"], "nodelet-7");
+  ASSERT_EQ(list["plugins"].size(), 2u);
+  const auto& bridge = list["plugins"][0];
+  EXPECT_EQ(bridge["type"], "bridge");
+  EXPECT_EQ(bridge["bridge"], "nlbr7");
+  EXPECT_EQ(bridge["isGateway"], true);
+  EXPECT_EQ(bridge["ipMasq"], false);
+  EXPECT_EQ(bridge["hairpinMode"], true);
+  const auto& ipam = bridge["ipam"];
+  EXPECT_EQ(ipam["type"], "host-local");
+  EXPECT_EQ(ipam["dataDir"], "/tmp/x/cni/ipam");
+  EXPECT_EQ(ipam["ranges"][0][0]["subnet"], "198.18.7.0/24");
+  EXPECT_EQ(ipam["ranges"][0][0]["gateway"], "198.18.7.1");
+  EXPECT_FALSE(ipam.contains("routes"));  // pods reach the bridge's subnet and nothing else
+  const auto& portmap = list["plugins"][1];
+  EXPECT_EQ(portmap["type"], "portmap");
+  EXPECT_EQ(portmap["capabilities"]["portMappings"], true);
 }
 
 TEST(MakeContainerdConfig, SetsTheRegistryConfigPathOnlyWhenAsked) {
