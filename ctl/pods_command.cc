@@ -220,11 +220,14 @@ std::string RestartsColumn(const PodStatusRecord& r, int64_t now_unix_s) {
   return out;
 }
 
-std::string FormatPodTable(const std::vector<PodStatusRecord>& records, int64_t now_unix_s) {
+std::string FormatPodTable(const std::vector<PodStatusRecord>& records, int64_t now_unix_s,
+                           bool wide) {
   std::vector<std::vector<std::string>> rows = {{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}};
+  if (wide) rows[0].push_back("IP");
   for (const auto& r : records) {
     rows.push_back({r.pod.name, ReadyColumn(r), StatusColumn(r), RestartsColumn(r, now_unix_s),
                     Ago(r.pod.creation_time_unix_s, now_unix_s)});
+    if (wide) rows.back().push_back(r.status.pod_ip.empty() ? "<none>" : r.status.pod_ip);
   }
   return Columns(rows);
 }
@@ -273,8 +276,8 @@ std::string FormatPodDetails(const PodStatusRecord& r, int64_t now_unix_s) {
 }
 
 int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
-  if (!o.output.empty() && o.output != "json") {
-    err << "Error: unknown output format '" << o.output << "' (known: json)\n";
+  if (!o.output.empty() && o.output != "json" && o.output != "wide") {
+    err << "Error: unknown output format '" << o.output << "' (known: json, wide)\n";
     return 2;
   }
   if (!MayConnect(err, o)) return 1;
@@ -298,7 +301,7 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
         << ".\n";
     return 0;
   }
-  out << FormatPodTable(list->records, o.clock->WallSeconds());
+  out << FormatPodTable(list->records, o.clock->WallSeconds(), o.output == "wide");
   return 0;
 }
 
@@ -418,7 +421,8 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
 
   CLI::App* pods = app.add_subcommand("pods", "List pod statuses (from nodelet-statusd)");
   pods->add_option("-n,--namespace", opts->namespace_, "Only pods of this namespace");
-  pods->add_option("-o,--output", opts->output, "Output format: json (a v1 PodList)");
+  pods->add_option("-o,--output", opts->output,
+                   "Output format: json (a v1 PodList), wide (the table with each pod's IP)");
   pods->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
       ->capture_default_str();
   pods->callback([=] {

@@ -44,7 +44,8 @@ int RunPod(const PodsOptions& options, const std::string& name, std::ostream& ou
            std::ostream& err);
 
 // Formatting, exposed for tests. `now_unix_s` is the time AGE and "ago" are measured from.
-std::string FormatPodTable(const std::vector<status::PodStatusRecord>& records, int64_t now_unix_s);
+std::string FormatPodTable(const std::vector<status::PodStatusRecord>& records, int64_t now_unix_s,
+                           bool wide = false);
 std::string FormatPodDetails(const status::PodStatusRecord& record, int64_t now_unix_s);
 // kubectl's READY ("1/2"), STATUS ("Running", "CrashLoopBackOff", "Init:0/1", "Completed") and
 // RESTARTS ("3 (2m ago)") columns.

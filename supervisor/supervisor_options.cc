@@ -62,9 +62,11 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         spec.argv.push_back("--runtime-endpoint");
         spec.argv.push_back(o.runtime_endpoint);
       }
-      if (svc.name == "podworkerd" && !o.node_ip.empty()) {
+      // The operator's --node-ip only: without it podworkerd chooses as the supervisor did
+      // (a 127.0.0.1 fallback would not pass as a --node-ip).
+      if (svc.name == "podworkerd" && !o.node_ip_flag.empty()) {
         spec.argv.push_back("--node-ip");
-        spec.argv.push_back(o.node_ip);
+        spec.argv.push_back(o.node_ip_flag);
       }
       if (svc.name == "podworkerd") {
         for (const auto& ip : o.cluster_dns) {

@@ -43,8 +43,8 @@ struct SupervisorOptions {
   std::string manifest_url_ca;                    // --manifest-url-ca
   std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
   std::string node_name;                          // default: the hostname, lowercased
-  // --node-ip as given; node_ip is the address chosen from it (lib/common/node_ip.h), passed
-  // to podworkerd as its --node-ip.
+  // --node-ip as given (passed on to podworkerd when set); node_ip is the address chosen from
+  // it (lib/common/node_ip.h).
   std::string node_ip_flag;
   std::string node_ip;
   int max_pods = 110;

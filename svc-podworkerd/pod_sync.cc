@@ -191,7 +191,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   // The sandbox's IP, asked of the runtime once and only when something reads it.
   std::optional<std::string> pod_ip;
   auto host = [&]() -> const std::string& {
-    if (!pod_ip) pod_ip = SandboxHost(sandbox_id);
+    if (!pod_ip) pod_ip = pod.spec.host_network ? node_ip_ : SandboxHost(sandbox_id);
     return *pod_ip;
   };
   EnvSources sources;
@@ -349,7 +349,7 @@ std::shared_ptr<const EnvSources> PodSyncer::ConfigObjects() const {
 std::string PodSyncer::SandboxHost(const std::string& sandbox_id) {
   auto st = runtime_.PodSandboxStatus(sandbox_id, false);
   if (st.ok() && !st->status().network().ip().empty()) return st->status().network().ip();
-  return node_ip_;
+  return "127.0.0.1";
 }
 
 std::string PodSyncer::NetworkError() {

@@ -109,8 +109,8 @@ class PodSyncer {
     node_ = pod::ReadNodeAllocatable(root_dir_);
   }
 
-  // The node's IP (lib/common/node_ip.h): every pod's hostIP, the podIP of host-network pods,
-  // the host of their probes and hooks (before the first sync).
+  // The node's IP (lib/common/node_ip.h): every pod's hostIP and the podIP of host-network
+  // pods (before the first sync).
   void set_node_ip(std::string ip) { node_ip_ = std::move(ip); }
   const std::string& node_ip() const { return node_ip_; }
   // The node's DNS settings (--cluster-dns, --cluster-domain, --resolv-conf), before the first
@@ -179,8 +179,8 @@ class PodSyncer {
   // event.
   void StopForSync(const pod::Pod& pod, const std::string& id, const std::string& name,
                    int64_t grace, const std::string& sandbox_id, SyncOutcome& out);
-  // The pod's IP as its sandbox reports it (the node's IP for the node's network or when
-  // unknown).
+  // Where httpGet hooks go: the pod's IP as its sandbox reports it, 127.0.0.1 for the node's
+  // network or when unknown (docs/network.md: probes and hooks of host-network pods).
   std::string SandboxHost(const std::string& sandbox_id);
   // Why the runtime's network is not ready (CRI Status NetworkReady, the kubelet's message),
   // "" when it is; asked at most once a second, an error of the call itself counts as ready

@@ -489,7 +489,8 @@ void PodworkerdService::RunWork(DispatchedWork dispatched) {
 void PodworkerdService::EnsureProbes(const std::string& uid, const pod::Pod& p) {
   auto rec = mirror_->pods().find(uid);
   if (rec == mirror_->pods().end()) return;
-  std::string host = syncer_->node_ip();
+  // Host-network pods are probed on 127.0.0.1 (docs/network.md says why).
+  std::string host = "127.0.0.1";
   if (!p.spec.host_network && !rec->second.sandboxes.empty() &&
       !rec->second.sandboxes[0]->ip.empty()) {
     host = rec->second.sandboxes[0]->ip;

@@ -23,6 +23,7 @@
 #include "lib/cri/grpc_cri_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/leak_check.h"
 #include "tests/testing/pod_network.h"
 
@@ -709,21 +710,7 @@ TEST_F(ContainerdHarnessTest, AHostPortAnswersOnTheGatewayIp) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (answer.find("hello-from-the-pod") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(host_port));
-    inet_pton(AF_INET, containerd.gateway_ip().c_str(), &addr.sin_addr);
-    timeval tv{2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      std::string request = "GET /index.html HTTP/1.0\r\n\r\n";
-      (void)!write(fd, request.data(), request.size());
-      char buf[1024];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) answer.append(buf, n);
-    }
-    close(fd);
+    answer = HttpGetOnce(containerd.gateway_ip(), host_port, "/index.html");
     if (answer.find("hello-from-the-pod") == std::string::npos) {
       std::this_thread::sleep_for(milliseconds(100));  // a retry, bounded by the deadline
     }

@@ -10,12 +10,9 @@ namespace nodelet {
 namespace {
 
 std::vector<InterfaceAddress> Addresses() {
-  return {{"lo", "127.0.0.1", false, true, true},
-          {"lo", "::1", true, true, true},
-          {"nlbr7", "198.18.7.1", false, true, false},
-          {"eth0", "fe80::1", true, true, false},
-          {"eth0", "2001:db8::2", true, true, false},
-          {"eth0", "192.0.2.2", false, true, false},
+  return {{"lo", "127.0.0.1", false, true, true},      {"lo", "::1", true, true, true},
+          {"nlbr7", "198.18.7.1", false, true, false}, {"eth0", "fe80::1", true, true, false},
+          {"eth0", "2001:db8::2", true, true, false},  {"eth0", "192.0.2.2", false, true, false},
           {"eth1", "203.0.113.9", false, false, false}};
 }
 
@@ -38,8 +35,8 @@ TEST(NodeIPTest, RequestedMustBeAUsableAddressOfThisHost) {
   auto ok = ChooseNodeIP("2001:db8::2", Addresses(), "eth0");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, "2001:db8::2");
-  for (const char* bad : {"not-an-ip", "0.0.0.0", "127.0.0.1", "169.254.1.1", "224.0.0.1",
-                          "::1", "fe80::1", "10.9.9.9"}) {
+  for (const char* bad : {"not-an-ip", "0.0.0.0", "127.0.0.1", "169.254.1.1", "224.0.0.1", "::1",
+                          "fe80::1", "10.9.9.9"}) {
     auto r = ChooseNodeIP(bad, Addresses(), "eth0");
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -95,6 +95,15 @@ TEST(PodsCommandTest, TableHasKubectlColumns) {
             "NAME           READY   STATUS    RESTARTS   AGE\n"
             "web            1/1     Running   0          2m30s\n"
             "db-long-name   1/1     Running   0          2m30s\n");
+  // -o wide: the pod's IP too, <none> before it has one.
+  PodStatus pending = RunningStatus();
+  pending.pod_ip.clear();
+  PodStatus running = RunningStatus();
+  running.pod_ip = "198.18.3.7";
+  EXPECT_EQ(FormatPodTable({Record("web", running), Record("db", pending)}, kNow, true),
+            "NAME   READY   STATUS    RESTARTS   AGE     IP\n"
+            "web    1/1     Running   0          2m30s   198.18.3.7\n"
+            "db     1/1     Running   0          2m30s   <none>\n");
 }
 
 TEST(PodsCommandTest, DetailsShowConditionsAndContainers) {
