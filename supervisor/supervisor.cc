@@ -276,6 +276,10 @@ class Supervisor::Impl {
       if (const auto* hello = m->body_as_Hello()) {
         hello_seen_.insert(in->peer);
         services().OnReady(name, hello->pid());
+        // Its health from the start: until its first heartbeat a service that is not yet
+        // fine (podworkerd without plegd's cache) must not show as Ok.
+        services().OnHeartbeat(name, hello->health(),
+                               hello->reason() ? hello->reason()->str() : "");
         if (name == "podworkerd" || name == "volumed") pods_->OnPodworkerdReady();
         flatbuffers::FlatBufferBuilder fbb(128);
         auto w = ipc::control::CreateWelcome(fbb, incarnation_, 0);

@@ -175,10 +175,11 @@ class Runtime {
   }
 
   void SendHello() {
+    const HealthReport health = service_->Health();
     flatbuffers::FlatBufferBuilder fbb(256);
-    auto hello =
-        ipc::control::CreateHelloDirect(fbb, spec_.name.c_str(), getpid(), NODELET_VERSION,
-                                        static_cast<uint32_t>(opts_.heartbeat_interval_ms));
+    auto hello = ipc::control::CreateHelloDirect(fbb, spec_.name.c_str(), getpid(), NODELET_VERSION,
+                                                 static_cast<uint32_t>(opts_.heartbeat_interval_ms),
+                                                 health.health, health.reason.c_str());
     Send(fbb, Body::Hello, hello.Union());
   }
 

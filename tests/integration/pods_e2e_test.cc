@@ -184,11 +184,14 @@ TEST_F(PodsE2eTest, AdmissionRefusesWhatDoesNotFit) {
 TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
   std::ofstream(dir_.Sub("config.yaml"))
       << "supervisor:\n  services:\n    podworkerd:\n      args: [\"--resync-period\", \"10m\"]\n";
+  Write("early.yaml", PodYaml("early", kServe));
   StartNodelet({"--config", dir_.Sub("config.yaml")});
   // READY=1 means every service runs, not that podworkerd holds plegd's first relist yet: a
   // runtime that goes before that leaves podworkerd with no view at all, and then nothing is
-  // synced (as the kubelet skips syncs while its runtime is down). Wait for the view first.
+  // synced (as the kubelet skips syncs while its runtime is down). A pod that runs shows that
+  // podworkerd has the view (its health alone once passed before it had: CI, stop 35).
   ASSERT_TRUE(WaitServiceHealthy("podworkerd", 20s)) << "podworkerd never had plegd's pod cache";
+  ASSERT_TRUE(WaitPods([](auto& p) { return Phase(p, "early-node1") == "Running"; }, 30s)) << last_;
   ContainerdOptions opts;
   opts.dir = dir_.Sub("ctrd");
   opts.image_tarballs = DefaultImageTarballs(ImagesDir());
