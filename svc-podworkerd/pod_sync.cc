@@ -615,15 +615,15 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   const std::set<std::string> cut = CutStarts();
   WaitingMap waiting;
   const int64_t grace = GraceSeconds(pod);
+  const auto latest_any = Latest(rec);
   // The kubelet's SyncPod: while the runtime's network is not ready only host-network pods are
   // synced; the others wait (what runs keeps running), retried with the sync's back-off.
   if (!pod.spec.host_network) {
     if (std::string net = NetworkError(); !net.empty()) {
       const std::string why = "network is not ready: " + net;
-      const auto current = Latest(rec);
       for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
         for (const auto& c : *list) {
-          if (current.count(c.name) == 0) waiting[c.name] = {"ContainerCreating", why};
+          if (latest_any.count(c.name) == 0) waiting[c.name] = {"ContainerCreating", why};
         }
       }
       out.error = why;
@@ -655,7 +655,6 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
     }
     volume_paths = std::move(v->paths);
   }
-  const auto latest_any = Latest(rec);
   auto next_attempt = [&](const std::string& name) -> uint32_t {
     auto it = latest_any.find(name);
     return it == latest_any.end() ? 0 : it->second->attempt + 1;

@@ -11,17 +11,15 @@
 namespace nodelet {
 namespace {
 
-// Not an address other hosts (or pods) can reach this node at.
-bool Unusable(const std::string& ip, bool* ipv6) {
+// Not an IP literal, or not an address other hosts (or pods) can reach this node at.
+bool Unusable(const std::string& ip) {
   in_addr v4{};
   in6_addr v6{};
   if (inet_pton(AF_INET, ip.c_str(), &v4) == 1) {
-    *ipv6 = false;
     const uint32_t a = ntohl(v4.s_addr);
     return a == 0 || (a >> 24) == 127 || (a >> 16) == 0xA9FE || (a >> 28) == 0xE;
   }
   if (inet_pton(AF_INET6, ip.c_str(), &v6) == 1) {
-    *ipv6 = true;
     return IN6_IS_ADDR_UNSPECIFIED(&v6) || IN6_IS_ADDR_LOOPBACK(&v6) ||
            IN6_IS_ADDR_LINKLOCAL(&v6) || IN6_IS_ADDR_MULTICAST(&v6);
   }
@@ -72,14 +70,12 @@ Result<std::string> ChooseNodeIP(const std::string& requested,
                                  const std::vector<InterfaceAddress>& addresses,
                                  const std::string& default_interface) {
   if (!requested.empty()) {
-    bool ipv6 = false;
-    in_addr v4{};
-    in6_addr v6{};
-    if (inet_pton(AF_INET, requested.c_str(), &v4) != 1 &&
-        inet_pton(AF_INET6, requested.c_str(), &v6) != 1) {
+    in6_addr any{};
+    if (inet_pton(AF_INET, requested.c_str(), &any) != 1 &&
+        inet_pton(AF_INET6, requested.c_str(), &any) != 1) {
       return InvalidArgument("--node-ip " + requested + ": not an IP address");
     }
-    if (Unusable(requested, &ipv6)) {
+    if (Unusable(requested)) {
       return InvalidArgument("--node-ip " + requested +
                              ": an unspecified, loopback, link-local or multicast address");
     }
@@ -90,8 +86,7 @@ Result<std::string> ChooseNodeIP(const std::string& requested,
                            ": no interface of this host has this address");
   }
   auto usable = [](const InterfaceAddress& a) {
-    bool ipv6 = false;
-    return a.up && !a.loopback && !Unusable(a.address, &ipv6);
+    return a.up && !a.loopback && !Unusable(a.address);
   };
   // IPv4 before IPv6, the default route's interface before any other.
   for (bool v6 : {false, true}) {
