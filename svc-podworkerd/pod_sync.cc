@@ -188,11 +188,19 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     out.error = "image for container " + c.name + ": " + s.message();
     return false;
   }
-  // The sandbox's IP, asked of the runtime once and only when something reads it.
-  std::optional<std::string> pod_ip;
-  auto host = [&]() -> const std::string& {
-    if (!pod_ip) pod_ip = pod.spec.host_network ? node_ip_ : SandboxHost(sandbox_id);
-    return *pod_ip;
+  // The sandbox's IPs, asked of the runtime once and only when something reads them (the
+  // environment, /etc/hosts, an httpGet postStart hook); none on the node's network.
+  std::optional<Result<std::vector<std::string>>> sandbox_ips;
+  auto ips = [&]() -> const Result<std::vector<std::string>>& {
+    if (!sandbox_ips) {
+      sandbox_ips = pod.spec.host_network ? std::vector<std::string>() : SandboxIps(sandbox_id);
+    }
+    return *sandbox_ips;
+  };
+  // Where an httpGet hook goes: the pod's IP, 127.0.0.1 on the node's network or when the
+  // runtime gives none (docs/network.md).
+  auto host = [&] {
+    return !ips().ok() || ips()->empty() ? std::string("127.0.0.1") : ips()->front();
   };
   EnvSources sources;
   if (auto shared = ConfigObjects()) sources = *shared;
@@ -201,7 +209,8 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   for (const auto& e : c.env) {
     if (e.value_from && e.value_from->field_ref &&
         e.value_from->field_ref->field_path.rfind("status.podIP", 0) == 0) {
-      sources.runtime.pod_ip = host();
+      // status.podIP: a host-network pod's is the node's.
+      sources.runtime.pod_ip = pod.spec.host_network ? node_ip_ : host();
     }
   }
   auto env = MakeContainerEnvironment(pod, c, sources);
@@ -250,7 +259,7 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   for (auto& m : *mounts) *config.add_mounts() = std::move(m);
-  auto hosts = EtcHostsMount(pod, c, sandbox_id);
+  auto hosts = EtcHostsMount(pod, c, ips);
   if (!hosts.ok()) {
     const std::string why = "/etc/hosts: " + hosts.status().message();
     waiting[c.name] = {"CreateContainerConfigError", why};
@@ -346,10 +355,21 @@ std::shared_ptr<const EnvSources> PodSyncer::ConfigObjects() const {
   return env_sources_;
 }
 
-std::string PodSyncer::SandboxHost(const std::string& sandbox_id) {
+Result<std::vector<std::string>> PodSyncer::SandboxIps(const std::string& sandbox_id) {
+  std::vector<std::string> ips;
   auto st = runtime_.PodSandboxStatus(sandbox_id, false);
-  if (st.ok() && !st->status().network().ip().empty()) return st->status().network().ip();
-  return "127.0.0.1";
+  if (!st.ok()) return st.status();
+  const auto& net = st->status().network();
+  if (!net.ip().empty()) ips.push_back(net.ip());
+  for (const auto& extra : net.additional_ips()) {
+    if (!extra.ip().empty()) ips.push_back(extra.ip());
+  }
+  return ips;
+}
+
+std::string PodSyncer::SandboxHost(const std::string& sandbox_id) {
+  auto ips = SandboxIps(sandbox_id);
+  return !ips.ok() || ips->empty() ? "127.0.0.1" : ips->front();
 }
 
 std::string PodSyncer::NetworkError() {
@@ -364,9 +384,9 @@ std::string PodSyncer::NetworkError() {
   return network_error_;
 }
 
-Result<std::optional<v1::Mount>> PodSyncer::EtcHostsMount(const pod::Pod& pod,
-                                                          const pod::Container& c,
-                                                          const std::string& sandbox_id) {
+Result<std::optional<v1::Mount>> PodSyncer::EtcHostsMount(
+    const pod::Pod& pod, const pod::Container& c,
+    const std::function<const Result<std::vector<std::string>>&()>& sandbox_ips) {
   if (root_dir_.empty() || !ShouldMountHostsFile(c)) return std::optional<v1::Mount>();
   std::string content;
   if (pod.spec.host_network) {
@@ -374,18 +394,12 @@ Result<std::optional<v1::Mount>> PodSyncer::EtcHostsMount(const pod::Pod& pod,
     if (!node_hosts.ok()) return node_hosts.status();
     content = HostNetworkHostsFileContent(*node_hosts, pod.spec.host_aliases);
   } else {
-    auto st = runtime_.PodSandboxStatus(sandbox_id, false);
-    if (!st.ok()) return st.status();
-    std::vector<std::string> ips;
-    const auto& net = st->status().network();
-    if (!net.ip().empty()) ips.push_back(net.ip());
-    for (const auto& extra : net.additional_ips()) {
-      if (!extra.ip().empty()) ips.push_back(extra.ip());
-    }
-    if (ips.empty()) return std::optional<v1::Mount>();
+    const Result<std::vector<std::string>>& ips = sandbox_ips();
+    if (!ips.ok()) return ips.status();
+    if (ips->empty()) return std::optional<v1::Mount>();
     auto name = GeneratePodHostnameAndDomain(pod, dns_.cluster_domain);
     if (!name.ok()) return name.status();
-    content = ManagedHostsFileContent(ips, *name, pod.spec.host_aliases);
+    content = ManagedHostsFileContent(*ips, *name, pod.spec.host_aliases);
   }
   auto path = WriteEtcHostsFile(root_dir_, pod.metadata.uid, content);
   if (!path.ok()) return path.status();

@@ -182,16 +182,19 @@ class PodSyncer {
   // Where httpGet hooks go: the pod's IP as its sandbox reports it, 127.0.0.1 for the node's
   // network or when unknown (docs/network.md: probes and hooks of host-network pods).
   std::string SandboxHost(const std::string& sandbox_id);
+  // The sandbox's IPs (CRI PodSandboxStatus: ip, then additional_ips); none when it has none.
+  Result<std::vector<std::string>> SandboxIps(const std::string& sandbox_id);
   // Why the runtime's network is not ready (CRI Status NetworkReady, the kubelet's message),
   // "" when it is; asked at most once a second, an error of the call itself counts as ready
   // (the sandbox call that follows reports the runtime's state better).
   std::string NetworkError();
   // The kubelet's makeHostsMount: writes ROOT/pods/UID/etc-hosts for the pod (its sandbox's
-  // IPs and hostname, or the node's hosts file with the node's network; then hostAliases) and
-  // returns the mount of it at /etc/hosts; nullopt when the container mounts its own
-  // /etc/hosts or the sandbox has no IP yet (as the kubelet, which mounts none then).
-  Result<std::optional<cri::v1::Mount>> EtcHostsMount(const pod::Pod& pod, const pod::Container& c,
-                                                      const std::string& sandbox_id);
+  // IPs, from `sandbox_ips`, and hostname, or the node's hosts file with the node's network;
+  // then hostAliases) and returns the mount of it at /etc/hosts; nullopt when the container
+  // mounts its own /etc/hosts or the sandbox has no IP (as the kubelet, which mounts none then).
+  Result<std::optional<cri::v1::Mount>> EtcHostsMount(
+      const pod::Pod& pod, const pod::Container& c,
+      const std::function<const Result<std::vector<std::string>>&()>& sandbox_ips);
   std::shared_ptr<const EnvSources> ConfigObjects() const;
   // A StartContainer that failed because the runtime went away or was cut off mid-call
   // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED), or whose retry found the task the cut call had
