@@ -113,12 +113,18 @@ class NodeletTest : public ::testing::Test {
     }
     return nullptr;
   }
-  // Waits until `pred` holds; each round waits for nodelet's next notify datagram or 200 ms.
+  // Waits until `pred` holds; each round waits for nodelet's next notify datagram or 200 ms
+  // (only the 200 ms before nodelet is started: there is no notify socket yet).
   bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
     auto end = std::chrono::steady_clock::now() + timeout;
     while (!pred()) {
       if (std::chrono::steady_clock::now() >= end) return false;
-      notify_->Receive(std::chrono::milliseconds(200));
+      if (notify_) {
+        notify_->Receive(std::chrono::milliseconds(200));
+      } else {
+        // A poll round, bounded by the deadline above.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
     }
     return true;
   }
