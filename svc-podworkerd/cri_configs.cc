@@ -87,6 +87,13 @@ Result<std::string> PodLogDirectory(const std::string& log_dir, const pod::Pod& 
                                               "_" + pod.metadata.uid);
 }
 
+Result<std::string> SandboxHostname(const pod::Pod& pod, const std::string& cluster_domain) {
+  if (pod.spec.host_network) return std::string();
+  auto name = GeneratePodHostnameAndDomain(pod, cluster_domain);
+  if (!name.ok()) return name.status();
+  return KernelHostname(*name, pod.spec.set_hostname_as_fqdn);
+}
+
 Result<SandboxNetwork> MakeSandboxNetwork(const pod::Pod& pod, const NodeDnsSettings& settings,
                                           std::vector<DnsEvent>* events) {
   auto host = ReadResolvConf(settings.resolv_conf);
@@ -94,13 +101,9 @@ Result<SandboxNetwork> MakeSandboxNetwork(const pod::Pod& pod, const NodeDnsSett
   PodDns dns = ComposePodDns(pod, settings, *host);
   SandboxNetwork out;
   out.dns = std::move(dns.config);
-  if (!pod.spec.host_network) {
-    auto name = GeneratePodHostnameAndDomain(pod, settings.cluster_domain);
-    if (!name.ok()) return name.status();
-    auto hostname = KernelHostname(*name, pod.spec.set_hostname_as_fqdn);
-    if (!hostname.ok()) return hostname.status();
-    out.hostname = *hostname;
-  }
+  auto hostname = SandboxHostname(pod, settings.cluster_domain);
+  if (!hostname.ok()) return hostname.status();
+  out.hostname = *hostname;
   if (events != nullptr) events->insert(events->end(), dns.events.begin(), dns.events.end());
   return out;
 }
@@ -115,12 +118,13 @@ v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
   md->set_attempt(attempt);
   if (network != nullptr) {
     if (!network->hostname.empty()) config.set_hostname(network->hostname);
-    auto* dns = config.mutable_dns_config();
-    for (const auto& s : network->dns.servers) dns->add_servers(s);
-    for (const auto& s : network->dns.searches) dns->add_searches(s);
-    for (const auto& s : network->dns.options) dns->add_options(s);
-  } else if (!pod.spec.host_network) {
-    config.set_hostname(pod.metadata.name.substr(0, 63));
+    if (!network->dns.servers.empty() || !network->dns.searches.empty() ||
+        !network->dns.options.empty()) {
+      auto* dns = config.mutable_dns_config();
+      for (const auto& s : network->dns.servers) dns->add_servers(s);
+      for (const auto& s : network->dns.searches) dns->add_searches(s);
+      for (const auto& s : network->dns.options) dns->add_options(s);
+    }
   }
   // The node's ports forwarded to the pod's (the runtime's CNI portmap); with the node's
   // network the container listens on the node's port itself.

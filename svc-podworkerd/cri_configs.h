@@ -38,6 +38,10 @@ struct SandboxNetwork {
   DnsSettings dns;
 };
 
+// The sandbox's hostname (GeneratePodHostnameAndDomain, then KernelHostname for
+// setHostnameAsFQDN); "" when the pod uses the node's network. Reads nothing.
+Result<std::string> SandboxHostname(const pod::Pod& pod, const std::string& cluster_domain);
+
 // The kubelet's part of generatePodSandboxConfig that reads the node: the host's resolver
 // config (settings.resolv_conf, read even when the policy does not use it, as the kubelet does),
 // ComposePodDns, and the hostname (GeneratePodHostnameAndDomain, KernelHostname) unless the pod
@@ -46,9 +50,9 @@ struct SandboxNetwork {
 Result<SandboxNetwork> MakeSandboxNetwork(const pod::Pod& pod, const NodeDnsSettings& settings,
                                           std::vector<DnsEvent>* events);
 
-// With `network`, its hostname and dns_config; without, the pod's name cut to 63 characters as
-// the hostname and no dns_config. port_mappings: every containers[].ports entry with a hostPort
-// (hostIP, protocol) unless the pod uses the node's network.
+// With `network`, its hostname and (when it has any) dns_config; without, neither. port_mappings:
+// every containers[].ports entry with a hostPort (hostIP, protocol) unless the pod uses the node's
+// network.
 cri::v1::PodSandboxConfig MakeSandboxConfig(const pod::Pod& pod, uint32_t attempt,
                                             const std::string& log_dir,
                                             const SandboxNetwork* network = nullptr);

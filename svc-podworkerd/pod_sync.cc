@@ -714,7 +714,15 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
     sandbox_id = *created;
   }
   const uint32_t sandbox_attempt = decision.attempt;
-  const v1::PodSandboxConfig sandbox_config = MakeSandboxConfig(pod, sandbox_attempt, log_dir_);
+  // The sandbox's config as containers are created with it: containerd gives them its hostname
+  // as $HOSTNAME, so the hostname is the one the sandbox got (the DNS config is the sandbox's
+  // own business: the node's resolver config is not read again on every sync for it).
+  SandboxNetwork named;
+  if (auto hostname = SandboxHostname(pod, dns_.cluster_domain); hostname.ok()) {
+    named.hostname = *hostname;
+  }
+  const v1::PodSandboxConfig sandbox_config =
+      MakeSandboxConfig(pod, sandbox_attempt, log_dir_, &named);
 
   // A container CRI reports as CONTAINER_UNKNOWN: containerd could not load its task after a
   // restart (a shim that did not answer in time), and it stays unknown until containerd restarts

@@ -221,13 +221,15 @@ TEST_F(NetworkE2eTest, ResolvConfHostsAndHostnameFollowTheSpec) {
                               "host.test extra.test\n"));
   EXPECT_THAT(conf, HasSubstr("options ndots:2 edns0\n"));
   EXPECT_THAT(conf, ::testing::Not(HasSubstr("198.19.255.99")));
-  auto [hrc, hosts] = Exec("cluster", "cat /etc/hosts; echo; hostname");
+  auto [hrc, hosts] = Exec("cluster", "cat /etc/hosts; echo; echo $HOSTNAME; hostname");
   ASSERT_EQ(hrc, 0) << hosts;
   EXPECT_THAT(hosts, HasSubstr("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"));
   EXPECT_THAT(hosts, HasSubstr(ip + "\tweb.sub.default.svc.cluster.test\tweb\n"));
   EXPECT_THAT(hosts, HasSubstr("# Entries added by HostAliases.\n198.19.255.10\talias.one\talias."
                                "two\n"));
   EXPECT_THAT(hosts, ::testing::EndsWith("\nweb\n"));
+  // containerd's $HOSTNAME comes from the sandbox config a container is created with.
+  EXPECT_THAT(hosts, ::testing::EndsWith("\nweb\nweb\n"));
 
   // None on the host network: exactly the pod's; the node's hosts file and the alias.
   auto [nrc, none] = Exec("none", "cat /etc/resolv.conf; cat /etc/hosts");
