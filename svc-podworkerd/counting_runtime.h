@@ -120,6 +120,18 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
                                              int64_t timeout) override {
     return Count("exec_sync", runtime_.ExecSync(id, cmd, timeout));
   }
+  Result<std::string> Exec(const cri::v1::ExecRequest& request) override {
+    return Count("exec", runtime_.Exec(request));
+  }
+  Result<std::string> Attach(const cri::v1::AttachRequest& request) override {
+    return Count("attach", runtime_.Attach(request));
+  }
+  Result<std::string> PortForward(const cri::v1::PortForwardRequest& request) override {
+    return Count("port_forward", runtime_.PortForward(request));
+  }
+  Status ReopenContainerLog(const std::string& id) override {
+    return Count("reopen_container_log", runtime_.ReopenContainerLog(id));
+  }
   Result<std::vector<cri::v1::Image>> ListImages(const cri::v1::ImageFilter& filter) override {
     return Count("list_images", images_.ListImages(filter));
   }

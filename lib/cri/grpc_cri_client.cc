@@ -383,6 +383,43 @@ Result<v1::ExecSyncResponse> GrpcCriClient::ExecSync(const std::string& containe
   return response;
 }
 
+Result<std::string> GrpcCriClient::Exec(const v1::ExecRequest& request) {
+  if (request.cmd_size() == 0) return InvalidArgument("CRI Exec: empty command");
+  v1::ExecResponse response;
+  Status s = Invoke("Exec", timeouts_.call, [&](grpc::ClientContext* c) {
+    return stubs_->runtime->Exec(c, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response.url();
+}
+
+Result<std::string> GrpcCriClient::Attach(const v1::AttachRequest& request) {
+  v1::AttachResponse response;
+  Status s = Invoke("Attach", timeouts_.call, [&](grpc::ClientContext* c) {
+    return stubs_->runtime->Attach(c, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response.url();
+}
+
+Result<std::string> GrpcCriClient::PortForward(const v1::PortForwardRequest& request) {
+  v1::PortForwardResponse response;
+  Status s = Invoke("PortForward", timeouts_.call, [&](grpc::ClientContext* c) {
+    return stubs_->runtime->PortForward(c, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response.url();
+}
+
+Status GrpcCriClient::ReopenContainerLog(const std::string& container_id) {
+  v1::ReopenContainerLogRequest request;
+  request.set_container_id(container_id);
+  v1::ReopenContainerLogResponse response;
+  return Invoke("ReopenContainerLog", timeouts_.call, [&](grpc::ClientContext* c) {
+    return stubs_->runtime->ReopenContainerLog(c, request, &response);
+  });
+}
+
 Result<std::vector<v1::Image>> GrpcCriClient::ListImages(const v1::ImageFilter& filter) {
   v1::ListImagesRequest request;
   *request.mutable_filter() = filter;

@@ -80,6 +80,10 @@ class GrpcCriClient final : public RuntimeService, public ImageService {
   Result<v1::ExecSyncResponse> ExecSync(const std::string& container_id,
                                         const std::vector<std::string>& cmd,
                                         int64_t timeout_seconds) override;
+  Result<std::string> Exec(const v1::ExecRequest& request) override;
+  Result<std::string> Attach(const v1::AttachRequest& request) override;
+  Result<std::string> PortForward(const v1::PortForwardRequest& request) override;
+  Status ReopenContainerLog(const std::string& container_id) override;
 
   // ImageService.
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;

@@ -73,6 +73,17 @@ class RuntimeService {
   virtual Result<v1::ExecSyncResponse> ExecSync(const std::string& container_id,
                                                 const std::vector<std::string>& cmd,
                                                 int64_t timeout_seconds) = 0;
+
+  // Streaming sessions (CRI Exec, Attach, PortForward): each answers the URL of one session on
+  // the runtime's streaming server (containerd's: http://127.0.0.1:PORT/exec/TOKEN), which the
+  // client then opens itself, within about a minute, once. The runtime checks the container
+  // (the sandbox, for PortForward) exists; Exec and Attach need it running.
+  virtual Result<std::string> Exec(const v1::ExecRequest& request) = 0;
+  virtual Result<std::string> Attach(const v1::AttachRequest& request) = 0;
+  virtual Result<std::string> PortForward(const v1::PortForwardRequest& request) = 0;
+  // Makes the runtime reopen a running container's log file (after it was renamed by log
+  // rotation); an error when the container is not running.
+  virtual Status ReopenContainerLog(const std::string& container_id) = 0;
 };
 
 class ImageService {

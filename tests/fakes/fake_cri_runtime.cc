@@ -85,6 +85,14 @@ const char* CriCallName(CriCall call) {
       return "ContainerStatus";
     case CriCall::kExecSync:
       return "ExecSync";
+    case CriCall::kExec:
+      return "Exec";
+    case CriCall::kAttach:
+      return "Attach";
+    case CriCall::kPortForward:
+      return "PortForward";
+    case CriCall::kReopenContainerLog:
+      return "ReopenContainerLog";
     case CriCall::kListImages:
       return "ListImages";
     case CriCall::kImageStatus:
@@ -608,6 +616,69 @@ Result<v1::ExecSyncResponse> FakeCriRuntime::ExecSync(const std::string& contain
   lock.unlock();  // the handler may call back into the fake
   if (!handler) return v1::ExecSyncResponse();
   return handler(container_id, cmd);
+}
+
+Result<std::string> FakeCriRuntime::Exec(const v1::ExecRequest& request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kExec, ContainerIds(request.container_id())); !s.ok()) {
+    return s;
+  }
+  if (Status s = RunningContainer(CriCall::kExec, request.container_id()); !s.ok()) return s;
+  return "fake://exec/" + request.container_id();
+}
+
+Result<std::string> FakeCriRuntime::Attach(const v1::AttachRequest& request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kAttach, ContainerIds(request.container_id())); !s.ok()) {
+    return s;
+  }
+  if (Status s = RunningContainer(CriCall::kAttach, request.container_id()); !s.ok()) return s;
+  return "fake://attach/" + request.container_id();
+}
+
+Result<std::string> FakeCriRuntime::PortForward(const v1::PortForwardRequest& request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kPortForward, {}); !s.ok()) return s;
+  auto it = sandboxes_.find(request.pod_sandbox_id());
+  if (it == sandboxes_.end() || it->second.state != v1::SANDBOX_READY) {
+    return CallError(CriCall::kPortForward, StatusCode::kNotFound,
+                     "sandbox " + request.pod_sandbox_id() + " not found or not ready");
+  }
+  std::string url = "fake://portforward/" + request.pod_sandbox_id() + "?ports=";
+  for (int i = 0; i < request.port_size(); ++i) {
+    url += (i > 0 ? "," : "") + std::to_string(request.port(i));
+  }
+  return url;
+}
+
+Status FakeCriRuntime::ReopenContainerLog(const std::string& container_id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kReopenContainerLog, ContainerIds(container_id)); !s.ok()) {
+    return s;
+  }
+  if (Status s = RunningContainer(CriCall::kReopenContainerLog, container_id); !s.ok()) return s;
+  ++reopened_logs_[container_id];
+  return Status::Ok();
+}
+
+int FakeCriRuntime::ReopenedLogs(const std::string& container_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = reopened_logs_.find(container_id);
+  return it == reopened_logs_.end() ? 0 : it->second;
+}
+
+Status FakeCriRuntime::RunningContainer(CriCall call, const std::string& container_id) const {
+  auto it = containers_.find(container_id);
+  if (it == containers_.end()) {
+    return CallError(
+        call, StatusCode::kNotFound,
+        "an error occurred when try to find container \"" + container_id + "\": not found");
+  }
+  if (it->second.state != v1::CONTAINER_RUNNING) {
+    return CallError(call, StatusCode::kFailedPrecondition,
+                     "container " + container_id + " is not running");
+  }
+  return Status::Ok();
 }
 
 // ---- ImageService ------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ enum class CriCall {
   kListContainers,
   kContainerStatus,
   kExecSync,
+  kExec,
+  kAttach,
+  kPortForward,
+  kReopenContainerLog,
   kListImages,
   kImageStatus,
   kPullImage,
@@ -136,6 +140,15 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   Result<v1::ExecSyncResponse> ExecSync(const std::string& container_id,
                                         const std::vector<std::string>& cmd,
                                         int64_t timeout_seconds) override;
+  // Exec, Attach, PortForward answer "fake://exec/CONTAINER_ID" (attach/, portforward/
+  // SANDBOX_ID?ports=P,...); the container must be running (the sandbox ready).
+  Result<std::string> Exec(const v1::ExecRequest& request) override;
+  Result<std::string> Attach(const v1::AttachRequest& request) override;
+  Result<std::string> PortForward(const v1::PortForwardRequest& request) override;
+  // Counts the reopen (ReopenedLogs); the container must be running.
+  Status ReopenContainerLog(const std::string& container_id) override;
+  // How many times ReopenContainerLog succeeded for the container.
+  int ReopenedLogs(const std::string& container_id) const;
 
   // ---- ImageService ---------------------------------------------------------------------------
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;
@@ -189,6 +202,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
                const std::vector<std::string>& ids);
   int64_t Tick();  // advances the fake clock by 1 ms; returns the new time
   std::vector<std::string> ContainerIds(const std::string& container_id) const;
+  // OK when the container exists and runs; the CRI's NOT_FOUND / FAILED_PRECONDITION otherwise.
+  Status RunningContainer(CriCall call, const std::string& container_id) const;
   const ImageRecord* FindImage(const std::string& ref) const;
   v1::ContainerStatus BuildContainerStatus(const std::string& id, const ContainerRecord& c) const;
   void StopContainerLocked(ContainerRecord& c, int32_t exit_code, const std::string& reason);
@@ -210,6 +225,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   std::vector<ImageRecord> images_;
   std::string image_fs_mountpoint_ = "/fake/imagefs";
   ExecHandler exec_handler_;
+  std::map<std::string, int> reopened_logs_;
   int32_t stop_exit_code_ = 137;
   bool network_ready_ = true;
   std::string network_reason_, network_message_;
