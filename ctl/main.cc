@@ -6,6 +6,7 @@
 #include "ctl/manifests_command.h"
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
+#include "ctl/stream_commands.h"
 #include "ctl/volumes_command.h"
 #include "nodelet_version.h"
 
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
 
   // `volumes [POD]`: straight from volumed (ctl/volumes_command.h).
   nodelet::ctl::AddVolumesCommand(app, &o.run_dir, &rc);
+  // `exec`, `attach`, `port-forward`: sessions through podworkerd and the runtime's streaming
+  // server (ctl/stream_commands.h).
+  nodelet::ctl::AddStreamCommands(app, &o.run_dir, &rc);
 
   try {
     app.parse(argc, argv);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ctl/ctl_client.h"
 #include "lib/common/clock.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/peer_access.h"
@@ -221,13 +224,18 @@ std::string RestartsColumn(const PodStatusRecord& r, int64_t now_unix_s) {
 }
 
 std::string FormatPodTable(const std::vector<PodStatusRecord>& records, int64_t now_unix_s,
-                           bool wide) {
+                           bool wide, const std::string& node) {
   std::vector<std::vector<std::string>> rows = {{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}};
-  if (wide) rows[0].push_back("IP");
+  if (wide) rows[0].insert(rows[0].end(), {"IP", "NODE", "QOS"});
   for (const auto& r : records) {
     rows.push_back({r.pod.name, ReadyColumn(r), StatusColumn(r), RestartsColumn(r, now_unix_s),
                     Ago(r.pod.creation_time_unix_s, now_unix_s)});
-    if (wide) rows.back().push_back(r.status.pod_ip.empty() ? "<none>" : r.status.pod_ip);
+    if (wide) {
+      rows.back().insert(
+          rows.back().end(),
+          {r.status.pod_ip.empty() ? "<none>" : r.status.pod_ip, node.empty() ? "<none>" : node,
+           r.status.qos_class.empty() ? "<none>" : r.status.qos_class});
+    }
   }
   return Columns(rows);
 }
@@ -275,6 +283,11 @@ std::string FormatPodDetails(const PodStatusRecord& r, int64_t now_unix_s) {
   return out.str();
 }
 
+// --watch: a row for every change after the table shown (`shown`), until interrupted.
+int WatchPods(const PodsOptions& o, ipc::Context& ctx, status::StatusClient& client,
+              std::vector<PodStatusRecord> shown, bool wide, const std::string& node,
+              std::ostream& out, std::ostream& err);
+
 int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.output.empty() && o.output != "json" && o.output != "wide") {
     err << "Error: unknown output format '" << o.output << "' (known: json, wide)\n";
@@ -301,8 +314,79 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
         << ".\n";
     return 0;
   }
-  out << FormatPodTable(list->records, o.clock->WallSeconds(), o.output == "wide");
-  return 0;
+  const bool wide = o.output == "wide";
+  std::string node;
+  if (wide) {
+    // The node's name, from the supervisor (every pod here runs on it); <none> without it.
+    auto reply = CtlRequest(*o.clock, o.run_dir, ipc::ctl::RequestKind::Node, {}, o.timeout);
+    if (reply.ok() && reply->ok) {
+      auto j = nlohmann::json::parse(reply->node_json, nullptr, false);
+      if (j.is_object() && j["metadata"].is_object()) node = j["metadata"].value("name", "");
+    }
+  }
+  out << FormatPodTable(list->records, o.clock->WallSeconds(), wide, node);
+  out.flush();
+  if (!o.watch) return 0;
+  return WatchPods(o, ctx, client, std::move(list->records), wide, node, out, err);
+}
+
+int WatchPods(const PodsOptions& o, ipc::Context& ctx, status::StatusClient& client,
+              std::vector<PodStatusRecord> shown, bool wide, const std::string& node,
+              std::ostream& out, std::ostream& err) {
+  status::StatusWatcher watcher(ctx, o.run_dir);
+  if (Status s = watcher.Connect(); !s.ok()) {
+    PrintFailure(err, "watch statusd", s, o);
+    return 1;
+  }
+  // Each change is one row, in the columns of what was shown so far (kubectl get -w). A row is
+  // the last line of the table of everything shown plus the changed pod.
+  auto print_row = [&](const PodStatusRecord& r) {
+    std::vector<PodStatusRecord> all = shown;
+    all.push_back(r);
+    std::string table = FormatPodTable(all, o.clock->WallSeconds(), wide, node);
+    table.pop_back();
+    out << table.substr(table.rfind('\n') + 1) << "\n";
+    out.flush();
+  };
+  std::map<std::string, uint64_t> versions;
+  for (const auto& r : shown) versions[r.pod.uid] = r.version;
+  for (;;) {
+    // Woken at least every second (the watch has no end of its own: it runs until the
+    // operator interrupts it).
+    auto event = watcher.Next(std::chrono::milliseconds(1000));
+    if (!event.ok()) {
+      if (event.status().code() == StatusCode::kDeadlineExceeded ||
+          event.status().code() == StatusCode::kInvalidArgument) {
+        continue;
+      }
+      PrintFailure(err, "watch statusd", event.status(), o);
+      return 1;
+    }
+    std::vector<PodStatusRecord> changed;
+    if (event->gap) {
+      // Missed changes: what differs from the last list is shown.
+      auto list = client.ListPodStatuses(o.namespace_);
+      if (!list.ok()) continue;
+      for (auto& r : list->records) {
+        auto v = versions.find(r.pod.uid);
+        if (v == versions.end() || v->second != r.version) changed.push_back(r);
+      }
+    } else if (o.namespace_.empty() || event->record.pod.namespace_ == o.namespace_) {
+      changed.push_back(event->record);
+    }
+    for (const auto& r : changed) {
+      versions[r.pod.uid] = r.version;
+      print_row(r);
+      bool known = false;
+      for (auto& s : shown) {
+        if (s.pod.uid == r.pod.uid) {
+          s = r;
+          known = true;
+        }
+      }
+      if (!known) shown.push_back(r);
+    }
+  }
 }
 
 std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t now,
@@ -422,7 +506,10 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
   CLI::App* pods = app.add_subcommand("pods", "List pod statuses (from nodelet-statusd)");
   pods->add_option("-n,--namespace", opts->namespace_, "Only pods of this namespace");
   pods->add_option("-o,--output", opts->output,
-                   "Output format: json (a v1 PodList), wide (the table with each pod's IP)");
+                   "Output format: json (a v1 PodList), wide (the table with each pod's IP, node "
+                   "and QoS class)");
+  pods->add_flag("-w,--watch", opts->watch,
+                 "After the table, print a row for every change until interrupted");
   pods->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
       ->capture_default_str();
   pods->callback([=] {

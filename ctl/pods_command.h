@@ -24,8 +24,10 @@ struct PodsOptions {
   std::string run_dir = "/run/nodelet";
   // Only pods of this namespace (all when empty).
   std::string namespace_;
-  // "" (table) or "json".
+  // "" (table), "wide" or "json".
   std::string output;
+  // --watch: after the table, a row for every change (kubectl get -w) until interrupted.
+  bool watch = false;
   // How long to wait for statusd.
   std::chrono::milliseconds timeout{3000};
   // "now" for ages (AGE, LAST SEEN): the process's clock unless a test gives another.
@@ -44,8 +46,9 @@ int RunPod(const PodsOptions& options, const std::string& name, std::ostream& ou
            std::ostream& err);
 
 // Formatting, exposed for tests. `now_unix_s` is the time AGE and "ago" are measured from.
+// `wide` adds IP, NODE (`node`, "<none>" when empty) and QOS.
 std::string FormatPodTable(const std::vector<status::PodStatusRecord>& records, int64_t now_unix_s,
-                           bool wide = false);
+                           bool wide = false, const std::string& node = "");
 std::string FormatPodDetails(const status::PodStatusRecord& record, int64_t now_unix_s);
 // kubectl's READY ("1/2"), STATUS ("Running", "CrashLoopBackOff", "Init:0/1", "Completed") and
 // RESTARTS ("3 (2m ago)") columns.

@@ -242,6 +242,9 @@ v1::ContainerConfig MakeContainerConfig(const pod::Pod& pod, const pod::Containe
   for (const auto& a : env ? env->command : c.command) config.add_command(a);
   for (const auto& a : env ? env->args : c.args) config.add_args(a);
   config.set_working_dir(c.working_dir);
+  config.set_stdin(c.stdin);
+  config.set_stdin_once(c.stdin_once);
+  config.set_tty(c.tty);
   if (env) {
     for (const auto& [name, value] : env->env) {
       auto* kv = config.add_envs();

@@ -12,6 +12,8 @@
 #include "lib/ipc/message.h"
 #include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/rfc3339.h"
+#include "lib/pod/static_pod.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
@@ -34,7 +36,15 @@ status::PodIdentity IdentityOf(const pod::Pod& p) {
       p.spec.restart_policy == pod::kRestartPolicyNever       ? status::RestartPolicy::kNever
       : p.spec.restart_policy == pod::kRestartPolicyOnFailure ? status::RestartPolicy::kOnFailure
                                                               : status::RestartPolicy::kAlways;
+  // The manifest's creationTimestamp, else when the pod source first saw it (statusd keeps the
+  // earliest it is given).
   id.creation_time_unix_s = p.metadata.creation_timestamp.value_or(0);
+  if (id.creation_time_unix_s == 0) {
+    auto seen = p.metadata.annotations.find(pod::kConfigSeenAnnotation);
+    if (seen != p.metadata.annotations.end()) {
+      if (auto t = pod::ParseRfc3339(seen->second)) id.creation_time_unix_s = t->seconds;
+    }
+  }
   id.container_count = static_cast<uint32_t>(p.spec.containers.size());
   id.init_container_count = static_cast<uint32_t>(p.spec.init_containers.size());
   return id;
@@ -401,6 +411,10 @@ void PodworkerdService::HandleWork() {
         ipc::DecodeMessage<PodWorkMessage>(in->payload.data(), in->payload.size(),
                                            ipc::podwork::PodWorkMessageIdentifier(), kMaxWorkBytes);
     flatbuffers::FlatBufferBuilder fbb(256);
+    if (msg.ok() && (*msg)->body_type() == Body::StreamRequest) {
+      HandleStreamRequest(in->peer, *(*msg)->body_as_StreamRequest());
+      continue;
+    }
     if (!msg.ok() || (*msg)->body_type() != Body::DesiredPods) {
       std::string why = msg.ok() ? "expected DesiredPods" : msg.status().message();
       if (bad_messages_.Count()) {
@@ -421,6 +435,36 @@ void PodworkerdService::HandleWork() {
     work_peer_ = in->peer;
     SendAck(in->peer, InUse());
   }
+}
+
+void PodworkerdService::HandleStreamRequest(const std::string& peer,
+                                            const ipc::podwork::StreamRequest& request) {
+  StreamAsk ask = DecodeStreamAsk(request);
+  auto reply = [this, peer](const std::string& url, const std::string& container,
+                            const Status& error) {
+    flatbuffers::FlatBufferBuilder fbb(256 + url.size());
+    auto body = ipc::podwork::CreateStreamReplyDirect(fbb, url.c_str(), container.c_str(),
+                                                      error.message().c_str(),
+                                                      static_cast<uint8_t>(error.code()));
+    Reply(peer, fbb, Body::StreamReply, body.Union());
+  };
+  auto target = FindStreamTarget(mirror_->pods(), ask);
+  if (!target.ok()) {
+    reply("", ask.container, target.status());
+    return;
+  }
+  // The runtime call runs on a worker thread (a slow runtime never stalls the loop); the reply
+  // goes out from the loop, which owns the socket.
+  pool_->Submit([this, ask, t = *target, reply] {
+    auto url = OpenStream(cri_, ask, t);
+    GetLogger("podworkerd")
+        ->info("{} session for {}/{} container {}: {}", ipc::podwork::EnumNameStreamKind(ask.kind),
+               ask.namespace_name, ask.pod_name, t.container,
+               url.ok() ? std::string("opened") : url.status().message());
+    ctx_.loop.Post([reply, container = t.container, url] {
+      reply(url.ok() ? *url : std::string(), container, url.ok() ? Status::Ok() : url.status());
+    });
+  });
 }
 
 std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired) {

@@ -36,6 +36,7 @@
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/probe_manager.h"
 #include "svc-podworkerd/status_sender.h"
+#include "svc-podworkerd/stream_sessions.h"
 #include "svc-podworkerd/worker_pool.h"
 
 namespace nodelet::podworkerd {
@@ -103,6 +104,8 @@ class PodworkerdService : public Service {
   void HandleWork();
   // Decodes the desired pods for the dispatcher; "" or what could not be decoded.
   std::string ApplyDesired(const ipc::podwork::DesiredPods& desired);
+  // nodeletctl's exec, attach or port-forward: answers with the session's URL or why not.
+  void HandleStreamRequest(const std::string& peer, const ipc::podwork::StreamRequest& request);
   // Runs a dispatched work item on a worker thread; its result is taken on the loop.
   void RunWork(DispatchedWork work);
   void EnsureProbes(const std::string& uid, const pod::Pod& pod);

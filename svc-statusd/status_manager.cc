@@ -118,12 +118,22 @@ Status StatusManager::CheckTransition(const PodStatusRecord& old, const PodIdent
                          pod.restart_policy);
 }
 
-Result<SetOutcome> StatusManager::SetPodStatus(const PodIdentity& pod, PodStatus status,
+Result<SetOutcome> StatusManager::SetPodStatus(const PodIdentity& given, PodStatus status,
                                                std::vector<StatusChange>* changes) {
-  if (Status s = status::ValidatePodStatus(pod, status); !s.ok()) return s;
+  if (Status s = status::ValidatePodStatus(given, status); !s.ok()) return s;
   const int64_t now = clock_.WallSeconds();
-  auto it = pods_.find(pod.uid);
+  auto it = pods_.find(given.uid);
   const PodStatusRecord* old = it == pods_.end() ? nullptr : &it->second;
+
+  // The pod's creation time (kubectl's AGE): the earliest one given, else when statusd first
+  // stored the pod; kept across restarts of every service (the record is durable).
+  PodIdentity pod = given;
+  const int64_t kept = old != nullptr ? old->pod.creation_time_unix_s : 0;
+  if (kept != 0 && (pod.creation_time_unix_s == 0 || kept < pod.creation_time_unix_s)) {
+    pod.creation_time_unix_s = kept;
+  } else if (pod.creation_time_unix_s == 0) {
+    pod.creation_time_unix_s = now;
+  }
 
   // startTime: the first one stored is kept forever; statusd's now when nobody set one.
   if (old != nullptr && old->status.start_time_unix_s != 0) {

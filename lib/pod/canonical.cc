@@ -191,7 +191,7 @@ void ProbeFields(Writer& w, const Probe& p) {
   });
 }
 
-// Tags 1..11 and 16..18: the container spec hash's fields (a field left unset writes nothing, so
+// Tags 1..11 and 16..21: the container spec hash's fields (a field left unset writes nothing, so
 // fields added later do not change the hash of containers that do not use them).
 void ContainerSpecFields(Writer& w, const Container& c) {
   w.Str(1, c.name);
@@ -258,9 +258,13 @@ void ContainerSpecFields(Writer& w, const Container& c) {
   if (c.termination_message_policy != kTerminationMessageReadFile) {
     w.Str(18, c.termination_message_policy);
   }
+  // Left out when false, as above.
+  if (c.stdin) w.Bool(19, true);
+  if (c.stdin_once) w.Bool(20, true);
+  if (c.tty) w.Bool(21, true);
 }
 
-// Tags 1..11 and 16..18 as above, then 12..15.
+// Tags 1..11 and 16..21 as above, then 12..15.
 void ContainerAll(Writer& w, const Container& c) {
   ContainerSpecFields(w, c);
   w.Str(12, c.image_pull_policy);

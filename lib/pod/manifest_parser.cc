@@ -844,7 +844,10 @@ class PodDecoder {
     Str(f, "terminationMessagePath", p, c.termination_message_path);
     Str(f, "terminationMessagePolicy", p, c.termination_message_policy);
     Sub(f, "lifecycle", p, c.lifecycle, &PodDecoder::LifecycleFields);
-    for (const char* key : {"stdin", "stdinOnce", "tty", "volumeDevices", "restartPolicy"}) {
+    Bool(f, "stdin", p, c.stdin);
+    Bool(f, "stdinOnce", p, c.stdin_once);
+    Bool(f, "tty", p, c.tty);
+    for (const char* key : {"volumeDevices", "restartPolicy"}) {
       ForbidSet(f, key, p);
     }
   }

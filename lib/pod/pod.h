@@ -280,6 +280,11 @@ struct Container {
   std::vector<EnvFromSource> env_from;
   std::optional<Lifecycle> lifecycle;
   std::string termination_message_policy;  // File (default) or FallbackToLogsOnError
+  // The container's stdin stays open for `nodeletctl attach` (stdin_once: closed after the first
+  // attach ends); tty: the container runs in a terminal.
+  bool stdin = false;
+  bool stdin_once = false;
+  bool tty = false;
   bool operator==(const Container&) const = default;
 };
 

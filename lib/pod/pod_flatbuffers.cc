@@ -216,7 +216,7 @@ Offset<fb::Container> EncodeContainer(FlatBufferBuilder& b, const Container& c) 
                              StrList(b, c.command), StrList(b, c.args), Str(b, c.working_dir), env,
                              ports, resources, mounts, liveness, readiness, startup, sc,
                              Str(b, c.termination_message_path), env_from, lifecycle,
-                             Str(b, c.termination_message_policy));
+                             Str(b, c.termination_message_policy), c.stdin, c.stdin_once, c.tty);
 }
 
 Offset<flatbuffers::Vector<Offset<fb::KeyToPath>>> Items(FlatBufferBuilder& b,
@@ -417,6 +417,9 @@ class Decoder {
       out.lifecycle = Lifecycle{HandlerFrom(l->post_start()), HandlerFrom(l->pre_stop())};
     }
     out.termination_message_policy = S(c->termination_message_policy());
+    out.stdin = c->stdin();
+    out.stdin_once = c->stdin_once();
+    out.tty = c->tty();
     if (c->ports()) {
       for (const auto* p : *c->ports()) {
         out.ports.push_back(

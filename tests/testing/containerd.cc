@@ -249,6 +249,11 @@ Result<std::string> MakeContainerdConfig(const std::string& default_config, cons
       {kCriPluginSection, "sandbox_image", Quote(sandbox_image)},
       {kCriPluginSection, "restrict_oom_score_adj", "true"},
       {kCriPluginSection, "netns_mounts_under_state_dir", "true"},
+      // The streaming server of exec, attach and port-forward (docs/operate.md): loopback only,
+      // a free port, no TLS (sessions never leave the host).
+      {kCriPluginSection, "stream_server_address", Quote("127.0.0.1")},
+      {kCriPluginSection, "stream_server_port", Quote("0")},
+      {kCriPluginSection, "enable_tls_streaming", "false"},
       // runc's state (default /run/containerd/runc, shared by every instance) under ours too.
       {kRuncOptionsSection, "Root", Quote(dir + "/state/runc")},
       // CNI: Debian's plugins, a conf dir of our own (empty without a pod network).

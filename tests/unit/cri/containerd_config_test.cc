@@ -31,9 +31,12 @@ version = 2
 [plugins]
 
   [plugins."io.containerd.grpc.v1.cri"]
+    enable_tls_streaming = false
     netns_mounts_under_state_dir = false
     restrict_oom_score_adj = false
     sandbox_image = "registry.k8s.io/pause:3.6"
+    stream_server_address = ""
+    stream_server_port = "10010"
 
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/opt/cni/bin"
@@ -67,6 +70,10 @@ TEST(MakeContainerdConfig, MovesEverythingUnderTheDirAndSetsTheCriOptions) {
   EXPECT_THAT(*config, HasSubstr("    restrict_oom_score_adj = true\n"));
   EXPECT_THAT(*config, HasSubstr("    netns_mounts_under_state_dir = true\n"));
   EXPECT_THAT(*config, HasSubstr("          Root = \"/tmp/x/state/runc\"\n"));
+  // The streaming server (exec, attach, port-forward) on loopback, a free port, no TLS.
+  EXPECT_THAT(*config, HasSubstr("    stream_server_address = \"127.0.0.1\"\n"));
+  EXPECT_THAT(*config, HasSubstr("    stream_server_port = \"0\"\n"));
+  EXPECT_THAT(*config, HasSubstr("    enable_tls_streaming = false\n"));
   // Other sections' keys of the same name are left alone.
   EXPECT_THAT(*config, HasSubstr("[debug]\n  address = \"\"\n"));
   EXPECT_THAT(*config, HasSubstr("[ttrpc]\n  address = \"\"\n"));

@@ -95,15 +95,20 @@ TEST(PodsCommandTest, TableHasKubectlColumns) {
             "NAME           READY   STATUS    RESTARTS   AGE\n"
             "web            1/1     Running   0          2m30s\n"
             "db-long-name   1/1     Running   0          2m30s\n");
-  // -o wide: the pod's IP too, <none> before it has one.
+  // -o wide: the pod's IP, the node and the QoS class too, <none> for what is not known.
   PodStatus pending = RunningStatus();
   pending.pod_ip.clear();
+  pending.qos_class.clear();
   PodStatus running = RunningStatus();
   running.pod_ip = "198.18.3.7";
-  EXPECT_EQ(FormatPodTable({Record("web", running), Record("db", pending)}, kNow, true),
-            "NAME   READY   STATUS    RESTARTS   AGE     IP\n"
-            "web    1/1     Running   0          2m30s   198.18.3.7\n"
-            "db     1/1     Running   0          2m30s   <none>\n");
+  running.qos_class = "BestEffort";
+  EXPECT_EQ(FormatPodTable({Record("web", running), Record("db", pending)}, kNow, true, "node1"),
+            "NAME   READY   STATUS    RESTARTS   AGE     IP           NODE    QOS\n"
+            "web    1/1     Running   0          2m30s   198.18.3.7   node1   BestEffort\n"
+            "db     1/1     Running   0          2m30s   <none>       node1   <none>\n");
+  EXPECT_EQ(FormatPodTable({Record("db", pending)}, kNow, true),
+            "NAME   READY   STATUS    RESTARTS   AGE     IP       NODE     QOS\n"
+            "db     1/1     Running   0          2m30s   <none>   <none>   <none>\n");
 }
 
 TEST(PodsCommandTest, DetailsShowConditionsAndContainers) {

@@ -37,7 +37,7 @@ concept ModelStruct = std::is_aggregate_v<T> && std::is_class_v<T> && !requires(
 template <class T, class F>
 void ForEachField(T& t, F&& f) {
   constexpr size_t n = FieldCount<std::remove_const_t<T>>();
-  static_assert(n <= 20, "extend ForEachField for structs of more than 20 fields");
+  static_assert(n <= 24, "extend ForEachField for structs of more than 24 fields");
 #define NODELET_FIELDS_CASE(N, ...)          \
   if constexpr (n == N) {                    \
     auto& [__VA_ARGS__] = t;                 \
@@ -71,6 +71,14 @@ void ForEachField(T& t, F&& f) {
                       a17, a18, a19)
   NODELET_FIELDS_CASE(20, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,
                       a17, a18, a19, a20)
+  NODELET_FIELDS_CASE(21, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,
+                      a17, a18, a19, a20, a21)
+  NODELET_FIELDS_CASE(22, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,
+                      a17, a18, a19, a20, a21, a22)
+  NODELET_FIELDS_CASE(23, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,
+                      a17, a18, a19, a20, a21, a22, a23)
+  NODELET_FIELDS_CASE(24, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,
+                      a17, a18, a19, a20, a21, a22, a23, a24)
 #undef NODELET_FIELDS_APPLY
 #undef NODELET_FIELDS_CASE
 }

@@ -505,7 +505,7 @@ TEST(ManifestParserTest, FieldsThatWouldChangeWhatRunsAreRefused) {
     EXPECT_EQ(OnlyError(Decode(yaml)), std::string(kSource) + ": " + expected) << spec_line;
   }
   for (const char* container_line :
-       {"    tty: true\n", "    securityContext: {windowsOptions: {runAsUserName: x}}\n",
+       {"    securityContext: {windowsOptions: {runAsUserName: x}}\n",
         "    volumeMounts: [{name: v, mountPath: /v, mountPropagation: Bidirectional}]\n"}) {
     std::string yaml =
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"

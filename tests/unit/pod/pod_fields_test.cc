@@ -87,6 +87,9 @@ spec:
     command: [sh, -c]
     args: ["sleep 1000"]
     workingDir: /work
+    stdin: true
+    stdinOnce: true
+    tty: true
     env:
     - {name: MODE, value: test}
     - name: POD

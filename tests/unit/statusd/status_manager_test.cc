@@ -86,6 +86,25 @@ TEST_F(StatusManagerTest, StartTimeNeverChangesOnceSet) {
   EXPECT_EQ(Stored("u1").status.start_time_unix_s, 1'700'000'050);
 }
 
+// kubectl's AGE: the earliest creation time given, else when statusd first stored the pod;
+// a later one (a pod source that saw the manifest again after a restart) does not move it.
+TEST_F(StatusManagerTest, CreationTimeIsTheEarliestOrFirstStored) {
+  auto pod = SamplePod("u1");
+  pod.creation_time_unix_s = 0;
+  ASSERT_TRUE(Set(pod, RunningStatus("a")).ok());
+  const int64_t first = clock_.WallSeconds();
+  EXPECT_EQ(Stored("u1").pod.creation_time_unix_s, first);
+  clock_.Advance(std::chrono::seconds(100));
+  ASSERT_TRUE(Set(pod, RunningStatus("b")).ok());
+  EXPECT_EQ(Stored("u1").pod.creation_time_unix_s, first);
+  pod.creation_time_unix_s = first + 50;
+  ASSERT_TRUE(Set(pod, RunningStatus("c")).ok());
+  EXPECT_EQ(Stored("u1").pod.creation_time_unix_s, first);
+  pod.creation_time_unix_s = first - 500;
+  ASSERT_TRUE(Set(pod, RunningStatus("d")).ok());
+  EXPECT_EQ(Stored("u1").pod.creation_time_unix_s, first - 500);
+}
+
 TEST_F(StatusManagerTest, StartTimeDefaultsToNowWhenNeverSet) {
   PodStatus s = RunningStatus();
   s.start_time_unix_s = 0;

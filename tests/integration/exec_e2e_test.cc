@@ -1,0 +1,323 @@
+// `nodeletctl exec`, `attach` and `port-forward` end to end: the real nodelet on a private
+// containerd, sessions over containerd's streaming server (WebSocket, v4.channel.k8s.io):
+// - exec passes stdin, stdout, stderr and the exit code through; a command that does not exist
+//   exits 127; an unknown pod exits 4, a container that is not running 1; a session goes on
+//   while podworkerd is killed and restarted, a second session works meanwhile, and the
+//   container is never touched;
+// - exec -t runs in a terminal whose size follows the local one (a pty in the test);
+// - attach passes stdin to a container that reads it and ends when the container does;
+// - port-forward carries two connections to busybox httpd in the pod.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/nodelet_fixture.h"
+
+namespace nodelet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+std::string PodYaml(const std::string& name, const std::string& command,
+                    const std::string& spec_extra = "", const std::string& container_extra = "") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  terminationGracePeriodSeconds: 2\n" + spec_extra +
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         command + "\"]\n" + container_extra;
+}
+
+constexpr char kSleep[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+// A child with its stdin, stdout and stderr on pipes (or all three on a pty), ended by pid.
+class Child {
+ public:
+  // `pty_rows`/`pty_cols` > 0: the child runs on a new pseudo-terminal of that size.
+  explicit Child(const std::vector<std::string>& argv, int pty_rows = 0, int pty_cols = 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (pty_rows > 0) {
+      winsize ws{};
+      ws.ws_row = static_cast<unsigned short>(pty_rows);
+      ws.ws_col = static_cast<unsigned short>(pty_cols);
+      pid_ = forkpty(&in_, nullptr, nullptr, &ws);
+      if (pid_ == 0) {
+        execv(args[0], args.data());
+        _exit(127);
+      }
+      out_ = in_;
+      return;
+    }
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+      return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (in_ >= 0 && in_ != out_) close(in_);
+    if (out_ >= 0) close(out_);
+    if (err_ >= 0) close(err_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Write(const std::string& data) { (void)!::write(in_, data.data(), data.size()); }
+  void CloseStdin() {
+    if (in_ != out_) {
+      close(in_);
+      in_ = -1;
+    }
+  }
+  void SetWindow(int rows, int cols) {
+    winsize ws{};
+    ws.ws_row = static_cast<unsigned short>(rows);
+    ws.ws_col = static_cast<unsigned short>(cols);
+    ioctl(in_, TIOCSWINSZ, &ws);
+  }
+  // Reads stdout until it holds `needle` or the deadline; true when it does.
+  bool ReadUntil(const std::string& needle, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (out.find(needle) == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      if (!Drain(out_, &out, left)) return out.find(needle) != std::string::npos;
+    }
+    return true;
+  }
+  // Waits for the exit, reading what remains; the exit code, or -1 (signal, deadline).
+  int Wait(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    bool out_open = true, err_open = err_ >= 0;
+    while (out_open || err_open) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -1;
+      if (out_open) out_open = Drain(out_, &out, std::min(left, 100ms));
+      if (err_open) err_open = Drain(err_, &err, std::min(left, 100ms));
+    }
+    int status = 0;
+    // Both pipes are closed: the child is exiting; its exit is reaped within the deadline.
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() >= end) return -1;
+      std::this_thread::sleep_for(10ms);
+    }
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string out, err;
+
+ private:
+  // One read of `fd` within `timeout`; false at its end (EOF, or EIO on a pty).
+  static bool Drain(int fd, std::string* into, std::chrono::milliseconds timeout) {
+    pollfd p{fd, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(timeout.count()));
+    if (r <= 0) return true;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    into->append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  bool reaped_ = false;
+};
+
+class ExecE2eTest : public NodeletTest {
+ protected:
+  std::vector<std::string> Ctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  bool WaitRunning(const std::string& pod, std::chrono::milliseconds timeout) {
+    return WaitFor([&] { return !RunningContainer(pod).empty(); }, timeout);
+  }
+  int RestartCount(const std::string& pod) {
+    auto j = CtlPod(pod);
+    if (j.is_null() || !j["status"]["containerStatuses"].is_array()) return -1;
+    return j["status"]["containerStatuses"][0].value("restartCount", -1);
+  }
+};
+
+TEST_F(ExecE2eTest, ExecPassesStreamsAndExitCodeAndOutlivesPodworkerd) {
+  Write("box.yaml", PodYaml("box", kSleep));
+  Write("done.yaml", PodYaml("done", "echo bye", "  restartPolicy: Never\n"));
+  StartNodelet();
+  ASSERT_TRUE(WaitRunning("box-node1", 60s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto j = CtlPod("done-node1");
+        return !j.is_null() && j["status"].value("phase", "") == "Succeeded";
+      },
+      60s));
+
+  // stdin in, stdout and stderr apart, the exit code back.
+  {
+    Child c(Ctl({"exec", "-i", "box-node1", "--", "sh", "-c",
+                 "read l; echo out:$l; echo err:$l >&2; exit 3"}));
+    c.Write("hello\n");
+    EXPECT_EQ(c.Wait(20s), 3) << c.out << c.err;
+    EXPECT_EQ(c.out, "out:hello\n");
+    EXPECT_THAT(c.err, HasSubstr("err:hello\n"));
+  }
+  auto ok = RunCommand(Ctl({"exec", "box-node1", "--", "sh", "-c", "echo $HOSTNAME"}), 20s);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.output, "box-node1\n");
+  auto missing = RunCommand(Ctl({"exec", "box-node1", "--", "no-such-command"}), 20s);
+  EXPECT_EQ(missing.exit_code, 127) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("no-such-command"));
+  auto no_pod = RunCommand(Ctl({"exec", "ghost", "--", "true"}), 20s);
+  EXPECT_EQ(no_pod.exit_code, 4) << no_pod.output;
+  EXPECT_THAT(no_pod.output, HasSubstr("pod default/ghost not found"));
+  auto no_container = RunCommand(Ctl({"exec", "box-node1", "-c", "db", "--", "true"}), 20s);
+  EXPECT_EQ(no_container.exit_code, 4) << no_container.output;
+  auto exited = RunCommand(Ctl({"exec", "done-node1", "--", "true"}), 20s);
+  EXPECT_EQ(exited.exit_code, 1) << exited.output;
+  EXPECT_THAT(exited.output, HasSubstr("is not running"));
+
+  // A session in progress while podworkerd is killed: it goes on (it runs between nodeletctl
+  // and containerd); a second session works once podworkerd is back; the container is the same.
+  const std::string container = RunningContainer("box-node1");
+  const int restarts = RestartCount("box-node1");
+  Child session(
+      Ctl({"exec", "-i", "box-node1", "--", "sh", "-c", "while read l; do echo echo:$l; done"}));
+  session.Write("one\n");
+  ASSERT_TRUE(session.ReadUntil("echo:one\n", 20s)) << session.out << session.err;
+  const pid_t podworkerd = ServicePid("podworkerd");
+  ASSERT_GT(podworkerd, 0);
+  ASSERT_EQ(kill(podworkerd, SIGKILL), 0);
+  ASSERT_TRUE(WaitProcessGone(podworkerd, 10s));
+  session.Write("two\n");
+  EXPECT_TRUE(session.ReadUntil("echo:two\n", 20s)) << session.out << session.err;
+  CommandResult second;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        second = RunCommand(Ctl({"exec", "box-node1", "--", "echo", "second"}), 20s);
+        return second.exit_code == 0;
+      },
+      40s))
+      << second.output;
+  EXPECT_EQ(second.output, "second\n");
+  session.Write("three\n");
+  EXPECT_TRUE(session.ReadUntil("echo:three\n", 20s)) << session.out << session.err;
+  // v4.channel.k8s.io cannot pass the end of stdin: nodeletctl is ended by a signal, and the
+  // exec'd loop with it; the container stays.
+  kill(session.pid(), SIGTERM);
+  EXPECT_EQ(session.Wait(20s), 128 + SIGTERM) << session.err;
+  EXPECT_EQ(RunningContainer("box-node1"), container);
+  EXPECT_EQ(RestartCount("box-node1"), restarts);
+}
+
+TEST_F(ExecE2eTest, ExecInATerminalFollowsResizesAndAttachPassesStdin) {
+  Write("box.yaml", PodYaml("box", kSleep));
+  Write("reader.yaml",
+        PodYaml("reader", "read l; echo got:$l", "  restartPolicy: Never\n", "    stdin: true\n"));
+  StartNodelet();
+  ASSERT_TRUE(WaitRunning("box-node1", 60s));
+  ASSERT_TRUE(WaitRunning("reader-node1", 60s));
+
+  {
+    Child tty(Ctl({"exec", "-i", "-t", "box-node1", "--", "sh"}), 30, 100);
+    tty.Write("stty size\r");
+    EXPECT_TRUE(tty.ReadUntil("30 100", 20s)) << tty.out;
+    tty.SetWindow(40, 120);  // the kernel sends nodeletctl SIGWINCH
+    // The resize travels on its own channel, not ordered with stdin: ask until it shows.
+    bool resized = false;
+    for (int i = 0; i < 20 && !resized; ++i) {
+      tty.Write("stty size\r");
+      resized = tty.ReadUntil("40 120", 1s);
+    }
+    EXPECT_TRUE(resized) << tty.out;
+    tty.Write("exit 7\r");
+    EXPECT_EQ(tty.Wait(20s), 7) << tty.out;
+  }
+
+  // The container waits on stdin; attach gives it a line; the session ends with the container.
+  Child attach(Ctl({"attach", "-i", "reader-node1"}));
+  // Attached once the session is open; the line is read by the container whenever it arrives.
+  attach.Write("through-attach\n");
+  EXPECT_TRUE(attach.ReadUntil("got:through-attach", 30s)) << attach.out << attach.err;
+  EXPECT_EQ(attach.Wait(30s), 0) << attach.err;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto j = CtlPod("reader-node1");
+        return !j.is_null() && j["status"].value("phase", "") == "Succeeded";
+      },
+      30s));
+}
+
+TEST_F(ExecE2eTest, PortForwardCarriesConnectionsToThePod) {
+  Write("web.yaml", PodYaml("web",
+                            "mkdir -p /www; echo hello-through-forward > /www/index.html; "
+                            "exec httpd -f -p 8080 -h /www"));
+  StartNodelet();
+  ASSERT_TRUE(WaitRunning("web-node1", 60s));
+  auto refused = RunCommand(Ctl({"port-forward", "ghost", ":80"}), 20s);
+  EXPECT_EQ(refused.exit_code, 4) << refused.output;
+  auto bad = RunCommand(Ctl({"port-forward", "web-node1", "99999"}), 20s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+
+  Child forward(Ctl({"port-forward", "web-node1", ":8080"}));
+  ASSERT_TRUE(forward.ReadUntil(" -> 8080\n", 20s)) << forward.out << forward.err;
+  // "Forwarding from 127.0.0.1:PORT -> 8080"
+  const auto colon = forward.out.find("127.0.0.1:");
+  ASSERT_NE(colon, std::string::npos) << forward.out;
+  const int port = std::atoi(forward.out.c_str() + colon + 10);
+  ASSERT_GT(port, 0);
+  // httpd listens a moment after the container started: retried within a deadline.
+  std::string got;
+  WaitFor(
+      [&] {
+        got = HttpGetOnce("127.0.0.1", port, "/index.html");
+        return got.find("hello-through-forward") != std::string::npos;
+      },
+      20s);
+  EXPECT_THAT(got, HasSubstr("hello-through-forward")) << forward.err;
+  // A second connection: a session of its own.
+  EXPECT_THAT(HttpGetOnce("127.0.0.1", port, "/index.html"), HasSubstr("hello-through-forward"))
+      << forward.err;
+  kill(forward.pid(), SIGTERM);
+  EXPECT_EQ(forward.Wait(20s), 0) << forward.err;
+}
+
+}  // namespace
+}  // namespace nodelet::testing
