@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <map>
 
 #include "lib/common/logging.h"
 #include "lib/common/unique_fd.h"
@@ -243,6 +244,8 @@ Result<int> RemoveContainerLogSymlinks(const std::string& log_dir,
 ContainerLogManager::ContainerLogManager(cri::RuntimeService& runtime, const Clock& clock,
                                          std::string log_dir, ContainerLogPolicy policy)
     : runtime_(runtime), clock_(clock), log_dir_(std::move(log_dir)), policy_(policy) {
+  // The runtime reports cleaned paths (Go's filepath.Join): no trailing slash to compare with.
+  while (log_dir_.size() > 1 && log_dir_.back() == '/') log_dir_.pop_back();
   policy_.max_files = std::max(2, policy_.max_files);
   policy_.max_size_bytes = std::max<int64_t>(1, policy_.max_size_bytes);
 }
@@ -438,30 +441,33 @@ LogCleanupResult ContainerLogManager::CleanUp(const std::set<std::string>& live_
     return result;
   }
   std::set<std::string> in_runtime = live_pods;
-  std::set<std::string> container_ids;
+  std::map<std::string, v1::ContainerState> container_states;
   for (const auto& s : *sandboxes) {
     in_runtime.insert(s.metadata().uid());
     in_runtime.insert(LabelOf(s.labels(), kPodUidLabel));
   }
   for (const auto& c : *all_containers) {
     in_runtime.insert(LabelOf(c.labels(), kPodUidLabel));
-    container_ids.insert(c.id());
+    container_states[c.id()] = c.state();
   }
-  auto log = GetLogger("podworkerd");
   for (const auto& [name, uid] : pod_dirs) {
     if (in_runtime.count(uid) > 0) continue;
     if (Status s = RemoveTreeAt(pods.get(), name, 0); !s.ok()) {
       Note(result.status, Status(s.code(), "pod log directory " + name + ": " + s.message()));
       continue;
     }
-    log->info("Removed the log directory {} of removed pod {}", name, uid);
+    result.removed_pod_dirs.push_back(name);
     ++result.pod_dirs_removed;
   }
   for (const auto& name : links) {
+    // As the kubelet: a link goes when its container is gone, or when it dangles and its
+    // container exited (a running one's log is missing for a moment while it is rotated, a
+    // created one's until it starts).
     const std::string id = SymlinkContainerId(name);
-    bool remove = id.empty() || container_ids.count(id) == 0;
-    if (!remove) {
-      // Dangling: its log is gone. The target is only looked at, never written.
+    auto state = container_states.find(id);
+    bool remove = id.empty() || state == container_states.end();
+    if (!remove && state->second == v1::CONTAINER_EXITED) {
+      // The target is only looked at, never written.
       char target[4096];
       ssize_t n = readlinkat(containers.get(), name.c_str(), target, sizeof target - 1);
       if (n > 0) {
@@ -528,6 +534,9 @@ void ContainerLogManager::Loop() {
       LogCleanupResult c = CleanUp(*live);
       pod_dirs_removed_ += static_cast<uint64_t>(c.pod_dirs_removed);
       symlinks_removed_ += static_cast<uint64_t>(c.symlinks_removed);
+      for (const auto& name : c.removed_pod_dirs) {
+        log->info("Removed the log directory {} of a removed pod", name);
+      }
       if (!c.status.ok() && c.status.message() != last_cleanup_error) {
         log->warn("Container log clean-up: {}", c.status.message());
       }

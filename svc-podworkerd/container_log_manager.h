@@ -12,7 +12,8 @@
 // - the /var/log/containers-style symlinks for log shippers,
 //   LOG-DIR/containers/POD_NAMESPACE_CONTAINER-CONTAINERID.log -> the container's log: made
 //   when podworkerd creates a container (CreateContainerLogSymlink), removed with it
-//   (RemoveContainerLogSymlinks) and swept when they dangle or their container is gone.
+//   (RemoveContainerLogSymlinks) and swept when their container is gone, or exited and the
+//   link dangles.
 // - a removed pod's log directory LOG-DIR/pods/NS_NAME_UID is deleted once the pod is neither
 //   desired nor has any sandbox or container in the runtime (the kubelet's
 //   evictPodLogsDirectories).
@@ -71,6 +72,7 @@ struct LogRotationResult {
 
 struct LogCleanupResult {
   int pod_dirs_removed = 0;
+  std::vector<std::string> removed_pod_dirs;  // their names (NS_NAME_UID)
   int symlinks_removed = 0;
   Status status;  // the first failure
 };
@@ -90,7 +92,8 @@ class ContainerLogManager {
   // maximum size (and reopens it when it is missing).
   LogRotationResult RotateLog(const std::string& container_id, const std::string& log_path);
   // Deletes the log directories of pods not in `live_pods` that the runtime has no sandbox or
-  // container of, and the symlinks that dangle or whose container the runtime does not list.
+  // container of, and the symlinks whose container the runtime does not list or that dangle
+  // and whose container exited.
   LogCleanupResult CleanUp(const std::set<std::string>& live_pods);
 
   // Runs RotateLogs every monitor interval and, once SetDesired was called, CleanUp, on a

@@ -283,13 +283,13 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
   EXPECT_EQ(ReadAll(root_ + "/secret-dir/0.log"), std::string(100, 'd'));
 }
 
-TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSweptWhenTheyDangle) {
+TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
   const std::string id = Run("u1", "app", 0, "hello\n");
   const std::string target = PodDir("u1") + "/app/0.log";
   ASSERT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "app", id, target).ok());
   const std::string link = log_dir_ + "/containers/web_default_app-" + id + ".log";
   ASSERT_TRUE(fs::is_symlink(link));
-  EXPECT_EQ(fs::read_symlink(link), target);
+  EXPECT_EQ(fs::read_symlink(link).string(), target);
   EXPECT_EQ(ReadAll(link), "hello\n");
   // Made again (a new attempt of the same id cannot happen, but a leftover is replaced).
   EXPECT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "app", id, target).ok());
@@ -305,8 +305,9 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSweptWhenTheyDangle) {
   EXPECT_FALSE(fs::exists(link) || fs::is_symlink(link));
   EXPECT_TRUE(fs::exists(target));  // the log itself stays
 
-  // The sweep: a link whose container the runtime does not know, and a dangling one, go; a
-  // live one and a plain file stay.
+  // The sweep: a link whose container the runtime does not know, and a dangling one of an
+  // exited container, go; a live one, a dangling one of a running container (its log is being
+  // rotated) and a plain file stay.
   ASSERT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "app", id, target).ok());
   ASSERT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "old", "deadbeef",
                                         PodDir("u1") + "/old/0.log")
@@ -315,13 +316,19 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSweptWhenTheyDangle) {
   ASSERT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "side", id2,
                                         PodDir("u1") + "/side/9.log")
                   .ok());
+  ASSERT_TRUE(runtime_.ExitContainer(id2, 0).ok());
+  const std::string id3 = Run("u1", "busy", 0, "");
+  ASSERT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "busy", id3,
+                                        PodDir("u1") + "/busy/1.log")
+                  .ok());
   std::ofstream(log_dir_ + "/containers/notes.txt") << "not ours";
   ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
   auto c = m.CleanUp({"u1"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.symlinks_removed, 2);
   EXPECT_THAT(Names(log_dir_ + "/containers"),
-              UnorderedElementsAre("web_default_app-" + id + ".log", "notes.txt"));
+              UnorderedElementsAre("web_default_app-" + id + ".log",
+                                   "web_default_busy-" + id3 + ".log", "notes.txt"));
 }
 
 TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItIsLeft) {
