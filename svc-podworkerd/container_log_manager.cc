@@ -450,8 +450,15 @@ LogCleanupResult ContainerLogManager::CleanUp(const std::set<std::string>& live_
     in_runtime.insert(LabelOf(c.labels(), kPodUidLabel));
     container_states[c.id()] = c.state();
   }
+  in_runtime.erase("");
   for (const auto& [name, uid] : pod_dirs) {
-    if (in_runtime.count(uid) > 0) continue;
+    // The uid is what follows the last '_' (the kubelet's parse); a uid that itself holds a
+    // '_' is matched as the name's whole ending, so no live pod's directory is taken for
+    // another's.
+    const bool in_use = in_runtime.count(uid) > 0 ||
+                        std::any_of(in_runtime.begin(), in_runtime.end(),
+                                    [&](const std::string& u) { return EndsWith(name, "_" + u); });
+    if (in_use) continue;
     if (Status s = RemoveTreeAt(pods.get(), name, 0); !s.ok()) {
       Note(result.status, Status(s.code(), "pod log directory " + name + ": " + s.message()));
       continue;

@@ -334,6 +334,8 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
 TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItIsLeft) {
   const std::string id = Run("u1", "app", 0, "log\n");
   Run("u2", "app", 0, "other\n");
+  // A uid holding '_' (not a valid one, but nothing here relies on validation).
+  fs::create_directories(log_dir_ + "/pods/default_odd_x_u4");
   fs::create_directories(log_dir_ + "/pods/default_gone_u3/app");
   std::ofstream(log_dir_ + "/pods/default_gone_u3/app/0.log") << "gone\n";
   std::ofstream(log_dir_ + "/pods/default_gone_u3/app/0.log.20231114-000000.gz") << "gz";
@@ -341,10 +343,11 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
 
   // u3 has nothing in the runtime and is not desired: its directory goes. u1 and u2 have a
   // sandbox (u2 is not desired any more but still there).
-  auto c = m.CleanUp({"u1"});
+  auto c = m.CleanUp({"u1", "x_u4"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.pod_dirs_removed, 1);
-  EXPECT_THAT(Names(log_dir_ + "/pods"), ElementsAre("default_web_u1", "default_web_u2"));
+  EXPECT_THAT(Names(log_dir_ + "/pods"),
+              ElementsAre("default_odd_x_u4", "default_web_u1", "default_web_u2"));
 
   // u1 is desired: its directory stays even without a sandbox (one is about to be made).
   ASSERT_TRUE(runtime_.ExitContainer(id, 0).ok());
@@ -354,7 +357,7 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
   ASSERT_TRUE(runtime_.RemovePodSandbox(sandboxes_["u2"]).ok());
   c = m.CleanUp({"u1"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
-  EXPECT_EQ(c.pod_dirs_removed, 1);
+  EXPECT_EQ(c.pod_dirs_removed, 2);
   EXPECT_THAT(Names(log_dir_ + "/pods"), ElementsAre("default_web_u1"));
 
   // Nothing is removed while the runtime cannot be listed.
