@@ -10,6 +10,7 @@
 #include "lib/common/node_ip.h"
 #include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 
 namespace nodelet::supervisor {
@@ -79,6 +80,11 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         }
         // As one argument, so that "" (no resolver config) passes too.
         spec.argv.push_back("--resolv-conf=" + o.resolv_conf);
+        spec.argv.push_back("--container-log-max-size=" + o.container_logs.max_size);
+        spec.argv.push_back("--container-log-max-files=" +
+                            std::to_string(o.container_logs.max_files));
+        spec.argv.push_back("--container-log-monitor-interval=" +
+                            o.container_logs.monitor_interval);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {
@@ -156,6 +162,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
           },
           "SYSCTL"));
   AddDnsOptions(app, o->cluster_dns, o->cluster_domain, o->resolv_conf);
+  AddContainerLogOptions(app, o->container_logs);
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,

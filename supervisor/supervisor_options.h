@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/service/container_log_flags.h"
 #include "lib/service/options.h"
 #include "supervisor/child_launcher.h"
 #include "supervisor/process_manager.h"
@@ -58,6 +59,9 @@ struct SupervisorOptions {
   std::vector<std::string> cluster_dns;
   std::string cluster_domain;
   std::string resolv_conf = "/etc/resolv.conf";
+  // Container log rotation (passed to podworkerd): --container-log-max-size,
+  // --container-log-max-files, --container-log-monitor-interval.
+  ContainerLogFlags container_logs;
   std::string system_reserved;  // "cpu=100m,memory=256Mi"
   std::string kube_reserved;
 };

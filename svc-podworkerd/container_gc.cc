@@ -75,6 +75,7 @@ ContainerGcResult ContainerGc::GarbageCollect(const std::set<std::string>& live_
     }
     removed.insert(i.id);
     ++result.removed;
+    if (on_removed_) on_removed_(i.id);
     return true;
   };
   // Keeps the newest `keep` dead instances of each unit.

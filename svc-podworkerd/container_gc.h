@@ -12,8 +12,10 @@
 // per such container.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
@@ -41,10 +43,15 @@ class ContainerGc {
   // `live_pods`: the uids of the pods podworkerd runs (desired ones), whose newest container
   // instances are protected.
   ContainerGcResult GarbageCollect(const std::set<std::string>& live_pods);
+  // Called with the id of each container removed (podworkerd removes its log symlink).
+  void set_on_removed(std::function<void(const std::string&)> on_removed) {
+    on_removed_ = std::move(on_removed);
+  }
 
  private:
   cri::RuntimeService& runtime_;
   ContainerGcPolicy policy_;
+  std::function<void(const std::string&)> on_removed_;
 };
 
 }  // namespace nodelet::podworkerd

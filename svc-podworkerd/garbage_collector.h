@@ -58,6 +58,12 @@ class GarbageCollector {
     sweep_ = std::move(sweep);
   }
 
+  // Called on the GC thread with the id of each container the node-wide pass removed. Before
+  // Start().
+  void set_on_container_removed(std::function<void(const std::string&)> on_removed) {
+    container_gc_.set_on_removed(std::move(on_removed));
+  }
+
   void Start();
   // The pods podworkerd runs (uids) and the images they name. Thread-safe.
   void SetDesired(std::set<std::string> pod_uids, std::set<std::string> images);

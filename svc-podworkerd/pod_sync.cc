@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "lib/common/fs.h"
+#include "lib/common/logging.h"
 #include "lib/pod/canonical.h"
 #include "lib/pod/security.h"
+#include "svc-podworkerd/container_log_manager.h"
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
@@ -290,6 +292,20 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
     return false;
   }
   out.events.push_back(MakeEvent(pod, "Normal", "Created", "Created container " + c.name));
+  // The /var/log/containers-style link for log shippers (container_log_manager.h); a failure
+  // only costs the link, as the kubelet's.
+  if (!log_dir_.empty()) {
+    auto dir = PodLogDirectory(log_dir_, pod);
+    Status linked = dir.ok() ? CreateContainerLogSymlink(log_dir_, pod.metadata.name,
+                                                         pod.metadata.namespace_name, c.name, *id,
+                                                         *dir + "/" + config.log_path())
+                             : dir.status();
+    if (!linked.ok()) {
+      GetLogger("podworkerd")
+          ->warn("Failed to create the log symlink of container {} of pod {}: {}", c.name,
+                 pod.metadata.name, linked.message());
+    }
+  }
   if (previous != nullptr && previous->state == ContainerState::Exited &&
       !InterruptedStart(*previous, CutStarts())) {
     const std::string key =
@@ -883,7 +899,10 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
                 [](const auto* a, const auto* b) { return a->attempt > b->attempt; });
       for (size_t i = static_cast<size_t>(std::max(1, max_dead_per_container_)); i < list.size();
            ++i) {
-        if (runtime_.RemoveContainer(list[i]->id).ok()) ++out.containers_removed;
+        if (runtime_.RemoveContainer(list[i]->id).ok()) {
+          ++out.containers_removed;
+          if (!log_dir_.empty()) (void)RemoveContainerLogSymlinks(log_dir_, list[i]->id);
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lib/common/check.h"
+#include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/node_ip.h"
 #include "lib/ipc/endpoints.h"
@@ -14,6 +15,7 @@
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/rfc3339.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
 #include "volume_generated.h"
@@ -90,6 +92,7 @@ class PodworkerdService::Effects : public DispatcherEffects {
   void RemoveProbes(const std::string& uid) override { s_.probes_->RemovePod(uid); }
   void ForgetPod(const std::string& uid) override { s_.syncer_->ForgetPod(uid); }
   void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) override {
+    if (s_.container_logs_) s_.container_logs_->SetDesired(uids);
     if (s_.gc_) s_.gc_->SetDesired(std::move(uids), std::move(images));
   }
 
@@ -281,6 +284,16 @@ Status PodworkerdService::Start() {
   if (orphan_shims_) {
     gc_->set_periodic_sweep(config_.orphan_shim_period, [this] { SweepOrphanShims(false); });
   }
+  if (!ctx.options.log_dir.empty()) {
+    // LOG-DIR/containers holds the log symlinks (container_log_manager.h).
+    if (Status s = EnsureDirectory(ctx.options.log_dir + "/containers", 0755); !s.ok()) return s;
+    container_logs_ = std::make_unique<ContainerLogManager>(
+        *counting_, ctx.clock, ctx.options.log_dir, config_.container_logs);
+    gc_->set_on_container_removed([log_dir = ctx.options.log_dir](const std::string& id) {
+      (void)RemoveContainerLogSymlinks(log_dir, id);
+    });
+    container_logs_->Start();
+  }
   gc_->Start();
   pool_ = std::make_unique<WorkerPool>(config_.workers);
   GetLogger("podworkerd")
@@ -294,6 +307,7 @@ void PodworkerdService::Stop() {
   stopped_ = true;
   if (pool_) pool_->Stop();
   gc_.reset();
+  container_logs_.reset();
   // No CRI call of this podworkerd is in flight any more: whatever shim is orphaned now stays
   // so (a RunPodSandbox cancelled by an earlier podworkerd's death), so it is ended at once.
   if (orphan_shims_) SweepOrphanShims(true);
@@ -592,6 +606,9 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
   c.emplace_back("bad_messages", bad_messages_.count());
   c.emplace_back("parked", dispatcher_->parked());
+  if (container_logs_) {
+    for (const auto& [name, value] : container_logs_->Counters()) c.emplace_back(name, value);
+  }
   if (gc_) {
     uint64_t node_wide = 0;
     for (const auto& [name, value] : gc_->Counters()) {
@@ -633,6 +650,7 @@ ServiceSpec MakeSpec() {
   auto image_gc_period = std::make_shared<std::string>("5m");
   auto image_min_age = std::make_shared<std::string>("2m");
   auto orphan_shim_period = std::make_shared<std::string>("10s");
+  auto container_logs = std::make_shared<ContainerLogFlags>();
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
@@ -646,6 +664,7 @@ ServiceSpec MakeSpec() {
                    "the address of the default route's interface)");
     AddDnsOptions(app, config->dns.cluster_dns, config->dns.cluster_domain,
                   config->dns.resolv_conf);
+    AddContainerLogOptions(app, *container_logs);
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -725,6 +744,10 @@ ServiceSpec MakeSpec() {
     c.orphan_shim_period =
         std::max(*ParseDuration(*orphan_shim_period), std::chrono::milliseconds(100));
     c.workers = std::max(1, c.workers);
+    c.container_logs.max_size_bytes = *ParseContainerLogMaxSize(container_logs->max_size);
+    c.container_logs.max_files = container_logs->max_files;
+    c.container_logs.monitor_interval =
+        std::max(*ParseDuration(container_logs->monitor_interval), std::chrono::milliseconds(100));
     auto node_ip = NodeIP(c.node_ip);
     if (!node_ip.ok()) return node_ip.status();
     c.node_ip = *node_ip;

@@ -26,6 +26,7 @@
 #include "lib/service/service_runtime.h"
 #include "lib/status/pod_status.h"
 #include "podwork_generated.h"
+#include "svc-podworkerd/container_log_manager.h"
 #include "svc-podworkerd/counting_runtime.h"
 #include "svc-podworkerd/garbage_collector.h"
 #include "svc-podworkerd/image_puller.h"
@@ -59,6 +60,9 @@ struct PodworkerdConfig {
   // How often shims of the runtime that nothing can reach are looked for (orphan_shims.h); an
   // orphan is ended at its second sighting, and at podworkerd's stop.
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
+  // Container log rotation: --container-log-max-size, --container-log-max-files,
+  // --container-log-monitor-interval (container_log_manager.h).
+  ContainerLogPolicy container_logs;
 };
 
 // The container runtime podworkerd drives: CRI's two services and, when the runtime is
@@ -137,6 +141,7 @@ class PodworkerdService : public Service {
   std::unique_ptr<ipc::Subscriber> volume_events_;
   StatvfsFsStats fs_stats_;
   std::unique_ptr<GarbageCollector> gc_;
+  std::unique_ptr<ContainerLogManager> container_logs_;  // when there is a log directory
 
   // The dispatcher's view of plegd's cache, and its effects, in terms of the pieces above.
   class MirrorView;

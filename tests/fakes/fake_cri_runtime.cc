@@ -658,6 +658,11 @@ Status FakeCriRuntime::ReopenContainerLog(const std::string& container_id) {
   }
   if (Status s = RunningContainer(CriCall::kReopenContainerLog, container_id); !s.ok()) return s;
   ++reopened_logs_[container_id];
+  // As containerd: the log path is opened again (created when it was renamed away).
+  const std::string& path = containers_.at(container_id).log_path;
+  if (!path.empty()) {
+    if (FILE* f = std::fopen(path.c_str(), "a")) std::fclose(f);
+  }
   return Status::Ok();
 }
 

@@ -145,7 +145,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   Result<std::string> Exec(const v1::ExecRequest& request) override;
   Result<std::string> Attach(const v1::AttachRequest& request) override;
   Result<std::string> PortForward(const v1::PortForwardRequest& request) override;
-  // Counts the reopen (ReopenedLogs); the container must be running.
+  // Counts the reopen (ReopenedLogs) and, as containerd, opens the container's log path again
+  // (creating it when missing); the container must be running.
   Status ReopenContainerLog(const std::string& container_id) override;
   // How many times ReopenContainerLog succeeded for the container.
   int ReopenedLogs(const std::string& container_id) const;

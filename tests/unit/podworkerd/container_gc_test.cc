@@ -69,6 +69,19 @@ TEST_F(ContainerGcTest, OldestGoFirstButALivePodsNewestInstanceStays) {
   EXPECT_EQ(r.removed, 4);
 }
 
+// Each removed container is reported (podworkerd removes its log symlink then).
+TEST_F(ContainerGcTest, EachRemovedContainerIsReported) {
+  auto ids = pods_.Instances("p1", "app", 3);
+  ASSERT_EQ(ids.size(), 3u);
+  ContainerGc gc(runtime_, {1, -1});
+  std::vector<std::string> reported;
+  gc.set_on_removed([&](const std::string& id) { reported.push_back(id); });
+  auto r = gc.GarbageCollect({"p1"});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.removed, 2);
+  EXPECT_THAT(reported, ::testing::UnorderedElementsAre(ids[0], ids[1]));
+}
+
 TEST_F(ContainerGcTest, NoLimitAndUnmanagedContainersUntouched) {
   Instances("p1", "app", 3);
   Instances("foreign", "app", 4, false, /*managed=*/false);

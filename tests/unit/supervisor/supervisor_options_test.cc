@@ -126,5 +126,37 @@ TEST(SupervisorOptionsTest, DnsFlagsAreCheckedAndPassedToPodworkerd) {
   EXPECT_THAT(bad_domain.stderr_text, HasSubstr("Cluster_Local"));
 }
 
+// The container log flags are checked (a quantity, at least 2 files, a duration), refused
+// naming the flag, and passed to podworkerd only.
+TEST(SupervisorOptionsTest, ContainerLogFlagsAreCheckedAndPassedToPodworkerd) {
+  Parsed p = Parse({"--container-log-max-size", "200Ki", "--container-log-max-files", "3",
+                    "--container-log-monitor-interval", "1s"});
+  ASSERT_EQ(p.rc, -1) << p.stderr_text;
+  for (const ChildSpec& spec : BuildChildSpecs(p.options)) {
+    std::string argv;
+    for (const auto& a : spec.argv) argv += a + " ";
+    if (spec.name == "podworkerd") {
+      EXPECT_THAT(argv, HasSubstr("--container-log-max-size=200Ki --container-log-max-files=3 "
+                                  "--container-log-monitor-interval=1s "));
+    } else {
+      EXPECT_THAT(argv, ::testing::Not(HasSubstr("--container-log"))) << spec.name;
+    }
+  }
+  Parsed defaults = Parse({});
+  EXPECT_EQ(defaults.options.container_logs.max_size, "10Mi");
+  EXPECT_EQ(defaults.options.container_logs.max_files, 5);
+  EXPECT_EQ(defaults.options.container_logs.monitor_interval, "10s");
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{{"--container-log-max-size", "ten"},
+                                             {"--container-log-max-size", "0"},
+                                             {"--container-log-max-files", "1"},
+                                             {"--container-log-max-files", "x"},
+                                             {"--container-log-monitor-interval", "soon"}}) {
+    Parsed r = Parse(bad);
+    EXPECT_EQ(r.rc, 2) << bad[0] << " " << bad[1];
+    EXPECT_THAT(r.stderr_text, HasSubstr(bad[0])) << r.stderr_text;
+  }
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor

@@ -1,0 +1,125 @@
+// ContainerLogManager: the kubelet's container log manager (pkg/kubelet/logs) and the log
+// housekeeping of its runtime manager, for the logs under podworkerd's log directory LOG-DIR:
+//
+// - rotation: every monitor interval, each running container's log
+//   (LOG-DIR/pods/NS_NAME_UID/CONTAINER/N.log) that reached the maximum size is renamed to
+//   N.log.YYYYMMDD-HHMMSS (UTC) and the runtime is asked to reopen it (CRI ReopenContainerLog);
+//   when that fails, the file is renamed back and the next pass tries again. Before that, older
+//   rotated files are gzip-compressed (N.log.STAMP.gz, written through N.log.STAMP.tmp) and the
+//   oldest removed, so that with the file about to be rotated and the new one at most
+//   max_files files remain (the newest rotated file stays uncompressed: a reader may still
+//   follow it). What is lost is what the kubelet loses: the oldest rotated files.
+// - the /var/log/containers-style symlinks for log shippers,
+//   LOG-DIR/containers/POD_NAMESPACE_CONTAINER-CONTAINERID.log -> the container's log: made
+//   when podworkerd creates a container (CreateContainerLogSymlink), removed with it
+//   (RemoveContainerLogSymlinks) and swept when their container is gone, or exited and the
+//   link dangles.
+// - a removed pod's log directory LOG-DIR/pods/NS_NAME_UID is deleted once the pod is neither
+//   desired nor has any sandbox or container in the runtime (the kubelet's
+//   evictPodLogsDirectories).
+//
+// Containers and manifests are hostile: every name a path is built from is checked, every
+// directory is opened one component at a time without following symlinks, and files are
+// renamed, opened and removed relative to those directory fds, so nothing outside
+// LOG-DIR/pods and LOG-DIR/containers is ever touched.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/common/status.h"
+#include "lib/cri/runtime_service.h"
+
+namespace nodelet::podworkerd {
+
+struct ContainerLogPolicy {
+  int64_t max_size_bytes = 10 * 1024 * 1024;  // --container-log-max-size
+  int max_files = 5;                          // --container-log-max-files, at least 2
+  std::chrono::milliseconds monitor_interval{std::chrono::seconds(10)};
+};
+
+// LOG-DIR/containers/POD_NAMESPACE_CONTAINER-ID.log for a container; an error when a name
+// could not be one path component.
+Result<std::string> ContainerLogSymlinkPath(const std::string& log_dir, const std::string& pod_name,
+                                            const std::string& pod_namespace,
+                                            const std::string& container_name,
+                                            const std::string& container_id);
+// Makes (or replaces) that symlink, pointing at `target` (the container's log path), in
+// LOG-DIR/containers (made at podworkerd's start: an error when it is missing).
+Status CreateContainerLogSymlink(const std::string& log_dir, const std::string& pod_name,
+                                 const std::string& pod_namespace,
+                                 const std::string& container_name, const std::string& container_id,
+                                 const std::string& target);
+// Removes every symlink of the container (by the "-ID.log" ending of its name). Returns how many.
+Result<int> RemoveContainerLogSymlinks(const std::string& log_dir, const std::string& container_id);
+
+struct LogRotationResult {
+  int rotated = 0;     // logs renamed and reopened
+  int compressed = 0;  // rotated files gzipped
+  int removed = 0;     // oldest rotated files removed
+  Status status;       // the first failure
+};
+
+struct LogCleanupResult {
+  int pod_dirs_removed = 0;
+  std::vector<std::string> removed_pod_dirs;  // their names (NS_NAME_UID)
+  int symlinks_removed = 0;
+  Status status;  // the first failure
+};
+
+class ContainerLogManager {
+ public:
+  ContainerLogManager(cri::RuntimeService& runtime, const Clock& clock, std::string log_dir,
+                      ContainerLogPolicy policy);
+  // Stops the thread.
+  ~ContainerLogManager();
+  ContainerLogManager(const ContainerLogManager&) = delete;
+  ContainerLogManager& operator=(const ContainerLogManager&) = delete;
+
+  // One rotation pass over the runtime's running containers (only those nodelet manages).
+  LogRotationResult RotateLogs();
+  // Rotates the log at `log_path` of the running container `container_id` when it reached the
+  // maximum size (and reopens it when it is missing).
+  LogRotationResult RotateLog(const std::string& container_id, const std::string& log_path);
+  // Deletes the log directories of pods not in `live_pods` that the runtime has no sandbox or
+  // container of, and the symlinks whose container the runtime does not list or that dangle
+  // and whose container exited.
+  LogCleanupResult CleanUp(const std::set<std::string>& live_pods);
+
+  // Runs RotateLogs every monitor interval and, once SetDesired was called, CleanUp, on a
+  // thread of its own.
+  void Start();
+  // The pods podworkerd runs (uids). Thread-safe.
+  void SetDesired(std::set<std::string> pod_uids);
+  // Heartbeat counters (name, value). Thread-safe.
+  std::vector<std::pair<std::string, uint64_t>> Counters() const;
+
+ private:
+  void Loop();
+
+  cri::RuntimeService& runtime_;
+  const Clock& clock_;
+  std::string log_dir_;
+  ContainerLogPolicy policy_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<std::set<std::string>> desired_pods_;
+  std::thread thread_;
+
+  std::atomic<uint64_t> rotations_{0}, rotation_failures_{0}, compressed_{0}, removed_{0},
+      pod_dirs_removed_{0}, symlinks_removed_{0};
+};
+
+}  // namespace nodelet::podworkerd
