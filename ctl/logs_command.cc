@@ -1,11 +1,21 @@
 #include "ctl/logs_command.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "ctl/ctl_client.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/ipc/peer_access.h"
+#include "lib/logs/cri_log.h"
+#include "lib/status/status_client.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -13,36 +23,56 @@ namespace {
 namespace fs = std::filesystem;
 using ipc::ctl::RequestKind;
 
+constexpr int kExitUsage = 2;
+
+// kubectl's way of showing an error the API server returned.
+void PrintError(std::ostream& err, const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+      err << "Error from server (NotFound): " << s.message() << "\n";
+      break;
+    case StatusCode::kFailedPrecondition:
+      err << "Error from server (BadRequest): " << s.message() << "\n";
+      break;
+    default:
+      err << "error: " << s.message() << "\n";
+  }
+}
+
+struct Followed {
+  logs::LogTarget target;
+  UniqueFd dir;
+  std::atomic<bool> ended{false};
+  Status result;
+};
+
 }  // namespace
 
 std::string CriLogText(const std::string& content, int tail) {
-  std::vector<std::string> lines;
-  std::string partial;
-  std::istringstream in(content);
-  for (std::string line; std::getline(in, line);) {
-    // TIMESTAMP STREAM TAG TEXT; TAG is F (full) or P (partial: continues on the next line).
-    size_t a = line.find(' ');
-    size_t b = a == std::string::npos ? a : line.find(' ', a + 1);
-    size_t c = b == std::string::npos ? b : line.find(' ', b + 1);
-    if (c == std::string::npos) {
-      lines.push_back(line);  // not CRI's format: show it as it is
-      continue;
-    }
-    std::string tag = line.substr(b + 1, c - b - 1);
-    partial += line.substr(c + 1);
-    if (tag == "P") continue;
-    lines.push_back(partial);
-    partial.clear();
-  }
-  if (!partial.empty()) lines.push_back(partial);
-  size_t from = tail >= 0 && static_cast<size_t>(tail) < lines.size() ? lines.size() - tail : 0;
-  std::string out;
-  for (size_t i = from; i < lines.size(); ++i) out += lines[i] + "\n";
-  return out;
+  logs::LogReadOptions o;
+  o.tail_lines = tail;
+  return logs::FormatCriLog(content, o);
 }
 
-int RunLogs(const CtlOptions& o, const std::string& pod, const std::string& container, int tail,
-            std::ostream& out, std::ostream& err) {
+int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::ostream& err) {
+  logs::LogReadOptions read;
+  read.tail_lines = r.tail;
+  read.timestamps = r.timestamps;
+  if (!r.since.empty()) {
+    auto since = logs::ParseGoDuration(r.since);
+    if (!since.ok()) {
+      err << "error: --since: " << since.status().message() << "\n";
+      return kExitUsage;
+    }
+    read.since_unix_ns = o.clock->WallNanos() - since->count();
+  }
+  if (r.all_containers && !r.container.empty()) {
+    err << "error: --all-containers=true should not be specified with container name "
+        << r.container << "\n";
+    return kExitUsage;
+  }
+
+  // The log directory, from the supervisor.
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::LogPath, {"plegd"}, o.timeout);
   if (!reply.ok() && reply.status().code() == StatusCode::kPermissionDenied) {
     return Unreachable(o, reply.status(), err);
@@ -51,63 +81,124 @@ int RunLogs(const CtlOptions& o, const std::string& pod, const std::string& cont
     err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir << "\n";
     return kExitUnknown;
   }
-  const std::string service_log = reply->services[0]->log_path;
-  const fs::path pods_dir = fs::path(service_log).parent_path() / "pods";
-  std::string ns = "default", name = pod;
-  if (auto slash = pod.find('/'); slash != std::string::npos) {
-    ns = pod.substr(0, slash);
-    name = pod.substr(slash + 1);
-  }
-  const std::string prefix = ns + "_" + name + "_";
-  fs::path pod_dir;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(pods_dir, ec)) {
-    std::string d = e.path().filename();
-    // NAMESPACE_NAME_UID; the UID (32 hex digits or an API UID) has no '_'.
-    if (d.rfind(prefix, 0) == 0 && d.find('_', prefix.size()) == std::string::npos)
-      pod_dir = e.path();
-  }
-  if (pod_dir.empty()) {
-    err << "nodeletctl: no logs for pod " << ns << "/" << name << " under " << pods_dir.string()
-        << "\n";
+  const fs::path pods_dir = fs::path(reply->services[0]->log_path).parent_path() / "pods";
+  UniqueFd pods_fd(open(pods_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!pods_fd.valid()) {
+    err << "nodeletctl: cannot open the pods' log directory " << pods_dir.string() << ": "
+        << ErrnoStatus("open", errno).message() << "\n";
     return kExitUnknown;
   }
-  std::vector<std::string> containers;
-  for (const auto& e : fs::directory_iterator(pod_dir, ec)) {
-    if (e.is_directory()) containers.push_back(e.path().filename());
+
+  // The pod and its containers, from statusd.
+  if (Status s = ipc::ProbeIpcSocket(ipc::kStatusEndpoint.Path(o.run_dir));
+      s.code() == StatusCode::kPermissionDenied) {
+    err << "nodeletctl: " << s.message() << "\n";
+    return kExitUnknown;
   }
-  std::sort(containers.begin(), containers.end());
-  std::string chosen = container;
-  if (chosen.empty()) {
-    if (containers.size() != 1) {
-      err << "nodeletctl: pod " << name << " has several containers, choose one with -c:";
-      for (const auto& c : containers) err << " " << c;
-      err << "\n";
+  ipc::Context ctx;
+  status::StatusClientOptions copts;
+  copts.sender = ipc::ServiceId::Ctl;
+  copts.deadline = o.timeout;
+  copts.attempt_timeout = std::min(o.timeout, std::chrono::milliseconds(1000));
+  status::StatusClient client(ctx, o.run_dir, copts);
+  Status connected = client.Connect();
+  auto list = connected.ok() ? client.ListPodStatuses() : Result<status::PodStatusList>(connected);
+  if (!list.ok()) {
+    err << "nodeletctl: cannot list pods from nodelet-statusd at '"
+        << ipc::kStatusEndpoint.Path(o.run_dir) << "': " << list.status().message() << "\n";
+    return kExitUnknown;
+  }
+  std::vector<std::string> containers = {r.container};
+  if (r.all_containers) {
+    auto pod = logs::FindPod(list->records, "", r.pod);
+    if (!pod.ok()) {
+      PrintError(err, pod.status());
       return kExitUnknown;
     }
-    chosen = containers[0];
-  } else if (std::find(containers.begin(), containers.end(), chosen) == containers.end()) {
-    err << "nodeletctl: pod " << name << " has no container " << chosen << "\n";
-    return kExitUnknown;
+    containers = logs::ContainerNames(**pod);
   }
-  // The newest instance: the highest N of N.log.
-  int best = -1;
-  for (const auto& e : fs::directory_iterator(pod_dir / chosen, ec)) {
-    std::string f = e.path().filename();
-    if (f.size() < 5 || f.substr(f.size() - 4) != ".log") continue;
-    try {
-      best = std::max(best, std::stoi(f.substr(0, f.size() - 4)));
-    } catch (...) {
+  auto attempts = [&](const logs::LogTarget& t) {
+    auto dir = logs::OpenContainerLogDir(pods_fd.get(), t);
+    return dir.ok() ? logs::ListLogAttempts(dir->get()) : std::vector<int>{};
+  };
+  std::vector<std::unique_ptr<Followed>> targets;
+  for (const auto& c : containers) {
+    auto t = logs::ResolveLogTarget(list->records, "", r.pod, c, r.previous, attempts);
+    if (!t.ok()) {
+      PrintError(err, t.status());
+      return kExitUnknown;
+    }
+    auto dir = logs::OpenContainerLogDir(pods_fd.get(), *t);
+    if (!dir.ok()) {
+      err << "error: " << dir.status().message() << "\n";
+      return kExitUnknown;
+    }
+    auto f = std::make_unique<Followed>();
+    f->target = std::move(*t);
+    f->dir = std::move(*dir);
+    targets.push_back(std::move(f));
+  }
+
+  std::mutex out_mu;
+  auto sink = [&](std::string_view text) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    return static_cast<bool>(out);
+  };
+  if (!r.follow) {
+    // In the pod's order, one after the other (kubectl prefixes nothing by default).
+    for (const auto& f : targets) {
+      Status s = logs::ReadCriLog(f->dir.get(), f->target.file, read, sink);
+      if (!s.ok()) {
+        err << "error: " << f->target.container << ": " << s.message() << "\n";
+        return kExitUnknown;
+      }
+    }
+    return kExitOk;
+  }
+
+  // Follow: one thread per container; this thread asks statusd every second whether each
+  // followed instance still runs (the followers wake at least every second to look).
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t finished = 0;
+  std::vector<std::thread> threads;
+  for (auto& f : targets) {
+    f->ended = logs::InstanceEnded(list->records, f->target);
+    threads.emplace_back([&, f = f.get()] {
+      logs::FollowOptions fo;
+      fo.ended = [f] { return f->ended.load(); };
+      fo.clock = o.clock;
+      f->result = logs::FollowCriLog(f->dir.get(), f->target.file, read, fo, sink);
+      std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (finished < threads.size()) {
+      if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return finished == threads.size(); }))
+        break;
+      lock.unlock();
+      auto now = client.ListPodStatuses();
+      lock.lock();
+      if (!now.ok()) continue;  // statusd restarting: ask again in a second
+      for (auto& f : targets) {
+        if (logs::InstanceEnded(now->records, f->target)) f->ended = true;
+      }
     }
   }
-  if (best < 0) {
-    err << "nodeletctl: container " << chosen << " of pod " << name << " has no log yet\n";
-    return kExitUnknown;
+  for (auto& t : threads) t.join();
+  int rc = kExitOk;
+  for (const auto& f : targets) {
+    if (!f->result.ok()) {
+      err << "error: " << f->target.container << ": " << f->result.message() << "\n";
+      rc = kExitUnknown;
+    }
   }
-  std::ifstream in(pod_dir / chosen / (std::to_string(best) + ".log"), std::ios::binary);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  out << CriLogText(content, tail);
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace nodelet::ctl

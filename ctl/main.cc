@@ -82,15 +82,21 @@ int main(int argc, char** argv) {
 
   // `pods` and `pod NAME`: statuses straight from statusd (ctl/pods_command.h).
   nodelet::ctl::AddPodCommands(app, &o.run_dir, &rc);
-  std::string logs_pod, logs_container;
-  int logs_tail = -1;
-  auto* logs = app.add_subcommand("logs", "A pod's container log (the newest instance)");
-  logs->add_option("pod", logs_pod, "Pod name (NAME or NAMESPACE/NAME)")->required();
-  logs->add_option("-c,--container", logs_container, "Container (required when several)");
-  logs->add_option("--tail", logs_tail, "Only the last N lines");
-  logs->callback([&] {
-    rc = nodelet::ctl::RunLogs(o, logs_pod, logs_container, logs_tail, std::cout, std::cerr);
-  });
+  nodelet::ctl::LogsRequest logs_req;
+  auto* logs = app.add_subcommand(
+      "logs", "A pod's container log, as kubectl logs (exit 0; 4 unknown pod or container)");
+  logs->add_option("pod", logs_req.pod, "Pod name (NAME or NAMESPACE/NAME)")->required();
+  logs->add_option("-c,--container", logs_req.container, "Container (required when several)");
+  logs->add_flag("-f,--follow", logs_req.follow,
+                 "Keep printing what is appended (across rotations) until the container ends");
+  logs->add_flag("-p,--previous", logs_req.previous,
+                 "The previous instance of the container (before its last restart)");
+  logs->add_option("--since", logs_req.since, "Only lines newer than this duration (5s, 2m, 1h)");
+  logs->add_flag("--timestamps", logs_req.timestamps, "Prefix each line with its RFC3339 time");
+  logs->add_option("--tail", logs_req.tail, "Only the last N lines (-1: all)");
+  logs->add_flag("--all-containers", logs_req.all_containers,
+                 "Every container of the pod, init containers first");
+  logs->callback([&] { rc = nodelet::ctl::RunLogs(o, logs_req, std::cout, std::cerr); });
 
   // `volumes [POD]`: straight from volumed (ctl/volumes_command.h).
   nodelet::ctl::AddVolumesCommand(app, &o.run_dir, &rc);

@@ -335,6 +335,22 @@ void WriteJsonSeeds(const std::string& dir) {
 
 }  // namespace
 
+// Seeds for lib/logs' CRI log reader: an options byte, then a log file.
+void WriteCriLogSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string log =
+      "2024-05-01T12:00:00.1Z stdout F first line\n"
+      "2024-05-01T12:00:01.2Z stderr P part one, \n"
+      "2024-05-01T12:00:01.3Z stderr F part two\n"
+      "2024-05-01T12:00:02+02:00 stdout F\n"
+      "not cri\n"
+      "2024-05-01T12:00:03Z stdout P cut";
+  WriteText(dir + "/plain", std::string(1, '\0') + log);
+  WriteText(dir + "/tail-timestamps", std::string(1, static_cast<char>(0x23)) + log);
+  WriteText(dir + "/limit-since", std::string(1, static_cast<char>(0x4c)) + log);
+  WriteText(dir + "/duration", std::string(1, '\0') + "1h30m5.5s");
+}
+
 int main(int argc, char** argv) {
   using namespace nodelet::ipc;
   std::string dir = argc > 1 ? argv[1] : "fuzz/corpus";
@@ -399,5 +415,6 @@ int main(int argc, char** argv) {
   WriteStatusSeeds(dir + "/status");
   WriteUrlResponseSeeds(dir + "/url-response");
   WriteJsonSeeds(dir + "/manifest-json");
+  WriteCriLogSeeds(dir + "/cri-log");
   return 0;
 }

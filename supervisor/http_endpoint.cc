@@ -1,10 +1,15 @@
 #include "supervisor/http_endpoint.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <sstream>
 
+#include "lib/logs/cri_log.h"
+#include "lib/pod/names.h"
 #include "lib/status/pod_status_json.h"
 #include "lib/status/status_client.h"
 
@@ -68,7 +73,130 @@ uint64_t Get(const std::map<std::string, uint64_t>& m, const std::string& k) {
   return it == m.end() ? 0 : it->second;
 }
 
+status::StatusClientOptions StatusOptions() {
+  status::StatusClientOptions opts;
+  opts.sender = ipc::ServiceId::Supervisor;
+  opts.deadline = std::chrono::milliseconds(2000);
+  return opts;
+}
+
+// The kubelet's (Go's strconv.ParseBool) true values; an absent parameter is false.
+Result<bool> QueryBool(const std::map<std::string, std::string>& q, const std::string& key) {
+  auto it = q.find(key);
+  if (it == q.end()) return false;
+  const std::string& v = it->second;
+  if (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True") return true;
+  if (v == "0" || v == "f" || v == "F" || v == "false" || v == "FALSE" || v == "False")
+    return false;
+  return InvalidArgument("query parameter " + key + "=" + v + ": want true or false");
+}
+
+// A parameter that must be a number >= 0; -1 when absent.
+Result<int64_t> QueryCount(const std::map<std::string, std::string>& q, const std::string& key) {
+  auto it = q.find(key);
+  if (it == q.end()) return -1;
+  const std::string& v = it->second;
+  int64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n < 0) {
+    return InvalidArgument("query parameter " + key + "=" + v + ": want a number >= 0");
+  }
+  return n;
+}
+
+HttpReply TextReply(int status, const std::string& text) {
+  return HttpReply{status, "text/plain", text + "\n", nullptr};
+}
+
 }  // namespace
+
+HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
+  static const std::string kPrefix = "/containerLogs/";
+  // NAMESPACE/POD/CONTAINER: checked as Kubernetes names before any of it is near a path.
+  std::vector<std::string> parts;
+  std::string rest = request.path.substr(std::min(kPrefix.size(), request.path.size()));
+  for (size_t start = 0;;) {
+    size_t slash = rest.find('/', start);
+    parts.push_back(rest.substr(start, slash == std::string::npos ? slash : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 3) {
+    return TextReply(404, "want /containerLogs/NAMESPACE/POD/CONTAINER");
+  }
+  if (!pod::IsDns1123Label(parts[0]).empty())
+    return TextReply(400, "invalid namespace \"" + parts[0].substr(0, 64) + "\"");
+  if (!pod::IsDns1123Subdomain(parts[1]).empty())
+    return TextReply(400, "invalid pod name \"" + parts[1].substr(0, 64) + "\"");
+  if (!pod::IsDns1123Label(parts[2]).empty())
+    return TextReply(400, "invalid container name \"" + parts[2].substr(0, 64) + "\"");
+  auto follow = QueryBool(request.query, "follow");
+  auto previous = QueryBool(request.query, "previous");
+  auto timestamps = QueryBool(request.query, "timestamps");
+  auto tail = QueryCount(request.query, "tailLines");
+  auto since = QueryCount(request.query, "sinceSeconds");
+  auto limit = QueryCount(request.query, "limitBytes");
+  for (const Status* s : {&follow.status(), &previous.status(), &timestamps.status(),
+                          &tail.status(), &since.status(), &limit.status()}) {
+    if (!s->ok()) return TextReply(400, s->message());
+  }
+  logs::LogReadOptions read;
+  read.tail_lines = *tail;
+  read.timestamps = *timestamps;
+  read.limit_bytes = *limit;
+  if (*since > 0) {
+    read.since_unix_ns = clock_.WallNanos() - std::min<int64_t>(*since, 1LL << 32) * 1000000000;
+  }
+
+  // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
+  static thread_local std::unique_ptr<status::StatusClient> client;
+  if (!client) {
+    client = std::make_unique<status::StatusClient>(ctx_, run_dir_, StatusOptions());
+    if (!client->Connect().ok()) client.reset();
+  }
+  auto list =
+      client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+  if (!list.ok()) return TextReply(503, "statusd unavailable: " + list.status().message());
+  const std::string pods_dir = log_dir_ + "/pods";
+  auto pods_fd = std::make_shared<UniqueFd>(
+      open(pods_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!pods_fd->valid()) return TextReply(503, "no pod logs directory");
+  auto attempts = [&](const logs::LogTarget& t) {
+    auto dir = logs::OpenContainerLogDir(pods_fd->get(), t);
+    return dir.ok() ? logs::ListLogAttempts(dir->get()) : std::vector<int>{};
+  };
+  auto target =
+      logs::ResolveLogTarget(list->records, parts[0], parts[1], parts[2], *previous, attempts);
+  if (!target.ok()) {
+    const int code = target.status().code() == StatusCode::kNotFound ? 404 : 400;
+    return TextReply(code, target.status().message());
+  }
+  auto dir = logs::OpenContainerLogDir(pods_fd->get(), *target);
+  if (!dir.ok()) return TextReply(404, dir.status().message());
+  auto dir_fd = std::make_shared<UniqueFd>(std::move(*dir));
+  HttpReply reply{200, "text/plain", "", nullptr};
+  reply.stream = [this, dir_fd, target = *target, read, follow = *follow](HttpStream& out) {
+    auto sink = [&out](std::string_view text) { return out.Write(text); };
+    if (!follow) {
+      (void)logs::ReadCriLog(dir_fd->get(), target.file, read, sink);
+      return;
+    }
+    // This stream's own statusd client: it asks once a second whether the instance runs.
+    status::StatusClient statusd(ctx_, run_dir_, StatusOptions());
+    const bool connected = statusd.Connect().ok();
+    logs::FollowOptions fo;
+    fo.clock = &clock_;
+    fo.cancel_fd = out.client_fd();
+    fo.ended = [&] {
+      if (out.stopping()) return true;
+      if (!connected) return target.running_container_id.empty();
+      auto now = statusd.ListPodStatuses();
+      return now.ok() && logs::InstanceEnded(now->records, target);
+    };
+    (void)logs::FollowCriLog(dir_fd->get(), target.file, read, fo, sink);
+  };
+  return reply;
+}
 
 std::string RenderMetrics(const HttpSnapshot& s) {
   std::ostringstream out;
@@ -231,12 +359,13 @@ std::string RenderMetrics(const HttpSnapshot& s) {
 
 HttpEndpoint::HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir,
                            std::string address, const NodeView* node,
-                           HttpServerOptions server_options)
+                           HttpServerOptions server_options, std::string log_dir)
     : ctx_(ctx),
       clock_(clock),
       run_dir_(std::move(run_dir)),
       address_(std::move(address)),
       node_(node),
+      log_dir_(std::move(log_dir)),
       server_options_(server_options) {}
 
 HttpEndpoint::~HttpEndpoint() {
@@ -285,10 +414,7 @@ Status HttpEndpoint::Start() {
     // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
     static thread_local std::unique_ptr<status::StatusClient> client;
     if (!client) {
-      status::StatusClientOptions opts;
-      opts.sender = ipc::ServiceId::Supervisor;
-      opts.deadline = std::chrono::milliseconds(2000);
-      client = std::make_unique<status::StatusClient>(ctx_, run_dir_, opts);
+      client = std::make_unique<status::StatusClient>(ctx_, run_dir_, StatusOptions());
       if (!client->Connect().ok()) client.reset();
     }
     auto list =
@@ -298,6 +424,10 @@ Status HttpEndpoint::Start() {
     }
     return HttpReply{200, "application/json", status::PodListToJson(list->records).dump(2)};
   });
+  if (!log_dir_.empty()) {
+    server_->GetPrefix("/containerLogs/",
+                       [this](const HttpRequest& request) { return ContainerLogs(request); });
+  }
   auto bound = server_->Listen(host, port);
   if (!bound.ok()) {
     server_.reset();

@@ -2,7 +2,10 @@
 // 127.0.0.1:10255): /healthz (200 when every service is RUNNING, 503 otherwise, one line per
 // service), /pods (a v1 PodList from statusd), /node (the v1 Node), /metrics (Prometheus text: the
 // kubelet's metric names where it has them, from the services' heartbeat counters, and nodelet's
-// own).
+// own); with a `log_dir` (`--enable-debugging-handlers`, off by default as the kubelet's
+// read-only port has no logs), /containerLogs/NAMESPACE/POD/CONTAINER (the kubelet's route and
+// query parameters: follow, previous, tailLines, timestamps, sinceSeconds, limitBytes; a follow
+// is streamed until the container ends or the client goes away).
 //
 // It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, a deadline
 // per request and a cap on connections, so idle or slow clients cannot hold /healthz back); the
@@ -40,10 +43,13 @@ std::string RenderMetrics(const HttpSnapshot& s);
 class HttpEndpoint {
  public:
   HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir, std::string address,
-               const NodeView* node = nullptr, HttpServerOptions server_options = {});
+               const NodeView* node = nullptr, HttpServerOptions server_options = {},
+               std::string log_dir = "");
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
   Status Start();
+  // /containerLogs/NAMESPACE/POD/CONTAINER (exposed for tests).
+  HttpReply ContainerLogs(const HttpRequest& request);
   void Update(HttpSnapshot snapshot);
   int port() const { return port_; }
 
@@ -53,6 +59,7 @@ class HttpEndpoint {
   std::string run_dir_;
   std::string address_;
   const NodeView* node_ = nullptr;
+  std::string log_dir_;  // "": no /containerLogs
   int port_ = 0;
   std::mutex mu_;
   HttpSnapshot snapshot_;

@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <string_view>
 
 namespace nodelet::supervisor {
 namespace {
@@ -32,7 +35,7 @@ const char* Reason(int status) {
   return "Status";
 }
 
-void SendAll(const Clock& clock, int fd, const std::string& data, MonoTime deadline) {
+bool SendAll(const Clock& clock, int fd, std::string_view data, MonoTime deadline) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -43,14 +46,93 @@ void SendAll(const Clock& clock, int fd, const std::string& data, MonoTime deadl
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.Now());
-      if (left.count() <= 0) return;
+      if (left.count() <= 0) return false;
       pollfd p{fd, POLLOUT, 0};
-      if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) return;
+      if (poll(&p, 1, static_cast<int>(left.count()) + 1) < 0 && errno != EINTR) return false;
       continue;
     }
-    return;
+    return false;
   }
+  return true;
 }
+
+int FromHex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string Unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && FromHex(s[i + 1]) >= 0 &&
+               FromHex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(FromHex(s[i + 1]) * 16 + FromHex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseQuery(std::string_view q) {
+  std::map<std::string, std::string> out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string key = Unescape(pair.substr(0, eq));
+    std::string value = eq == std::string_view::npos ? "" : Unescape(pair.substr(eq + 1));
+    out.emplace(std::move(key), std::move(value));  // the first of repeated keys wins
+  }
+  return out;
+}
+
+std::string Head(const HttpReply& reply, const std::string& framing) {
+  return "HTTP/1.1 " + std::to_string(reply.status) + " " + Reason(reply.status) +
+         "\r\nContent-Type: " + reply.content_type + "\r\n" + framing + "Connection: close\r\n\r\n";
+}
+
+class ChunkedStream : public HttpStream {
+ public:
+  ChunkedStream(const Clock& clock, int fd, bool chunked, std::chrono::milliseconds deadline,
+                const std::atomic<bool>& stopping)
+      : clock_(clock), fd_(fd), chunked_(chunked), deadline_(deadline), stopping_(stopping) {}
+  bool Write(std::string_view data) override {
+    if (failed_) return false;
+    if (data.empty()) return true;
+    std::string out;
+    if (chunked_) {
+      char size[32];
+      snprintf(size, sizeof size, "%zx\r\n", data.size());
+      out = size;
+      out.append(data);
+      out += "\r\n";
+      data = out;
+    }
+    if (!SendAll(clock_, fd_, data, clock_.Now() + deadline_)) failed_ = true;
+    return !failed_;
+  }
+  void End() {
+    if (chunked_ && !failed_) SendAll(clock_, fd_, "0\r\n\r\n", clock_.Now() + deadline_);
+  }
+  int client_fd() const override { return fd_; }
+  bool stopping() const override { return stopping_.load(); }
+
+ private:
+  const Clock& clock_;
+  int fd_;
+  bool chunked_;
+  std::chrono::milliseconds deadline_;
+  const std::atomic<bool>& stopping_;
+  bool failed_ = false;
+};
 
 }  // namespace
 
@@ -61,6 +143,54 @@ HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Get(const std::string& path, Handler handler) {
   handlers_[path] = std::move(handler);
+}
+
+void HttpServer::GetPrefix(const std::string& prefix, RequestHandler handler) {
+  prefix_handlers_[prefix] = std::move(handler);
+}
+
+size_t HttpServer::active_streams() const {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  size_t n = 0;
+  for (const auto& s : streams_) n += s.done->load() ? 0 : 1;
+  return n;
+}
+
+void HttpServer::ReapStreams(bool all) {
+  std::vector<StreamThread> ended;
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      if (all || it->done->load()) {
+        ended.push_back(std::move(*it));
+        it = streams_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& s : ended) s.thread.join();
+}
+
+bool HttpServer::StartStream(int fd, bool http10, bool head, HttpReply reply) {
+  ReapStreams(false);
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  if (streams_.size() >= options_.max_streams || stopping_) return false;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([this, fd, http10, head, done, reply = std::move(reply)] {
+    const bool chunked = !http10;
+    std::string head_text = Head(reply, chunked ? "Transfer-Encoding: chunked\r\n" : "");
+    if (SendAll(clock_, fd, head_text, clock_.Now() + options_.write_deadline) && !head) {
+      ChunkedStream stream(clock_, fd, chunked, options_.write_deadline, stopping_);
+      reply.stream(stream);
+      stream.End();
+    }
+    done->store(true);  // before the close the client sees: the slot is free by then
+    shutdown(fd, SHUT_WR);
+    CloseConn(fd);
+  });
+  streams_.push_back({std::move(t), std::move(done)});
+  return true;
 }
 
 Result<int> HttpServer::Listen(const std::string& host, int port) {
@@ -112,6 +242,7 @@ void HttpServer::Stop() {
   if (event_thread_.joinable()) event_thread_.join();
   for (auto& t : workers_) t.join();
   workers_.clear();
+  ReapStreams(true);
   for (auto& job : jobs_) CloseConn(job.fd);
   jobs_.clear();
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -187,7 +318,11 @@ void HttpServer::EventLoop() {
         job.method = line.substr(0, sp1);
         job.path =
             line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
-        job.path = job.path.substr(0, job.path.find('?'));
+        if (auto q = job.path.find('?'); q != std::string::npos) {
+          job.query = job.path.substr(q + 1);
+          job.path.resize(q);
+        }
+        job.http10 = sp2 != std::string::npos && line.compare(sp2 + 1, 8, "HTTP/1.0") == 0;
       }
       conns.erase(it);
       {
@@ -228,18 +363,33 @@ void HttpServer::Serve(const Job& job) {
   HttpReply reply;
   const bool head = job.method == "HEAD";
   if (job.method.empty() || job.path.empty() || job.path[0] != '/') {
-    reply = {400, "text/plain", "bad request\n"};
+    reply = {400, "text/plain", "bad request\n", nullptr};
   } else if (job.method != "GET" && !head) {
-    reply = {405, "text/plain", "method not allowed\n"};
-  } else if (auto h = handlers_.find(job.path); h == handlers_.end()) {
-    reply = {404, "text/plain", "not found\n"};
-  } else {
+    reply = {405, "text/plain", "method not allowed\n", nullptr};
+  } else if (auto h = handlers_.find(job.path); h != handlers_.end()) {
     reply = h->second();
+  } else {
+    // The longest prefix that matches.
+    const RequestHandler* handler = nullptr;
+    size_t longest = 0;
+    for (const auto& [prefix, fn] : prefix_handlers_) {
+      if (job.path.rfind(prefix, 0) == 0 && prefix.size() >= longest) {
+        handler = &fn;
+        longest = prefix.size();
+      }
+    }
+    if (handler == nullptr) {
+      reply = {404, "text/plain", "not found\n", nullptr};
+    } else {
+      HttpRequest request{job.method, job.path, ParseQuery(job.query), job.http10};
+      reply = (*handler)(request);
+    }
   }
-  std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " " + Reason(reply.status) +
-                    "\r\nContent-Type: " + reply.content_type +
-                    "\r\nContent-Length: " + std::to_string(reply.body.size()) +
-                    "\r\nConnection: close\r\n\r\n";
+  if (reply.stream) {
+    if (StartStream(job.fd, job.http10, head, std::move(reply))) return;
+    reply = {503, "text/plain", "too many streams\n", nullptr};
+  }
+  std::string out = Head(reply, "Content-Length: " + std::to_string(reply.body.size()) + "\r\n");
   if (!head) out += reply.body;
   SendAll(clock_, job.fd, out, clock_.Now() + options_.write_deadline);
   shutdown(job.fd, SHUT_WR);

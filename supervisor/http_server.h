@@ -7,8 +7,14 @@
 //     within `request_deadline` of the accept, or the connection is closed;
 //   - at most `max_connections` are open; one over the cap is closed at once;
 //   - complete requests go to a small pool of `workers`, which run the handler and write the
-//     response under `write_deadline`; every response closes its connection.
-// Only GET and HEAD are served; the query string is ignored.
+//     response under `write_deadline`; every response closes its connection;
+//   - a reply that streams (HttpReply::stream: a followed container log) is written from a
+//     thread of its own, at most `max_streams` at once (503 beyond), so that streams never hold
+//     the workers; each write has `write_deadline`, and Stop() tells the streams to end
+//     (HttpStream::stopping) and joins them. HTTP/1.1 clients get it chunked, HTTP/1.0 clients
+//     until the connection closes.
+// Only GET and HEAD are served. Handlers are found by the exact path, else by the longest
+// registered prefix (GetPrefix); the query string is split into parameters.
 #pragma once
 
 #include <atomic>
@@ -17,8 +23,10 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,17 +42,42 @@ struct HttpServerOptions {
   size_t max_connections = 256;
   std::chrono::milliseconds request_deadline{5000};
   std::chrono::milliseconds write_deadline{5000};
+
+  size_t max_streams = 8;
+};
+
+struct HttpRequest {
+  std::string method;
+  std::string path;                          // without the query, not decoded
+  std::map<std::string, std::string> query;  // decoded (%XX, '+')
+  bool http10 = false;
+};
+
+// The writer of a streamed reply, on the stream's own thread.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // Sends `data` (a chunk); false when the client is gone or too slow (write deadline).
+  virtual bool Write(std::string_view data) = 0;
+  // The client's socket, to notice that it went away (poll for POLLRDHUP); never read or write it.
+  virtual int client_fd() const = 0;
+  // True once the server stops: end the stream.
+  virtual bool stopping() const = 0;
 };
 
 struct HttpReply {
   int status = 200;
   std::string content_type = "text/plain";
   std::string body;
+  // When set, the body is ignored: after the head, this runs on a stream thread and writes the
+  // body through HttpStream; the reply ends when it returns.
+  std::function<void(HttpStream&)> stream;
 };
 
 class HttpServer {
  public:
   using Handler = std::function<HttpReply()>;
+  using RequestHandler = std::function<HttpReply(const HttpRequest&)>;
   // `clock` measures the request and write deadlines.
   explicit HttpServer(const Clock& clock, HttpServerOptions options = {});
   ~HttpServer();
@@ -53,6 +86,9 @@ class HttpServer {
 
   // Before Listen: the handler of GET/HEAD `path`.
   void Get(const std::string& path, Handler handler);
+  // Before Listen: the handler of every GET/HEAD path that starts with `prefix` (and of no path
+  // that has an exact handler).
+  void GetPrefix(const std::string& prefix, RequestHandler handler);
   // Binds HOST:PORT (port 0: any free port) and starts the threads; returns the port.
   Result<int> Listen(const std::string& host, int port);
   void Stop();
@@ -61,6 +97,7 @@ class HttpServer {
   size_t open_connections() const { return open_.load(); }
   uint64_t refused() const { return refused_.load(); }
   uint64_t timed_out() const { return timed_out_.load(); }
+  size_t active_streams() const;
 
  private:
   struct Conn {
@@ -70,16 +107,25 @@ class HttpServer {
   };
   struct Job {
     int fd = -1;
-    std::string method, path;
+    std::string method, path, query;
+    bool http10 = false;
+  };
+  struct StreamThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
   };
   void EventLoop();
   void WorkerLoop();
   void Serve(const Job& job);
   void CloseConn(int fd);
+  // Starts `reply.stream` on a thread of its own (false: too many streams).
+  bool StartStream(int fd, bool http10, bool head, HttpReply reply);
+  void ReapStreams(bool all);
 
   const Clock& clock_;
   HttpServerOptions options_;
   std::map<std::string, Handler> handlers_;
+  std::map<std::string, RequestHandler> prefix_handlers_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
@@ -90,6 +136,8 @@ class HttpServer {
   std::deque<Job> jobs_;
   std::thread event_thread_;
   std::vector<std::thread> workers_;
+  mutable std::mutex streams_mu_;
+  std::vector<StreamThread> streams_;
 };
 
 }  // namespace nodelet::supervisor

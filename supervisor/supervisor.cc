@@ -179,13 +179,16 @@ class Supervisor::Impl {
 
     if (!options_.http_address.empty()) {
       http_ = std::make_unique<HttpEndpoint>(*ctx_, clock_, c.run_dir, options_.http_address,
-                                             node_.get());
+                                             node_.get(), HttpServerOptions{},
+                                             options_.enable_debugging_handlers ? c.log_dir : "");
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http_->Start(); !s.ok()) {
         log_->error("HTTP endpoint disabled: {}", s.message());
         http_.reset();
       } else {
-        log_->info("HTTP endpoint on {} (/healthz, /pods, /metrics)", options_.http_address);
+        log_->info("HTTP endpoint on {} (/healthz, /pods, /node, /metrics{})",
+                   options_.http_address,
+                   options_.enable_debugging_handlers ? ", /containerLogs" : "");
       }
     }
     return Status::Ok();

@@ -170,6 +170,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--http-address", o->http_address,
                  "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
       ->capture_default_str();
+  app.add_flag("--enable-debugging-handlers", o->enable_debugging_handlers,
+               "Serve /containerLogs/NAMESPACE/POD/CONTAINER on --http-address (default off: "
+               "the port has no authentication)");
   std::string mode(SupervisorModeName(o->mode));
   app.add_option("--mode", mode,
                  "standalone (spawn the services) or systemd (each service is a systemd unit; "

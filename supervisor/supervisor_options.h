@@ -54,6 +54,10 @@ struct SupervisorOptions {
   std::vector<std::string> allowed_unsafe_sysctls;
   // The HTTP endpoint (/healthz, /pods, /metrics); empty: none.
   std::string http_address = "127.0.0.1:10255";
+  // --enable-debugging-handlers: /containerLogs on the HTTP endpoint. The kubelet's switch of
+  // the same name defaults to true but its read-only port never serves logs; here the one port
+  // is unauthenticated, so the default is false.
+  bool enable_debugging_handlers = false;
   // The pods' DNS (passed to podworkerd): --cluster-dns (IPs), --cluster-domain, --resolv-conf
   // ("" means none, as the kubelet's).
   std::vector<std::string> cluster_dns;

@@ -161,5 +161,68 @@ TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
   EXPECT_EQ(head.find("ok\n"), std::string::npos) << "HEAD has no body";
 }
 
+TEST(HttpServerTest, PrefixRoutesGetThePathAndTheDecodedQuery) {
+  HttpServer server(RealClock::Get());
+  server.Get("/p/exact", [] { return HttpReply{200, "text/plain", "exact\n", nullptr}; });
+  server.GetPrefix("/p/", [](const HttpRequest& r) {
+    std::string body = r.path;
+    for (const auto& [k, v] : r.query) body += " " + k + "=" + v;
+    return HttpReply{200, "text/plain", body + (r.http10 ? " 1.0" : "") + "\n", nullptr};
+  });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::string a = Ask(*port, "GET /p/x/y?follow=true&tailLines=5&n=a%20b+c&flag HTTP/1.1\r\n\r\n");
+  EXPECT_NE(a.find("\r\n\r\n/p/x/y flag= follow=true n=a b c tailLines=5\n"), std::string::npos)
+      << a;
+  a = Ask(*port, "GET /p/exact HTTP/1.0\r\n\r\n");
+  EXPECT_NE(a.find("exact\n"), std::string::npos) << a;
+  a = Ask(*port, "GET /p/z HTTP/1.0\r\n\r\n");
+  EXPECT_NE(a.find("/p/z 1.0\n"), std::string::npos) << a;
+  EXPECT_EQ(Ask(*port, "GET /q HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 ", 0), 0u);
+}
+
+TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
+  HttpServerOptions opts;
+  opts.workers = 1;
+  opts.max_streams = 1;
+  HttpServer server(RealClock::Get(), opts);
+  std::atomic<bool> release{false};
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n", nullptr}; });
+  server.GetPrefix("/stream", [&](const HttpRequest&) {
+    HttpReply r{200, "text/plain", "", nullptr};
+    r.stream = [&](HttpStream& out) {
+      out.Write("first\n");
+      const auto end = Clock::now() + 5s;
+      while (!release && !out.stopping() && Clock::now() < end) std::this_thread::sleep_for(10ms);
+      out.Write("second\n");
+    };
+    return r;
+  });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::string streamed;
+  std::thread reader([&] { streamed = Ask(*port, "GET /stream HTTP/1.1\r\n\r\n", 10s); });
+  // While it streams, the one worker answers, and a second stream is refused.
+  const auto end = Clock::now() + 5s;
+  while (server.active_streams() == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_NE(Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s).find("ok\n"), std::string::npos);
+  EXPECT_EQ(Ask(*port, "GET /stream HTTP/1.1\r\n\r\n", 2s).rfind("HTTP/1.1 503 ", 0), 0u);
+  release = true;
+  reader.join();
+  EXPECT_EQ(streamed.rfind("HTTP/1.1 200 ", 0), 0u) << streamed;
+  EXPECT_NE(streamed.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("\r\n\r\n6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"), std::string::npos)
+      << streamed;
+  // HTTP/1.0: the body as it is, until the connection closes; Stop ends a stream at once.
+  release = false;
+  std::thread old([&] { streamed = Ask(*port, "GET /stream HTTP/1.0\r\n\r\n", 10s); });
+  const auto end2 = Clock::now() + 5s;
+  while (server.active_streams() == 0 && Clock::now() < end2) std::this_thread::sleep_for(10ms);
+  server.Stop();
+  old.join();
+  EXPECT_NE(streamed.find("\r\n\r\nfirst\nsecond\n"), std::string::npos) << streamed;
+  EXPECT_EQ(streamed.find("Transfer-Encoding"), std::string::npos) << streamed;
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
