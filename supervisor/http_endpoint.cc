@@ -110,6 +110,16 @@ HttpReply TextReply(int status, const std::string& text) {
 
 }  // namespace
 
+Result<status::PodStatusList> HttpEndpoint::ListPodStatuses() {
+  // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
+  static thread_local std::unique_ptr<status::StatusClient> client;
+  if (!client) {
+    client = std::make_unique<status::StatusClient>(ctx_, run_dir_, StatusOptions());
+    if (!client->Connect().ok()) client.reset();
+  }
+  return client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+}
+
 HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
   static const std::string kPrefix = "/containerLogs/";
   // NAMESPACE/POD/CONTAINER: checked as Kubernetes names before any of it is near a path.
@@ -148,14 +158,7 @@ HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
     read.since_unix_ns = clock_.WallNanos() - std::min<int64_t>(*since, 1LL << 32) * 1000000000;
   }
 
-  // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
-  static thread_local std::unique_ptr<status::StatusClient> client;
-  if (!client) {
-    client = std::make_unique<status::StatusClient>(ctx_, run_dir_, StatusOptions());
-    if (!client->Connect().ok()) client.reset();
-  }
-  auto list =
-      client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+  auto list = ListPodStatuses();
   if (!list.ok()) return TextReply(503, "statusd unavailable: " + list.status().message());
   const std::string pods_dir = log_dir_ + "/pods";
   auto pods_fd = std::make_shared<UniqueFd>(
@@ -411,14 +414,7 @@ Status HttpEndpoint::Start() {
     return HttpReply{200, "application/json", node_->NodeJson()};
   });
   server_->Get("/pods", [this] {
-    // One statusd client per worker thread (a ZeroMQ socket belongs to one thread).
-    static thread_local std::unique_ptr<status::StatusClient> client;
-    if (!client) {
-      client = std::make_unique<status::StatusClient>(ctx_, run_dir_, StatusOptions());
-      if (!client->Connect().ok()) client.reset();
-    }
-    auto list =
-        client ? client->ListPodStatuses() : Result<status::PodStatusList>(Unavailable("statusd"));
+    auto list = ListPodStatuses();
     if (!list.ok()) {
       return HttpReply{503, "text/plain", "statusd unavailable: " + list.status().message() + "\n"};
     }

@@ -21,6 +21,7 @@
 
 #include "lib/common/status.h"
 #include "lib/ipc/sockets.h"
+#include "lib/status/status_client.h"
 #include "supervisor/http_server.h"
 #include "supervisor/service_control.h"
 
@@ -54,6 +55,9 @@ class HttpEndpoint {
   int port() const { return port_; }
 
  private:
+  // Every pod status from statusd, through this thread's client.
+  Result<status::PodStatusList> ListPodStatuses();
+
   ipc::Context& ctx_;
   const Clock& clock_;
   std::string run_dir_;

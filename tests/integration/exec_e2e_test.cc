@@ -34,17 +34,6 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-std::string PodYaml(const std::string& name, const std::string& command,
-                    const std::string& spec_extra = "", const std::string& container_extra = "") {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  terminationGracePeriodSeconds: 2\n" + spec_extra +
-         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
-         command + "\"]\n" + container_extra;
-}
-
-constexpr char kSleep[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
-
 // A child with its stdin, stdout and stderr on pipes (or all three on a pty), ended by pid.
 class Child {
  public:
@@ -179,8 +168,8 @@ class ExecE2eTest : public NodeletTest {
 };
 
 TEST_F(ExecE2eTest, ExecPassesStreamsAndExitCodeAndOutlivesPodworkerd) {
-  Write("box.yaml", PodYaml("box", kSleep));
-  Write("done.yaml", PodYaml("done", "echo bye", "  restartPolicy: Never\n"));
+  Write("box.yaml", BusyboxPodYaml("box", kSleepUntilTerm));
+  Write("done.yaml", BusyboxPodYaml("done", "echo bye", "  restartPolicy: Never\n"));
   StartNodelet();
   ASSERT_TRUE(WaitRunning("box-node1", 60s));
   ASSERT_TRUE(WaitFor(
@@ -248,9 +237,9 @@ TEST_F(ExecE2eTest, ExecPassesStreamsAndExitCodeAndOutlivesPodworkerd) {
 }
 
 TEST_F(ExecE2eTest, ExecInATerminalFollowsResizesAndAttachPassesStdin) {
-  Write("box.yaml", PodYaml("box", kSleep));
-  Write("reader.yaml",
-        PodYaml("reader", "read l; echo got:$l", "  restartPolicy: Never\n", "    stdin: true\n"));
+  Write("box.yaml", BusyboxPodYaml("box", kSleepUntilTerm));
+  Write("reader.yaml", BusyboxPodYaml("reader", "read l; echo got:$l", "  restartPolicy: Never\n",
+                                      "    stdin: true\n"));
   StartNodelet();
   ASSERT_TRUE(WaitRunning("box-node1", 60s));
   ASSERT_TRUE(WaitRunning("reader-node1", 60s));
@@ -286,9 +275,9 @@ TEST_F(ExecE2eTest, ExecInATerminalFollowsResizesAndAttachPassesStdin) {
 }
 
 TEST_F(ExecE2eTest, PortForwardCarriesConnectionsToThePod) {
-  Write("web.yaml", PodYaml("web",
-                            "mkdir -p /www; echo hello-through-forward > /www/index.html; "
-                            "exec httpd -f -p 8080 -h /www"));
+  Write("web.yaml", BusyboxPodYaml("web",
+                                   "mkdir -p /www; echo hello-through-forward > /www/index.html; "
+                                   "exec httpd -f -p 8080 -h /www"));
   StartNodelet();
   ASSERT_TRUE(WaitRunning("web-node1", 60s));
   auto refused = RunCommand(Ctl({"port-forward", "ghost", ":80"}), 20s);

@@ -36,18 +36,6 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// A busybox pod; `spec_extra` goes under spec, `container_extra` under the container.
-std::string PodYaml(const std::string& name, const std::string& command,
-                    const std::string& spec_extra = "", const std::string& container_extra = "") {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  terminationGracePeriodSeconds: 2\n" + spec_extra +
-         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
-         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
-         command + "\"]\n" + container_extra;
-}
-
-constexpr char kSleep[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
-
 // True when `ip` is inside `cidr` (IPv4).
 bool InSubnet(const std::string& ip, const std::string& cidr) {
   auto slash = cidr.find('/');
@@ -127,13 +115,13 @@ class NetworkE2eTest : public NodeletTest {
 // are removed, no IP stays allocated.
 TEST_F(NetworkE2eTest, PodsReachEachOtherByIpAndAHostPortAnswersOnTheHost) {
   const int host_port = FreeLoopbackPort();
-  Write("server.yaml", PodYaml("server",
-                               "mkdir -p /www; echo hello-from-server > /www/index.html; "
-                               "exec httpd -f -p 8080 -h /www",
-                               "",
-                               "    ports:\n    - {containerPort: 8080, hostPort: " +
-                                   std::to_string(host_port) + "}\n"));
-  Write("client.yaml", PodYaml("client", kSleep));
+  Write("server.yaml", BusyboxPodYaml("server",
+                                      "mkdir -p /www; echo hello-from-server > /www/index.html; "
+                                      "exec httpd -f -p 8080 -h /www",
+                                      "",
+                                      "    ports:\n    - {containerPort: 8080, hostPort: " +
+                                          std::to_string(host_port) + "}\n"));
+  Write("client.yaml", BusyboxPodYaml("client", kSleepUntilTerm));
   StartNodelet();
   auto server = WaitPod("server-node1", Running, 60s);
   auto client = WaitPod("client-node1", Running, 60s);
@@ -193,17 +181,19 @@ TEST_F(NetworkE2eTest, ResolvConfHostsAndHostnameFollowTheSpec) {
   const std::string resolv = dir_.Sub("resolv.conf");
   std::ofstream(resolv) << "# the node's resolver\nnameserver 198.19.255.99\nsearch host.test\n";
   Write("cluster.yaml",
-        PodYaml("cluster", kSleep,
-                "  hostname: web\n  subdomain: sub\n"
-                "  hostAliases:\n  - ip: 198.19.255.10\n    hostnames: [alias.one, alias.two]\n"
-                "  dnsConfig:\n    nameservers: [198.19.255.54]\n    searches: [extra.test]\n"
-                "    options:\n    - {name: ndots, value: \"2\"}\n    - {name: edns0}\n"));
-  Write("none.yaml", PodYaml("none", kSleep,
-                             "  hostNetwork: true\n  dnsPolicy: None\n"
-                             "  hostAliases:\n  - ip: 198.19.255.11\n    hostnames: [on.host]\n"
-                             "  dnsConfig:\n    nameservers: [198.19.255.55]\n"
-                             "    searches: [only.test]\n"));
-  Write("default.yaml", PodYaml("default", kSleep, "  dnsPolicy: Default\n"));
+        BusyboxPodYaml(
+            "cluster", kSleepUntilTerm,
+            "  hostname: web\n  subdomain: sub\n"
+            "  hostAliases:\n  - ip: 198.19.255.10\n    hostnames: [alias.one, alias.two]\n"
+            "  dnsConfig:\n    nameservers: [198.19.255.54]\n    searches: [extra.test]\n"
+            "    options:\n    - {name: ndots, value: \"2\"}\n    - {name: edns0}\n"));
+  Write("none.yaml",
+        BusyboxPodYaml("none", kSleepUntilTerm,
+                       "  hostNetwork: true\n  dnsPolicy: None\n"
+                       "  hostAliases:\n  - ip: 198.19.255.11\n    hostnames: [on.host]\n"
+                       "  dnsConfig:\n    nameservers: [198.19.255.55]\n"
+                       "    searches: [only.test]\n"));
+  Write("default.yaml", BusyboxPodYaml("default", kSleepUntilTerm, "  dnsPolicy: Default\n"));
   StartNodelet({"--cluster-dns", "198.19.255.53", "--cluster-domain", "cluster.test",
                 "--resolv-conf", resolv});
   auto cluster = WaitPod("cluster-node1", Running, 60s);
@@ -258,8 +248,8 @@ TEST_F(NetworkE2eTest, WithoutTheNetworkOnlyHostNetworkPodsRunAndTheNodeSaysWhy)
   ASSERT_FALSE(conf.empty());
   std::filesystem::remove(ConfFile());
   ASSERT_TRUE(WaitNetworkReady(false, 20s)) << "containerd kept its CNI configuration";
-  Write("host.yaml", PodYaml("host", kSleep, "  hostNetwork: true\n"));
-  Write("net.yaml", PodYaml("net", kSleep));
+  Write("host.yaml", BusyboxPodYaml("host", kSleepUntilTerm, "  hostNetwork: true\n"));
+  Write("net.yaml", BusyboxPodYaml("net", kSleepUntilTerm));
   StartNodelet();
   ASSERT_TRUE(Running(WaitPod("host-node1", Running, 60s)));
   auto net = WaitPod(
@@ -316,7 +306,7 @@ TEST_F(NetworkE2eTest, ACniErrorIsShownAndTheSandboxRetriedUntilTheConfigIsFixed
       },
       20s))
       << "containerd did not load the broken configuration";
-  Write("net.yaml", PodYaml("net", kSleep));
+  Write("net.yaml", BusyboxPodYaml("net", kSleepUntilTerm));
   StartNodelet();
   auto net = WaitPod(
       "net-node1",

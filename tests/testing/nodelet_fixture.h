@@ -25,6 +25,21 @@
 
 namespace nodelet::testing {
 
+// A busybox pod (the test image, never pulled) running `sh -c command` in container `app`;
+// `spec_extra` goes under spec, `container_extra` under the container (YAML, indented).
+inline std::string BusyboxPodYaml(const std::string& name, const std::string& command,
+                                  const std::string& spec_extra = "",
+                                  const std::string& container_extra = "") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  terminationGracePeriodSeconds: 2\n" + spec_extra +
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
+         command + "\"]\n" + container_extra;
+}
+
+// A command that runs until SIGTERM, then exits 0.
+inline constexpr char kSleepUntilTerm[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
 class NodeletTest : public ::testing::Test {
  protected:
   void SetUp() override {
