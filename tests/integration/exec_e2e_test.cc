@@ -2,11 +2,12 @@
 // containerd, sessions over containerd's streaming server (WebSocket, v4.channel.k8s.io):
 // - exec passes stdin, stdout, stderr and the exit code through; a command that does not exist
 //   exits 127; an unknown pod exits 4, a container that is not running 1; a session goes on
-//   while podworkerd is killed and restarted, a second session works meanwhile, and the
-//   container is never touched;
+//   while podworkerd is killed and restarted (a second session works meanwhile) and while the
+//   supervisor and all services are killed, and the container is never touched;
 // - exec -t runs in a terminal whose size follows the local one (a pty in the test);
 // - attach passes stdin to a container that reads it and ends when the container does;
-// - port-forward carries two connections to busybox httpd in the pod.
+// - port-forward carries two connections to busybox httpd in the pod;
+// - `pods -w` prints a row when a pod appears, and AGE is known.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -228,6 +229,19 @@ TEST_F(ExecE2eTest, ExecPassesStreamsAndExitCodeAndOutlivesPodworkerd) {
   EXPECT_EQ(second.output, "second\n");
   session.Write("three\n");
   EXPECT_TRUE(session.ReadUntil("echo:three\n", 20s)) << session.out << session.err;
+  // The supervisor and every service killed: the session still goes on; once nodelet is back,
+  // new sessions work again.
+  ASSERT_TRUE(KillSupervisorAndServices());
+  session.Write("four\n");
+  EXPECT_TRUE(session.ReadUntil("echo:four\n", 20s)) << session.out << session.err;
+  StartNodelet();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        second = RunCommand(Ctl({"exec", "box-node1", "--", "echo", "third"}), 20s);
+        return second.exit_code == 0;
+      },
+      60s))
+      << second.output;
   // v4.channel.k8s.io cannot pass the end of stdin: nodeletctl is ended by a signal, and the
   // exec'd loop with it; the container stays.
   kill(session.pid(), SIGTERM);
@@ -306,6 +320,28 @@ TEST_F(ExecE2eTest, PortForwardCarriesConnectionsToThePod) {
       << forward.err;
   kill(forward.pid(), SIGTERM);
   EXPECT_EQ(forward.Wait(20s), 0) << forward.err;
+}
+
+TEST_F(ExecE2eTest, PodsWatchPrintsARowPerChangeAndAgeIsKnown) {
+  Write("box.yaml", BusyboxPodYaml("box", kSleepUntilTerm));
+  StartNodelet();
+  ASSERT_TRUE(WaitRunning("box-node1", 60s));
+  auto table = RunCommand(Ctl({"pods"}), 10s);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("box-node1"));
+  EXPECT_THAT(table.output, ::testing::Not(HasSubstr("<unknown>")));
+  auto wide = RunCommand(Ctl({"pods", "-o", "wide"}), 10s);
+  EXPECT_THAT(wide.output, HasSubstr("IP"));
+  EXPECT_THAT(wide.output, HasSubstr("   node1   BestEffort"));
+
+  Child watch(Ctl({"pods", "-w"}));
+  ASSERT_TRUE(watch.ReadUntil("box-node1", 10s)) << watch.out << watch.err;
+  Write("late.yaml", BusyboxPodYaml("late", kSleepUntilTerm));
+  // Pending first, then Running: a row for each change.
+  EXPECT_TRUE(watch.ReadUntil("late-node1   1/1     Running", 60s)) << watch.out;
+  EXPECT_EQ(watch.out.find("NAME"), watch.out.rfind("NAME")) << "one header only:\n" << watch.out;
+  kill(watch.pid(), SIGTERM);
+  watch.Wait(10s);
 }
 
 }  // namespace
