@@ -451,7 +451,10 @@ LogCleanupResult ContainerLogManager::CleanUp(const std::set<std::string>& live_
     container_states[c.id()] = c.state();
   }
   in_runtime.erase("");
-  for (const auto& [name, uid] : pod_dirs) {
+  for (const auto& entry : pod_dirs) {
+    // Named copies: a lambda may not capture a structured binding (C++20 before P1091, clang).
+    const std::string& name = entry.first;
+    const std::string& uid = entry.second;
     // The uid is what follows the last '_' (the kubelet's parse); a uid that itself holds a
     // '_' is matched as the name's whole ending, so no live pod's directory is taken for
     // another's.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <limits>
 
 #include "lib/common/beneath.h"
 
@@ -79,6 +80,10 @@ std::optional<int64_t> ParseRfc3339Nanos(std::string_view s) {
   if (pos != s.size()) return std::nullopt;
   const int64_t secs =
       DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset_s;
+  // Nanoseconds since 1970 in 64 bits reach the years 1678..2262; a time outside is not one a
+  // log line can carry.
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000000 - 1;
+  if (secs > kMaxSeconds || secs < -kMaxSeconds) return std::nullopt;
   return secs * 1000000000 + nanos;
 }
 

@@ -49,6 +49,10 @@ TEST(CriLogLineTest, Rfc3339WithFractionsAndOffsets) {
   EXPECT_EQ(ParseRfc3339Nanos("2024-05-01T14:00:00+02:00"), 1714564800000000000);
   EXPECT_EQ(ParseRfc3339Nanos("2024-05-01T12:00:00"), std::nullopt);
   EXPECT_EQ(ParseRfc3339Nanos("2024-05-01T12:00:00.Z"), std::nullopt);
+  // Out of what 64-bit nanoseconds since 1970 hold (the fuzzer's year 0000): refused, no overflow.
+  EXPECT_EQ(ParseRfc3339Nanos("0000-01-01T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339Nanos("9999-12-31T23:59:59Z"), std::nullopt);
+  EXPECT_NE(ParseRfc3339Nanos("2262-01-01T00:00:00Z"), std::nullopt);
   EXPECT_EQ(ParseRfc3339Nanos("2024-13-01T12:00:00Z"), std::nullopt);
 }
 
