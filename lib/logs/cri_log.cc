@@ -13,78 +13,18 @@
 #include <limits>
 
 #include "lib/common/beneath.h"
+#include "lib/pod/rfc3339.h"
 
 namespace nodelet::logs {
-namespace {
-
-bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
-  if (pos + n > s.size()) return false;
-  int v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  *out = v;
-  return true;
-}
-
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-int64_t DaysFromCivil(int64_t y, int m, int d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-}  // namespace
 
 std::optional<int64_t> ParseRfc3339Nanos(std::string_view s) {
-  int year, month, day, hour, minute, second;
-  if (!Digits(s, 0, 4, &year) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &month) ||
-      s[7] != '-' || !Digits(s, 8, 2, &day) || (s[10] != 'T' && s[10] != 't') ||
-      !Digits(s, 11, 2, &hour) || s[13] != ':' || !Digits(s, 14, 2, &minute) || s[16] != ':' ||
-      !Digits(s, 17, 2, &second)) {
-    return std::nullopt;
-  }
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60)
-    return std::nullopt;
-  size_t pos = 19;
-  int64_t nanos = 0;
-  if (pos < s.size() && s[pos] == '.') {
-    ++pos;
-    int64_t scale = 100000000;
-    size_t start = pos;
-    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-      nanos += (s[pos] - '0') * scale;
-      scale /= 10;
-      ++pos;
-    }
-    if (pos == start || pos - start > 9) return std::nullopt;
-  }
-  int64_t offset_s = 0;
-  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
-    ++pos;
-  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
-    int oh, om;
-    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
-        !Digits(s, pos + 4, 2, &om)) {
-      return std::nullopt;
-    }
-    offset_s = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
-    pos += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (pos != s.size()) return std::nullopt;
-  const int64_t secs =
-      DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset_s;
-  // Nanoseconds since 1970 in 64 bits reach the years 1678..2262; a time outside is not one a
-  // log line can carry.
+  // The API's parser (a zone is required; years 0001..9999), then what 64-bit nanoseconds
+  // since 1970 hold: the years 1678..2262. A time outside is not one a log line can carry.
+  auto t = pod::ParseRfc3339(s);
+  if (!t) return std::nullopt;
   constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000000 - 1;
-  if (secs > kMaxSeconds || secs < -kMaxSeconds) return std::nullopt;
-  return secs * 1000000000 + nanos;
+  if (t->seconds > kMaxSeconds || t->seconds < -kMaxSeconds) return std::nullopt;
+  return t->seconds * 1000000000 + t->nanos;
 }
 
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
