@@ -227,6 +227,9 @@ Result<CommandOutcome> RunRemoteCommand(const std::string& url_text,
   std::optional<RawTerminal> raw;
   net::signal_set resize(*io);
   net::signal_set stop(*io, SIGINT, SIGTERM, SIGHUP);
+  // With v4, the end of stdin cannot be passed on: said once the command has gone on for a
+  // while after it (a command that already read what it wanted ends before).
+  net::steady_timer stdin_note(*io);
 
   std::function<void()> await_resize = [&] {
     resize.async_wait([&](const beast::error_code& ec, int) {
@@ -248,6 +251,7 @@ Result<CommandOutcome> RunRemoteCommand(const std::string& url_text,
     }
     resize.cancel();
     stop.cancel();
+    stdin_note.cancel();
   };
   stop.async_wait([&](const beast::error_code& ec, int signo) {
     if (ec) return;
@@ -272,16 +276,22 @@ Result<CommandOutcome> RunRemoteCommand(const std::string& url_text,
       const bool v5 = protocol == kV5ChannelProtocol;
       const bool terminal = options.tty;
       const int err_fd = options.err_fd;
-      PumpInput(io, options.in_fd, [channel, v5, terminal, err_fd](std::string chunk) {
+      // The handlers run only inside io->run() below, while `stdin_note` exists.
+      net::steady_timer* note = &stdin_note;
+      PumpInput(io, options.in_fd, [channel, v5, terminal, err_fd, note](std::string chunk) {
         if (!chunk.empty()) {
           channel->Send(Frame(kStdin, chunk));
         } else if (v5) {
           channel->Send(std::string{static_cast<char>(kCloseChannel), static_cast<char>(kStdin)});
         } else if (!terminal) {
-          WriteAll(err_fd,
-                   "nodeletctl: end of stdin; the runtime's streaming server speaks "
-                   "v4.channel.k8s.io, which cannot pass that on: the command keeps its stdin "
-                   "open\n");
+          note->expires_after(std::chrono::seconds(2));
+          note->async_wait([err_fd](const beast::error_code& ec) {
+            if (ec) return;
+            WriteAll(err_fd,
+                     "nodeletctl: end of stdin; the runtime's streaming server speaks "
+                     "v4.channel.k8s.io, which cannot pass that on: the command keeps its "
+                     "stdin open\n");
+          });
         }
       });
     }
