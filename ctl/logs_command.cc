@@ -182,11 +182,17 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
       if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return finished == threads.size(); }))
         break;
       lock.unlock();
-      auto now = client.ListPodStatuses();
+      // Every target is a container of the one pod: its record alone (none once it is gone).
+      auto now = client.GetPodStatus(targets.front()->target.pod_uid);
       lock.lock();
-      if (!now.ok()) continue;  // statusd restarting: ask again in a second
+      std::vector<status::PodStatusRecord> records;
+      if (now.ok()) {
+        records.push_back(std::move(*now));
+      } else if (now.status().code() != StatusCode::kNotFound) {
+        continue;  // statusd restarting: ask again in a second
+      }
       for (auto& f : targets) {
-        if (logs::InstanceEnded(now->records, f->target)) f->ended = true;
+        if (logs::InstanceEnded(records, f->target)) f->ended = true;
       }
     }
   }
