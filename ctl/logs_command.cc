@@ -185,14 +185,9 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
       // Every target is a container of the one pod: its record alone (none once it is gone).
       auto now = client.GetPodStatus(targets.front()->target.pod_uid);
       lock.lock();
-      std::vector<status::PodStatusRecord> records;
-      if (now.ok()) {
-        records.push_back(std::move(*now));
-      } else if (now.status().code() != StatusCode::kNotFound) {
-        continue;  // statusd restarting: ask again in a second
-      }
       for (auto& f : targets) {
-        if (logs::InstanceEnded(records, f->target)) f->ended = true;
+        // Unknown (statusd restarting): asked again in a second.
+        if (logs::InstanceEnded(now, f->target).value_or(false)) f->ended = true;
       }
     }
   }

@@ -193,8 +193,7 @@ HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
     fo.ended = [&] {
       if (out.stopping()) return true;
       if (!connected) return target.running_container_id.empty();
-      auto now = statusd.ListPodStatuses();
-      return now.ok() && logs::InstanceEnded(now->records, target);
+      return logs::InstanceEnded(statusd.GetPodStatus(target.pod_uid), target).value_or(false);
     };
     (void)logs::FollowCriLog(dir_fd->get(), target.file, read, fo, sink);
   };

@@ -361,6 +361,13 @@ bool InstanceEnded(const std::vector<status::PodStatusRecord>& pods, const LogTa
   return id != target.running_container_id;
 }
 
+std::optional<bool> InstanceEnded(const Result<status::PodStatusRecord>& pod,
+                                  const LogTarget& target) {
+  if (pod.ok()) return InstanceEnded(std::vector<status::PodStatusRecord>{*pod}, target);
+  if (pod.status().code() == StatusCode::kNotFound) return true;
+  return std::nullopt;
+}
+
 Result<UniqueFd> OpenContainerLogDir(int pods_dir_fd, const LogTarget& target) {
   if (!OneComponent(target.pod_dir) || !OneComponent(target.container)) {
     return InvalidArgument("bad log directory " + target.pod_dir + "/" + target.container);

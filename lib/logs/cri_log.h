@@ -126,6 +126,10 @@ const status::PodStatusRecord* FindPodByUid(const std::vector<status::PodStatusR
 // True when the instance `target` follows has ended: the pod is gone, or its container no
 // longer runs with that container id.
 bool InstanceEnded(const std::vector<status::PodStatusRecord>& pods, const LogTarget& target);
+// The same from statusd's answer for the target's pod (StatusClient::GetPodStatus): NotFound
+// means the pod is gone (ended); nullopt when statusd could not answer (ask again later).
+std::optional<bool> InstanceEnded(const Result<status::PodStatusRecord>& pod,
+                                  const LogTarget& target);
 
 // Opens LOG-DIR/pods/POD_DIR/CONTAINER beneath `pods_dir_fd` (never out of it, whatever links
 // are there) as an O_PATH directory fd.

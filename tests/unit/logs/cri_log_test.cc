@@ -213,7 +213,13 @@ TEST(ResolveLogTargetTest, PodsContainersAndInstances) {
   later[0].status.container_statuses[0].state = {};
   later[0].status.container_statuses[0].state.terminated = status::ContainerStateTerminated{};
   EXPECT_TRUE(InstanceEnded(later, *t));
-  EXPECT_TRUE(InstanceEnded({}, *t));
+  EXPECT_TRUE(InstanceEnded(std::vector<status::PodStatusRecord>{}, *t));
+  // From statusd's answer for the pod: its record, NotFound (gone), or no answer (unknown).
+  EXPECT_EQ(InstanceEnded(Result<status::PodStatusRecord>(pods[0]), *t), false);
+  EXPECT_EQ(InstanceEnded(Result<status::PodStatusRecord>(later[0]), *t), true);
+  EXPECT_EQ(InstanceEnded(Result<status::PodStatusRecord>(NotFound("no pod")), *t), true);
+  EXPECT_EQ(InstanceEnded(Result<status::PodStatusRecord>(Unavailable("statusd")), *t),
+            std::nullopt);
 }
 
 TEST(ListLogAttemptsTest, OnlyTheCurrentFilesOfEachInstance) {
