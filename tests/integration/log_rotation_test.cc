@@ -9,7 +9,6 @@
 // - once the manifest is deleted, the pod's log directory and the symlink go.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -23,6 +22,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/log_files.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -44,29 +44,6 @@ std::string PodYaml() {
              "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
              "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"") +
          kWriter + "\"]\n";
-}
-
-std::string ReadFile(const std::string& path) {
-  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
-    gzFile gz = gzopen(path.c_str(), "rb");
-    if (gz == nullptr) return "";
-    std::string out;
-    char buf[1 << 16];
-    int n = 0;
-    while ((n = gzread(gz, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    gzclose(gz);
-    return out;
-  }
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // The log generations in a container's directory: a file, its compressed copy and its
@@ -123,7 +100,7 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
   std::set<std::string> seen;
   const auto end = std::chrono::steady_clock::now() + 10s;
   while (std::chrono::steady_clock::now() < end) {
-    auto names = Names(dir);
+    auto names = SortedNames(dir);
     most = std::max(most, Generations(names).size());
     EXPECT_LE(Generations(names).size(), 3u) << ::testing::PrintToString(names);
     for (const auto& n : names) seen.insert(n);
@@ -142,15 +119,15 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
   std::vector<std::string> settled;
   ASSERT_TRUE(WaitFor(
       [&] {
-        auto before = Names(dir);
+        auto before = SortedNames(dir);
         // The last line is in the current log or, rotated once more, in the newest plain file.
         bool stopped = false;
         for (const auto& n : before) {
           if (n.size() > 3 && n.compare(n.size() - 3, 3, ".gz") == 0) continue;
-          stopped = stopped || ReadFile(dir + "/" + n).find(" stopped\n") != std::string::npos;
+          stopped = stopped || ReadLogFile(dir + "/" + n).find(" stopped\n") != std::string::npos;
         }
         std::this_thread::sleep_for(1500ms);  // longer than a monitor interval
-        settled = Names(dir);
+        settled = SortedNames(dir);
         return stopped && before == settled;
       },
       20s));
@@ -171,7 +148,7 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
   long lines = 0;
   bool saw_stopped = false;
   for (const auto& n : order) {
-    std::istringstream in(ReadFile(dir + "/" + n));
+    std::istringstream in(ReadLogFile(dir + "/" + n));
     std::string line;
     while (std::getline(in, line)) {
       // TIMESTAMP STREAM TAG TEXT; every line here is short, so complete (F).
@@ -203,14 +180,14 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
   // The symlink for log shippers points at the current log.
   const std::string link = dir_.Sub("log") + "/containers/logger-node1_default_app-" + id + ".log";
   ASSERT_TRUE(fs::is_symlink(link))
-      << ::testing::PrintToString(Names(dir_.Sub("log") + "/containers"));
+      << ::testing::PrintToString(SortedNames(dir_.Sub("log") + "/containers"));
   EXPECT_EQ(fs::read_symlink(link).string(), dir + "/0.log");
 
   // The pod goes: its log directory and the symlink with it.
   fs::remove(manifests() + "/logger.yaml");
   EXPECT_TRUE(WaitFor([&] { return !fs::exists(pod_dir) && !fs::is_symlink(link); }, 30s))
-      << ::testing::PrintToString(Names(dir_.Sub("log") + "/pods")) << " "
-      << ::testing::PrintToString(Names(dir_.Sub("log") + "/containers"));
+      << ::testing::PrintToString(SortedNames(dir_.Sub("log") + "/pods")) << " "
+      << ::testing::PrintToString(SortedNames(dir_.Sub("log") + "/containers"));
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -22,11 +21,14 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
+#include "tests/testing/log_files.h"
 
 namespace nodelet::podworkerd {
 namespace {
 
 namespace fs = std::filesystem;
+using nodelet::testing::ReadLogFile;
+using nodelet::testing::SortedNames;
 namespace v1 = ::runtime::v1;
 using testing::CriCall;
 using ::testing::ElementsAre;
@@ -37,30 +39,6 @@ using ::testing::UnorderedElementsAre;
 constexpr char kImage[] = "nodelet.local/busybox:1.0";
 // FakeClock's wall time at its start: 1'700'000'000 s + 1 h.
 constexpr char kStamp0[] = "20231114-231320";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string Gunzip(const std::string& path) {
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (gz == nullptr) return "<cannot open>";
-  std::string out;
-  char buf[4096];
-  int n = 0;
-  while ((n = gzread(gz, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  gzclose(gz);
-  return out;
-}
-
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 class ContainerLogManagerTest : public ::testing::Test {
  protected:
@@ -125,7 +103,7 @@ TEST_F(ContainerLogManagerTest, ASmallLogIsLeftAlone) {
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 0);
   EXPECT_EQ(runtime_.ReopenedLogs(id), 0);
-  EXPECT_THAT(Names(PodDir("u1") + "/app"), ElementsAre("0.log"));
+  EXPECT_THAT(SortedNames(PodDir("u1") + "/app"), ElementsAre("0.log"));
 }
 
 TEST_F(ContainerLogManagerTest, RotationRenamesWithAUtcStampReopensAndCompressesOlderFiles) {
@@ -138,9 +116,9 @@ TEST_F(ContainerLogManagerTest, RotationRenamesWithAUtcStampReopensAndCompresses
   EXPECT_EQ(r.rotated, 1);
   EXPECT_EQ(runtime_.ReopenedLogs(id), 1);
   // The runtime opened a new 2.log; the rotated one stays uncompressed (a reader may follow it).
-  EXPECT_THAT(Names(dir), ElementsAre("2.log", std::string("2.log.") + kStamp0));
-  EXPECT_EQ(ReadAll(dir + "/2.log"), "");
-  EXPECT_EQ(ReadAll(dir + "/2.log." + kStamp0), std::string(200, 'a'));
+  EXPECT_THAT(SortedNames(dir), ElementsAre("2.log", std::string("2.log.") + kStamp0));
+  EXPECT_EQ(ReadLogFile(dir + "/2.log"), "");
+  EXPECT_EQ(ReadLogFile(dir + "/2.log." + kStamp0), std::string(200, 'a'));
 
   // The next rotation compresses the previous one.
   Append(dir + "/2.log", std::string(150, 'b'));
@@ -149,10 +127,10 @@ TEST_F(ContainerLogManagerTest, RotationRenamesWithAUtcStampReopensAndCompresses
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 1);
   EXPECT_EQ(r.compressed, 1);
-  EXPECT_THAT(Names(dir), ElementsAre("2.log", std::string("2.log.") + kStamp0 + ".gz",
-                                      "2.log.20231114-231322"));
-  EXPECT_EQ(Gunzip(dir + "/2.log." + kStamp0 + ".gz"), std::string(200, 'a'));
-  EXPECT_EQ(ReadAll(dir + "/2.log.20231114-231322"), std::string(150, 'b'));
+  EXPECT_THAT(SortedNames(dir), ElementsAre("2.log", std::string("2.log.") + kStamp0 + ".gz",
+                                            "2.log.20231114-231322"));
+  EXPECT_EQ(ReadLogFile(dir + "/2.log." + kStamp0 + ".gz"), std::string(200, 'a'));
+  EXPECT_EQ(ReadLogFile(dir + "/2.log.20231114-231322"), std::string(150, 'b'));
 }
 
 TEST_F(ContainerLogManagerTest, NeverMoreThanMaxFilesTheOldestGoFirst) {
@@ -164,15 +142,15 @@ TEST_F(ContainerLogManagerTest, NeverMoreThanMaxFilesTheOldestGoFirst) {
     auto r = m.RotateLogs();
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(r.rotated, 1);
-    EXPECT_LE(Names(dir).size(), 3u) << ::testing::PrintToString(Names(dir));
+    EXPECT_LE(SortedNames(dir).size(), 3u) << ::testing::PrintToString(SortedNames(dir));
     clock_.Advance(std::chrono::seconds(1));
   }
   EXPECT_EQ(runtime_.ReopenedLogs(id), 6);
   // The current file, the newest rotated (plain) and one older (compressed): rounds 4 and 5.
-  EXPECT_THAT(Names(dir),
+  EXPECT_THAT(SortedNames(dir),
               ElementsAre("0.log", "0.log.20231114-231324.gz", "0.log.20231114-231325"));
-  EXPECT_EQ(Gunzip(dir + "/0.log.20231114-231324.gz"), "round 4\n");
-  EXPECT_EQ(ReadAll(dir + "/0.log.20231114-231325"), "round 5\n");
+  EXPECT_EQ(ReadLogFile(dir + "/0.log.20231114-231324.gz"), "round 4\n");
+  EXPECT_EQ(ReadLogFile(dir + "/0.log.20231114-231325"), "round 5\n");
 }
 
 TEST_F(ContainerLogManagerTest, LeftoversOfAnInterruptedCompressionAreCleanedUp) {
@@ -185,7 +163,7 @@ TEST_F(ContainerLogManagerTest, LeftoversOfAnInterruptedCompressionAreCleanedUp)
   ContainerLogManager m(runtime_, clock_, log_dir_, {10, 5, std::chrono::seconds(1)});
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_THAT(Names(dir),
+  EXPECT_THAT(SortedNames(dir),
               ElementsAre("0.log", "0.log.20231114-231100.gz", std::string("0.log.") + kStamp0));
 }
 
@@ -198,14 +176,14 @@ TEST_F(ContainerLogManagerTest, AFailedReopenRenamesTheLogBackAndTheNextPassRetr
   EXPECT_FALSE(r.status.ok());
   EXPECT_THAT(r.status.message(), ::testing::HasSubstr("runtime busy"));
   EXPECT_EQ(r.rotated, 0);
-  EXPECT_THAT(Names(dir), ElementsAre("0.log"));
-  EXPECT_EQ(ReadAll(dir + "/0.log"), std::string(20, 'z'));
+  EXPECT_THAT(SortedNames(dir), ElementsAre("0.log"));
+  EXPECT_EQ(ReadLogFile(dir + "/0.log"), std::string(20, 'z'));
 
   r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 1);
   EXPECT_EQ(runtime_.ReopenedLogs(id), 1);
-  EXPECT_THAT(Names(dir), ElementsAre("0.log", std::string("0.log.") + kStamp0));
+  EXPECT_THAT(SortedNames(dir), ElementsAre("0.log", std::string("0.log.") + kStamp0));
 }
 
 TEST_F(ContainerLogManagerTest, OnlyRunningManagedContainersAreRotated) {
@@ -215,7 +193,7 @@ TEST_F(ContainerLogManagerTest, OnlyRunningManagedContainersAreRotated) {
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 0);
-  EXPECT_THAT(Names(PodDir("u1") + "/done"), ElementsAre("0.log"));
+  EXPECT_THAT(SortedNames(PodDir("u1") + "/done"), ElementsAre("0.log"));
 }
 
 TEST_F(ContainerLogManagerTest, ALogPathOutsideThePodLogsIsRefused) {
@@ -228,8 +206,8 @@ TEST_F(ContainerLogManagerTest, ALogPathOutsideThePodLogsIsRefused) {
     auto r = m.RotateLog("c1", path);
     EXPECT_FALSE(r.status.ok()) << path;
   }
-  EXPECT_EQ(ReadAll(outside), std::string(100, 'o'));
-  EXPECT_THAT(Names(root_), UnorderedElementsAre("log", "outside.log"));
+  EXPECT_EQ(ReadLogFile(outside), std::string(100, 'o'));
+  EXPECT_THAT(SortedNames(root_), UnorderedElementsAre("log", "outside.log"));
 }
 
 // Symlinks where the logs are (as a container with a hostPath of the log directory could plant
@@ -249,7 +227,7 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
   auto r = m.RotateLog(id, dir + "/0.log");
   EXPECT_FALSE(r.status.ok());
   EXPECT_TRUE(fs::is_symlink(dir + "/0.log"));
-  EXPECT_EQ(ReadAll(secret), std::string(100, 's'));
+  EXPECT_EQ(ReadLogFile(secret), std::string(100, 's'));
 
   // A "rotated file" that is a link: neither compressed nor removed through it.
   fs::remove(dir + "/0.log");
@@ -261,7 +239,7 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
     EXPECT_TRUE(r.status.ok()) << r.status.ToString();
     clock_.Advance(std::chrono::seconds(1));
   }
-  EXPECT_EQ(ReadAll(secret), std::string(100, 's'));
+  EXPECT_EQ(ReadLogFile(secret), std::string(100, 's'));
   EXPECT_TRUE(fs::is_symlink(dir + "/0.log.20200101-000000"));
 
   // The container directory is a link to a directory outside: refused.
@@ -270,7 +248,7 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
   fs::create_symlink(root_ + "/secret-dir", PodDir("u1") + "/side");
   r = m.RotateLog(id2, PodDir("u1") + "/side/0.log");
   EXPECT_FALSE(r.status.ok());
-  EXPECT_THAT(Names(root_ + "/secret-dir"), ElementsAre("0.log"));
+  EXPECT_THAT(SortedNames(root_ + "/secret-dir"), ElementsAre("0.log"));
 
   // The pod goes: its directory is removed, the link in it as a link, the outside untouched.
   ASSERT_TRUE(runtime_.StopPodSandbox(sandboxes_["u1"]).ok());
@@ -279,8 +257,8 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
   EXPECT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.pod_dirs_removed, 1);
   EXPECT_FALSE(fs::exists(PodDir("u1")));
-  EXPECT_EQ(ReadAll(secret), std::string(100, 's'));
-  EXPECT_EQ(ReadAll(root_ + "/secret-dir/0.log"), std::string(100, 'd'));
+  EXPECT_EQ(ReadLogFile(secret), std::string(100, 's'));
+  EXPECT_EQ(ReadLogFile(root_ + "/secret-dir/0.log"), std::string(100, 'd'));
 }
 
 TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
@@ -290,7 +268,7 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
   const std::string link = log_dir_ + "/containers/web_default_app-" + id + ".log";
   ASSERT_TRUE(fs::is_symlink(link));
   EXPECT_EQ(fs::read_symlink(link).string(), target);
-  EXPECT_EQ(ReadAll(link), "hello\n");
+  EXPECT_EQ(ReadLogFile(link), "hello\n");
   // Made again (a new attempt of the same id cannot happen, but a leftover is replaced).
   EXPECT_TRUE(CreateContainerLogSymlink(log_dir_, "web", "default", "app", id, target).ok());
 
@@ -326,7 +304,7 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
   auto c = m.CleanUp({"u1"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.symlinks_removed, 2);
-  EXPECT_THAT(Names(log_dir_ + "/containers"),
+  EXPECT_THAT(SortedNames(log_dir_ + "/containers"),
               UnorderedElementsAre("web_default_app-" + id + ".log",
                                    "web_default_busy-" + id3 + ".log", "notes.txt"));
 }
@@ -346,7 +324,7 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
   auto c = m.CleanUp({"u1", "x_u4"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.pod_dirs_removed, 1);
-  EXPECT_THAT(Names(log_dir_ + "/pods"),
+  EXPECT_THAT(SortedNames(log_dir_ + "/pods"),
               ElementsAre("default_odd_x_u4", "default_web_u1", "default_web_u2"));
 
   // u1 is desired: its directory stays even without a sandbox (one is about to be made).
@@ -358,17 +336,17 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
   c = m.CleanUp({"u1"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.pod_dirs_removed, 2);
-  EXPECT_THAT(Names(log_dir_ + "/pods"), ElementsAre("default_web_u1"));
+  EXPECT_THAT(SortedNames(log_dir_ + "/pods"), ElementsAre("default_web_u1"));
 
   // Nothing is removed while the runtime cannot be listed.
   runtime_.FailCall(CriCall::kListPodSandbox, Unavailable("down"));
   c = m.CleanUp({});
   EXPECT_FALSE(c.status.ok());
-  EXPECT_THAT(Names(log_dir_ + "/pods"), ElementsAre("default_web_u1"));
+  EXPECT_THAT(SortedNames(log_dir_ + "/pods"), ElementsAre("default_web_u1"));
   runtime_.ClearFailures();
   c = m.CleanUp({});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
-  EXPECT_THAT(Names(log_dir_ + "/pods"), ElementsAre());
+  EXPECT_THAT(SortedNames(log_dir_ + "/pods"), ElementsAre());
 }
 
 }  // namespace
