@@ -348,17 +348,23 @@ void PodSyncer::NoteCutStart(const std::string& id, const Status& failure) {
       code != StatusCode::kDeadlineExceeded && code != StatusCode::kCancelled) {
     return;
   }
-  std::lock_guard<std::mutex> lock(cut_mu_);
-  if (cut_starts_.insert(id).second) cut_order_.push_back(id);
-  while (cut_order_.size() > kMaxCutStarts) {
-    cut_starts_.erase(cut_order_.front());
-    cut_order_.pop_front();
+  if (Status s = cut_starts_.Note(id); !s.ok()) {
+    GetLogger("podworkerd")
+        ->warn("The cut start of container {} is noted in memory only: {}", id, s.message());
   }
 }
 
-std::set<std::string> PodSyncer::CutStarts() const {
-  std::lock_guard<std::mutex> lock(cut_mu_);
-  return cut_starts_;
+std::set<std::string> PodSyncer::CutStarts() const { return cut_starts_.Ids(); }
+
+void PodSyncer::set_root_dir(std::string dir) {
+  root_dir_ = std::move(dir);
+  node_ = pod::ReadNodeAllocatable(root_dir_);
+  if (root_dir_.empty()) return;
+  const std::string ledger = root_dir_ + "/podworkerd/cut-starts";
+  if (Status s = cut_starts_.Open(ledger); !s.ok()) {
+    GetLogger("podworkerd")
+        ->warn("Cut starts are noted in memory only, not in '{}': {}", ledger, s.message());
+  }
 }
 
 void PodSyncer::SetConfigObjects(std::shared_ptr<const EnvSources> objects) {

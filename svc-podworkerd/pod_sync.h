@@ -30,6 +30,7 @@
 #include "pleg_generated.h"
 #include "svc-podworkerd/container_env.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
+#include "svc-podworkerd/cut_starts.h"
 #include "svc-podworkerd/image_puller.h"
 #include "svc-podworkerd/pod_dns.h"
 #include "svc-podworkerd/probe_manager.h"
@@ -104,10 +105,8 @@ class PodSyncer {
   }
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
   // Also where ephemeral storage is measured for resourceFieldRef (as volumed measures it).
-  void set_root_dir(std::string dir) {
-    root_dir_ = std::move(dir);
-    node_ = pod::ReadNodeAllocatable(root_dir_);
-  }
+  // Also where the ledger of cut starts is kept (ROOT/podworkerd/cut-starts, cut_starts.h).
+  void set_root_dir(std::string dir);
 
   // The node's IP (lib/common/node_ip.h): every pod's hostIP and the podIP of host-network
   // pods (before the first sync).
@@ -226,10 +225,7 @@ class PodSyncer {
   std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
   std::function<void(std::vector<status::PodEvent>)> progress_events_;
-  static constexpr size_t kMaxCutStarts = 1024;
-  mutable std::mutex cut_mu_;
-  std::set<std::string> cut_starts_;
-  std::deque<std::string> cut_order_;  // oldest first, to bound the set
+  CutStartLedger cut_starts_;
   mutable std::mutex env_mu_;
   std::shared_ptr<const EnvSources> env_sources_;
   pod::NodeAllocatable node_ = pod::ReadNodeAllocatable();

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/chaos/chaos_soak.h"
+
 namespace nodelet::chaos {
 namespace {
 
@@ -85,6 +87,50 @@ TEST(ChaosPodsTest, BadManifestIsAnError) {
   auto r =
       ExpectPod("apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\n", "/m/x.yaml", "chaos");
   EXPECT_FALSE(r.ok());
+}
+
+// Only the shims containerd cleans up while it boots again count as lost by the runtime; the
+// same line for a task stopped in normal operation does not (lines as containerd 1.6 writes
+// them, from the CI run of seed 2958233716637673032).
+TEST(ShimsLostAtBootTest, OnlyCleanupsDuringABootCount) {
+  const std::string log =
+      "time=\"T1\" level=info msg=\"starting containerd\" revision=\"1.6.20\"\n"
+      "time=\"T2\" level=info msg=\"containerd successfully booted in 0.069837s\"\n"
+      "time=\"T3\" level=warning msg=\"cleaning up after shim disconnected\" id=aaa "
+      "namespace=k8s.io\n"
+      "time=\"T4\" level=info msg=\"starting containerd\" revision=\"1.6.20\"\n"
+      "time=\"T5\" level=warning msg=\"cleaning up after shim disconnected\" id=bbb "
+      "namespace=k8s.io\n"
+      "time=\"T6\" level=info msg=\"cleaning up dead shim\"\n"
+      "time=\"T7\" level=warning msg=\"cleaning up after shim disconnected\" id=ccc\n"
+      "time=\"T8\" level=info msg=\"containerd successfully booted in 1.029603s\"\n"
+      "time=\"T9\" level=warning msg=\"cleaning up after shim disconnected\" id=ddd "
+      "namespace=k8s.io\n";
+  EXPECT_EQ(ShimsLostAtBoot(log), (std::set<std::string>{"bbb", "ccc"}));
+  EXPECT_TRUE(ShimsLostAtBoot("").empty());
+}
+
+// RunPodSandbox calls in flight when containerd stops are counted; answered or failed ones are
+// not, nor are calls still open at the end of the log (containerd never stopped under them).
+TEST(SandboxCallsCutByStopTest, CountsCallsOpenAtAStop) {
+  const std::string a = "Name:pa,Uid:1,Namespace:default,Attempt:0,";
+  const std::string b = "Name:pb,Uid:2,Namespace:default,Attempt:0,";
+  const std::string c = "Name:pc,Uid:3,Namespace:default,Attempt:1,";
+  auto call = [](const std::string& meta, const std::string& tail) {
+    return "time=\"T\" level=info msg=\"RunPodSandbox for &PodSandboxMetadata{" + meta + "}" +
+           tail + "\n";
+  };
+  const std::string log = call(a, "\"") + call(b, "\"") +
+                          call(a, " returns sandbox id \\\"abc\\\"\"") +
+                          "time=\"T\" level=info msg=\"Stop CRI service\"\n" + call(c, "\"") +
+                          call(c, " failed, error\" error=\"x\"") + call(a, "\"");
+  EXPECT_EQ(SandboxCallsCutByStop(log), 1);  // b only
+  EXPECT_EQ(SandboxCallsCutByStop(""), 0);
+  // A retry while the first call runs fails on the reserved name: the first is still in flight.
+  const std::string retried = call(b, "\"") + call(b, "\"") +
+                              call(b, " failed, error\" error=\"failed to reserve sandbox name\"") +
+                              "time=\"T\" level=info msg=\"Stop CRI service\"\n";
+  EXPECT_EQ(SandboxCallsCutByStop(retried), 1);
 }
 
 }  // namespace

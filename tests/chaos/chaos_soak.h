@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,20 @@ struct SoakOptions {
   bool verbose = false;  // log every fault and churn step
 };
 
+// The ids whose shim containerd found unreachable while it booted again and cleaned up
+// (`msg="cleaning up after shim disconnected" id=ID` between `msg="starting containerd"` and
+// `msg="containerd successfully booted ...`), from the text of its log. containerd then marks
+// the task's container exited: a loss of the runtime's, not a restart by nodelet. The same line
+// outside a boot is the normal end of a stopped task and is not counted.
+std::set<std::string> ShimsLostAtBoot(const std::string& containerd_log);
+
+// How many RunPodSandbox calls containerd's log shows started and neither answered nor failed
+// before containerd stopped (`msg="Stop CRI service"`), from the text of its log. containerd
+// makes the sandbox's network namespace (a mount under its state directory) early in the call
+// and removes it in the call's own error path, which a stopping daemon never runs: each such
+// call can leave one netns mount that no sandbox record names.
+int SandboxCallsCutByStop(const std::string& containerd_log);
+
 // What happened and what was found. Violations must all be zero.
 struct SoakFigures {
   double duration_s = 0;
@@ -48,6 +63,8 @@ struct SoakFigures {
   int pods_checked = 0;         // desired pods verified at the end
   int containers_tracked = 0;   // distinct long-running containers followed
   int continuity_checks = 0;    // container compared across a fault window
+  int runtime_losses = 0;       // of those, containers containerd itself ended at its restart
+  int runtime_netns_left = 0;   // netns mounts left by RunPodSandbox calls containerd's stop cut
   int status_samples = 0;       // statusd lists read
   int status_pods_tracked = 0;  // distinct pod UIDs seen in statusd
   int grace_verdicts = 0;       // SIGTERM handlers that checked their emptyDir (chaos_pods.h)

@@ -160,6 +160,34 @@ TEST_F(PodSyncTest, StartCutByTheRuntimeIsStartedAgainUnderNever) {
   EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 2) << out.error;
 }
 
+// The same, with podworkerd restarted between the cut start and the container's exit (the
+// chaos soak, seed 2958233716637673032): the next podworkerd reads the cut start from the
+// ledger under the root directory and still starts the container again under Never.
+TEST_F(PodSyncTest, AStartCutBeforeAPodworkerdRestartIsStillStartedAgainUnderNever) {
+  char tmpl[] = "/tmp/nodelet-pod-sync.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  syncer_.set_root_dir(root);
+  runtime_.FailCall(
+      CriCall::kStartContainer,
+      Status(StatusCode::kAlreadyExists, "failed to create containerd task: task already exists"),
+      1);
+  (void)syncer_.SyncPod(pod_, &record_);
+  auto list = runtime_.ListContainers({});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  ExitedBeforeRunning("StartError", "failed to create containerd task: task already exists");
+  record_.containers.back()->id = (*list)[0].id();
+
+  PodSyncer restarted{runtime_, runtime_, clock_, CrashLoopPolicy{}, "/nonexistent-log-dir"};
+  restarted.set_root_dir(root);
+  SyncOutcome out = restarted.SyncPod(pod_, &record_);
+  std::filesystem::remove_all(root);
+  EXPECT_FALSE(out.pod_finished);
+  EXPECT_NE(out.status.phase, status::PodPhase::kFailed);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kCreateContainer), 2) << out.error;
+}
+
 // A start that failed on its own (a missing executable) is a run that failed: under Never the
 // pod is finished and Failed, and nothing is created again, as in the kubelet.
 TEST_F(PodSyncTest, GenuineStartErrorFinishesANeverPod) {
