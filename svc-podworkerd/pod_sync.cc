@@ -8,6 +8,7 @@
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/pod/canonical.h"
+#include "lib/pod/qos.h"
 #include "lib/pod/security.h"
 #include "svc-podworkerd/container_log_manager.h"
 #include "svc-podworkerd/cri_configs.h"
@@ -254,6 +255,9 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   v1::ContainerConfig config = MakeContainerConfig(
       pod, c, next_attempt, &*env, root_dir_.empty() ? std::string() : root_dir_ + "/seccomp",
       image_user ? &*image_user : nullptr);
+  // The kubelet's OOM score adjustment by QoS (lib/pod/qos.h), against the node's memory.
+  config.mutable_linux()->mutable_resources()->set_oom_score_adj(
+      pod::ContainerOomScoreAdj(pod, c, node_.memory_bytes));
   auto mounts = MakeMounts(pod, c, volume_paths, root_dir_);
   if (!mounts.ok()) {
     waiting[c.name] = {"CreateContainerConfigError", mounts.status().message()};
@@ -1103,7 +1107,7 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
   }
   st.host_ip = node_ip_;
   st.host_ips = {st.host_ip};
-  st.qos_class = "BestEffort";
+  st.qos_class = std::string(pod::QosClassName(pod::PodQos(pod)));
   return st;
 }
 

@@ -400,6 +400,7 @@ std::string CanonicalPod(const Pod& pod) {
     });
   });
 
+  spec.Str(21, s.priority_class_name);
   Writer w;
   w.Message(1, meta);
   w.Message(2, spec);

@@ -965,6 +965,7 @@ class PodDecoder {
     ObjectList(f, "hostAliases", p, s.host_aliases, &PodDecoder::HostAliasFields);
     Str(f, "dnsPolicy", p, s.dns_policy);
     Sub(f, "dnsConfig", p, s.dns_config, &PodDecoder::DnsConfig);
+    Str(f, "priorityClassName", p, s.priority_class_name);
     for (const char* key : {"ephemeralContainers", "resourceClaims", "resources"}) {
       ForbidSet(f, key, p);
     }

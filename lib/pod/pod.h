@@ -392,6 +392,10 @@ struct PodSpec {
   std::vector<HostAlias> host_aliases;
   std::string dns_policy;  // ClusterFirst (default), ClusterFirstWithHostNet, Default, None
   std::optional<PodDnsConfig> dns_config;
+  // A DNS subdomain name. system-node-critical makes the pod node-critical (lib/pod/qos.h);
+  // nodelet has no PriorityClass objects, so other names give priority 0, as for a standalone
+  // kubelet.
+  std::string priority_class_name;
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -122,6 +122,10 @@ class PodValidator {
     }
     if (!s.node_name.empty())
       Invalid("spec.nodeName", s.node_name, IsDns1123Subdomain(s.node_name));
+    if (!s.priority_class_name.empty()) {
+      Invalid("spec.priorityClassName", s.priority_class_name,
+              IsDns1123Subdomain(s.priority_class_name));
+    }
     if (!s.runtime_class_name.empty()) {
       Invalid("spec.runtimeClassName", s.runtime_class_name,
               IsDns1123Subdomain(s.runtime_class_name));

@@ -701,14 +701,14 @@ TEST_F(LifecycleE2eTest, EnvironmentFromFieldsResourcesConfigMapsSecretsAndRefer
 
 // runtimeClassName names the CRI runtime handler: "runc" (the private containerd's) runs the
 // pod; a handler the runtime does not have fails the sandbox, and the status says why. Fields
-// nodelet ignores (priorityClassName) are named in an IgnoredFields Warning event; dnsPolicy is
+// nodelet ignores (schedulerName) are named in an IgnoredFields Warning event; dnsPolicy is
 // honoured now (docs/network.md), so it is not among them.
 TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
   for (const char* name : {"known", "unknown"}) {
     Write(std::string(name) + ".yaml",
           "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + std::string(name) +
               "\nspec:\n  hostNetwork: true\n  dnsPolicy: ClusterFirst\n"
-              "  priorityClassName: high\n  runtimeClassName: " +
+              "  schedulerName: my-scheduler\n  runtimeClassName: " +
               (std::string(name) == "known" ? "runc" : "no-such-handler") +
               "\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
               "    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n");
@@ -729,7 +729,7 @@ TEST_F(LifecycleE2eTest, RuntimeClassNameIsTheRuntimeHandler) {
   for (const auto& e : Events(Uid("known-node1"))) {
     if (e.reason == "IgnoredFields" && e.type == "Warning") ignored = e.message;
   }
-  EXPECT_THAT(ignored, HasSubstr("known.yaml: nodelet ignores spec.priorityClassName"));
+  EXPECT_THAT(ignored, HasSubstr("known.yaml: nodelet ignores spec.schedulerName"));
   EXPECT_THAT(ignored, ::testing::Not(HasSubstr("dnsPolicy")));
 }
 

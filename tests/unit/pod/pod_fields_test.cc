@@ -50,6 +50,7 @@ spec:
   terminationGracePeriodSeconds: 45
   activeDeadlineSeconds: 600
   runtimeClassName: runc-fast
+  priorityClassName: system-node-critical
   serviceAccountName: builder
   hostPID: true
   hostIPC: true

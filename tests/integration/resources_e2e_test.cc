@@ -1,0 +1,109 @@
+// Resources through the real `nodelet` on a private containerd: each pod's QoS class in its
+// status, and the OOM score adjustment its containers run with, read from inside them
+// (/proc/self/oom_score_adj), against the kubelet's rules (lib/pod/qos.h) computed here from
+// the machine's MemTotal.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/testing/containerd.h"
+#include "tests/testing/harness.h"
+#include "tests/testing/nodelet_fixture.h"
+
+namespace nodelet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t MemTotalBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
+int ReadOomScoreAdj(const std::string& path) {
+  std::ifstream in(path);
+  int v = 0;
+  in >> v;
+  return v;
+}
+
+class ResourcesE2eTest : public NodeletTest {
+ protected:
+  std::string results_dir() const { return dir_.Sub("results"); }
+
+  // A host-network pod, restartPolicy Never, whose one container writes its oom_score_adj into
+  // the results directory, with `resources` (a flow mapping) and `spec_extra`.
+  void WritePod(const std::string& name, const std::string& resources,
+                const std::string& spec_extra = "") {
+    Write(name + ".yaml",
+          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+              "\nspec:\n  hostNetwork: true\n  restartPolicy: Never\n"
+              "  terminationGracePeriodSeconds: 2\n" +
+              spec_extra + "  volumes:\n  - name: results\n    hostPath: {path: " + results_dir() +
+              "}\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+              "    imagePullPolicy: Never\n"
+              "    command: [\"sh\", \"-c\", \"cat /proc/self/oom_score_adj > /results/" +
+              name + ".tmp; mv /results/" + name + ".tmp /results/" + name +
+              "\"]\n    volumeMounts: [{name: results, mountPath: /results}]\n"
+              "    resources: " +
+              resources + "\n");
+  }
+  std::string Qos(const std::string& pod) {
+    auto p = CtlPod(pod + "-node1");
+    return p.is_null() ? std::string() : p["status"].value("qosClass", "");
+  }
+};
+
+// Guaranteed, Burstable, BestEffort and a node-critical BestEffort pod: the status names the
+// class; the containers' oom_score_adj is the kubelet's, with containerd's
+// restrict_oom_score_adj raising the negative ones to containerd's own score.
+TEST_F(ResourcesE2eTest, QosClassInTheStatusAndOomScoreAdjInsideTheContainer) {
+  std::filesystem::create_directories(results_dir());
+  chmod(results_dir().c_str(), 0777);
+  WritePod("guaranteed", "{limits: {cpu: 100m, memory: 64Mi}}");
+  WritePod("burstable", "{requests: {memory: 256Mi}, limits: {memory: 512Mi}}");
+  WritePod("besteffort", "{}");
+  WritePod("critical", "{}", "  priorityClassName: system-node-critical\n");
+  StartNodelet();
+  const std::vector<std::string> pods = {"guaranteed", "burstable", "besteffort", "critical"};
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return std::all_of(pods.begin(), pods.end(), [&](const std::string& p) {
+          return std::filesystem::exists(results_dir() + "/" + p) && !Qos(p).empty();
+        });
+      },
+      60s))
+      << CtlPod("guaranteed-node1").dump(2);
+
+  EXPECT_EQ(Qos("guaranteed"), "Guaranteed");
+  EXPECT_EQ(Qos("burstable"), "Burstable");
+  EXPECT_EQ(Qos("besteffort"), "BestEffort");
+  EXPECT_EQ(Qos("critical"), "BestEffort");
+
+  const int64_t mem_total = MemTotalBytes();
+  ASSERT_GT(mem_total, 0);
+  int64_t burstable = 1000 - (1000 * (int64_t{256} << 20)) / mem_total;
+  burstable = std::clamp<int64_t>(burstable, 3, 999);
+  const int floor =
+      ReadOomScoreAdj("/proc/" + std::to_string(containerd_->pid()) + "/oom_score_adj");
+  EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/burstable"), burstable);
+  EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/besteffort"), 1000);
+  EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/guaranteed"), std::max(-997, floor));
+  EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/critical"), std::max(-997, floor));
+}
+
+}  // namespace
+}  // namespace nodelet::testing
