@@ -85,6 +85,10 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
                             std::to_string(o.container_logs.max_files));
         spec.argv.push_back("--container-log-monitor-interval=" +
                             o.container_logs.monitor_interval);
+        spec.argv.push_back(std::string("--cgroups-per-qos=") +
+                            (o.cgroups.per_qos ? "true" : "false"));
+        spec.argv.push_back("--cgroup-driver=" + o.cgroups.driver);
+        spec.argv.push_back("--cgroup-root=" + o.cgroups.root);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {
@@ -163,6 +167,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
           "SYSCTL"));
   AddDnsOptions(app, o->cluster_dns, o->cluster_domain, o->resolv_conf);
   AddContainerLogOptions(app, o->container_logs);
+  AddCgroupOptions(app, o->cgroups);
   app.add_option("--system-reserved", o->system_reserved,
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,

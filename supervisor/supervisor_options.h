@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/service/cgroup_flags.h"
 #include "lib/service/container_log_flags.h"
 #include "lib/service/options.h"
 #include "supervisor/child_launcher.h"
@@ -66,6 +67,7 @@ struct SupervisorOptions {
   // Container log rotation (passed to podworkerd): --container-log-max-size,
   // --container-log-max-files, --container-log-monitor-interval.
   ContainerLogFlags container_logs;
+  CgroupFlags cgroups;
   std::string system_reserved;  // "cpu=100m,memory=256Mi"
   std::string kube_reserved;
 };

@@ -48,8 +48,7 @@ std::optional<std::string> NamespaceCgroupPath(const std::string& ns, const std:
   return "/" + ns + "/" + id;
 }
 
-int RemoveLeftoverCgroups(const std::vector<std::string>& paths, const std::string& cgroup_root) {
-  if (paths.empty()) return 0;
+std::vector<std::string> CgroupHierarchies(const std::string& cgroup_root) {
   std::vector<std::string> hierarchies = {cgroup_root};
   if (DIR* d = opendir(cgroup_root.c_str())) {
     while (dirent* e = readdir(d)) {
@@ -63,6 +62,12 @@ int RemoveLeftoverCgroups(const std::vector<std::string>& paths, const std::stri
     }
     closedir(d);
   }
+  return hierarchies;
+}
+
+int RemoveLeftoverCgroups(const std::vector<std::string>& paths, const std::string& cgroup_root) {
+  if (paths.empty()) return 0;
+  const std::vector<std::string> hierarchies = CgroupHierarchies(cgroup_root);
   int removed = 0;
   for (const auto& path : paths) {
     for (const auto& h : hierarchies) {

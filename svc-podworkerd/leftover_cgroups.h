@@ -26,6 +26,11 @@ std::optional<std::string> CgroupsPathFromInfo(const std::string& info_json);
 // task ID of namespace NS; nullopt unless both are plain components as above.
 std::optional<std::string> NamespaceCgroupPath(const std::string& ns, const std::string& id);
 
+// The directories under which a cgroupfs path may exist: `cgroup_root` itself (a pure v2 host)
+// and every directory in it (each v1 controller mount, the hybrid "unified" one); comounted
+// aliases (symlinks such as cpu -> cpu,cpuacct) are left out.
+std::vector<std::string> CgroupHierarchies(const std::string& cgroup_root = "/sys/fs/cgroup");
+
 // Removes `path` (as returned above) in every cgroup hierarchy under `cgroup_root` (each v1
 // controller directory, the v2 "unified" directory, and `cgroup_root` itself for a pure v2
 // host) with rmdir. Returns how many directories were removed; busy or missing ones are skipped.

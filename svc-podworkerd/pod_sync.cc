@@ -555,9 +555,20 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   for (const auto& e : dns_events)
     out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
   for (const auto& s : *listed) (void)runtime_.StopPodSandbox(s.id());
+  // The pod's cgroup, before its sandbox (pod_cgroups.h), as the kubelet's EnsureExists.
+  if (pod_cgroups_.enabled) {
+    auto name = PodCgroupName(pod_cgroups_, pod);
+    Status made = name.ok() ? EnsurePodCgroup(pod_cgroups_, *name, PodLimits(pod)) : name.status();
+    if (!made.ok()) {
+      out.error = "pod cgroup: " + made.message();
+      out.events.push_back(MakeEvent(pod, "Warning", "FailedCreatePodSandBox",
+                                     "Failed to create the pod's cgroup: " + made.message()));
+      return made;
+    }
+  }
   out.changed_runtime = true;
-  auto created = runtime_.RunPodSandbox(
-      MakeSandboxConfig(pod, decision.attempt, log_dir_, &*network), pod.spec.runtime_class_name);
+  auto created = runtime_.RunPodSandbox(SandboxConfig(pod, decision.attempt, &*network),
+                                        pod.spec.runtime_class_name);
   if (!created.ok()) {
     // The name is still held by a sandbox the listing did not show (the runtime answered before
     // it had loaded every sandbox): step over the holder's attempt and try once more.
@@ -572,9 +583,8 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
       if (held.ok()) {
         (void)runtime_.StopPodSandbox(holder);
         decision.attempt = std::max(decision.attempt, held->status().metadata().attempt() + 1);
-        created =
-            runtime_.RunPodSandbox(MakeSandboxConfig(pod, decision.attempt, log_dir_, &*network),
-                                   pod.spec.runtime_class_name);
+        created = runtime_.RunPodSandbox(SandboxConfig(pod, decision.attempt, &*network),
+                                         pod.spec.runtime_class_name);
       }
     }
   }
@@ -747,8 +757,7 @@ SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
   if (auto hostname = SandboxHostname(pod, dns_.cluster_domain); hostname.ok()) {
     named.hostname = *hostname;
   }
-  const v1::PodSandboxConfig sandbox_config =
-      MakeSandboxConfig(pod, sandbox_attempt, log_dir_, &named);
+  const v1::PodSandboxConfig sandbox_config = SandboxConfig(pod, sandbox_attempt, &named);
 
   // A container CRI reports as CONTAINER_UNKNOWN: containerd could not load its task after a
   // restart (a shim that did not answer in time), and it stays unknown until containerd restarts
@@ -983,7 +992,25 @@ Status PodSyncer::RemovePod(const std::string& uid) {
     Status st = runtime_.RemovePodSandbox(s.id());
     if (!st.ok() && st.code() != StatusCode::kNotFound && first.ok()) first = st;
   }
+  // Every sandbox gone: the pod's cgroup goes too (an error leaves it to the next try and to
+  // the periodic sweep).
+  if (first.ok() && pod_cgroups_.enabled) {
+    if (Status s = RemovePodCgroup(pod_cgroups_, uid); !s.ok()) {
+      return Status(s.code(), "pod cgroup: " + s.message());
+    }
+  }
   return first;
+}
+
+v1::PodSandboxConfig PodSyncer::SandboxConfig(const pod::Pod& pod, uint32_t attempt,
+                                              const SandboxNetwork* network) const {
+  v1::PodSandboxConfig config = MakeSandboxConfig(pod, attempt, log_dir_, network);
+  if (pod_cgroups_.enabled) {
+    if (auto name = PodCgroupName(pod_cgroups_, pod); name.ok()) {
+      config.mutable_linux()->set_cgroup_parent(*name);
+    }
+  }
+  return config;
 }
 
 void PodSyncer::ForgetPod(const std::string& uid) {

@@ -30,8 +30,10 @@
 #include "pleg_generated.h"
 #include "svc-podworkerd/container_env.h"
 #include "svc-podworkerd/crash_loop_backoff.h"
+#include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/cut_starts.h"
 #include "svc-podworkerd/image_puller.h"
+#include "svc-podworkerd/pod_cgroups.h"
 #include "svc-podworkerd/pod_dns.h"
 #include "svc-podworkerd/probe_manager.h"
 #include "svc-podworkerd/sandbox_decision.h"
@@ -105,6 +107,9 @@ class PodSyncer {
   }
   // nodelet's root directory, where subPath mounts are staged (before the first sync).
   // Also where ephemeral storage is measured for resourceFieldRef (as volumed measures it).
+  // Pod cgroups (pod_cgroups.h); disabled unless set (before the first sync).
+  void set_pod_cgroups(PodCgroupConfig config) { pod_cgroups_ = std::move(config); }
+  const PodCgroupConfig& pod_cgroups() const { return pod_cgroups_; }
   // Also where the ledger of cut starts is kept (ROOT/podworkerd/cut-starts, cut_starts.h).
   void set_root_dir(std::string dir);
 
@@ -200,6 +205,10 @@ class PodSyncer {
   // made (ALREADY_EXISTS): that container's exit without ever running is not a run (it is
   // started again, also under restartPolicy Never), as with containerd's "context canceled".
   void NoteCutStart(const std::string& id, const Status& failure);
+  // MakeSandboxConfig with the pod's cgroup as the cgroup parent when pod cgroups are on (the
+  // same config goes with every CreateContainer, which is where containerd reads it).
+  cri::v1::PodSandboxConfig SandboxConfig(const pod::Pod& pod, uint32_t attempt,
+                                          const SandboxNetwork* network) const;
   std::set<std::string> CutStarts() const;
 
   cri::RuntimeService& runtime_;
@@ -226,6 +235,7 @@ class PodSyncer {
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
   std::function<void(std::vector<status::PodEvent>)> progress_events_;
   CutStartLedger cut_starts_;
+  PodCgroupConfig pod_cgroups_;
   mutable std::mutex env_mu_;
   std::shared_ptr<const EnvSources> env_sources_;
   pod::NodeAllocatable node_ = pod::ReadNodeAllocatable();

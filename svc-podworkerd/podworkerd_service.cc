@@ -15,6 +15,7 @@
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/rfc3339.h"
 #include "lib/pod/static_pod.h"
+#include "lib/service/cgroup_flags.h"
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
@@ -93,6 +94,10 @@ class PodworkerdService::Effects : public DispatcherEffects {
   void ForgetPod(const std::string& uid) override { s_.syncer_->ForgetPod(uid); }
   void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) override {
     if (s_.container_logs_) s_.container_logs_->SetDesired(uids);
+    {
+      std::lock_guard<std::mutex> lock(s_.cgroup_mu_);
+      s_.cgroup_desired_ = uids;
+    }
     if (s_.gc_) s_.gc_->SetDesired(std::move(uids), std::move(images));
   }
 
@@ -238,6 +243,7 @@ Status PodworkerdService::Start() {
       probes_.get());
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
+  syncer_->set_pod_cgroups(config_.pod_cgroups);
   // Chosen here when the config came without one (NodeIP("") always has an answer).
   syncer_->set_node_ip(config_.node_ip.empty() ? NodeIP("").value() : config_.node_ip);
   syncer_->set_dns_settings(config_.dns);
@@ -281,8 +287,11 @@ Status PodworkerdService::Start() {
   gc_ = std::make_unique<GarbageCollector>(
       *counting_, *counting_, fs_stats_, ctx.clock, config_.gc,
       [sender = status_.get()](status::PodEvent e) { sender->SendEvents({std::move(e)}); });
-  if (orphan_shims_) {
-    gc_->set_periodic_sweep(config_.orphan_shim_period, [this] { SweepOrphanShims(false); });
+  if (orphan_shims_ || config_.pod_cgroups.enabled) {
+    gc_->set_periodic_sweep(config_.orphan_shim_period, [this] {
+      if (orphan_shims_) SweepOrphanShims(false);
+      SweepPodCgroups();
+    });
   }
   if (!ctx.options.log_dir.empty()) {
     // LOG-DIR/containers holds the log symlinks (container_log_manager.h).
@@ -329,6 +338,37 @@ void PodworkerdService::SweepOrphanShims(bool final_sweep) {
                status.message());
   }
   orphan_shims_ended_ += r.ended.size();
+}
+
+void PodworkerdService::SweepPodCgroups() {
+  if (!config_.pod_cgroups.enabled) return;
+  // In this order: a cgroup listed here was made before the desired set read next, so its pod
+  // is in that set (the set is updated before a new pod's sync can make its cgroup).
+  std::set<std::string> uids = PodCgroupUids(config_.pod_cgroups);
+  if (uids.empty()) return;
+  std::set<std::string> keep;
+  {
+    std::lock_guard<std::mutex> lock(cgroup_mu_);
+    if (!cgroup_desired_) return;  // no desired set yet: nothing is known to be gone
+    keep = *cgroup_desired_;
+  }
+  auto sandboxes = cri_.ListPodSandbox({});
+  if (!sandboxes.ok()) return;
+  for (const auto& s : *sandboxes) {
+    auto it = s.labels().find(kPodUidLabel);
+    if (it != s.labels().end()) keep.insert(it->second);
+  }
+  auto log = GetLogger("podworkerd");
+  for (const auto& uid : uids) {
+    if (keep.count(uid) > 0) continue;
+    Status s = RemovePodCgroup(config_.pod_cgroups, uid);
+    if (s.ok()) {
+      log->info("Removed the cgroup of pod {}: no desired pod and no sandbox has it", uid);
+      cgroup_sweep_warned_.erase(uid);
+    } else if (cgroup_sweep_warned_.insert(uid).second) {
+      log->warn("The cgroup of removed pod {} stays for now: {}", uid, s.message());
+    }
+  }
 }
 
 void PodworkerdService::Register() {
@@ -651,6 +691,7 @@ ServiceSpec MakeSpec() {
   auto image_min_age = std::make_shared<std::string>("2m");
   auto orphan_shim_period = std::make_shared<std::string>("10s");
   auto container_logs = std::make_shared<ContainerLogFlags>();
+  auto cgroups = std::make_shared<CgroupFlags>();
   ServiceSpec spec;
   spec.name = "podworkerd";
   spec.id = ipc::ServiceId::Podworkerd;
@@ -665,6 +706,7 @@ ServiceSpec MakeSpec() {
     AddDnsOptions(app, config->dns.cluster_dns, config->dns.cluster_domain,
                   config->dns.resolv_conf);
     AddContainerLogOptions(app, *container_logs);
+    AddCgroupOptions(app, *cgroups);
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -748,6 +790,8 @@ ServiceSpec MakeSpec() {
     c.container_logs.max_files = container_logs->max_files;
     c.container_logs.monitor_interval =
         std::max(*ParseDuration(container_logs->monitor_interval), std::chrono::milliseconds(100));
+    c.pod_cgroups.enabled = cgroups->per_qos;
+    c.pod_cgroups.root = cgroups->root;
     auto node_ip = NodeIP(c.node_ip);
     if (!node_ip.ok()) return node_ip.status();
     c.node_ip = *node_ip;

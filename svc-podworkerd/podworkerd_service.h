@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +64,7 @@ struct PodworkerdConfig {
   // Container log rotation: --container-log-max-size, --container-log-max-files,
   // --container-log-monitor-interval (container_log_manager.h).
   ContainerLogPolicy container_logs;
+  PodCgroupConfig pod_cgroups;  // --cgroups-per-qos, --cgroup-root (pod_cgroups.h)
 };
 
 // The container runtime podworkerd drives: CRI's two services and, when the runtime is
@@ -157,6 +159,12 @@ class PodworkerdService : public Service {
   bool stopped_ = false;
 
   std::atomic<uint64_t> orphan_shims_ended_{0};  // written by the GC thread
+  // The pod cgroup sweep (GC thread): the latest desired UIDs (none before the first set) and the
+  // UIDs whose failed removal was already logged.
+  void SweepPodCgroups();
+  std::mutex cgroup_mu_;
+  std::optional<std::set<std::string>> cgroup_desired_;
+  std::set<std::string> cgroup_sweep_warned_;
   ipc::BadMessageCounter bad_messages_;
 
   // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the

@@ -217,7 +217,9 @@ Status Soak::StartNodelet() {
                                    "--restart-intensity",
                                    "1000",
                                    "--config",
-                                   dir_ + "/config.yaml"};
+                                   dir_ + "/config.yaml",
+                                   "--cgroup-root",
+                                   testing::TestCgroupRoot(dir_)};
   nodelet_ = std::make_unique<Subprocess>(
       argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},
       dir_ + "/nodelet-" + std::to_string(nodelet_starts_) + ".log");
@@ -803,6 +805,10 @@ void Soak::CheckLeaks() {
   }
   for (const auto& cg : CgroupsNamed(ids))
     Violation(figures_.leak_violations, "cgroup left: " + cg);
+  // Every pod was removed: podworkerd removed each pod's cgroup (pod_cgroups.h).
+  for (const auto& cg : testing::PodCgroupsUnder(testing::TestCgroupRoot(dir_))) {
+    Violation(figures_.leak_violations, "pod cgroup left: " + cg);
+  }
 }
 
 Result<SoakFigures> Soak::Run() {
@@ -932,6 +938,7 @@ void Soak::Teardown() {
     containerd_.reset();
   }
   if (dir_.empty()) return;
+  (void)testing::RemoveCgroupTree(testing::TestCgroupRoot(dir_));
   for (const auto& m : MountsUnder(dir_)) umount2(m.c_str(), MNT_DETACH);
   if (!options_.keep_dir && figures_.violations() == 0) {
     std::error_code ec;

@@ -103,7 +103,9 @@ class HostHardeningTest : public NodeletTest {
             "--node-name",
             "node1",
             "--http-address",
-            ""};
+            "",
+            "--cgroup-root",
+            TestCgroupRoot(dir_.path())};
   }
 };
 

@@ -18,6 +18,7 @@
 #include "tests/testing/containerd.h"
 #include "tests/testing/fake_supervisor.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 namespace nodelet::testing {
 namespace {
@@ -370,10 +371,11 @@ TEST_F(PlegdTest, ContainerdStoppedAndStartedMakesHealthFailingThenOk) {
 // `nodeletctl runtime` prints plegd's view, served from its snapshot through the supervisor.
 TEST_F(PlegdTest, NodeletctlRuntimeShowsPlegdViewThroughSupervisor) {
   NotifyListener notify(dir_.Sub("nodelet-notify.sock"));
-  Subprocess nodelet({BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir",
-                      dir_.Sub("run"), "--log-dir", dir_.Sub("log"), "--runtime-endpoint",
-                      containerd_->endpoint(), "--relist-period", "100ms"},
-                     {{"NOTIFY_SOCKET", notify.path()}}, dir_.Sub("nodelet.log"));
+  Subprocess nodelet(
+      {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir", dir_.Sub("run"),
+       "--log-dir", dir_.Sub("log"), "--runtime-endpoint", containerd_->endpoint(),
+       "--relist-period", "100ms", "--cgroup-root", TestCgroupRoot(dir_.path())},
+      {{"NOTIFY_SOCKET", notify.path()}}, dir_.Sub("nodelet.log"));
   ASSERT_TRUE(notify.WaitFor("READY=1", 20s).has_value()) << "all four services must start";
 
   std::string sandbox = RunSandbox("web");

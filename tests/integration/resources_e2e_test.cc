@@ -1,7 +1,8 @@
 // Resources through the real `nodelet` on a private containerd: each pod's QoS class in its
 // status, and the OOM score adjustment its containers run with, read from inside them
 // (/proc/self/oom_score_adj), against the kubelet's rules (lib/pod/qos.h) computed here from
-// the machine's MemTotal.
+// the machine's MemTotal; pod cgroups under the test's --cgroup-root, their limits read from the
+// cgroup files, the containers inside them, and their removal with the pod.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -31,6 +33,19 @@ int64_t MemTotalBytes() {
     if (key == "MemTotal:") return kib * 1024;
   }
   return 0;
+}
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The cgroup v1 hierarchy of `controller` (cpu is cpu,cpuacct on Debian), or the v2 root.
+std::string Hierarchy(const std::string& controller) {
+  return std::filesystem::exists("/sys/fs/cgroup/" + controller) ? "/sys/fs/cgroup/" + controller
+                                                                 : "/sys/fs/cgroup";
 }
 
 int ReadOomScoreAdj(const std::string& path) {
@@ -103,6 +118,63 @@ TEST_F(ResourcesE2eTest, QosClassInTheStatusAndOomScoreAdjInsideTheContainer) {
   EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/besteffort"), 1000);
   EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/guaranteed"), std::max(-997, floor));
   EXPECT_EQ(ReadOomScoreAdj(results_dir() + "/critical"), std::max(-997, floor));
+}
+
+// A Guaranteed and a Burstable pod: each runs in its pod cgroup (kubepods/pod<UID> and
+// kubepods/burstable/pod<UID> under the test's --cgroup-root), with the kubelet's pod-level
+// limits in the cgroup files; deleting the manifests removes the pod cgroups.
+TEST_F(ResourcesE2eTest, PodCgroupsCarryThePodLimitsAndGoWithThePod) {
+  if (!std::filesystem::exists("/sys/fs/cgroup/memory")) {
+    GTEST_SKIP() << "the file checks below are cgroup v1's (this machine: hybrid)";
+  }
+  std::filesystem::create_directories(results_dir());
+  chmod(results_dir().c_str(), 0777);
+  auto pod = [&](const std::string& name, const std::string& resources) {
+    Write(name + ".yaml",
+          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+              "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n"
+              "  volumes:\n  - name: results\n    hostPath: {path: " +
+              results_dir() +
+              "}\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+              "    imagePullPolicy: Never\n"
+              "    command: [\"sh\", \"-c\", \"cat /proc/self/cgroup > /results/" +
+              name + ".tmp; mv /results/" + name + ".tmp /results/" + name + "; " +
+              kSleepUntilTerm +
+              "\"]\n    volumeMounts: [{name: results, mountPath: /results}]\n"
+              "    resources: " +
+              resources + "\n");
+  };
+  pod("gpod", "{limits: {cpu: 200m, memory: 64Mi}}");
+  pod("bpod", "{requests: {cpu: 100m}}");
+  StartNodelet();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return std::filesystem::exists(results_dir() + "/gpod") &&
+               std::filesystem::exists(results_dir() + "/bpod");
+      },
+      60s))
+      << CtlPod("gpod-node1").dump(2);
+  const std::string root = TestCgroupRoot(dir_.path());
+  auto uid = [&](const std::string& name) { return PodJson(name)["metadata"].value("uid", ""); };
+  const std::string g = root + "/kubepods/pod" + uid("gpod-node1");
+  const std::string b = root + "/kubepods/burstable/pod" + uid("bpod-node1");
+
+  EXPECT_EQ(FirstLine(Hierarchy("memory") + g + "/memory.limit_in_bytes"),
+            std::to_string(64 << 20));
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + g + "/cpu.cfs_quota_us"), "20000");
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + g + "/cpu.shares"), std::to_string(200 * 1024 / 1000));
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + b + "/cpu.shares"), std::to_string(100 * 1024 / 1000));
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + b + "/cpu.cfs_quota_us"), "-1");
+  // The containers run inside: /proc/self/cgroup names the pod's cgroup for memory.
+  EXPECT_NE(ReadTextFile(results_dir() + "/gpod").find(g + "/"), std::string::npos)
+      << ReadTextFile(results_dir() + "/gpod");
+  EXPECT_NE(ReadTextFile(results_dir() + "/bpod").find(b + "/"), std::string::npos)
+      << ReadTextFile(results_dir() + "/bpod");
+
+  std::filesystem::remove(manifests() + "/gpod.yaml");
+  std::filesystem::remove(manifests() + "/bpod.yaml");
+  EXPECT_TRUE(WaitFor([&] { return PodCgroupsUnder(root).empty(); }, 60s))
+      << "left: " << (PodCgroupsUnder(root).empty() ? "" : PodCgroupsUnder(root)[0]);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/sockets.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 namespace nodelet::testing {
 namespace {
@@ -49,7 +50,9 @@ class SupervisorTest : public ::testing::Test {
                                      "--runtime-endpoint",
                                      "unix://" + runtime_socket_,
                                      "--failing-grace",
-                                     "1h"};
+                                     "1h",
+                                     "--cgroup-root",
+                                     TestCgroupRoot(dir_.path())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(argv, env, dir_.Sub("nodelet.log"));
   }
@@ -680,6 +683,26 @@ TEST_F(SupervisorTest, AdminGroupMemberIsServedAndOthersAreRefused) {
   EXPECT_NE(outsider.exit_code, 0) << outsider.output;
   EXPECT_THAT(outsider.output, HasSubstr("nodeletctl: permission denied: " + dir_.Sub("run") +
                                          "/ctl.sock (needs root or group 4242)"));
+}
+
+// The cgroup flags are checked at start, by nodelet and by podworkerd alike: the systemd driver
+// is refused with the reason (docs/resources.md), and so is a --cgroup-root that is not an
+// absolute path of plain components.
+TEST_F(SupervisorTest, UnsupportedCgroupFlagsAreStartupErrorsNamingTheFlag) {
+  for (const std::string bin : {"nodelet", "nodelet-podworkerd"}) {
+    auto driver = RunCommand({BinDir() + "/" + bin, "--root-dir", dir_.Sub("root"), "--run-dir",
+                              dir_.Sub("run"), "--cgroup-driver", "systemd"},
+                             15s);
+    EXPECT_EQ(driver.exit_code, 2) << driver.output;
+    EXPECT_THAT(driver.output, HasSubstr("--cgroup-driver"));
+    EXPECT_THAT(driver.output, HasSubstr("\"systemd\" is not supported by nodelet yet"));
+    auto root = RunCommand({BinDir() + "/" + bin, "--root-dir", dir_.Sub("root"), "--run-dir",
+                            dir_.Sub("run"), "--cgroup-root", "/a/../b"},
+                           15s);
+    EXPECT_EQ(root.exit_code, 2) << root.output;
+    EXPECT_THAT(root.output, HasSubstr("--cgroup-root"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("run"))) << "nothing is made or bound";
 }
 
 TEST_F(SupervisorTest, UnknownAdminGroupIsAStartupErrorNamingTheFlag) {

@@ -30,6 +30,14 @@ class TempDir {
   std::string path_;
 };
 
+// The --cgroup-root of a test's nodelet or podworkerd: "/nodelet-test/<last component of dir>",
+// so that tests running at once never share a kubepods cgroup (nor sweep each other's pod
+// cgroups). RemoveCgroupTree (leak_check.h) removes it; `./dev test` removes trees whose test
+// directory (/tmp/<that component>) is gone.
+inline std::string TestCgroupRoot(const std::string& dir) {
+  return "/nodelet-test/" + dir.substr(dir.find_last_of('/') + 1);
+}
+
 // The build tree's bin/ directory (where meson copies every binary), from the
 // NODELET_BIN_DIR environment variable that meson's test() sets.
 std::string BinDir();

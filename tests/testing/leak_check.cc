@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,57 @@ std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids) {
         it.disable_recursion_pending();
       } else if (it.depth() >= 3) {
         it.disable_recursion_pending();
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> Hierarchies() {
+  std::vector<std::string> out = {"/sys/fs/cgroup"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::error_code ec2;
+    if (e.is_directory(ec2) && !e.is_symlink(ec2)) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+void RemoveDeepestFirst(const std::string& dir, std::vector<std::string>& stayed) {
+  std::error_code ec;
+  std::vector<std::string> children;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::error_code ec2;
+    if (e.is_directory(ec2) && !e.is_symlink(ec2)) children.push_back(e.path().string());
+  }
+  for (const auto& c : children) RemoveDeepestFirst(c, stayed);
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) stayed.push_back(dir);
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveCgroupTree(const std::string& path) {
+  std::vector<std::string> stayed;
+  const std::string parent = fs::path(path).parent_path().string();
+  for (const auto& h : Hierarchies()) {
+    std::error_code ec;
+    if (fs::exists(h + path, ec)) RemoveDeepestFirst(h + path, stayed);
+    // The parent alone, when nothing else is in it (another test's tree keeps it).
+    if (parent != "/" && !parent.empty()) (void)rmdir((h + parent).c_str());
+  }
+  return stayed;
+}
+
+std::vector<std::string> PodCgroupsUnder(const std::string& root) {
+  std::vector<std::string> out;
+  const std::string base = (root == "/" ? std::string() : root) + "/kubepods";
+  for (const auto& h : Hierarchies()) {
+    for (const char* qos : {"", "/burstable", "/besteffort"}) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(h + base + qos, ec)) {
+        if (e.path().filename().string().rfind("pod", 0) == 0) out.push_back(e.path().string());
       }
     }
   }

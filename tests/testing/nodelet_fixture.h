@@ -22,6 +22,7 @@
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/leak_check.h"
 
 namespace nodelet::testing {
 
@@ -68,6 +69,10 @@ class NodeletTest : public ::testing::Test {
     if (containerd_) {
       EXPECT_TRUE(containerd_->Stop().ok());
     }
+    // The pods' cgroups under this test's own --cgroup-root (nodelet's pods outlive it).
+    for (const auto& left : RemoveCgroupTree(TestCgroupRoot(dir_.path()))) {
+      ADD_FAILURE() << "cgroup left: " << left;
+    }
   }
   // A fixture's changes to its containerd before start (a registry config path, extra images,
   // a small root filesystem).
@@ -100,7 +105,9 @@ class NodeletTest : public ::testing::Test {
                                      "--pod-manifest-path",
                                      manifests(),
                                      "--node-name",
-                                     "node1"};
+                                     "node1",
+                                     "--cgroup-root",
+                                     TestCgroupRoot(dir_.path())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<Subprocess>(
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},

@@ -9,6 +9,7 @@
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/static_pod.h"
 #include "podwork_generated.h"
+#include "tests/testing/leak_check.h"
 
 namespace nodelet::testing {
 
@@ -36,6 +37,9 @@ ServiceNode::~ServiceNode() {
   if (containerd_) {
     Status s = containerd_->Stop();
     EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  for (const auto& left : RemoveCgroupTree(TestCgroupRoot(dir_.path()))) {
+    ADD_FAILURE() << "cgroup left: " << left;
   }
 }
 
@@ -97,8 +101,11 @@ std::unique_ptr<Subprocess> ServiceNode::StartService(const std::string& name,
 
 std::unique_ptr<Subprocess> ServiceNode::StartPodworkerd() {
   const std::string endpoint = proxy_ ? proxy_->endpoint() : containerd_->endpoint();
-  std::vector<std::string> args = {"--runtime-endpoint", endpoint, "--crashloop-initial", "1s",
-                                   "--crashloop-max",    "4s",     "--resync-period",     "2s"};
+  std::vector<std::string> args = {"--runtime-endpoint",  endpoint,
+                                   "--crashloop-initial", "1s",
+                                   "--crashloop-max",     "4s",
+                                   "--resync-period",     "2s",
+                                   "--cgroup-root",       TestCgroupRoot(dir_.path())};
   args.insert(args.end(), options_.podworkerd_args.begin(), options_.podworkerd_args.end());
   return StartService("podworkerd", args);
 }

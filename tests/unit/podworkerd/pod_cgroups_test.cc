@@ -1,0 +1,162 @@
+// Pod cgroups on a stand-in cgroup v1 tree (plain directories, one per controller): names by QoS
+// class, the kubelet's pod-level limits, the files written, removal and the listing the sweep
+// uses. resources-e2e checks the same on the real /sys/fs/cgroup.
+#include "svc-podworkerd/pod_cgroups.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "lib/pod/defaults.h"
+#include "lib/pod/manifest_parser.h"
+
+namespace nodelet::podworkerd {
+namespace {
+
+pod::Pod PodOf(const std::string& containers) {
+  auto r = pod::DecodeManifest(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u-1}\nspec:\n" +
+          containers,
+      "p.yaml");
+  EXPECT_TRUE(r.errors.empty());
+  if (r.pods.empty()) return pod::Pod{};
+  pod::Pod pod = r.pods[0].pod;
+  pod::ApplyPodDefaults(pod);
+  return pod;
+}
+
+std::string One(const std::string& resources) {
+  return "  containers:\n  - name: a\n    image: busybox\n    resources: " + resources + "\n";
+}
+
+class PodCgroupsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/nodelet-pod-cgroups.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    fs_ = tmpl;
+    for (const char* c : {"cpu", "memory", "pids", "blkio"}) {
+      std::filesystem::create_directories(fs_ + "/" + c);
+    }
+    config_.enabled = true;
+    config_.root = "/test-root";
+    config_.fs_root = fs_;
+  }
+  void TearDown() override { std::filesystem::remove_all(fs_); }
+  std::string Read(const std::string& path) {
+    std::ifstream in(fs_ + path);
+    std::string s;
+    std::getline(in, s);
+    return s;
+  }
+
+  std::string fs_;
+  PodCgroupConfig config_;
+};
+
+TEST_F(PodCgroupsTest, TheNameFollowsTheQosClass) {
+  EXPECT_EQ(*PodCgroupName(config_, PodOf(One("{limits: {cpu: 1, memory: 1Gi}}"))),
+            "/test-root/kubepods/podu-1");
+  EXPECT_EQ(*PodCgroupName(config_, PodOf(One("{requests: {cpu: 1}}"))),
+            "/test-root/kubepods/burstable/podu-1");
+  PodCgroupConfig at_root = config_;
+  at_root.root = "/";
+  EXPECT_EQ(*PodCgroupName(at_root, PodOf(One("{}"))), "/kubepods/besteffort/podu-1");
+  pod::Pod hostile = PodOf(One("{}"));
+  hostile.metadata.uid = "../../escape";
+  EXPECT_FALSE(PodCgroupName(config_, hostile).ok());
+  EXPECT_FALSE(RemovePodCgroup(config_, "../x").ok());
+}
+
+TEST_F(PodCgroupsTest, LimitsAreTheKubeletsResourceConfigForPod) {
+  PodCgroupLimits g = PodLimits(PodOf(One("{limits: {cpu: 500m, memory: 64Mi}}")));
+  EXPECT_EQ(g.cpu_shares, 512);
+  EXPECT_EQ(g.cpu_quota_us, 50000);
+  EXPECT_EQ(g.memory_bytes, int64_t{64} << 20);
+
+  // Burstable with requests only: shares, no quota, no memory limit.
+  PodCgroupLimits b = PodLimits(PodOf(One("{requests: {cpu: 250m, memory: 32Mi}}")));
+  EXPECT_EQ(b.cpu_shares, 256);
+  EXPECT_FALSE(b.cpu_quota_us.has_value());
+  EXPECT_FALSE(b.memory_bytes.has_value());
+
+  // Burstable where every container declares both limits: quota and memory too, summed.
+  PodCgroupLimits both = PodLimits(PodOf(
+      "  containers:\n  - name: a\n    image: busybox\n    resources: {requests: {cpu: 100m}, "
+      "limits: {cpu: 200m, memory: 10Mi}}\n  - name: b\n    image: busybox\n    resources: "
+      "{limits: {cpu: 300m, memory: 20Mi}}\n"));
+  EXPECT_EQ(both.cpu_shares, (100 + 300) * 1024 / 1000);
+  EXPECT_EQ(both.cpu_quota_us, 50000);
+  EXPECT_EQ(both.memory_bytes, int64_t{30} << 20);
+
+  // One container without a memory limit: no pod memory limit.
+  PodCgroupLimits partial = PodLimits(PodOf(
+      "  containers:\n  - name: a\n    image: busybox\n    resources: {limits: {cpu: 1, "
+      "memory: 10Mi}}\n  - name: b\n    image: busybox\n    resources: {limits: {cpu: 1}}\n"));
+  EXPECT_TRUE(partial.cpu_quota_us.has_value());
+  EXPECT_FALSE(partial.memory_bytes.has_value());
+
+  // An init container larger than the containers' sum sets the pod's value.
+  PodCgroupLimits init = PodLimits(
+      PodOf(One("{limits: {cpu: 100m, memory: 10Mi}}") +
+            "  initContainers:\n  - name: i\n    image: busybox\n    resources: {limits: {cpu: 2, "
+            "memory: 1Gi}}\n"));
+  EXPECT_EQ(init.cpu_quota_us, 200000);
+  EXPECT_EQ(init.memory_bytes, int64_t{1} << 30);
+
+  // BestEffort: the minimum shares and nothing else.
+  PodCgroupLimits be = PodLimits(PodOf(One("{}")));
+  EXPECT_EQ(be.cpu_shares, 2);
+  EXPECT_FALSE(be.cpu_quota_us.has_value());
+  EXPECT_FALSE(be.memory_bytes.has_value());
+}
+
+TEST_F(PodCgroupsTest, EnsureMakesTheCgroupAndWritesTheLimits) {
+  const std::string name = "/test-root/kubepods/burstable/podu-1";
+  PodCgroupLimits limits;
+  limits.cpu_shares = 300;
+  limits.cpu_quota_us = 20000;
+  ASSERT_TRUE(EnsurePodCgroup(config_, name, limits).ok());
+  EXPECT_EQ(Read("/cpu" + name + "/cpu.shares"), "300");
+  EXPECT_EQ(Read("/cpu" + name + "/cpu.cfs_quota_us"), "20000");
+  EXPECT_EQ(Read("/cpu" + name + "/cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(Read("/memory" + name + "/memory.limit_in_bytes"), "-1");
+  EXPECT_TRUE(std::filesystem::is_directory(fs_ + "/pids" + name));
+  EXPECT_EQ(PodCgroupUids(config_), (std::set<std::string>{"u-1"}));
+}
+
+TEST_F(PodCgroupsTest, RemovalTakesThePodCgroupAndWhatIsLeftInside) {
+  // As runc leaves them: the pod's cgroup in every hierarchy, an emptied container cgroup inside.
+  for (const char* c : {"cpu", "memory", "pids", "blkio"}) {
+    std::filesystem::create_directories(fs_ + "/" + c +
+                                        "/test-root/kubepods/besteffort/podu-2/ctr");
+    std::filesystem::create_directories(fs_ + "/" + c + "/test-root/kubepods/podu-3");
+  }
+  EXPECT_EQ(PodCgroupUids(config_), (std::set<std::string>{"u-2", "u-3"}));
+  ASSERT_TRUE(RemovePodCgroup(config_, "u-2").ok());
+  EXPECT_EQ(PodCgroupUids(config_), (std::set<std::string>{"u-3"}));
+  EXPECT_TRUE(std::filesystem::is_directory(fs_ + "/blkio/test-root/kubepods/besteffort"));
+  EXPECT_TRUE(RemovePodCgroup(config_, "no-such").ok());
+  // Something that cannot be removed (here a file, as a process would keep a real cgroup) is
+  // named in the error.
+  std::ofstream(fs_ + "/memory/test-root/kubepods/podu-3/busy") << "x";
+  Status s = RemovePodCgroup(config_, "u-3");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/memory/test-root/kubepods/podu-3"), std::string::npos)
+      << s.message();
+}
+
+TEST(CgroupRootTest, OnlyAbsolutePlainPaths) {
+  EXPECT_TRUE(ValidateCgroupRoot("/").ok());
+  EXPECT_TRUE(ValidateCgroupRoot("/nodelet-test/x.y_z").ok());
+  for (const char* bad : {"", "relative", "/a/", "/a/../b", "/a//b", "/a/b c", "/./a"}) {
+    EXPECT_FALSE(ValidateCgroupRoot(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace nodelet::podworkerd
