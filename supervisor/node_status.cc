@@ -61,29 +61,6 @@ std::string Milli(int64_t m) {
 
 }  // namespace
 
-Result<NodeResourceList> ParseReservation(const std::string& text) {
-  NodeResourceList out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) continue;
-    auto eq = item.find('=');
-    if (eq == std::string::npos)
-      return InvalidArgument("reservation \"" + item + "\": want NAME=QUANTITY");
-    std::string name = item.substr(0, eq);
-    auto q = pod::Quantity::Parse(item.substr(eq + 1));
-    if (!q.ok()) return InvalidArgument("reservation " + name + ": " + q.status().message());
-    if (name == "cpu")
-      out.cpu_milli = q->MilliValue();
-    else if (name == "memory")
-      out.memory_bytes = q->Value();
-    else if (name == "ephemeral-storage")
-      out.ephemeral_storage_bytes = q->Value();
-    else
-      return InvalidArgument("reservation: unknown resource " + name);
-  }
-  return out;
-}
-
 std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ctx,
                                                                 const std::string& run_dir) {
   struct State {
@@ -228,15 +205,18 @@ void NodeStatusManager::Refresh() {
     disk_total = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
     disk_avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
   }
-  NodeResourceList alloc;
-  alloc.cpu_milli = std::max<int64_t>(
-      0, cap.cpu_milli - options_.system_reserved.cpu_milli - options_.kube_reserved.cpu_milli);
-  alloc.memory_bytes =
-      std::max<int64_t>(0, cap.memory_bytes - options_.system_reserved.memory_bytes -
-                               options_.kube_reserved.memory_bytes);
-  alloc.ephemeral_storage_bytes =
-      std::max<int64_t>(0, disk_total - options_.system_reserved.ephemeral_storage_bytes -
-                               options_.kube_reserved.ephemeral_storage_bytes);
+  // As the kubelet: capacity minus the reservations minus the hard eviction thresholds (the
+  // pressure thresholds below: memory.available, nodefs.available).
+  NodeResourceList capacity;
+  capacity.cpu_milli = cap.cpu_milli;
+  capacity.memory_bytes = cap.memory_bytes;
+  capacity.ephemeral_storage_bytes = disk_total;
+  NodeResourceList eviction;
+  eviction.memory_bytes = options_.memory_available_min_bytes;
+  eviction.ephemeral_storage_bytes =
+      static_cast<int64_t>(options_.disk_available_min_fraction * static_cast<double>(disk_total));
+  NodeResourceList alloc =
+      pod::AllocatableFrom(capacity, options_.system_reserved, options_.kube_reserved, eviction);
 
   nlohmann::json images = nlohmann::json::array();
   if (images_ != nullptr && runtime_ready_ && !stopping_) {

@@ -26,18 +26,13 @@
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/ipc/sockets.h"
+#include "lib/pod/node_resources.h"
 #include "supervisor/service_control.h"
 
 namespace nodelet::supervisor {
 
-struct NodeResourceList {
-  int64_t cpu_milli = 0;
-  int64_t memory_bytes = 0;
-  int64_t ephemeral_storage_bytes = 0;
-};
-
-// "cpu=100m,memory=256Mi,ephemeral-storage=1Gi" (the kubelet's --system-reserved syntax).
-Result<NodeResourceList> ParseReservation(const std::string& text);
+using pod::NodeResourceList;
+using pod::ParseReservation;
 
 struct NodeStatusOptions {
   std::string node_name;

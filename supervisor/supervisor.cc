@@ -133,6 +133,12 @@ class Supervisor::Impl {
       if (!r.ok()) return r.status();
       *out = *r;
     }
+    // As the kubelet, and before podworkerd would refuse it on its own.
+    if (options_.cgroups.EnforcePods() && !options_.cgroups.per_qos) {
+      return InvalidArgument(
+          "--enforce-node-allocatable=pods needs --cgroups-per-qos=true (as the kubelet); give "
+          "--enforce-node-allocatable=none with --cgroups-per-qos=false");
+    }
     if (!options_.runtime_endpoint.empty()) {
       cri::CriTimeouts timeouts;
       timeouts.query = std::chrono::seconds(2);

@@ -89,6 +89,16 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
                             (o.cgroups.per_qos ? "true" : "false"));
         spec.argv.push_back("--cgroup-driver=" + o.cgroups.driver);
         spec.argv.push_back("--cgroup-root=" + o.cgroups.root);
+        std::string enforce;
+        for (const auto& e : o.cgroups.enforce_node_allocatable) {
+          enforce += (enforce.empty() ? "" : ",") + e;
+        }
+        spec.argv.push_back("--enforce-node-allocatable=" + (enforce.empty() ? "none" : enforce));
+        // Only when given: an empty "--system-reserved=" is not an empty value to CLI11.
+        if (!o.system_reserved.empty()) {
+          spec.argv.push_back("--system-reserved=" + o.system_reserved);
+        }
+        if (!o.kube_reserved.empty()) spec.argv.push_back("--kube-reserved=" + o.kube_reserved);
       }
       if (svc.name == "plegd") {
         if (!o.relist_period.empty()) {

@@ -204,6 +204,15 @@ Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
                       std::to_string(limits.memory_bytes.value_or(-1)));
 }
 
+std::string KubepodsName(const PodCgroupConfig& config) { return Kubepods(config); }
+
+PodCgroupLimits KubepodsLimits(const pod::NodeResourceList& allocatable) {
+  PodCgroupLimits out;
+  out.cpu_shares = std::clamp<int64_t>(allocatable.cpu_milli * 1024 / 1000, kMinShares, kMaxShares);
+  if (allocatable.memory_bytes > 0) out.memory_bytes = allocatable.memory_bytes;
+  return out;
+}
+
 Status RemovePodCgroup(const PodCgroupConfig& config, const std::string& uid) {
   if (!PlainComponent(uid)) return InvalidArgument("pod UID \"" + uid + "\" cannot name a cgroup");
   Status first;

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "lib/common/status.h"
+#include "lib/pod/node_resources.h"
 #include "lib/pod/pod.h"
 
 namespace nodelet::podworkerd {
@@ -57,6 +58,16 @@ PodCgroupLimits PodLimits(const pod::Pod& pod);
 // Makes the pod's cgroup (and its parents) and writes its limits.
 Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
                        const PodCgroupLimits& limits);
+
+// "/ROOT/kubepods".
+std::string KubepodsName(const PodCgroupConfig& config);
+
+// The kubelet's limits of the kubepods cgroup (enforceNodeAllocatableCgroups): cpu shares for
+// `allocatable`'s cpu and a memory limit of its memory, no CFS quota. `allocatable` is the
+// node's capacity minus --system-reserved and --kube-reserved with --enforce-node-allocatable
+// pods, else the capacity (the hard eviction threshold is not taken off: eviction is meant to
+// act before the kernel's OOM killer does).
+PodCgroupLimits KubepodsLimits(const pod::NodeResourceList& allocatable);
 
 // Removes the cgroup of pod `uid` wherever its QoS class put it, with whatever empty cgroups are
 // left inside it, in every hierarchy. OK when there was none.

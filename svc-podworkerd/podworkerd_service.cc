@@ -12,6 +12,8 @@
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/pod/config_objects.h"
+#include "lib/pod/downward_api.h"
+#include "lib/pod/node_resources.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/rfc3339.h"
 #include "lib/pod/static_pod.h"
@@ -244,6 +246,9 @@ Status PodworkerdService::Start() {
   syncer_->set_max_dead_per_container(config_.max_dead_per_container);
   syncer_->set_root_dir(ctx.options.root_dir);
   syncer_->set_pod_cgroups(config_.pod_cgroups);
+  if (config_.pod_cgroups.enabled) {
+    if (Status s = EnforceKubepods(ctx.options.root_dir); !s.ok()) return s;
+  }
   // Chosen here when the config came without one (NodeIP("") always has an answer).
   syncer_->set_node_ip(config_.node_ip.empty() ? NodeIP("").value() : config_.node_ip);
   syncer_->set_dns_settings(config_.dns);
@@ -338,6 +343,30 @@ void PodworkerdService::SweepOrphanShims(bool final_sweep) {
                status.message());
   }
   orphan_shims_ended_ += r.ended.size();
+}
+
+Status PodworkerdService::EnforceKubepods(const std::string& root_dir) {
+  const pod::NodeAllocatable node = pod::ReadNodeAllocatable(root_dir.empty() ? "/" : root_dir);
+  pod::NodeResourceList allocatable;
+  allocatable.cpu_milli = node.cpu_milli;
+  allocatable.memory_bytes = node.memory_bytes;
+  if (config_.enforce_pods_allocatable) {
+    // Checked when the flags were read.
+    const pod::NodeResourceList system = *pod::ParseReservation(config_.system_reserved);
+    const pod::NodeResourceList kube = *pod::ParseReservation(config_.kube_reserved);
+    allocatable = pod::AllocatableFrom(allocatable, system, kube, {});
+  }
+  const PodCgroupLimits limits = KubepodsLimits(allocatable);
+  const std::string name = KubepodsName(config_.pod_cgroups);
+  if (Status s = EnsurePodCgroup(config_.pod_cgroups, name, limits); !s.ok()) {
+    return Status(s.code(), "the kubepods cgroup " + name + ": " + s.message());
+  }
+  GetLogger("podworkerd")
+      ->info(
+          "kubepods cgroup {}: cpu shares {}, memory limit {} bytes ({})", name, limits.cpu_shares,
+          limits.memory_bytes.value_or(-1),
+          config_.enforce_pods_allocatable ? "node allocatable enforced" : "the node's capacity");
+  return Status::Ok();
 }
 
 void PodworkerdService::SweepPodCgroups() {
@@ -707,6 +736,11 @@ ServiceSpec MakeSpec() {
                   config->dns.resolv_conf);
     AddContainerLogOptions(app, *container_logs);
     AddCgroupOptions(app, *cgroups);
+    app.add_option("--system-reserved", config->system_reserved,
+                   "Resources kept for the system, e.g. cpu=100m,memory=256Mi (left out of the "
+                   "kubepods cgroup's limits)");
+    app.add_option("--kube-reserved", config->kube_reserved,
+                   "Resources kept for nodelet itself (same syntax)");
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -792,6 +826,15 @@ ServiceSpec MakeSpec() {
         std::max(*ParseDuration(container_logs->monitor_interval), std::chrono::milliseconds(100));
     c.pod_cgroups.enabled = cgroups->per_qos;
     c.pod_cgroups.root = cgroups->root;
+    c.enforce_pods_allocatable = cgroups->EnforcePods();
+    if (c.enforce_pods_allocatable && !c.pod_cgroups.enabled) {
+      return InvalidArgument(
+          "--enforce-node-allocatable=pods needs --cgroups-per-qos=true (as the kubelet); give "
+          "--enforce-node-allocatable=none with --cgroups-per-qos=false");
+    }
+    for (const std::string* text : {&c.system_reserved, &c.kube_reserved}) {
+      if (auto r = pod::ParseReservation(*text); !r.ok()) return r.status();
+    }
     auto node_ip = NodeIP(c.node_ip);
     if (!node_ip.ok()) return node_ip.status();
     c.node_ip = *node_ip;

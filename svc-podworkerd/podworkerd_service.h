@@ -64,7 +64,10 @@ struct PodworkerdConfig {
   // Container log rotation: --container-log-max-size, --container-log-max-files,
   // --container-log-monitor-interval (container_log_manager.h).
   ContainerLogPolicy container_logs;
-  PodCgroupConfig pod_cgroups;  // --cgroups-per-qos, --cgroup-root (pod_cgroups.h)
+  PodCgroupConfig pod_cgroups;           // --cgroups-per-qos, --cgroup-root (pod_cgroups.h)
+  bool enforce_pods_allocatable = true;  // --enforce-node-allocatable pods
+  std::string system_reserved;           // --system-reserved, --kube-reserved
+  std::string kube_reserved;
 };
 
 // The container runtime podworkerd drives: CRI's two services and, when the runtime is
@@ -162,6 +165,8 @@ class PodworkerdService : public Service {
   // The pod cgroup sweep (GC thread): the latest desired UIDs (none before the first set) and the
   // UIDs whose failed removal was already logged.
   void SweepPodCgroups();
+  // The kubepods cgroup's limits (pod_cgroups.h, KubepodsLimits), at start.
+  Status EnforceKubepods(const std::string& root_dir);
   std::mutex cgroup_mu_;
   std::optional<std::set<std::string>> cgroup_desired_;
   std::set<std::string> cgroup_sweep_warned_;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace nodelet {
 
@@ -13,6 +14,16 @@ struct CgroupFlags {
   bool per_qos = true;
   std::string driver = "cgroupfs";
   std::string root = "/";
+  // --enforce-node-allocatable: "pods" (the default) limits the kubepods cgroup to the node's
+  // allocatable; "none" (or nothing) does not.
+  std::vector<std::string> enforce_node_allocatable = {"pods"};
+
+  bool EnforcePods() const {
+    for (const auto& e : enforce_node_allocatable) {
+      if (e == "pods") return true;
+    }
+    return false;
+  }
 };
 
 // "" when `root` is a valid --cgroup-root ("/" or an absolute path of plain components), else
@@ -61,6 +72,21 @@ inline void AddCgroupOptions(CLI::App& app, CgroupFlags& flags) {
           },
           "DRIVER"))
       ->capture_default_str();
+  app.add_option("--enforce-node-allocatable", flags.enforce_node_allocatable,
+                 "Levels whose allocatable is enforced with cgroups: pods (the kubepods cgroup "
+                 "gets the node's allocatable cpu shares and memory limit) or none")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "pods" || text == "none" || text.empty()) return "";
+            if (text == "system-reserved" || text == "kube-reserved") {
+              return "\"" + text + "\" is not supported by nodelet yet (it needs --" + text +
+                     "-cgroup, which nodelet does not have)";
+            }
+            return "\"" + text + "\" is not an enforcement level (pods, none)";
+          },
+          "LEVEL"))
+      ->default_str("pods");
   app.add_option("--cgroup-root", flags.root,
                  "The cgroup under which kubepods/ is made (a cgroupfs path)")
       ->check(CLI::Validator([](std::string& text) { return CgroupRootProblem(text); }, "PATH"))

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -146,7 +147,7 @@ TEST_F(ResourcesE2eTest, PodCgroupsCarryThePodLimitsAndGoWithThePod) {
   };
   pod("gpod", "{limits: {cpu: 200m, memory: 64Mi}}");
   pod("bpod", "{requests: {cpu: 100m}}");
-  StartNodelet();
+  StartNodelet({"--system-reserved", "cpu=500m,memory=256Mi", "--kube-reserved", "memory=64Mi"});
   ASSERT_TRUE(WaitFor(
       [&] {
         return std::filesystem::exists(results_dir() + "/gpod") &&
@@ -156,6 +157,13 @@ TEST_F(ResourcesE2eTest, PodCgroupsCarryThePodLimitsAndGoWithThePod) {
       << CtlPod("gpod-node1").dump(2);
   const std::string root = TestCgroupRoot(dir_.path());
   auto uid = [&](const std::string& name) { return PodJson(name)["metadata"].value("uid", ""); };
+  // Node allocatable enforced on kubepods: the capacity minus the reservations.
+  const int64_t alloc_memory = MemTotalBytes() - (int64_t{256 + 64} << 20);
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  EXPECT_EQ(FirstLine(Hierarchy("memory") + root + "/kubepods/memory.limit_in_bytes"),
+            std::to_string(alloc_memory / page * page));
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + root + "/kubepods/cpu.shares"),
+            std::to_string((sysconf(_SC_NPROCESSORS_ONLN) * 1000 - 500) * 1024 / 1000));
   const std::string g = root + "/kubepods/pod" + uid("gpod-node1");
   const std::string b = root + "/kubepods/burstable/pod" + uid("bpod-node1");
 

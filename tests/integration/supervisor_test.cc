@@ -703,6 +703,16 @@ TEST_F(SupervisorTest, UnsupportedCgroupFlagsAreStartupErrorsNamingTheFlag) {
     EXPECT_THAT(root.output, HasSubstr("--cgroup-root"));
   }
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("run"))) << "nothing is made or bound";
+  auto levels = RunCommand({BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir",
+                            dir_.Sub("run"), "--enforce-node-allocatable", "pods,system-reserved"},
+                           15s);
+  EXPECT_EQ(levels.exit_code, 2) << levels.output;
+  EXPECT_THAT(levels.output, HasSubstr("\"system-reserved\" is not supported by nodelet yet"));
+  auto per_qos = RunCommand({BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir",
+                             dir_.Sub("run"), "--cgroups-per-qos=false"},
+                            15s);
+  EXPECT_NE(per_qos.exit_code, 0) << per_qos.output;
+  EXPECT_THAT(per_qos.output, HasSubstr("--enforce-node-allocatable=pods needs --cgroups-per-qos"));
 }
 
 TEST_F(SupervisorTest, UnknownAdminGroupIsAStartupErrorNamingTheFlag) {

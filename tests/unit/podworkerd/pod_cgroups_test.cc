@@ -158,5 +158,29 @@ TEST(CgroupRootTest, OnlyAbsolutePlainPaths) {
   }
 }
 
+TEST(KubepodsTest, LimitsOfTheAllocatable) {
+  pod::NodeResourceList capacity{4000, int64_t{8} << 30, 0};
+  auto system = pod::ParseReservation("cpu=500m,memory=1Gi");
+  auto kube = pod::ParseReservation("memory=512Mi");
+  ASSERT_TRUE(system.ok());
+  ASSERT_TRUE(kube.ok());
+  pod::NodeResourceList alloc = pod::AllocatableFrom(capacity, *system, *kube, {});
+  EXPECT_EQ(alloc.cpu_milli, 3500);
+  EXPECT_EQ(alloc.memory_bytes, (int64_t{8} << 30) - (int64_t{1536} << 20));
+  PodCgroupLimits limits = KubepodsLimits(alloc);
+  EXPECT_EQ(limits.cpu_shares, 3500 * 1024 / 1000);
+  EXPECT_FALSE(limits.cpu_quota_us.has_value());
+  EXPECT_EQ(limits.memory_bytes, alloc.memory_bytes);
+  // More reserved than there is: nothing, never negative.
+  auto huge = pod::ParseReservation("cpu=100,memory=1Ti");
+  ASSERT_TRUE(huge.ok());
+  EXPECT_EQ(pod::AllocatableFrom(capacity, *huge, {}, {}).memory_bytes, 0);
+  EXPECT_FALSE(pod::ParseReservation("memory=-1Gi").ok());
+  EXPECT_FALSE(pod::ParseReservation("gpu=1").ok());
+  PodCgroupConfig config;
+  config.root = "/a/b";
+  EXPECT_EQ(KubepodsName(config), "/a/b/kubepods");
+}
+
 }  // namespace
 }  // namespace nodelet::podworkerd
