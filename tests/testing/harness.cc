@@ -41,6 +41,45 @@ bool PollIn(int fd, milliseconds timeout) {
 
 }  // namespace
 
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> Hierarchies() {
+  std::vector<std::string> out = {"/sys/fs/cgroup"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::error_code ec2;
+    if (e.is_directory(ec2) && !e.is_symlink(ec2)) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+void RemoveDeepestFirst(const std::string& dir, std::vector<std::string>& stayed) {
+  std::error_code ec;
+  std::vector<std::string> children;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::error_code ec2;
+    if (e.is_directory(ec2) && !e.is_symlink(ec2)) children.push_back(e.path().string());
+  }
+  for (const auto& c : children) RemoveDeepestFirst(c, stayed);
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) stayed.push_back(dir);
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveCgroupTree(const std::string& path) {
+  std::vector<std::string> stayed;
+  const std::string parent = fs::path(path).parent_path().string();
+  for (const auto& h : Hierarchies()) {
+    std::error_code ec;
+    if (fs::exists(h + path, ec)) RemoveDeepestFirst(h + path, stayed);
+    // The parent alone, when nothing else is in it (another test's tree keeps it).
+    if (parent != "/" && !parent.empty()) (void)rmdir((h + parent).c_str());
+  }
+  return stayed;
+}
+
 TempDir::TempDir() {
   char tmpl[] = "/tmp/nodelet-test.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -48,6 +87,8 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // The cgroups a nodelet of this test made under its --cgroup-root (TestCgroupRoot), if any.
+  (void)RemoveCgroupTree(TestCgroupRoot(path_));
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

@@ -38,6 +38,11 @@ inline std::string TestCgroupRoot(const std::string& dir) {
   return "/nodelet-test/" + dir.substr(dir.find_last_of('/') + 1);
 }
 
+// Removes the cgroupfs path `path` with everything below it, deepest first, in every hierarchy
+// under /sys/fs/cgroup (rmdir only: a cgroup with a process stays), then its parent where that
+// is empty. Returns what stayed. TempDir's destructor does it for TestCgroupRoot(its path).
+std::vector<std::string> RemoveCgroupTree(const std::string& path);
+
 // The build tree's bin/ directory (where meson copies every binary), from the
 // NODELET_BIN_DIR environment variable that meson's test() sets.
 std::string BinDir();

@@ -89,30 +89,7 @@ std::vector<std::string> Hierarchies() {
   return out;
 }
 
-void RemoveDeepestFirst(const std::string& dir, std::vector<std::string>& stayed) {
-  std::error_code ec;
-  std::vector<std::string> children;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::error_code ec2;
-    if (e.is_directory(ec2) && !e.is_symlink(ec2)) children.push_back(e.path().string());
-  }
-  for (const auto& c : children) RemoveDeepestFirst(c, stayed);
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) stayed.push_back(dir);
-}
-
 }  // namespace
-
-std::vector<std::string> RemoveCgroupTree(const std::string& path) {
-  std::vector<std::string> stayed;
-  const std::string parent = fs::path(path).parent_path().string();
-  for (const auto& h : Hierarchies()) {
-    std::error_code ec;
-    if (fs::exists(h + path, ec)) RemoveDeepestFirst(h + path, stayed);
-    // The parent alone, when nothing else is in it (another test's tree keeps it).
-    if (parent != "/" && !parent.empty()) (void)rmdir((h + parent).c_str());
-  }
-  return stayed;
-}
 
 std::vector<std::string> PodCgroupsUnder(const std::string& root) {
   std::vector<std::string> out;

@@ -27,12 +27,7 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle, pid_t except);
 // one of `ids` (containerd names a container's cgroup after its id).
 std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids);
 
-// TestCgroupRoot (the --cgroup-root of a test's nodelet) is in harness.h.
-
-// Removes the cgroupfs path `path` with everything below it, deepest first, in every hierarchy
-// under /sys/fs/cgroup (rmdir only: a cgroup with a process stays), then its parent where that
-// is empty. Returns what stayed.
-std::vector<std::string> RemoveCgroupTree(const std::string& path);
+// TestCgroupRoot (the --cgroup-root of a test's nodelet) and RemoveCgroupTree are in harness.h.
 
 // The pod cgroups (pod<UID> directories) under ROOT/kubepods, ROOT/kubepods/burstable and
 // ROOT/kubepods/besteffort, in any hierarchy.
