@@ -45,16 +45,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> Hierarchies() {
-  std::vector<std::string> out = {"/sys/fs/cgroup"};
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    std::error_code ec2;
-    if (e.is_directory(ec2) && !e.is_symlink(ec2)) out.push_back(e.path().string());
-  }
-  return out;
-}
-
 void RemoveDeepestFirst(const std::string& dir, std::vector<std::string>& stayed) {
   std::error_code ec;
   std::vector<std::string> children;
@@ -68,10 +58,20 @@ void RemoveDeepestFirst(const std::string& dir, std::vector<std::string>& stayed
 
 }  // namespace
 
+std::vector<std::string> CgroupHierarchyDirs() {
+  std::vector<std::string> out = {"/sys/fs/cgroup"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::error_code ec2;
+    if (e.is_directory(ec2) && !e.is_symlink(ec2)) out.push_back(e.path().string());
+  }
+  return out;
+}
+
 std::vector<std::string> RemoveCgroupTree(const std::string& path) {
   std::vector<std::string> stayed;
   const std::string parent = fs::path(path).parent_path().string();
-  for (const auto& h : Hierarchies()) {
+  for (const auto& h : CgroupHierarchyDirs()) {
     std::error_code ec;
     if (fs::exists(h + path, ec)) RemoveDeepestFirst(h + path, stayed);
     // The parent alone, when nothing else is in it (another test's tree keeps it).

@@ -38,6 +38,9 @@ inline std::string TestCgroupRoot(const std::string& dir) {
   return "/nodelet-test/" + dir.substr(dir.find_last_of('/') + 1);
 }
 
+// /sys/fs/cgroup and each hierarchy directory in it (symlinked aliases left out).
+std::vector<std::string> CgroupHierarchyDirs();
+
 // Removes the cgroupfs path `path` with everything below it, deepest first, in every hierarchy
 // under /sys/fs/cgroup (rmdir only: a cgroup with a process stays), then its parent where that
 // is empty. Returns what stayed. TempDir's destructor does it for TestCgroupRoot(its path).

@@ -77,24 +77,10 @@ std::vector<std::string> CgroupsNamed(const std::set<std::string>& ids) {
   return out;
 }
 
-namespace {
-
-std::vector<std::string> Hierarchies() {
-  std::vector<std::string> out = {"/sys/fs/cgroup"};
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
-    std::error_code ec2;
-    if (e.is_directory(ec2) && !e.is_symlink(ec2)) out.push_back(e.path().string());
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<std::string> PodCgroupsUnder(const std::string& root) {
   std::vector<std::string> out;
   const std::string base = (root == "/" ? std::string() : root) + "/kubepods";
-  for (const auto& h : Hierarchies()) {
+  for (const auto& h : CgroupHierarchyDirs()) {
     for (const char* qos : {"", "/burstable", "/besteffort"}) {
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(h + base + qos, ec)) {
