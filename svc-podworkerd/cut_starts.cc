@@ -42,12 +42,10 @@ bool IsContainerId(const std::string& id) {
 Status CutStartLedger::Open(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   path_ = path;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) {
-    std::string dir = std::filesystem::path(path).parent_path();
+  // ROOT/podworkerd: under nodelet's root directory, which no container can write.
+  if (Status s = EnsureDirectory(std::filesystem::path(path).parent_path(), 0700); !s.ok()) {
     path_.clear();
-    return Internal("create '" + dir + "': " + ec.message());
+    return s;
   }
   auto content = ReadFileBounded(path, kMaxLedgerBytes);
   if (!content.ok()) {

@@ -7,21 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/service/cgroup_flags.h"
+
 namespace nodelet::podworkerd {
-namespace {
-
-bool PlainComponent(const std::string& c) {
-  if (c.empty() || c == "." || c == ".." || c.size() > 255) return false;
-  for (char ch : c) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::optional<std::string> CgroupsPathFromInfo(const std::string& info_json) {
   auto info = nlohmann::json::parse(info_json, nullptr, /*allow_exceptions=*/false);
   if (info.is_discarded() || !info.is_object()) return std::nullopt;
@@ -37,14 +25,14 @@ std::optional<std::string> CgroupsPathFromInfo(const std::string& info_json) {
   while (start <= p.size()) {
     size_t end = p.find('/', start);
     if (end == std::string::npos) end = p.size();
-    if (!PlainComponent(p.substr(start, end - start))) return std::nullopt;
+    if (!IsPlainCgroupComponent(p.substr(start, end - start))) return std::nullopt;
     start = end + 1;
   }
   return p;
 }
 
 std::optional<std::string> NamespaceCgroupPath(const std::string& ns, const std::string& id) {
-  if (!PlainComponent(ns) || !PlainComponent(id)) return std::nullopt;
+  if (!IsPlainCgroupComponent(ns) || !IsPlainCgroupComponent(id)) return std::nullopt;
   return "/" + ns + "/" + id;
 }
 

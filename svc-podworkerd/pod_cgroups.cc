@@ -24,14 +24,6 @@ constexpr int64_t kMaxShares = 262144;
 constexpr int64_t kMinQuotaUs = 1000;
 constexpr const char* kQosParents[] = {"", "/burstable", "/besteffort"};
 
-bool PlainComponent(const std::string& c) {
-  if (c.empty() || c == "." || c == "..") return false;
-  return std::all_of(c.begin(), c.end(), [](char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '.' || ch == '_' || ch == '-';
-  });
-}
-
 std::string Kubepods(const PodCgroupConfig& config) {
   return (config.root == "/" ? std::string() : config.root) + "/kubepods";
 }
@@ -127,7 +119,7 @@ Status ValidateCgroupRoot(const std::string& root) {
 }
 
 Result<std::string> PodCgroupName(const PodCgroupConfig& config, const pod::Pod& pod) {
-  if (!PlainComponent(pod.metadata.uid)) {
+  if (!IsPlainCgroupComponent(pod.metadata.uid)) {
     return InvalidArgument("pod UID \"" + pod.metadata.uid + "\" cannot name a cgroup");
   }
   std::string parent = Kubepods(config);
@@ -214,7 +206,8 @@ PodCgroupLimits KubepodsLimits(const pod::NodeResourceList& allocatable) {
 }
 
 Status RemovePodCgroup(const PodCgroupConfig& config, const std::string& uid) {
-  if (!PlainComponent(uid)) return InvalidArgument("pod UID \"" + uid + "\" cannot name a cgroup");
+  if (!IsPlainCgroupComponent(uid))
+    return InvalidArgument("pod UID \"" + uid + "\" cannot name a cgroup");
   Status first;
   for (const auto& h : CgroupHierarchies(config.fs_root)) {
     for (const char* parent : kQosParents) {
@@ -234,7 +227,7 @@ std::set<std::string> PodCgroupUids(const PodCgroupConfig& config) {
       if (d == nullptr) continue;
       while (dirent* e = readdir(d)) {
         std::string name = e->d_name;
-        if (name.size() > 3 && name.rfind("pod", 0) == 0 && PlainComponent(name)) {
+        if (name.size() > 3 && name.rfind("pod", 0) == 0 && IsPlainCgroupComponent(name)) {
           out.insert(name.substr(3));
         }
       }

@@ -109,7 +109,6 @@ class PodSyncer {
   // Also where ephemeral storage is measured for resourceFieldRef (as volumed measures it).
   // Pod cgroups (pod_cgroups.h); disabled unless set (before the first sync).
   void set_pod_cgroups(PodCgroupConfig config) { pod_cgroups_ = std::move(config); }
-  const PodCgroupConfig& pod_cgroups() const { return pod_cgroups_; }
   // Also where the ledger of cut starts is kept (ROOT/podworkerd/cut-starts, cut_starts.h).
   void set_root_dir(std::string dir);
 

@@ -26,6 +26,19 @@ struct CgroupFlags {
   }
 };
 
+// A cgroup path component nodelet writes or removes: letters, digits, '.', '_', '-', at most 255
+// bytes, not "." or "..". Shared by --cgroup-root, the pod cgroups and the leftover-cgroup
+// clean-up (svc-podworkerd).
+inline bool IsPlainCgroupComponent(const std::string& c) {
+  if (c.empty() || c == "." || c == ".." || c.size() > 255) return false;
+  for (char ch : c) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // "" when `root` is a valid --cgroup-root ("/" or an absolute path of plain components), else
 // the reason.
 inline std::string CgroupRootProblem(const std::string& root) {
@@ -37,13 +50,7 @@ inline std::string CgroupRootProblem(const std::string& root) {
   while (start <= root.size()) {
     size_t end = root.find('/', start);
     if (end == std::string::npos) end = root.size();
-    const std::string c = root.substr(start, end - start);
-    bool plain = !c.empty() && c != "." && c != "..";
-    for (char ch : c) {
-      plain = plain && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                        (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-');
-    }
-    if (!plain) {
+    if (!IsPlainCgroupComponent(root.substr(start, end - start))) {
       return "\"" + root +
              "\": each component must be letters, digits, '.', '_' or '-' (not "
              "\".\" or \"..\")";
