@@ -233,10 +233,16 @@ TEST_F(ImageGcTest, UnusedImagesAreRemovedUntilUnderTheLowThreshold) {
   ASSERT_TRUE(gone) << images.size() << " images left";
   EXPECT_TRUE(HasTag(images, kAppImage));
   EXPECT_TRUE(HasTag(images, kPauseImage));
-  auto containers = containerd_->cri().ListContainers({});
-  ASSERT_TRUE(containers.ok());
+  // The pod's image stayed, so its container runs (GC can finish before the first start, which
+  // also makes the pod's cgroup: waited for, with a deadline).
   bool running = false;
-  for (const auto& c : *containers) running = running || c.state() == v1::CONTAINER_RUNNING;
+  deadline = std::chrono::steady_clock::now() + 30s;
+  while (!running && std::chrono::steady_clock::now() < deadline) {
+    auto containers = containerd_->cri().ListContainers({});
+    ASSERT_TRUE(containers.ok());
+    for (const auto& c : *containers) running = running || c.state() == v1::CONTAINER_RUNNING;
+    if (!running) notify_->Receive(200ms);
+  }
   EXPECT_TRUE(running);
 
   Usage after = StatFs(root);
