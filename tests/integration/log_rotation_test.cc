@@ -147,21 +147,38 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
   long previous = 0;
   long lines = 0;
   bool saw_stopped = false;
+  bool first = true;
+  // The CRI log format splits a line into partial (P) pieces ended by a full (F) one, and
+  // containerd does so whenever podworkerd reopens the log between two of the writer's
+  // 4 KiB stdio chunks: the old file ends with the line's head as P, the new one starts with its
+  // tail as F. A reader joins them, as the kubelet's log reader does, also across files.
+  std::string pending;
   for (const auto& n : order) {
     std::istringstream in(ReadLogFile(dir + "/" + n));
     std::string line;
     while (std::getline(in, line)) {
-      // TIMESTAMP STREAM TAG TEXT; every line here is short, so complete (F).
+      // TIMESTAMP STREAM TAG TEXT
       std::istringstream fields(line);
       std::string ts, stream, tag, text;
       fields >> ts >> stream >> tag >> text;
-      ASSERT_EQ(tag, "F") << n << ": " << line;
+      ASSERT_TRUE(tag == "F" || tag == "P") << n << ": " << line;
+      if (tag == "P") {
+        pending += text;
+        continue;
+      }
+      text = pending + text;
+      pending.clear();
       if (text == "stopped") {
         saw_stopped = true;
         continue;
       }
       ASSERT_FALSE(saw_stopped) << n << ": " << line;
       const long v = std::stol(text);
+      // The oldest kept line may be the tail of a line whose head went with a deleted file.
+      if (first) {
+        first = false;
+        continue;
+      }
       if (previous != 0) {
         ASSERT_EQ(v, previous + 1) << "gap in " << n << " after " << previous;
       }
@@ -169,6 +186,7 @@ TEST_F(LogRotationTest, RotatesUnderAFastWriterKeepingMaxFilesAndLosingNoLineBet
       ++lines;
     }
   }
+  EXPECT_EQ(pending, "");
   EXPECT_TRUE(saw_stopped);
   std::cout << "kept lines " << previous - lines + 1 << ".." << previous << " in "
             << ::testing::PrintToString(order) << "; " << seen.size()
