@@ -14,6 +14,7 @@
 #include "lib/ipc/message.h"
 #include "lib/pod/downward_api.h"
 #include "lib/pod/pod_flatbuffers.h"
+#include "lib/pod/qos.h"
 #include "lib/pod/security.h"
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
@@ -35,18 +36,6 @@ pod::UnixTime NowUnix(const Clock& clock) {
 
 // Sum of the containers' requests (the larger of the app containers' sum and any one init
 // container, as the scheduler counts them).
-int64_t Request(const pod::Pod& p, const std::string& resource, bool milli) {
-  auto value = [&](const pod::Container& c) -> int64_t {
-    auto it = c.resources.requests.find(resource);
-    if (it == c.resources.requests.end()) return 0;
-    return milli ? it->second.MilliValue() : it->second.Value();
-  };
-  int64_t sum = 0;
-  for (const auto& c : p.spec.containers) sum += value(c);
-  for (const auto& c : p.spec.init_containers) sum = std::max(sum, value(c));
-  return sum;
-}
-
 // Standard base64 (RFC 4648), as Secret data holds; nullopt when malformed.
 std::optional<std::string> DecodeBase64(const std::string& in) {
   auto value = [](char ch) -> int {
@@ -150,10 +139,10 @@ AdmissionResult Admit(const pod::Pod& p, const std::vector<const pod::Pod*>& adm
   };
   for (const Check& c : {Check{"cpu", true, allocatable.cpu_milli, "OutOfcpu"},
                          Check{"memory", false, allocatable.memory_bytes, "OutOfmemory"}}) {
-    int64_t want = Request(p, c.name, c.milli);
+    int64_t want = pod::PodResourceTotal(p, c.name, true, c.milli);
     if (want == 0) continue;
     int64_t used = 0;
-    for (const auto* a : admitted) used += Request(*a, c.name, c.milli);
+    for (const auto* a : admitted) used += pod::PodResourceTotal(*a, c.name, true, c.milli);
     if (used + want > c.capacity) {
       r.admitted = false;
       r.reason = c.reason;

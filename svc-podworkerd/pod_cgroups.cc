@@ -96,21 +96,6 @@ Status RemoveTree(const std::string& dir) {
   return first;
 }
 
-// The effective pod value of `resource` in `list_of`: the sum over containers, or the largest
-// init container's when larger, in thousandths (milli) or units.
-int64_t PodTotal(const pod::Pod& pod, const std::string& resource, bool requests, bool milli) {
-  auto value = [&](const pod::Container& c) -> int64_t {
-    const auto& list = requests ? c.resources.requests : c.resources.limits;
-    auto it = list.find(resource);
-    if (it == list.end()) return 0;
-    return milli ? it->second.MilliValue() : it->second.Value();
-  };
-  int64_t sum = 0;
-  for (const auto& c : pod.spec.containers) sum += value(c);
-  for (const auto& c : pod.spec.init_containers) sum = std::max(sum, value(c));
-  return sum;
-}
-
 }  // namespace
 
 Status ValidateCgroupRoot(const std::string& root) {
@@ -140,9 +125,9 @@ PodCgroupLimits PodLimits(const pod::Pod& pod) {
   PodCgroupLimits out;
   const pod::QosClass qos = pod::PodQos(pod);
   if (qos == pod::QosClass::kBestEffort) return out;  // the minimum shares, nothing else
-  const int64_t cpu_requests = PodTotal(pod, "cpu", true, true);
-  const int64_t cpu_limits = PodTotal(pod, "cpu", false, true);
-  const int64_t memory_limits = PodTotal(pod, "memory", false, false);
+  const int64_t cpu_requests = pod::PodResourceTotal(pod, "cpu", true, true);
+  const int64_t cpu_limits = pod::PodResourceTotal(pod, "cpu", false, true);
+  const int64_t memory_limits = pod::PodResourceTotal(pod, "memory", false, false);
   out.cpu_shares = cpu_requests == 0
                        ? kMinShares
                        : std::clamp<int64_t>(cpu_requests * 1024 / 1000, kMinShares, kMaxShares);

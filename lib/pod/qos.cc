@@ -1,5 +1,6 @@
 #include "lib/pod/qos.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -62,6 +63,25 @@ QosClass PodQos(const Pod& pod) {
 }
 
 bool IsNodeCritical(const Pod& pod) { return pod.spec.priority_class_name == kSystemNodeCritical; }
+
+int32_t PodPriority(const Pod& pod) {
+  if (pod.spec.priority_class_name == kSystemNodeCritical) return kSystemCriticalPriority + 1000;
+  if (pod.spec.priority_class_name == kSystemClusterCritical) return kSystemCriticalPriority;
+  return 0;
+}
+
+int64_t PodResourceTotal(const Pod& pod, const std::string& resource, bool requests, bool milli) {
+  auto value = [&](const Container& c) -> int64_t {
+    const auto& list = requests ? c.resources.requests : c.resources.limits;
+    auto it = list.find(resource);
+    if (it == list.end()) return 0;
+    return milli ? it->second.MilliValue() : it->second.Value();
+  };
+  int64_t sum = 0;
+  for (const auto& c : pod.spec.containers) sum += value(c);
+  for (const auto& c : pod.spec.init_containers) sum = std::max(sum, value(c));
+  return sum;
+}
 
 int ContainerOomScoreAdj(const Pod& pod, const Container& c, int64_t memory_capacity_bytes) {
   if (IsNodeCritical(pod)) return kGuaranteedOomScoreAdj;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "lib/pod/pod.h"
@@ -36,6 +37,17 @@ inline constexpr std::string_view kSystemNodeCritical = "system-node-critical";
 inline constexpr std::string_view kSystemClusterCritical = "system-cluster-critical";
 
 bool IsNodeCritical(const Pod& pod);
+
+// The pod's priority: nodelet has no PriorityClass objects, so only the two built-in classes
+// carry one (system-node-critical 2000001000, system-cluster-critical 2000000000); any other
+// name, or none, is 0.
+int32_t PodPriority(const Pod& pod);
+inline constexpr int32_t kSystemCriticalPriority = 2000000000;
+
+// The pod's effective request (or limit) of `resource`: the sum over its containers, or its
+// largest init container's when that is larger (the kubelet's PodRequests), in thousandths
+// (`milli`) or units.
+int64_t PodResourceTotal(const Pod& pod, const std::string& resource, bool requests, bool milli);
 
 // `memory_capacity_bytes` <= 0 (unknown) counts as a request of nothing.
 int ContainerOomScoreAdj(const Pod& pod, const Container& c, int64_t memory_capacity_bytes);
