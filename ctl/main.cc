@@ -7,6 +7,7 @@
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "ctl/stream_commands.h"
+#include "ctl/top_command.h"
 #include "ctl/volumes_command.h"
 #include "nodelet_version.h"
 
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
   // `exec`, `attach`, `port-forward`: sessions through podworkerd and the runtime's streaming
   // server (ctl/stream_commands.h).
   nodelet::ctl::AddStreamCommands(app, &o.run_dir, &rc);
+  // `top [pods|node]`: /stats/summary from the HTTP endpoint (ctl/top_command.h).
+  nodelet::ctl::AddTopCommand(app, &o.run_dir, &rc);
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,8 @@
 #include "supervisor/http_endpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "lib/ipc/endpoints.h"
 #include "lib/logs/cri_log.h"
 #include "lib/pod/names.h"
 #include "lib/status/pod_status_json.h"
@@ -106,6 +109,15 @@ Result<int64_t> QueryCount(const std::map<std::string, std::string>& q, const st
 
 HttpReply TextReply(int status, const std::string& text) {
   return HttpReply{status, "text/plain", text + "\n", nullptr};
+}
+
+// The address a client on this node dials for a listener bound to `host`:`port`.
+std::string DialAddress(const std::string& host, int port) {
+  std::string h = host;
+  if (h.empty() || h == "0.0.0.0") h = "127.0.0.1";
+  if (h == "::") h = "::1";
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  return h + ":" + std::to_string(port);
 }
 
 }  // namespace
@@ -361,17 +373,20 @@ std::string RenderMetrics(const HttpSnapshot& s) {
 
 HttpEndpoint::HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir,
                            std::string address, const NodeView* node,
-                           HttpServerOptions server_options, std::string log_dir)
+                           HttpServerOptions server_options, std::string log_dir,
+                           StatsSource* stats)
     : ctx_(ctx),
       clock_(clock),
       run_dir_(std::move(run_dir)),
       address_(std::move(address)),
       node_(node),
       log_dir_(std::move(log_dir)),
+      usage_(stats != nullptr ? std::make_unique<UsageSampler>(clock, *stats) : nullptr),
       server_options_(server_options) {}
 
 HttpEndpoint::~HttpEndpoint() {
   if (server_) server_->Stop();
+  if (!address_file_.empty()) unlink(address_file_.c_str());
 }
 
 void HttpEndpoint::Update(HttpSnapshot snapshot) {
@@ -405,9 +420,17 @@ Status HttpEndpoint::Start() {
     }
     return HttpReply{ok ? 200 : 503, "text/plain", (ok ? "ok\n" : "unhealthy\n") + body};
   });
-  server_->Get("/metrics", [snapshot] {
-    return HttpReply{200, "text/plain; version=0.0.4", RenderMetrics(snapshot())};
+  server_->Get("/metrics", [this, snapshot] {
+    std::string text = RenderMetrics(snapshot());
+    if (usage_) text += RenderUsageMetrics(&usage_->Last()->stats);
+    return HttpReply{200, "text/plain; version=0.0.4", std::move(text)};
   });
+  if (usage_) {
+    server_->Get("/stats/summary", [this] {
+      return HttpReply{200, "application/json",
+                       SummaryJson(*usage_->Fresh(), usage_->node_start_unix_s())};
+    });
+  }
   server_->Get("/node", [this] {
     if (node_ == nullptr) return HttpReply{404, "text/plain", "no node status\n"};
     return HttpReply{200, "application/json", node_->NodeJson()};
@@ -430,6 +453,19 @@ Status HttpEndpoint::Start() {
                        " (in use, or a bad address): " + bound.status().message());
   }
   port_ = *bound;
+  if (usage_) usage_->Start();
+  // For `nodeletctl top`: written whole (a temporary file renamed over it).
+  const std::string file = run_dir_ + "/" + ipc::kHttpAddressFile;
+  const std::string tmp = file + ".tmp";
+  const std::string text = DialAddress(host, port_) + "\n";
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640));
+  if (fd.valid() && fchmod(fd.get(), 0640) == 0 &&
+      write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+      rename(tmp.c_str(), file.c_str()) == 0) {
+    address_file_ = file;
+  } else {
+    unlink(tmp.c_str());
+  }
   return Status::Ok();
 }
 

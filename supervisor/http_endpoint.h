@@ -5,7 +5,10 @@
 // own); with a `log_dir` (`--enable-debugging-handlers`, off by default as the kubelet's
 // read-only port has no logs), /containerLogs/NAMESPACE/POD/CONTAINER (the kubelet's route and
 // query parameters: follow, previous, tailLines, timestamps, sinceSeconds, limitBytes; a follow
-// is streamed until the container ends or the client goes away).
+// is streamed until the container ends or the client goes away). With a StatsSource, also
+// /stats/summary (the kubelet's Summary API) and the kubelet's resource metrics on /metrics
+// (stats_summary.h), from samples taken every 10 s and for each /stats/summary; the bound
+// address is written to RUN-DIR/http-address for `nodeletctl top`.
 //
 // It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, a deadline
 // per request and a cap on connections, so idle or slow clients cannot hold /healthz back); the
@@ -24,6 +27,7 @@
 #include "lib/status/status_client.h"
 #include "supervisor/http_server.h"
 #include "supervisor/service_control.h"
+#include "supervisor/stats_summary.h"
 
 namespace nodelet::supervisor {
 
@@ -45,7 +49,7 @@ class HttpEndpoint {
  public:
   HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir, std::string address,
                const NodeView* node = nullptr, HttpServerOptions server_options = {},
-               std::string log_dir = "");
+               std::string log_dir = "", StatsSource* stats = nullptr);
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
   Status Start();
@@ -63,7 +67,9 @@ class HttpEndpoint {
   std::string run_dir_;
   std::string address_;
   const NodeView* node_ = nullptr;
-  std::string log_dir_;  // "": no /containerLogs
+  std::string log_dir_;                  // "": no /containerLogs
+  std::unique_ptr<UsageSampler> usage_;  // null: no /stats/summary nor usage metrics
+  std::string address_file_;             // RUN-DIR/http-address, once written
   int port_ = 0;
   std::mutex mu_;
   HttpSnapshot snapshot_;

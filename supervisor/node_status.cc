@@ -212,9 +212,14 @@ void NodeStatusManager::Refresh() {
   capacity.memory_bytes = cap.memory_bytes;
   capacity.ephemeral_storage_bytes = disk_total;
   NodeResourceList eviction;
-  eviction.memory_bytes = options_.memory_available_min_bytes;
-  eviction.ephemeral_storage_bytes =
-      static_cast<int64_t>(options_.disk_available_min_fraction * static_cast<double>(disk_total));
+  int64_t memory_min = 0, disk_min = 0;
+  for (const auto& t : options_.hard_eviction) {
+    if (t.signal == pod::EvictionSignal::kMemoryAvailable)
+      memory_min = t.MinAvailable(cap.memory_bytes);
+    if (t.signal == pod::EvictionSignal::kNodeFsAvailable) disk_min = t.MinAvailable(disk_total);
+  }
+  eviction.memory_bytes = memory_min;
+  eviction.ephemeral_storage_bytes = disk_min;
   NodeResourceList alloc =
       pod::AllocatableFrom(capacity, options_.system_reserved, options_.kube_reserved, eviction);
 
@@ -248,10 +253,12 @@ void NodeStatusManager::Refresh() {
     ready_msg = network_error_;
   else if (!services_ok_)
     ready_msg = services_why_;
-  const bool mem_pressure = mem_avail >= 0 && mem_avail < options_.memory_available_min_bytes;
-  const bool disk_pressure =
-      disk_total > 0 && static_cast<double>(disk_avail) <
-                            options_.disk_available_min_fraction * static_cast<double>(disk_total);
+  const bool mem_pressure = options_.pressure
+                                ? options_.pressure("MemoryPressure")
+                                : memory_min > 0 && mem_avail >= 0 && mem_avail < memory_min;
+  const bool disk_pressure = options_.pressure
+                                 ? options_.pressure("DiskPressure")
+                                 : disk_total > 0 && disk_min > 0 && disk_avail < disk_min;
   const bool pid_pressure = static_cast<double>(pids_max - pids_used) <
                             options_.pid_available_min_fraction * static_cast<double>(pids_max);
   conditions.push_back(Condition(

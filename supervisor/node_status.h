@@ -20,12 +20,15 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/ipc/sockets.h"
+#include "lib/pod/eviction.h"
 #include "lib/pod/node_resources.h"
 #include "supervisor/service_control.h"
 
@@ -44,9 +47,12 @@ struct NodeStatusOptions {
   std::string version;  // nodelet's
   std::chrono::milliseconds runtime_check_period{5000};
   std::chrono::milliseconds status_period{10000};
-  // Pressure thresholds (the kubelet's hard eviction defaults).
-  int64_t memory_available_min_bytes = 100 * 1024 * 1024;
-  double disk_available_min_fraction = 0.10;
+  // The hard eviction thresholds (--eviction-hard): allocatable leaves out their
+  // memory.available and nodefs.available, as the kubelet's.
+  std::vector<pod::EvictionThreshold> hard_eviction = pod::DefaultHardThresholds();
+  // MemoryPressure and DiskPressure as the eviction manager sees them (it applies the pressure
+  // transition period); empty: computed here against `hard_eviction` at each rebuild.
+  std::function<bool(std::string_view condition)> pressure;
   double pid_available_min_fraction = 0.10;
   // Called from the manager's thread with the node's JSON after each periodic rebuild (and
   // again at every runtime check while it returns false): the supervisor hands it to statusd,

@@ -410,6 +410,34 @@ std::vector<PodChange<pod::Pod>> InAdmissionOrder(std::vector<PodChange<pod::Pod
 
 }  // namespace
 
+void PodManager::Evict(const std::string& uid, PodEviction eviction) {
+  auto [it, added] = evictions_.emplace(uid, eviction);
+  if (!added) return;
+  dirty_ = true;
+  ++generation_;
+}
+
+std::set<std::string> PodManager::ForgetGoneEvictions() {
+  std::set<std::string> gone;
+  if (!config_ || !config_->AllSourcesReady()) return gone;
+  for (auto it = evictions_.begin(); it != evictions_.end();) {
+    if (admitted_.count(it->first) == 0 && rejected_.count(it->first) == 0) {
+      gone.insert(it->first);
+      it = evictions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
+void PodManager::RequestReclaim() {
+  ++reclaim_requests_;
+  dirty_ = true;
+}
+
+bool PodManager::sources_ready() const { return config_ && config_->AllSourcesReady(); }
+
 std::set<std::string> PodManager::TerminalPods() {
   std::set<std::string> uids;
   if (!ConnectStatusClient()) return uids;
@@ -419,6 +447,22 @@ std::set<std::string> PodManager::TerminalPods() {
     if (r.status.phase == status::PodPhase::kSucceeded ||
         r.status.phase == status::PodPhase::kFailed) {
       uids.insert(r.pod.uid);
+    }
+  }
+  return uids;
+}
+
+std::map<std::string, std::string> PodManager::RejectedPods() {
+  std::map<std::string, std::string> uids;
+  if (!ConnectStatusClient()) return uids;
+  auto list = status_client_->ListPodStatuses();
+  if (!list.ok()) return uids;
+  for (const auto& r : list->records) {
+    if (r.status.phase != status::PodPhase::kFailed) continue;
+    const std::string& why = r.status.reason;
+    if (why.rfind("OutOf", 0) == 0 || why == "SysctlForbidden" || why == "AppArmor" ||
+        (why == "Evicted" && r.status.container_statuses.empty())) {
+      uids[r.pod.uid] = why;
     }
   }
   return uids;
@@ -443,14 +487,25 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
   auto log = GetLogger("supervisor");
   const std::vector<PodChange<pod::Pod>> changes = InAdmissionOrder(unordered);
   std::optional<std::set<std::string>> terminal;  // asked of statusd once per merge, if needed
+  std::optional<std::map<std::string, std::string>> rejected_before;  // likewise
   for (const auto& c : changes) {
     const std::string& name = c.pod ? c.pod->metadata.name : c.uid;
     switch (c.op) {
       case PodOp::kAdd: {
+        // Rejected before (by an earlier supervisor: statusd holds its Failed status, and a
+        // terminal phase is final): it stays rejected, as the kubelet's rejected pod stays
+        // Failed.
+        if (!rejected_before) rejected_before = RejectedPods();
+        if (auto it = rejected_before->find(c.uid);
+            it != rejected_before->end() && evictions_.count(c.uid) == 0) {
+          rejected_[c.uid] = it->second;
+          continue;
+        }
         std::vector<const pod::Pod*> admitted;
         for (const auto& [_, p] : admitted_) admitted.push_back(p.get());
         AdmissionResult r = AdmitSecurity(*c.pod, options_.allowed_unsafe_sysctls,
                                           options_.apparmor.value_or(apparmor_enabled_));
+        if (r.admitted && options_.admit_under_pressure) r = options_.admit_under_pressure(*c.pod);
         if (r.admitted) r = Admit(*c.pod, admitted, options_.max_pods, allocatable_);
         if (!r.admitted && r.reason.rfind("OutOf", 0) == 0) {
           // Pods that have finished (Succeeded, Failed) use nothing any more (the kubelet's
@@ -565,8 +620,12 @@ void PodManager::Send() {
   std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> pods;
   for (const auto& [uid, p] : admitted_) {
     auto fp = pod::PodToFlatBuffer(fbb, *p);
-    pods.push_back(ipc::podwork::CreateDesiredPod(fbb, fp, fbb.CreateString(source_of_[uid]),
-                                                  first_seen_ms_[uid]));
+    auto source = fbb.CreateString(source_of_[uid]);
+    auto ev = evictions_.find(uid);
+    auto message = ev == evictions_.end() ? 0 : fbb.CreateString(ev->second.message);
+    pods.push_back(
+        ipc::podwork::CreateDesiredPod(fbb, fp, source, first_seen_ms_[uid], message,
+                                       ev == evictions_.end() ? 0 : ev->second.grace_seconds));
   }
   std::vector<flatbuffers::Offset<ipc::podwork::RejectedPod>> rejected;
   for (const auto& [uid, reason] : rejected_) {
@@ -589,7 +648,11 @@ void PodManager::Send() {
   }
   std::set<std::string>& unacked = unacked_[generation_];
   unacked.clear();
-  for (const auto& [uid, _] : admitted_) unacked.insert(uid);
+  // An evicted pod is sent with its mark: podworkerd never starts it again, so from this
+  // generation on only its own report keeps it in use (and its volumes with it).
+  for (const auto& [uid, _] : admitted_) {
+    if (evictions_.count(uid) == 0) unacked.insert(uid);
+  }
   // While podworkerd does not answer, the oldest sets are merged: the union is what counts.
   while (unacked_.size() > 32) {
     auto oldest = unacked_.begin();
@@ -601,7 +664,7 @@ void PodManager::Send() {
   auto desired = ipc::podwork::CreateDesiredPods(
       fbb, generation_, fbb.CreateVector(pods), config_->AllSourcesReady(),
       fbb.CreateVector(rejected), fbb.CreateVector(config_maps), fbb.CreateVector(secrets),
-      fbb.CreateVector(in_use), in_use_complete_);
+      fbb.CreateVector(in_use), in_use_complete_, reclaim_requests_);
   // One message, sent to both podworkerd and volumed.
   ipc::FinishMessage(fbb, envelope_, ipc::podwork::Body::DesiredPods, desired.Union());
   // Fails while a service is not there (ZMQ_IMMEDIATE); the next tick sends again.

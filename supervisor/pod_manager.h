@@ -89,6 +89,16 @@ struct PodManagerOptions {
   std::optional<bool> apparmor;  // whether the kernel enforces AppArmor; default: AppArmorEnabled()
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
   std::chrono::milliseconds housekeeping{2000};
+  // The eviction manager's admission (node pressure), asked after the other checks pass; may be
+  // empty.
+  std::function<AdmissionResult(const pod::Pod&)> admit_under_pressure;
+};
+
+// An eviction decided by the eviction manager: podworkerd kills the pod for good.
+struct PodEviction {
+  std::string message;  // the Evicted status's
+  int64_t grace_seconds = 0;
+  bool operator==(const PodEviction&) const = default;
 };
 
 class PodManager : public ManifestsView {
@@ -104,6 +114,24 @@ class PodManager : public ManifestsView {
   MonoTime NextTick() const;
   // podworkerd or volumed said hello: send the desired set at once.
   void OnPodworkerdReady();
+
+  // Evicts an admitted pod (or re-applies a recorded eviction): sent to podworkerd with every
+  // desired set while the pod is desired. A pod not (yet) admitted keeps the mark for when it
+  // is.
+  void Evict(const std::string& uid, PodEviction eviction);
+  const std::map<std::string, PodEviction>& evictions() const { return evictions_; }
+  // Drops the marks of pods no source has any more (their records may go).
+  std::set<std::string> ForgetGoneEvictions();
+  // Asks podworkerd for an immediate container and image garbage collection.
+  void RequestReclaim();
+  const std::map<std::string, std::shared_ptr<const pod::Pod>>& admitted() const {
+    return admitted_;
+  }
+  bool sources_ready() const;
+  // The pods statusd holds in a terminal phase (Succeeded, Failed); empty when it is away.
+  std::set<std::string> TerminalPods();
+  // The pods statusd holds as rejected at admission (Failed with an admission reason), by uid.
+  std::map<std::string, std::string> RejectedPods();
 
   size_t desired() const { return admitted_.size(); }
   size_t rejected() const { return rejected_.size(); }
@@ -139,8 +167,6 @@ class PodManager : public ManifestsView {
   void FlushEvents();
   // Applies a merge's changes; new pods are admitted in the order they were created.
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
-  // The pods statusd holds in a terminal phase (Succeeded, Failed); empty when it is away.
-  std::set<std::string> TerminalPods();
   void Send();
   void DrainReplies();
   void ReportRejected(const pod::Pod& pod, const AdmissionResult& why);
@@ -174,7 +200,9 @@ class PodManager : public ManifestsView {
   std::map<std::string, std::string> source_of_;                     // uid -> "file"/"http"
   std::map<std::string, int64_t> first_seen_ms_;                     // uid
   std::map<std::string, std::string> rejected_;                      // uid -> reason
-  std::map<std::string, pod::UnixTime> file_seen_;                   // manifest -> first seen
+  std::map<std::string, PodEviction> evictions_;                     // uid
+  uint64_t reclaim_requests_ = 0;
+  std::map<std::string, pod::UnixTime> file_seen_;  // manifest -> first seen
   std::set<std::string> warned_ignored_;  // uid + "\n" + message of IgnoredFields events sent
   // What each manifest became, and which rejections were already reported.
   ManifestBook book_;

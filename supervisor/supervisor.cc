@@ -24,11 +24,13 @@
 #include "supervisor/after_iteration_work.h"
 #include "supervisor/child_process_backend.h"
 #include "supervisor/ctl_server.h"
+#include "supervisor/eviction_manager.h"
 #include "supervisor/http_endpoint.h"
 #include "supervisor/node_status.h"
 #include "supervisor/pleg_runtime_view.h"
 #include "supervisor/pod_manager.h"
 #include "supervisor/service_backend.h"
+#include "supervisor/stats_collector.h"
 #include "supervisor/systemd_bus.h"
 #include "supervisor/systemd_unit_backend.h"
 
@@ -146,6 +148,15 @@ class Supervisor::Impl {
       if (!client.ok()) return client.status();
       cri_client_ = std::move(*client);
     }
+    // The eviction manager's thresholds (refused here, with the flag named, when malformed).
+    auto thresholds = EvictionThresholdsFromFlags(options_.eviction_hard, options_.eviction_soft,
+                                                  options_.eviction_soft_grace_period);
+    if (!thresholds.ok()) return thresholds.status();
+    node_opts.hard_eviction.clear();
+    for (const auto& t : *thresholds) {
+      if (t.hard) node_opts.hard_eviction.push_back(t);
+    }
+    node_opts.pressure = [p = pressure_](std::string_view c) { return p->Get(c); };
     node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir);
     node_ = std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(),
                                                 cri_client_.get());
@@ -169,6 +180,7 @@ class Supervisor::Impl {
     pod_opts.allowed_unsafe_sysctls = options_.allowed_unsafe_sysctls;
     NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};
+    pod_opts.admit_under_pressure = [p = pressure_](const pod::Pod& pod) { return p->Admit(pod); };
     pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);
 
     CtlServerOptions ctl_opts{c.run_dir,           getpid(),    NODELET_VERSION,
@@ -183,16 +195,34 @@ class Supervisor::Impl {
 
     if (Status s = pods_->Start(); !s.ok()) return s;
 
+    // What the node and its pods use: for the eviction manager, /stats/summary and top.
+    StatsCollectorOptions stats_opts;
+    stats_opts.node_name = options_.node_name;
+    stats_opts.root_dir = c.root_dir;
+    stats_opts.log_dir = c.log_dir;
+    stats_opts.cgroup_root = options_.cgroups.root;
+    stats_ = std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get());
+    EvictionManagerOptions eviction_opts;
+    eviction_opts.thresholds = *thresholds;
+    eviction_opts.pressure_transition_period =
+        *ParseDuration(options_.eviction_pressure_transition_period);
+    eviction_opts.max_pod_grace_seconds = options_.eviction_max_pod_grace_period;
+    eviction_opts.monitoring_period = *ParseDuration(options_.eviction_monitoring_period);
+    eviction_opts.records_path = c.root_dir + "/evictions";
+    eviction_ = std::make_unique<EvictionManager>(loop_, clock_, eviction_opts, *stats_, *pods_,
+                                                  *runtime_view_, pressure_);
+    if (Status s = eviction_->Start(); !s.ok()) return s;
+
     if (!options_.http_address.empty()) {
-      http_ = std::make_unique<HttpEndpoint>(*ctx_, clock_, c.run_dir, options_.http_address,
-                                             node_.get(), HttpServerOptions{},
-                                             options_.enable_debugging_handlers ? c.log_dir : "");
+      http_ = std::make_unique<HttpEndpoint>(
+          *ctx_, clock_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
+          options_.enable_debugging_handlers ? c.log_dir : "", stats_.get());
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http_->Start(); !s.ok()) {
         log_->error("HTTP endpoint disabled: {}", s.message());
         http_.reset();
       } else {
-        log_->info("HTTP endpoint on {} (/healthz, /pods, /node, /metrics{})",
+        log_->info("HTTP endpoint on {} (/healthz, /pods, /node, /metrics, /stats/summary{})",
                    options_.http_address,
                    options_.enable_debugging_handlers ? ", /containerLogs" : "");
       }
@@ -249,6 +279,7 @@ class Supervisor::Impl {
       backend_->StopServices();
       // Its runtime calls end within their timeout while the services stop.
       node_->RequestStop();
+      eviction_->RequestStop();
     }
   }
 
@@ -338,6 +369,7 @@ class Supervisor::Impl {
   // the HTTP endpoint and the node status read, the summary.
   void AfterIteration() {
     if (!stopping_) pods_->Tick();
+    stats_->UpdateFromPleg(*mirror_);
     if (http_) {
       HttpSnapshot snap{services().List(), service_counters_, service_messages_,
                         bad_control_.count()};
@@ -391,6 +423,12 @@ class Supervisor::Impl {
   std::unique_ptr<PodManager> pods_;
   std::unique_ptr<cri::GrpcCriClient> cri_client_;
   std::unique_ptr<NodeStatusManager> node_;
+  // Node pressure as the eviction manager holds it, read by the node status and admission.
+  std::shared_ptr<NodePressure> pressure_ = std::make_shared<NodePressure>();
+  std::unique_ptr<StatsCollector> stats_;
+  // After the pod manager, the mirror and the stats it uses: destroyed before them.
+  std::unique_ptr<EvictionManager> eviction_;
+  // After the stats collector its usage sampler reads: destroyed (its thread joined) first.
   std::unique_ptr<HttpEndpoint> http_;
   SystemdNotifierImpl notifier_;
   std::string last_summary_;

@@ -182,6 +182,27 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
                  "Resources kept for the system, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi");
   app.add_option("--kube-reserved", o->kube_reserved,
                  "Resources kept for nodelet itself (same syntax)");
+  app.add_option("--eviction-hard", o->eviction_hard,
+                 "Hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10% "
+                 "(signals: memory.available, nodefs.available, nodefs.inodesFree, "
+                 "imagefs.available, imagefs.inodesFree)")
+      ->capture_default_str();
+  app.add_option("--eviction-soft", o->eviction_soft,
+                 "Soft eviction thresholds (same syntax), each with a grace period");
+  app.add_option("--eviction-soft-grace-period", o->eviction_soft_grace_period,
+                 "Grace period of each soft threshold, e.g. memory.available=1m30s");
+  app.add_option("--eviction-pressure-transition-period", o->eviction_pressure_transition_period,
+                 "How long a pressure condition stays after its thresholds are no longer met")
+      ->check(DurationValidator())
+      ->capture_default_str();
+  app.add_option("--eviction-max-pod-grace-period", o->eviction_max_pod_grace_period,
+                 "Longest grace period (s) of a pod evicted for a soft threshold (<= 0: the "
+                 "pod's own)")
+      ->capture_default_str();
+  app.add_option("--eviction-monitoring-period", o->eviction_monitoring_period,
+                 "How often the eviction manager measures the node")
+      ->check(DurationValidator())
+      ->capture_default_str();
   app.add_option("--http-address", o->http_address,
                  "HOST:PORT of /healthz, /pods and /metrics (empty: none)")
       ->capture_default_str();

@@ -102,17 +102,7 @@ Status CutStartLedger::RewriteLocked() {
   if (path_.empty()) return Status::Ok();
   std::string content;
   for (const auto& id : order_) content += id + "\n";
-  const std::string tmp = path_ + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Internal("open '" + tmp + "': " + std::strerror(errno));
-  Status s = WriteAll(fd, content, tmp);
-  if (s.ok() && fsync(fd) != 0) s = Internal("fsync '" + tmp + "': " + std::strerror(errno));
-  close(fd);
-  if (s.ok() && rename(tmp.c_str(), path_.c_str()) != 0) {
-    s = Internal("rename '" + tmp + "' to '" + path_ + "': " + std::strerror(errno));
-  }
-  if (!s.ok()) unlink(tmp.c_str());
-  return s;
+  return WriteFileAtomically(path_, content, 0600);
 }
 
 }  // namespace nodelet::podworkerd

@@ -72,6 +72,14 @@ std::vector<std::pair<std::string, uint64_t>> GarbageCollector::Counters() const
   };
 }
 
+void GarbageCollector::RequestReclaim() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reclaim_ = true;
+  }
+  cv_.notify_all();
+}
+
 void GarbageCollector::Loop() {
   // The first image GC soon after start (the kubelet waits a minute; a restart of podworkerd
   // should not postpone it by a whole period either).
@@ -88,9 +96,14 @@ void GarbageCollector::Loop() {
     }
     if (sweep_ && next_sweep == MonoTime::max()) next_sweep = clock_.Now() + sweep_period_;
     cv_.wait_for(lock, TimeUntil(clock_, std::min({next_image, next_containers, next_sweep})),
-                 [&] { return stopping_; });
+                 [&] { return stopping_ || reclaim_; });
     if (stopping_) break;
     const MonoTime now = clock_.Now();
+    if (reclaim_) {
+      reclaim_ = false;
+      next_containers = std::min(next_containers, now);
+      next_image = std::min(next_image, now);
+    }
     if (now >= next_sweep) {
       lock.unlock();
       sweep_();

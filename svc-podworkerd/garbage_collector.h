@@ -67,6 +67,9 @@ class GarbageCollector {
   void Start();
   // The pods podworkerd runs (uids) and the images they name. Thread-safe.
   void SetDesired(std::set<std::string> pod_uids, std::set<std::string> images);
+  // The eviction manager's node-level reclaim under disk pressure: a container pass and an
+  // image pass now (once the desired pods are known), then the periods go on. Thread-safe.
+  void RequestReclaim();
   // Heartbeat counters (name, value). Thread-safe.
   std::vector<std::pair<std::string, uint64_t>> Counters() const;
 
@@ -89,6 +92,7 @@ class GarbageCollector {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool reclaim_ = false;
   std::optional<std::set<std::string>> desired_pods_;
   std::set<std::string> desired_images_;
   std::thread thread_;

@@ -28,7 +28,7 @@ PodDispatcher::PodDispatcher(const Clock& clock, const PodCacheView& cache,
     : clock_(clock), cache_(cache), effects_(effects), resync_period_(resync_period) {}
 
 void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Pod>>& pods,
-                                 bool sources_ready) {
+                                 bool sources_ready, const std::set<std::string>& evicted) {
   sources_ready_ = sources_ready;
   std::set<std::string> seen;
   for (const auto& p : pods) {
@@ -38,6 +38,8 @@ void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Po
     Entry& e = pods_[uid];
     const bool known = e.pod != nullptr && e.desired;
     e.desired = true;
+    const bool newly_evicted = !e.evicted && evicted.count(uid) > 0;
+    e.evicted = evicted.count(uid) > 0;
     if (p->metadata.deletion_timestamp) {
       e.pod = p;
       e.config_hash = hash;
@@ -55,6 +57,9 @@ void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Po
       e.pod = p;
       e.config_hash = hash;
       e.finished = false;
+      Update({uid, UpdateType::kUpdate, p, std::nullopt});
+    } else if (newly_evicted && !e.finished) {
+      // Synced at once: the sync stops the pod for good (PodSyncer::MarkEvicted).
       Update({uid, UpdateType::kUpdate, p, std::nullopt});
     }
   }
@@ -78,7 +83,7 @@ void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Po
     // Garbage collection protects the desired pods' containers and images.
     std::set<std::string> uids, images;
     for (const auto& [uid, e] : pods_) {
-      if (!e.desired || !e.pod) continue;
+      if (!e.desired || !e.pod || (e.evicted && e.finished)) continue;
       uids.insert(uid);
       for (const auto& c : e.pod->spec.init_containers) images.insert(c.image);
       for (const auto& c : e.pod->spec.containers) images.insert(c.image);
@@ -133,6 +138,14 @@ void PodDispatcher::ReportStopping(const Entry& e, const std::string& uid, bool 
 std::set<std::string> PodDispatcher::Known() const {
   std::set<std::string> uids;
   for (const auto& [uid, _] : pods_) uids.insert(uid);
+  return uids;
+}
+
+std::set<std::string> PodDispatcher::InUse() const {
+  std::set<std::string> uids;
+  for (const auto& [uid, e] : pods_) {
+    if (!(e.desired && e.evicted && e.finished)) uids.insert(uid);
+  }
   return uids;
 }
 

@@ -100,13 +100,20 @@ class PodDispatcher {
 
   // The supervisor's desired pods (every one decoded, with a uid). `sources_ready`: every pod
   // source has reported, so a pod missing from `pods` is removed and orphans are killed.
-  void ApplyDesired(const std::vector<std::shared_ptr<const pod::Pod>>& pods, bool sources_ready);
+  // `evicted`: the desired pods the supervisor evicted; once such a pod has finished, its content
+  // may go (the kubelet's ShouldPodContentBeRemoved): garbage collection no longer protects
+  // its containers, and it leaves InUse() (volumed then tears its volumes down).
+  void ApplyDesired(const std::vector<std::shared_ptr<const pod::Pod>>& pods, bool sources_ready,
+                    const std::set<std::string>& evicted = {});
   // Syncs the pods whose runtime view changed (events, volumes, probes), then RunParked().
   void SyncChanged(const std::set<std::string>& changed);
   // Every pod the dispatcher knows (after plegd's cache was replaced). These are also the pods
   // whose containers may exist or be started: desired, terminating, or orphans being killed. A
   // pod leaves the set once it is stopped and removed for good.
   std::set<std::string> Known() const;
+  // Known() without the evicted pods that have finished: the pods whose containers may run or
+  // be started, or whose content is kept.
+  std::set<std::string> InUse() const;
   // Known() holds every pod that has containers in the runtime: orphans were looked for in a
   // complete relist (so every pod source had reported) in this incarnation.
   bool known_complete() const { return orphans_scanned_; }
@@ -138,8 +145,9 @@ class PodDispatcher {
     std::optional<MonoTime> retry_at;
     std::chrono::milliseconds error_backoff{0};
     bool finished = false;
-    bool seeded = false;  // readiness carried over from statusd
-    MonoTime created{};   // when this podworkerd first got the pod (pod start-up metric)
+    bool evicted = false;  // by the supervisor's eviction manager
+    bool seeded = false;   // readiness carried over from statusd
+    MonoTime created{};    // when this podworkerd first got the pod (pod start-up metric)
     bool start_recorded = false;
     // The last sync error, and every error logged since the last successful sync (each is
     // logged once until a sync succeeds).

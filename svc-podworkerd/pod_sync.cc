@@ -646,7 +646,43 @@ SyncOutcome PodSyncer::FailDeadlineExceeded(const pod::Pod& pod, const PodRecord
   return out;
 }
 
+void PodSyncer::MarkEvicted(const std::string& uid, const std::string& message,
+                            int64_t grace_seconds) {
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  evicted_.emplace(
+      uid, Eviction{message, std::max<int64_t>(0, grace_seconds), clock_.WallSeconds(), false});
+}
+
+std::optional<PodSyncer::Eviction> PodSyncer::EvictionOf(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(deadline_mu_);
+  auto it = evicted_.find(uid);
+  if (it == evicted_.end()) return std::nullopt;
+  return it->second;
+}
+
+SyncOutcome PodSyncer::FailEvicted(const pod::Pod& pod, const PodRecordT* rec) {
+  SyncOutcome out;
+  Eviction e;
+  {
+    std::lock_guard<std::mutex> lock(deadline_mu_);
+    auto& held = evicted_.at(pod.metadata.uid);
+    e = held;
+    held.reported = true;
+  }
+  if (!e.reported) out.events.push_back(MakeEvent(pod, "Warning", "Evicted", e.message));
+  // As the kubelet's killPodFunc: every container with the eviction's grace period (0 for a
+  // hard threshold), then the sandbox; the containers are kept, as for any finished pod.
+  if (Status s = KillPod(pod.metadata.uid, e.grace_seconds); !s.ok()) {
+    out.error = "stop the evicted pod: " + s.message();
+  }
+  out.changed_runtime = true;
+  out.pod_finished = out.error.empty();
+  out.status = MakeStatus(pod, rec, {}, true);
+  return out;
+}
+
 SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
+  if (EvictionOf(pod.metadata.uid)) return FailEvicted(pod, rec);
   if (!pod.spec.active_deadline_seconds) return SyncPodOnce(pod, rec);
   const int64_t deadline = StartTime(pod, rec) + *pod.spec.active_deadline_seconds;
   const int64_t now = clock_.WallSeconds();
@@ -1021,6 +1057,7 @@ void PodSyncer::ForgetPod(const std::string& uid) {
   std::lock_guard<std::mutex> lock(deadline_mu_);
   start_times_.erase(uid);
   deadline_exceeded_.erase(uid);
+  evicted_.erase(uid);
 }
 
 status::PodStatus PodSyncer::BuildStatus(const pod::Pod& pod, const PodRecordT* record,
@@ -1110,12 +1147,25 @@ status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* r
   in.pod_is_terminal = terminal;
   st.phase = ComputePhase(in);
   const bool past_deadline = DeadlineExceeded(pod.metadata.uid);
-  if (past_deadline) st.phase = status::PodPhase::kFailed;
+  const auto evicted = EvictionOf(pod.metadata.uid);
+  if (past_deadline || evicted) st.phase = status::PodPhase::kFailed;
   const int64_t now_s = clock_.WallSeconds();
   st.conditions = ComputeConditions(in, st.phase, {}, now_s);
   if (past_deadline) {
     st.reason = "DeadlineExceeded";
     st.message = kDeadlineMessage;
+  }
+  if (evicted) {
+    // The kubelet's eviction: Failed, reason Evicted, and the DisruptionTarget condition.
+    st.reason = "Evicted";
+    st.message = evicted->message;
+    status::PodCondition disruption;
+    disruption.type = "DisruptionTarget";
+    disruption.status = status::ConditionStatus::kTrue;
+    disruption.last_transition_time_unix_s = evicted->at_unix_s;
+    disruption.reason = "TerminationByKubelet";
+    disruption.message = evicted->message;
+    st.conditions.push_back(std::move(disruption));
   }
   const SandboxRecordT* sandbox = NewestSandbox(rec);
   if (sandbox != nullptr) {

@@ -90,6 +90,10 @@ class PodSyncer {
   // first status on), for activeDeadlineSeconds across restarts of podworkerd. Without it the
   // start time is the oldest sandbox in the record, else the first sync in this incarnation.
   void SeedStartTime(const std::string& uid, int64_t unix_s);
+  // The supervisor's eviction manager evicted the pod (DesiredPod.eviction_message): its next
+  // sync kills it with `grace_seconds` and it ends Failed, reason Evicted, with `message`, for
+  // good. Kept until ForgetPod; a later mark of the same pod changes nothing.
+  void MarkEvicted(const std::string& uid, const std::string& message, int64_t grace_seconds);
   // Dead containers kept per container of a pod (the kubelet's MaxPerPodContainer, 1).
   void set_max_dead_per_container(int n) { max_dead_per_container_ = n; }
   // Image pulls: serialization, parallelism, back-off (before the first sync).
@@ -166,6 +170,14 @@ class PodSyncer {
   SyncOutcome FailDeadlineExceeded(const pod::Pod& pod, const ipc::pleg::PodRecordT* record,
                                    int64_t grace);
   bool DeadlineExceeded(const std::string& uid) const;
+  struct Eviction {
+    std::string message;
+    int64_t grace_seconds = 0;
+    int64_t at_unix_s = 0;  // when podworkerd learnt of it
+    bool reported = false;  // its Evicted event was made
+  };
+  std::optional<Eviction> EvictionOf(const std::string& uid) const;
+  SyncOutcome FailEvicted(const pod::Pod& pod, const ipc::pleg::PodRecordT* record);
   struct StopResult {
     Status status;
     std::string hook_error;  // the preStop hook failed: why ("" when it ran fine or there is none)
@@ -232,6 +244,7 @@ class PodSyncer {
   mutable std::mutex deadline_mu_;
   std::map<std::string, int64_t> start_times_;  // by pod uid, Unix seconds
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
+  std::map<std::string, Eviction> evicted_;     // by pod uid
   std::function<void(std::vector<status::PodEvent>)> progress_events_;
   CutStartLedger cut_starts_;
   PodCgroupConfig pod_cgroups_;

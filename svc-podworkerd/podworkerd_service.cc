@@ -436,7 +436,7 @@ void PodworkerdService::OnTick() {
 }
 
 std::set<std::string> PodworkerdService::InUse() const {
-  std::set<std::string> uids = dispatcher_->Known();
+  std::set<std::string> uids = dispatcher_->InUse();
   uids.merge(status_->Unsent());
   // And every pod of nodelet's whose container the runtime last showed as not exited: a pod
   // whose kill failed (the runtime was down) and that the dispatcher then forgot is in use
@@ -553,6 +553,7 @@ void PodworkerdService::HandleStreamRequest(const std::string& peer,
 std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& desired) {
   std::string error;
   std::vector<std::shared_ptr<const pod::Pod>> pods;
+  std::set<std::string> evicted;
   if (desired.pods()) {
     for (const auto* dp : *desired.pods()) {
       auto decoded = dp->pod() ? pod::PodFromFlatBuffer(dp->pod())
@@ -563,14 +564,25 @@ std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& des
                 (decoded.ok() ? std::string("no uid") : decoded.status().message());
         continue;
       }
+      if (dp->eviction_message() && dp->eviction_message()->size() > 0) {
+        syncer_->MarkEvicted(decoded->metadata.uid, dp->eviction_message()->str(),
+                             dp->eviction_grace_seconds());
+        evicted.insert(decoded->metadata.uid);
+      }
       pods.push_back(std::make_shared<const pod::Pod>(std::move(*decoded)));
     }
   }
+  // A raised count asks for the eviction manager's node-level reclaim (the first value seen in
+  // this incarnation is only taken as the baseline).
+  if (reclaim_seen_ && desired.reclaim_requests() > *reclaim_seen_ && gc_) {
+    gc_->RequestReclaim();
+  }
+  reclaim_seen_ = desired.reclaim_requests();
   auto objects = std::make_shared<EnvSources>();
   objects->config_maps = pod::DecodeConfigObjects(desired.config_maps());
   objects->secrets = pod::DecodeConfigObjects(desired.secrets());
   syncer_->SetConfigObjects(std::move(objects));
-  dispatcher_->ApplyDesired(pods, desired.sources_ready());
+  dispatcher_->ApplyDesired(pods, desired.sources_ready(), evicted);
   return error;
 }
 

@@ -146,6 +146,7 @@ class PodworkerdService : public Service {
   std::unique_ptr<ipc::Subscriber> volume_events_;
   StatvfsFsStats fs_stats_;
   std::unique_ptr<GarbageCollector> gc_;
+  std::optional<uint64_t> reclaim_seen_;                 // DesiredPods.reclaim_requests last seen
   std::unique_ptr<ContainerLogManager> container_logs_;  // when there is a log directory
 
   // The dispatcher's view of plegd's cache, and its effects, in terms of the pieces above.

@@ -19,6 +19,9 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
   if (msg.pods()) {
     for (const auto* dp : *msg.pods()) {
       if (!dp->pod()) continue;
+      // An evicted pod keeps no volume (the kubelet removes an evicted pod's content): it is
+      // not desired here, and its volumes go once podworkerd no longer has it in use.
+      if (dp->eviction_message() && dp->eviction_message()->size() > 0) continue;
       auto p = pod::PodFromFlatBuffer(dp->pod());
       if (!p.ok() || p->metadata.uid.empty()) {
         if (error)

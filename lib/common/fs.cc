@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "lib/common/unique_fd.h"
 
@@ -31,6 +32,30 @@ Status EnsureDirectory(const std::string& path, mode_t mode) {
     return ErrnoStatus("Failed to chmod '" + path + "'", errno);
   }
   return Status::Ok();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return Internal("open '" + tmp + "': " + std::strerror(errno));
+  Status s = Status::Ok();
+  size_t done = 0;
+  while (s.ok() && done < content.size()) {
+    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      s = Internal("write '" + tmp + "': " + std::strerror(errno));
+    } else {
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (s.ok() && fsync(fd) != 0) s = Internal("fsync '" + tmp + "': " + std::strerror(errno));
+  close(fd);
+  if (s.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Internal("rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
+  if (!s.ok()) unlink(tmp.c_str());
+  return s;
 }
 
 Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {

@@ -15,6 +15,10 @@ Status EnsureDirectory(const std::string& path, mode_t mode);
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes);
 
+// Replaces `path` with `content` all at once: written to PATH.tmp (O_NOFOLLOW, `mode`), synced,
+// renamed over PATH; the temporary file is removed on an error, which names the step and path.
+Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode);
+
 // An exclusive flock on a lock file that holds its holder's pid.
 struct PidLock {
   int fd = -1;       // taken: the fd (close-on-exec); the lock lasts while it is open

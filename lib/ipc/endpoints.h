@@ -37,4 +37,8 @@ inline constexpr Endpoint kPodWorkerEndpoint{"podworkerd.sock"};
 // Directory, under the run directory, holding the per-child NOTIFY_SOCKETs the supervisor binds.
 inline constexpr const char* kNotifyDir = "notify";
 
+// File, in the run directory, where the supervisor writes the HOST:PORT its HTTP endpoint
+// listens on (absent when it is off), for `nodeletctl top`.
+inline constexpr const char* kHttpAddressFile = "http-address";
+
 }  // namespace nodelet::ipc

@@ -72,8 +72,7 @@ int64_t EvictionThreshold::MinAvailable(int64_t capacity) const {
   return static_cast<int64_t>(std::ceil(static_cast<double>(capacity) * percentage / 100.0));
 }
 
-Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string& flag,
-                                                               bool hard) {
+Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string& flag, bool hard) {
   std::vector<EvictionThreshold> out;
   std::set<EvictionSignal> seen;
   for (const std::string& entry : SplitComma(flag)) {
@@ -101,8 +100,8 @@ Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string
       char* end = nullptr;
       const std::string number = value.substr(0, value.size() - 1);
       const double p = std::strtod(number.c_str(), &end);
-      if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(p) ||
-          p < 0 || p > 100) {
+      if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(p) || p < 0 ||
+          p > 100) {
         return InvalidArgument("\"" + entry + "\": a percentage must be within 0% and 100%");
       }
       if (p == 0) continue;  // disabled
@@ -131,8 +130,8 @@ Status ApplySoftGracePeriods(const std::string& flag, DurationParser parse_durat
     }
     auto signal = SignalByName(entry.substr(0, eq));
     if (!signal) {
-      return InvalidArgument("\"" + entry + "\": unknown eviction signal (known: " +
-                             KnownSignals() + ")");
+      return InvalidArgument("\"" + entry +
+                             "\": unknown eviction signal (known: " + KnownSignals() + ")");
     }
     auto d = parse_duration(entry.substr(eq + 1));
     if (!d.ok() || d->count() < 0) {
@@ -227,8 +226,8 @@ std::vector<size_t> RankForEviction(EvictionSignal signal,
 
 std::string FormatBytes(int64_t bytes) {
   if (bytes == 0) return "0";
-  static constexpr std::pair<int, const char*> kSuffixes[] = {
-      {60, "Ei"}, {50, "Pi"}, {40, "Ti"}, {30, "Gi"}, {20, "Mi"}, {10, "Ki"}};
+  static constexpr std::pair<int, const char*> kSuffixes[] = {{60, "Ei"}, {50, "Pi"}, {40, "Ti"},
+                                                              {30, "Gi"}, {20, "Mi"}, {10, "Ki"}};
   for (const auto& [shift, suffix] : kSuffixes) {
     const int64_t unit = int64_t{1} << shift;
     if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;

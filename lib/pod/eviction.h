@@ -83,8 +83,7 @@ class EvictionState {
 
   // Takes an observation made at `now_ms` (Unix ms). Returns the thresholds to act on now: the
   // hard ones met, and the soft ones met continuously for their grace period.
-  std::vector<EvictionThreshold> Observe(const EvictionObservations& observations,
-                                         int64_t now_ms);
+  std::vector<EvictionThreshold> Observe(const EvictionObservations& observations, int64_t now_ms);
   // Whether `condition` (MemoryPressure, DiskPressure) holds at `now_ms`: a threshold of it
   // (soft ones without waiting for their grace) was met within the transition period.
   bool Pressure(std::string_view condition, int64_t now_ms) const;

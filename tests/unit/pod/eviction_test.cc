@@ -2,12 +2,12 @@
 // periods, node conditions held for the transition period, the ranking and the message.
 #include "lib/pod/eviction.h"
 
-#include "lib/pod/qos.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
+
+#include "lib/pod/qos.h"
 
 namespace nodelet::pod {
 namespace {
@@ -65,8 +65,8 @@ TEST(EvictionFlagsTest, EverySoftThresholdNeedsAGracePeriodAndNoGracePeriodIsSpa
   EXPECT_FALSE(ApplySoftGracePeriods(
                    "memory.available=30s,nodefs.available=5s,imagefs.available=1s", Seconds, &soft)
                    .ok());
-  EXPECT_FALSE(ApplySoftGracePeriods("memory.available=30,nodefs.available=5s", Seconds, &soft)
-                   .ok());
+  EXPECT_FALSE(
+      ApplySoftGracePeriods("memory.available=30,nodefs.available=5s", Seconds, &soft).ok());
   ASSERT_TRUE(
       ApplySoftGracePeriods("memory.available=30s,nodefs.available=5s", Seconds, &soft).ok());
   EXPECT_EQ(soft[0].grace_period, 30s);
@@ -139,9 +139,9 @@ std::vector<std::string> Order(EvictionSignal s, const std::vector<EvictionCandi
 
 TEST(EvictionRankTest, AboveRequestsFirstThenLowerPriorityThenMostAboveRequests) {
   std::vector<EvictionCandidate> pods = {
-      Pod("burstable-within", 100, 200),      // below its request
-      Pod("besteffort-small", 10, 0),         // above (request 0)
-      Pod("besteffort-big", 300, 0),          // above, by more
+      Pod("burstable-within", 100, 200),       // below its request
+      Pod("besteffort-small", 10, 0),          // above (request 0)
+      Pod("besteffort-big", 300, 0),           // above, by more
       Pod("high-priority-big", 900, 0, 1000),  // above, but a higher priority
       Pod("critical", 5000, 0, kSystemCriticalPriority),
   };

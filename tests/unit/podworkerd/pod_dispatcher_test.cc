@@ -433,5 +433,31 @@ TEST_F(PodDispatcherTest, OrphansAreKilledOnlyWithSourcesAndCacheReady) {
   EXPECT_EQ(effects_.forgotten, std::vector<std::string>{"orphan"});
 }
 
+// An evicted pod's content goes once it has finished (the kubelet's ShouldPodContentBeRemoved):
+// garbage collection stops protecting it and it leaves InUse(), though the dispatcher still
+// knows it (and keeps it finished while it stays desired).
+TEST_F(PodDispatcherTest, AnEvictedPodLeavesInUseAndGcProtectionOnlyOnceFinished) {
+  auto a = MakePod("a"), b = MakePod("b");
+  Synced(a, {a, b});
+  // The mark alone makes the pod sync at once (its sync stops it for good).
+  dispatcher_.ApplyDesired({a, b}, true, {"a"});
+  auto runs = effects_.Take();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].work.uid, "a");
+  EXPECT_EQ(dispatcher_.InUse(), (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(effects_.gc_uids, (std::set<std::string>{"a", "b"}));
+  WorkDone d = Done(runs[0], "", true, /*finished=*/true);
+  dispatcher_.HandleDone(d);
+  effects_.Take();
+  dispatcher_.ApplyDesired({a, b}, true, {"a"});
+  EXPECT_EQ(dispatcher_.InUse(), (std::set<std::string>{"b"}));
+  EXPECT_EQ(dispatcher_.Known(), (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(effects_.gc_uids, (std::set<std::string>{"b"}));
+  EXPECT_TRUE(effects_.Take().empty());  // not synced again
+  // A finished pod that was not evicted keeps its content.
+  dispatcher_.ApplyDesired({a, b}, true, {});
+  EXPECT_EQ(dispatcher_.InUse(), (std::set<std::string>{"a", "b"}));
+}
+
 }  // namespace
 }  // namespace nodelet::podworkerd

@@ -1,0 +1,330 @@
+#include "supervisor/eviction_manager.h"
+
+#include <algorithm>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "lib/common/fs.h"
+#include "lib/common/logging.h"
+#include "lib/pod/qos.h"
+#include "lib/service/options.h"
+
+namespace nodelet::supervisor {
+
+namespace {
+
+constexpr size_t kMaxRecordBytes = 4 << 20;
+// Rounds an eviction waits for every pod's figures.
+constexpr int kBlindRounds = 3;
+
+int64_t GraceOf(const pod::Pod& p) {
+  return p.spec.termination_grace_period_seconds.value_or(
+      pod::kDefaultTerminationGracePeriodSeconds);
+}
+
+// Memory first, then nodefs, then imagefs (the kubelet's signal order for reclaim).
+int SignalOrder(pod::EvictionSignal s) { return static_cast<int>(s); }
+
+bool IsDiskSignal(pod::EvictionSignal s) { return s != pod::EvictionSignal::kMemoryAvailable; }
+
+}  // namespace
+
+Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
+    const std::string& hard, const std::string& soft, const std::string& soft_grace) {
+  auto h = pod::ParseEvictionThresholds(hard, true);
+  if (!h.ok()) return InvalidArgument("--eviction-hard: " + h.status().message());
+  auto s = pod::ParseEvictionThresholds(soft, false);
+  if (!s.ok()) return InvalidArgument("--eviction-soft: " + s.status().message());
+  if (Status g = pod::ApplySoftGracePeriods(soft_grace, ParseDuration, &*s); !g.ok()) {
+    return g;
+  }
+  std::vector<pod::EvictionThreshold> all = std::move(*h);
+  all.insert(all.end(), s->begin(), s->end());
+  return all;
+}
+
+pod::EvictionObservations ObserveSignals(const NodeStats& sample) {
+  using pod::EvictionSignal;
+  pod::EvictionObservations o;
+  if (sample.memory && sample.memory->capacity_bytes > 0) {
+    o[EvictionSignal::kMemoryAvailable] = {sample.memory->available_bytes,
+                                           sample.memory->capacity_bytes};
+  }
+  auto fs = [&o](const std::optional<stats::FsStats>& f, EvictionSignal bytes,
+                 EvictionSignal inodes) {
+    if (!f) return;
+    if (f->capacity_bytes > 0) o[bytes] = {f->available_bytes, f->capacity_bytes};
+    if (f->inodes > 0) o[inodes] = {f->inodes_free, f->inodes};
+  };
+  fs(sample.nodefs, EvictionSignal::kNodeFsAvailable, EvictionSignal::kNodeFsInodesFree);
+  fs(sample.imagefs, EvictionSignal::kImageFsAvailable, EvictionSignal::kImageFsInodesFree);
+  return o;
+}
+
+EvictionManager::EvictionManager(EventLoop& loop, const Clock& clock,
+                                 EvictionManagerOptions options, StatsSource& stats,
+                                 PodManager& pods, const RuntimeView& runtime,
+                                 std::shared_ptr<NodePressure> pressure)
+    : loop_(loop),
+      clock_(clock),
+      options_(std::move(options)),
+      stats_(stats),
+      pods_(pods),
+      runtime_(runtime),
+      pressure_(std::move(pressure)),
+      state_(options_.thresholds, options_.pressure_transition_period) {}
+
+EvictionManager::~EvictionManager() {
+  *alive_ = false;
+  RequestStop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EvictionManager::RequestStop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+Status EvictionManager::Start() {
+  auto log = GetLogger("supervisor");
+  auto content = ReadFileBounded(options_.records_path, kMaxRecordBytes);
+  if (!content.ok() && content.status().code() != StatusCode::kNotFound) {
+    return Internal("eviction records: " + content.status().message());
+  }
+  if (content.ok()) {
+    auto doc = nlohmann::json::parse(*content, nullptr, false);
+    bool bad = !doc.is_object();
+    if (!bad) {
+      for (const auto& [uid, r] : doc.items()) {
+        if (!r.is_object() || !r.contains("message") || !r["message"].is_string() ||
+            !r.value("grace", nlohmann::json()).is_number_integer()) {
+          bad = true;
+          continue;
+        }
+        Record rec;
+        rec.eviction.message = r["message"].get<std::string>();
+        rec.eviction.grace_seconds = r["grace"].get<int64_t>();
+        rec.at_unix_ms = r.value("at", int64_t{0});
+        if (rec.eviction.message.empty()) continue;
+        records_[uid] = rec;
+        pods_.Evict(uid, rec.eviction);
+      }
+    }
+    if (bad) {
+      log->error("eviction records {}: not what nodelet writes; kept what could be read",
+                 options_.records_path);
+      if (Status s = SaveRecords(); !s.ok()) return s;
+    }
+    // The newest eviction may not be done yet: no other before it is (or 30 s pass).
+    for (const auto& [uid, r] : records_) {
+      const int64_t deadline = r.at_unix_ms + options_.pod_cleanup_timeout.count();
+      if (deadline > clock_.WallSeconds() * 1000 && (!pending_ || pending_->second < deadline)) {
+        pending_ = std::make_pair(uid, deadline);
+      }
+    }
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void EvictionManager::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    auto sample = std::make_shared<NodeStats>(stats_.Sample());
+    lock.lock();
+    if (stopping_) break;
+    loop_.Post([this, alive = std::weak_ptr<bool>(alive_), sample] {
+      auto still = alive.lock();
+      if (still && *still) Decide(*sample);
+    });
+    cv_.wait_for(lock, options_.monitoring_period, [this] { return stopping_; });
+  }
+}
+
+bool NodePressure::Get(std::string_view condition) const {
+  if (condition == "MemoryPressure") return memory_.load();
+  if (condition == "DiskPressure") return disk_.load();
+  return false;
+}
+
+AdmissionResult NodePressure::Admit(const pod::Pod& p) const {
+  AdmissionResult r;
+  const bool memory = memory_.load(), disk = disk_.load();
+  if (!memory && !disk) return r;
+  if (pod::IsEvictionExempt(pod::PodPriority(p))) return r;
+  if (!disk && pod::PodQos(p) != pod::QosClass::kBestEffort) return r;
+  std::string conditions;
+  if (memory) conditions = "MemoryPressure";
+  if (disk) conditions += std::string(conditions.empty() ? "" : ", ") + "DiskPressure";
+  r.admitted = false;
+  r.reason = "Evicted";
+  r.message = "The node had condition: [" + conditions + "]. ";
+  return r;
+}
+
+Status EvictionManager::SaveRecords() {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& [uid, r] : records_) {
+    doc[uid] = {{"message", r.eviction.message},
+                {"grace", r.eviction.grace_seconds},
+                {"at", r.at_unix_ms}};
+  }
+  return WriteFileAtomically(options_.records_path, doc.dump() + "\n", 0600);
+}
+
+bool EvictionManager::CleanedUp(const std::string& uid) const {
+  RuntimeSnapshot snap = runtime_.Runtime();
+  if (!snap.error.empty()) return false;
+  for (const auto& p : snap.pods) {
+    if (p.uid != uid) continue;
+    for (const auto& c : p.containers) {
+      if (c->state == ipc::pleg::ContainerState::Running) return false;
+    }
+  }
+  return true;
+}
+
+void EvictionManager::Decide(const NodeStats& sample) {
+  auto log = GetLogger("supervisor");
+  const int64_t now = clock_.WallSeconds() * 1000;
+  std::vector<pod::EvictionThreshold> act = state_.Observe(ObserveSignals(sample), now);
+  pressure_->Set(state_.Pressure("MemoryPressure", now), state_.Pressure("DiskPressure", now));
+
+  bool changed = false;
+  for (const auto& uid : pods_.ForgetGoneEvictions()) changed = records_.erase(uid) > 0 || changed;
+  if (changed) {
+    if (Status s = SaveRecords(); !s.ok()) log->error("eviction records: {}", s.message());
+  }
+
+  if (pending_) {
+    if (CleanedUp(pending_->first) || now >= pending_->second) {
+      if (now >= pending_->second && !CleanedUp(pending_->first)) {
+        log->warn("evicted pod {} still has running containers after {} s; going on",
+                  pending_->first,
+                  std::chrono::duration_cast<std::chrono::seconds>(options_.pod_cleanup_timeout)
+                      .count());
+      }
+      pending_.reset();
+      // What the pod held is freed only in samples taken from now on.
+      decide_after_ms_ = now;
+    }
+    return;
+  }
+  if (sample.time_unix_ms < decide_after_ms_) return;
+  if (act.empty()) {
+    reclaimed_ = false;
+    last_refusal_.clear();
+    return;
+  }
+  std::stable_sort(act.begin(), act.end(), [](const auto& a, const auto& b) {
+    return SignalOrder(a.signal) < SignalOrder(b.signal);
+  });
+  const pod::EvictionThreshold& t = act.front();
+  if (IsDiskSignal(t.signal) && !reclaimed_) {
+    log->info("eviction: {} below {}: asking podworkerd to reclaim (container and image GC)",
+              pod::SignalName(t.signal), t.text);
+    pods_.RequestReclaim();
+    reclaimed_ = true;
+    decide_after_ms_ = now + 1;
+    return;
+  }
+  reclaimed_ = false;
+  const auto observed = ObserveSignals(sample).at(t.signal);
+  EvictOne(t, observed, sample);
+}
+
+void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
+                               const pod::SignalObservation& observed, const NodeStats& sample) {
+  auto log = GetLogger("supervisor");
+  std::map<std::string, const PodStats*> by_uid;
+  for (const auto& p : sample.pods) by_uid[p.uid] = &p;
+  std::set<std::string> terminal;
+  bool asked_terminal = false;
+  std::vector<pod::EvictionCandidate> candidates;
+  std::vector<const pod::Pod*> specs;
+  for (const auto& [uid, p] : pods_.admitted()) {
+    if (pods_.evictions().count(uid) > 0 || p->metadata.deletion_timestamp) continue;
+    if (!asked_terminal) {
+      terminal = pods_.TerminalPods();
+      asked_terminal = true;
+    }
+    if (terminal.count(uid) > 0) continue;
+    pod::EvictionCandidate c;
+    c.uid = uid;
+    c.name = p->metadata.namespace_name + "/" + p->metadata.name;
+    c.priority = pod::PodPriority(*p);
+    c.memory_request = pod::PodResourceTotal(*p, "memory", true, false);
+    c.storage_request = pod::PodResourceTotal(*p, "ephemeral-storage", true, false);
+    auto it = by_uid.find(uid);
+    if (it != by_uid.end()) {
+      const PodStats& s = *it->second;
+      c.has_stats = IsDiskSignal(t.signal) || s.memory.has_value();
+      if (s.memory) c.memory_usage = s.memory->working_set_bytes;
+      c.storage_usage = s.ephemeral_storage.used_bytes;
+      c.inodes_usage = s.ephemeral_storage.inodes_used;
+      for (const auto& spec : p->spec.containers) {
+        pod::EvictionCandidate::Container cc;
+        cc.name = spec.name;
+        auto request = [&spec](const char* resource) -> int64_t {
+          auto r = spec.resources.requests.find(resource);
+          return r == spec.resources.requests.end() ? 0 : r->second.Value();
+        };
+        cc.memory_request = request("memory");
+        cc.storage_request = request("ephemeral-storage");
+        for (const auto& cs : s.containers) {
+          if (cs.name != spec.name) continue;
+          if (cs.memory) cc.memory_usage = cs.memory->working_set_bytes;
+          if (cs.logs) cc.storage_usage += cs.logs->used_bytes;
+          if (cs.rootfs) cc.storage_usage += cs.rootfs->used_bytes;
+        }
+        c.containers.push_back(std::move(cc));
+      }
+    }
+    candidates.push_back(std::move(c));
+    specs.push_back(p.get());
+  }
+  // Right after a start the sample may not cover every pod yet: ranking then would be blind.
+  // Wait a few rounds for the figures, then go on with what there is.
+  const bool blind = std::any_of(candidates.begin(), candidates.end(),
+                                 [](const pod::EvictionCandidate& c) { return !c.has_stats; });
+  if (blind && ++blind_rounds_ <= kBlindRounds) return;
+  blind_rounds_ = 0;
+  const std::vector<size_t> order = pod::RankForEviction(t.signal, candidates);
+  if (order.empty()) {
+    const std::string why = std::string(pod::SignalName(t.signal)) + " below " + t.text +
+                            " and no pod that may be evicted";
+    if (why != last_refusal_) log->warn("eviction: {}", why);
+    last_refusal_ = why;
+    return;
+  }
+  const pod::EvictionCandidate& victim = candidates[order.front()];
+  const pod::Pod& spec = *specs[order.front()];
+  Record rec;
+  rec.eviction.message = pod::EvictionMessage(t, observed, victim);
+  rec.eviction.grace_seconds = 0;
+  if (!t.hard) {
+    rec.eviction.grace_seconds = GraceOf(spec);
+    if (options_.max_pod_grace_seconds > 0) {
+      rec.eviction.grace_seconds =
+          std::min(rec.eviction.grace_seconds, options_.max_pod_grace_seconds);
+    }
+  }
+  rec.at_unix_ms = clock_.WallSeconds() * 1000;
+  records_[victim.uid] = rec;
+  // On disk before podworkerd hears of it: a crash now cannot lose it.
+  if (Status s = SaveRecords(); !s.ok()) {
+    records_.erase(victim.uid);
+    log->error("eviction of pod {} not done: {}", victim.name, s.message());
+    return;
+  }
+  log->warn("Evicting pod {} ({}): {}", victim.name, victim.uid, rec.eviction.message);
+  pods_.Evict(victim.uid, rec.eviction);
+  ++evictions_total_;
+  pending_ = std::make_pair(victim.uid, rec.at_unix_ms + options_.pod_cleanup_timeout.count());
+}
+
+}  // namespace nodelet::supervisor

@@ -1,0 +1,134 @@
+// EvictionManager: the kubelet's eviction manager, in the supervisor (docs/resources.md,
+// "Eviction").
+//
+// Every monitoring period (10 s, as the kubelet's) a thread samples the node and its pods
+// (StatsSource) and posts the sample to the supervisor's loop, where the manager:
+// - observes memory.available, nodefs.available, nodefs.inodesFree, imagefs.available and
+//   imagefs.inodesFree, and holds MemoryPressure / DiskPressure (node conditions and admission)
+//   while a threshold is met and for --eviction-pressure-transition-period after;
+// - when a hard threshold is met, or a soft one has been for its grace period: under disk
+//   pressure first asks podworkerd to reclaim (container and image GC, DesiredPods'
+//   reclaim_requests) and decides again on the next sample; then evicts one pod, ranked as the
+//   kubelet ranks (lib/pod/eviction.h), never a critical one. Hard thresholds kill at once
+//   (grace 0), soft ones with the pod's grace period capped by --eviction-max-pod-grace-period;
+// - waits, before evicting another, until the evicted pod has no running container (or 30 s,
+//   the kubelet's pod clean-up timeout) and a sample taken after that.
+//
+// An eviction is written to ROOT/evictions (JSON, replaced atomically) before the pod manager
+// sends it to podworkerd, and every supervisor reads the file back at start: a crash of the
+// supervisor or of podworkerd never loses an Evicted status nor evicts the same pod twice. A
+// record goes when no source has its pod any more.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/common/clock.h"
+#include "lib/common/status.h"
+#include "lib/pod/eviction.h"
+#include "lib/service/event_loop.h"
+#include "supervisor/pod_manager.h"
+#include "supervisor/service_control.h"
+#include "supervisor/stats_collector.h"
+
+namespace nodelet::supervisor {
+
+struct EvictionManagerOptions {
+  std::vector<pod::EvictionThreshold> thresholds;  // hard and soft
+  std::chrono::milliseconds pressure_transition_period{std::chrono::minutes(5)};
+  int64_t max_pod_grace_seconds = 0;  // soft evictions; <= 0: the pod's own
+  std::chrono::milliseconds monitoring_period{std::chrono::seconds(10)};
+  std::chrono::milliseconds pod_cleanup_timeout{std::chrono::seconds(30)};
+  std::string records_path;  // ROOT/evictions
+};
+
+// The flags' thresholds: --eviction-hard (default pod::kDefaultEvictionHard) and
+// --eviction-soft with --eviction-soft-grace-period. An error names the flag.
+Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
+    const std::string& hard, const std::string& soft, const std::string& soft_grace);
+
+// The observations of a sample.
+pod::EvictionObservations ObserveSignals(const NodeStats& sample);
+
+// The node conditions the eviction manager holds, shared with the node status thread and the
+// pod manager's admission (it outlives neither). Thread-safe.
+class NodePressure {
+ public:
+  // MemoryPressure or DiskPressure.
+  bool Get(std::string_view condition) const;
+  void Set(bool memory, bool disk) {
+    memory_ = memory;
+    disk_ = disk;
+  }
+  // The kubelet's eviction admission: under DiskPressure no pod, under MemoryPressure no
+  // BestEffort pod, is admitted (reason Evicted); critical pods always are.
+  AdmissionResult Admit(const pod::Pod& pod) const;
+
+ private:
+  std::atomic<bool> memory_{false}, disk_{false};
+};
+
+class EvictionManager {
+ public:
+  // `stats`, `pods` and `runtime` must outlive the manager; `pods` and `runtime` are used on the
+  // loop's thread only. The manager sets `pressure`.
+  EvictionManager(EventLoop& loop, const Clock& clock, EvictionManagerOptions options,
+                  StatsSource& stats, PodManager& pods, const RuntimeView& runtime,
+                  std::shared_ptr<NodePressure> pressure);
+  ~EvictionManager();
+  // Reads the records back (handing them to the pod manager) and starts the sampling thread.
+  // A record file that cannot be read is an error; one that is not JSON is logged and replaced.
+  Status Start();
+  // Asks the thread to stop without waiting for it (the destructor joins).
+  void RequestStop();
+
+  uint64_t evictions() const { return evictions_total_.load(); }
+
+  // On the loop: one decision round over `sample` (the thread posts each sample here).
+  void Decide(const NodeStats& sample);
+
+ private:
+  void Loop();
+  Status SaveRecords();
+  // The evicted pod is done: no running container of it in the runtime's view.
+  bool CleanedUp(const std::string& uid) const;
+  void EvictOne(const pod::EvictionThreshold& t, const pod::SignalObservation& observed,
+                const NodeStats& sample);
+
+  EventLoop& loop_;
+  const Clock& clock_;
+  EvictionManagerOptions options_;
+  StatsSource& stats_;
+  PodManager& pods_;
+  const RuntimeView& runtime_;
+  std::shared_ptr<NodePressure> pressure_;
+  pod::EvictionState state_;
+  std::atomic<uint64_t> evictions_total_{0};
+  // The pod evicted last, until it is cleaned up or its deadline (Unix ms) passes.
+  std::optional<std::pair<std::string, int64_t>> pending_;
+  int64_t decide_after_ms_ = 0;  // samples taken before this only update the conditions
+  bool reclaimed_ = false;
+  int blind_rounds_ = 0;  // rounds waited for a pod's missing figures       // the last round under disk pressure asked for a reclaim
+  std::string last_refusal_;     // "nothing to evict" logged once per reason
+  struct Record {
+    PodEviction eviction;
+    int64_t at_unix_ms = 0;
+  };
+  std::map<std::string, Record> records_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace nodelet::supervisor

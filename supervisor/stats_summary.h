@@ -1,0 +1,102 @@
+// What the HTTP endpoint makes of StatsSource samples (stats_collector.h): the kubelet's Summary
+// API (/stats/summary, k8s.io/kubelet/pkg/apis/stats/v1alpha1) and its resource metrics
+// (/metrics/resource's series, served on /metrics), with the CPU rates (usageNanoCores) that
+// need two samples.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "lib/common/clock.h"
+#include "supervisor/stats_collector.h"
+
+namespace nodelet::supervisor {
+
+// CPU use in nanocores (CPU-nanoseconds per second) over the window between two samples.
+struct CpuRates {
+  std::optional<uint64_t> node;
+  std::map<std::string, uint64_t> pods;        // by pod uid
+  std::map<std::string, uint64_t> containers;  // by container id
+};
+
+// Keeps the last two points of each cumulative CPU counter (the node's, each pod's, each
+// container's) and gives each new sample its rates: over the window since the last point, or,
+// when that is shorter than `min_window` (two requests close together), since the one before.
+// A counter that went backwards (a cgroup made again) starts over. Thread-safe.
+class CpuRateTracker {
+ public:
+  explicit CpuRateTracker(std::chrono::milliseconds min_window = std::chrono::seconds(1))
+      : min_window_ms_(min_window.count()) {}
+  CpuRates Observe(const NodeStats& sample);
+
+ private:
+  struct Point {
+    int64_t t_ms = 0;
+    uint64_t v = 0;
+  };
+  struct Series {
+    std::optional<Point> prev, last;
+  };
+  std::optional<uint64_t> Rate(Series& s, Point p) const;
+
+  const int64_t min_window_ms_;
+  std::mutex mu_;
+  std::map<std::string, Series> series_;
+};
+
+struct RatedSample {
+  NodeStats stats;
+  CpuRates rates;
+};
+
+// The Summary JSON of a sample. `node_start_unix_s` is the node's startTime (its boot).
+std::string SummaryJson(const RatedSample& s, int64_t node_start_unix_s);
+
+// The kubelet's resource metrics of a sample (node_, pod_ and container_ cpu_usage_seconds_total
+// and memory_working_set_bytes, container_start_time_seconds, resource_scrape_error); only
+// resource_scrape_error 1 without one.
+std::string RenderUsageMetrics(const NodeStats* sample);
+
+// Samples a StatsSource for the HTTP endpoint: every `period` on a thread of its own (as
+// cAdvisor's housekeeping: the rates need a recent earlier sample, /metrics a recent one), and
+// on demand for /stats/summary; every sample goes through one CpuRateTracker.
+class UsageSampler {
+ public:
+  UsageSampler(const Clock& clock, StatsSource& source,
+               std::chrono::milliseconds period = std::chrono::seconds(10));
+  ~UsageSampler();
+  UsageSampler(const UsageSampler&) = delete;
+  UsageSampler& operator=(const UsageSampler&) = delete;
+
+  // Starts the periodic samples (the first at once).
+  void Start();
+  // A new sample with its rates.
+  std::shared_ptr<const RatedSample> Fresh();
+  // The newest sample taken (periodic or on demand), or a new one when there is none yet.
+  std::shared_ptr<const RatedSample> Last();
+  int64_t node_start_unix_s() const { return node_start_unix_s_; }
+
+ private:
+  void Run();
+
+  const Clock& clock_;
+  StatsSource& source_;
+  const std::chrono::milliseconds period_;
+  int64_t node_start_unix_s_ = 0;
+  CpuRateTracker rates_;
+  std::mutex sample_mu_;  // one sample and its rates at a time, so the counters come in order
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::shared_ptr<const RatedSample> last_;
+  std::thread thread_;  // last: started after everything it uses
+};
+
+}  // namespace nodelet::supervisor
