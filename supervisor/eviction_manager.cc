@@ -1,8 +1,8 @@
 #include "supervisor/eviction_manager.h"
 
 #include <algorithm>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
@@ -169,9 +169,8 @@ AdmissionResult NodePressure::Admit(const pod::Pod& p) const {
 Status EvictionManager::SaveRecords() {
   nlohmann::json doc = nlohmann::json::object();
   for (const auto& [uid, r] : records_) {
-    doc[uid] = {{"message", r.eviction.message},
-                {"grace", r.eviction.grace_seconds},
-                {"at", r.at_unix_ms}};
+    doc[uid] = {
+        {"message", r.eviction.message}, {"grace", r.eviction.grace_seconds}, {"at", r.at_unix_ms}};
   }
   return WriteFileAtomically(options_.records_path, doc.dump() + "\n", 0600);
 }
@@ -203,10 +202,9 @@ void EvictionManager::Decide(const NodeStats& sample) {
   if (pending_) {
     if (CleanedUp(pending_->first) || now >= pending_->second) {
       if (now >= pending_->second && !CleanedUp(pending_->first)) {
-        log->warn("evicted pod {} still has running containers after {} s; going on",
-                  pending_->first,
-                  std::chrono::duration_cast<std::chrono::seconds>(options_.pod_cleanup_timeout)
-                      .count());
+        log->warn(
+            "evicted pod {} still has running containers after {} s; going on", pending_->first,
+            std::chrono::duration_cast<std::chrono::seconds>(options_.pod_cleanup_timeout).count());
       }
       pending_.reset();
       // What the pod held is freed only in samples taken from now on.

@@ -116,8 +116,9 @@ class EvictionManager {
   std::optional<std::pair<std::string, int64_t>> pending_;
   int64_t decide_after_ms_ = 0;  // samples taken before this only update the conditions
   bool reclaimed_ = false;
-  int blind_rounds_ = 0;  // rounds waited for a pod's missing figures       // the last round under disk pressure asked for a reclaim
-  std::string last_refusal_;     // "nothing to evict" logged once per reason
+  int blind_rounds_ = 0;  // rounds waited for a pod's missing figures       // the last round under
+                          // disk pressure asked for a reclaim
+  std::string last_refusal_;  // "nothing to evict" logged once per reason
   struct Record {
     PodEviction eviction;
     int64_t at_unix_ms = 0;

@@ -10,8 +10,9 @@
 //   pod (which uses more above its request) and the Burstable one stay; one eviction only;
 // - MemoryPressure is on the node while it holds, and a new BestEffort pod is refused (reason
 //   Evicted) while a Burstable one is admitted;
-// - a SIGKILLed podworkerd, and a restarted nodelet, neither lose the Evicted status nor start
-//   the pod again nor evict anything else.
+// - podworkerd and statusd SIGKILLed as the eviction is decided, and later nodelet SIGKILLed
+//   with every service and started again, neither lose the Evicted status nor start the pod
+//   again nor evict anything else.
 // And for disk: --root-dir on a 64Mi tmpfs (nodefs), a BestEffort pod filling an emptyDir
 // with 44Mi under --eviction-hard nodefs.available<24Mi, and a quiet pod: podworkerd is asked to
 // reclaim first, then the filler is evicted (the most above its request), its emptyDir is torn
@@ -24,10 +25,10 @@
 #include <sys/mount.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <cstring>
 #include <string>
 
 #include "tests/testing/containerd.h"
@@ -96,8 +97,8 @@ class EvictionE2eTest : public NodeletTest {
     auto p = PodJson(pod + "-node1");
     const std::string uid = p.is_null() ? "" : p["metadata"].value("uid", "");
     if (uid.empty()) return -1;
-    const std::string root = fs::exists("/sys/fs/cgroup/memory") ? "/sys/fs/cgroup/memory"
-                                                                   : "/sys/fs/cgroup";
+    const std::string root =
+        fs::exists("/sys/fs/cgroup/memory") ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
     for (const char* qos : {"", "/burstable", "/besteffort"}) {
       const std::string dir = root + TestCgroupRoot(dir_.path()) + "/kubepods" + qos + "/pod" + uid;
       if (!fs::exists(dir)) continue;
@@ -153,10 +154,22 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   // 150Mi short now; 150Mi to spare once the BestEffort pod's 300Mi are freed.
   const int64_t threshold_mib = (available >> 20) + 150;
   const std::vector<std::string> with_eviction = {
-      "--eviction-hard", "memory.available<" + std::to_string(threshold_mib) + "Mi",
-      "--eviction-monitoring-period", "1s", "--eviction-pressure-transition-period", "120s"};
+      "--eviction-hard",
+      "memory.available<" + std::to_string(threshold_mib) + "Mi",
+      "--eviction-monitoring-period",
+      "1s",
+      "--eviction-pressure-transition-period",
+      "120s"};
   StartNodelet(with_eviction);
 
+  // SIGKILLed as the eviction is decided: podworkerd (which is to stop the pod) and statusd
+  // (which is to store its status).
+  ASSERT_TRUE(WaitFor([&] { return Count("nodelet-2.log", "Evicting pod") >= 1; }, 60s));
+  for (const char* service : {"podworkerd", "statusd"}) {
+    const pid_t pid = ServicePid(service);
+    ASSERT_GT(pid, 0) << service;
+    ASSERT_EQ(kill(pid, SIGKILL), 0) << service;
+  }
   ASSERT_TRUE(WaitFor([&] { return Phase("be") == "Failed"; }, 60s)) << CtlPod("be-node1").dump(2);
   auto be = CtlPod("be-node1");
   EXPECT_EQ(be["status"].value("reason", ""), "Evicted");
@@ -178,11 +191,6 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   EXPECT_EQ(late["status"].value("message", ""), "The node had condition: [MemoryPressure]. ");
   EXPECT_TRUE(WaitFor([&] { return !RunningContainer("late-bu-node1").empty(); }, 60s));
 
-  // podworkerd killed: the Evicted pod stays Failed and stopped.
-  const pid_t podworkerd = ServicePid("podworkerd");
-  ASSERT_GT(podworkerd, 0);
-  ASSERT_EQ(kill(podworkerd, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return ServicePid("podworkerd") > 0 && ServicePid("podworkerd") != podworkerd; }, 30s));
   ASSERT_TRUE(WaitServiceHealthy("podworkerd", 30s));
   // Several monitoring periods and podworkerd syncs later.
   for (int i = 0; i < 5; ++i) {
@@ -192,9 +200,9 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   }
   EXPECT_EQ(CtlPod("be-node1")["status"].value("reason", ""), "Evicted");
 
-  // nodelet restarted: the record keeps the pod evicted; nothing else is.
-  nodelet_->Signal(SIGTERM);
-  ASSERT_TRUE(nodelet_->Wait(30s).has_value());
+  // nodelet SIGKILLed with its services, and started again: the record keeps the pod evicted;
+  // nothing else is.
+  ASSERT_TRUE(KillSupervisorAndServices());
   StartNodelet(with_eviction);
   ASSERT_TRUE(WaitServiceHealthy("podworkerd", 30s));
   for (int i = 0; i < 5; ++i) {
@@ -211,7 +219,6 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   EXPECT_EQ(Count("nodelet-3.log", "Evicting pod"), 0u);
   EXPECT_EQ(Count("nodelet-2.log", "Evicting pod default/be-node1"), 1u);
 }
-
 
 // The disk test's nodefs: a small tmpfs on --root-dir, unmounted after nodelet and containerd
 // have stopped.
@@ -242,7 +249,8 @@ std::string FillerYaml(const std::string& name, int mib) {
          "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
          "    imagePullPolicy: Never\n"
          "    command: [\"sh\", \"-c\", \"dd if=/dev/zero of=/data/fill bs=1M count=" +
-         std::to_string(mib) + "; sleep 3600\"]\n"
+         std::to_string(mib) +
+         "; sleep 3600\"]\n"
          "    volumeMounts: [{name: data, mountPath: /data}]\n";
 }
 
