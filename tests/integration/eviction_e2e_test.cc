@@ -220,8 +220,8 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   EXPECT_EQ(Count("nodelet-2.log", "Evicting pod default/be-node1"), 1u);
 }
 
-// The disk test's nodefs: a small tmpfs on --root-dir, unmounted after nodelet and containerd
-// have stopped.
+// The disk test's nodefs: a small tmpfs on --root-dir (NodeletTest's TearDown unmounts what is
+// under the test's directory once nodelet and containerd have stopped).
 class DiskEvictionE2eTest : public EvictionE2eTest {
  protected:
   void SetUp() override {
@@ -231,15 +231,7 @@ class DiskEvictionE2eTest : public EvictionE2eTest {
                     "size=64m,mode=0755"),
               0)
         << strerror(errno);
-    mounted_ = true;
   }
-  void TearDown() override {
-    EvictionE2eTest::TearDown();
-    if (mounted_) {
-      EXPECT_EQ(umount2(dir_.Sub("root").c_str(), MNT_DETACH), 0) << strerror(errno);
-    }
-  }
-  bool mounted_ = false;
 };
 
 std::string FillerYaml(const std::string& name, int mib) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -69,6 +70,10 @@ class NodeletTest : public ::testing::Test {
     if (containerd_) {
       EXPECT_TRUE(containerd_->Stop().ok());
     }
+    // Volumes of the pods still there when nodelet stopped (volumed keeps a running pod's
+    // volumes across a stop, as the kubelet does): a medium Memory emptyDir is a tmpfs under
+    // the test's directory, and a test may mount its own (a small nodefs).
+    for (const auto& m : MountsUnder(dir_.path())) umount2(m.c_str(), MNT_DETACH);
     // The pods' cgroups under this test's own --cgroup-root (nodelet's pods outlive it).
     for (const auto& left : RemoveCgroupTree(TestCgroupRoot(dir_.path()))) {
       ADD_FAILURE() << "cgroup left: " << left;
