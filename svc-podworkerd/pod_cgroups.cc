@@ -183,6 +183,30 @@ Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
 
 std::string KubepodsName(const PodCgroupConfig& config) { return Kubepods(config); }
 
+Status EnsureQosCgroups(const PodCgroupConfig& config, int64_t burstable_cpu_requests_milli) {
+  PodCgroupLimits burstable;
+  burstable.cpu_shares =
+      std::clamp<int64_t>(burstable_cpu_requests_milli * 1024 / 1000, kMinShares, kMaxShares);
+  if (Status s = EnsurePodCgroup(config, Kubepods(config) + "/burstable", burstable); !s.ok()) {
+    return Status(s.code(), "the burstable QoS cgroup: " + s.message());
+  }
+  if (Status s = EnsurePodCgroup(config, Kubepods(config) + "/besteffort", PodCgroupLimits{});
+      !s.ok()) {
+    return Status(s.code(), "the besteffort QoS cgroup: " + s.message());
+  }
+  return Status::Ok();
+}
+
+int64_t BurstableCpuRequests(const std::vector<const pod::Pod*>& pods) {
+  int64_t sum = 0;
+  for (const pod::Pod* p : pods) {
+    if (pod::PodQos(*p) == pod::QosClass::kBurstable) {
+      sum += pod::PodResourceTotal(*p, "cpu", true, true);
+    }
+  }
+  return sum;
+}
+
 PodCgroupLimits KubepodsLimits(const pod::NodeResourceList& allocatable) {
   PodCgroupLimits out;
   out.cpu_shares = std::clamp<int64_t>(allocatable.cpu_milli * 1024 / 1000, kMinShares, kMaxShares);

@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lib/common/status.h"
 #include "lib/pod/node_resources.h"
@@ -68,6 +69,14 @@ std::string KubepodsName(const PodCgroupConfig& config);
 // pods, else the capacity (the hard eviction threshold is not taken off: eviction is meant to
 // act before the kernel's OOM killer does).
 PodCgroupLimits KubepodsLimits(const pod::NodeResourceList& allocatable);
+
+// The kubelet's QoS cgroups (its qos_container_manager, without the alpha memory reservation):
+// ROOT/kubepods/burstable gets cpu shares for the sum of the cpu requests (milli) of the
+// Burstable pods, ROOT/kubepods/besteffort the minimum shares (2); no CFS quota and no memory
+// limit on either. Makes them when missing.
+Status EnsureQosCgroups(const PodCgroupConfig& config, int64_t burstable_cpu_requests_milli);
+// The Burstable pods' cpu requests in thousandths, summed (for EnsureQosCgroups).
+int64_t BurstableCpuRequests(const std::vector<const pod::Pod*>& pods);
 
 // Removes the cgroup of pod `uid` wherever its QoS class put it, with whatever empty cgroups are
 // left inside it, in every hierarchy. OK when there was none.

@@ -369,6 +369,33 @@ Status PodworkerdService::EnforceKubepods(const std::string& root_dir) {
   return Status::Ok();
 }
 
+void PodworkerdService::UpdateQosCgroups(const std::vector<std::shared_ptr<const pod::Pod>>& pods,
+                                         const std::set<std::string>& evicted) {
+  if (!config_.pod_cgroups.enabled) return;
+  std::vector<const pod::Pod*> active;
+  for (const auto& p : pods) {
+    if (evicted.count(p->metadata.uid) == 0 && !p->metadata.deletion_timestamp) {
+      active.push_back(p.get());
+    }
+  }
+  const int64_t burstable = BurstableCpuRequests(active);
+  // Written when the figure changes, and again every minute (the kubelet's periodic update),
+  // which also repairs a cgroup someone else changed.
+  const MonoTime now = ctx_.clock.Now();
+  if (qos_burstable_milli_ == burstable && now < qos_next_update_) return;
+  qos_next_update_ = now + std::chrono::minutes(1);
+  if (Status s = EnsureQosCgroups(config_.pod_cgroups, burstable); !s.ok()) {
+    if (qos_burstable_milli_ != burstable || !qos_failed_) {
+      GetLogger("podworkerd")->warn("QoS cgroups not updated: {}", s.message());
+    }
+    qos_failed_ = true;
+    qos_burstable_milli_ = burstable;
+    return;
+  }
+  qos_failed_ = false;
+  qos_burstable_milli_ = burstable;
+}
+
 void PodworkerdService::SweepPodCgroups() {
   if (!config_.pod_cgroups.enabled) return;
   // In this order: a cgroup listed here was made before the desired set read next, so its pod
@@ -583,6 +610,7 @@ std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& des
   objects->secrets = pod::DecodeConfigObjects(desired.secrets());
   syncer_->SetConfigObjects(std::move(objects));
   dispatcher_->ApplyDesired(pods, desired.sources_ready(), evicted);
+  UpdateQosCgroups(pods, evicted);
   return error;
 }
 

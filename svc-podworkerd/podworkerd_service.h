@@ -146,7 +146,11 @@ class PodworkerdService : public Service {
   std::unique_ptr<ipc::Subscriber> volume_events_;
   StatvfsFsStats fs_stats_;
   std::unique_ptr<GarbageCollector> gc_;
-  std::optional<uint64_t> reclaim_seen_;                 // DesiredPods.reclaim_requests last seen
+  std::optional<uint64_t> reclaim_seen_;  // DesiredPods.reclaim_requests last seen
+  // The burstable QoS cgroup's cpu requests as last written, and when to write them again.
+  std::optional<int64_t> qos_burstable_milli_;
+  MonoTime qos_next_update_{};
+  bool qos_failed_ = false;
   std::unique_ptr<ContainerLogManager> container_logs_;  // when there is a log directory
 
   // The dispatcher's view of plegd's cache, and its effects, in terms of the pieces above.
@@ -166,6 +170,9 @@ class PodworkerdService : public Service {
   // The pod cgroup sweep (GC thread): the latest desired UIDs (none before the first set) and the
   // UIDs whose failed removal was already logged.
   void SweepPodCgroups();
+  // The QoS cgroups' shares from the desired pods (pod_cgroups.h, EnsureQosCgroups).
+  void UpdateQosCgroups(const std::vector<std::shared_ptr<const pod::Pod>>& pods,
+                        const std::set<std::string>& evicted);
   // The kubepods cgroup's limits (pod_cgroups.h, KubepodsLimits), at start.
   Status EnforceKubepods(const std::string& root_dir);
   std::mutex cgroup_mu_;

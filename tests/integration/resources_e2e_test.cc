@@ -175,6 +175,10 @@ TEST_F(ResourcesE2eTest, PodCgroupsCarryThePodLimitsAndGoWithThePod) {
   EXPECT_EQ(FirstLine(Hierarchy("cpu") + g + "/cpu.shares"), std::to_string(200 * 1024 / 1000));
   EXPECT_EQ(FirstLine(Hierarchy("cpu") + b + "/cpu.shares"), std::to_string(100 * 1024 / 1000));
   EXPECT_EQ(FirstLine(Hierarchy("cpu") + b + "/cpu.cfs_quota_us"), "-1");
+  // The QoS cgroups: burstable/ shares for its pods' cpu requests, besteffort/ the minimum.
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + root + "/kubepods/burstable/cpu.shares"),
+            std::to_string(100 * 1024 / 1000));
+  EXPECT_EQ(FirstLine(Hierarchy("cpu") + root + "/kubepods/besteffort/cpu.shares"), "2");
   // The containers run inside: /proc/self/cgroup names the pod's cgroup for memory.
   EXPECT_NE(ReadTextFile(results_dir() + "/gpod").find(g + "/"), std::string::npos)
       << ReadTextFile(results_dir() + "/gpod");

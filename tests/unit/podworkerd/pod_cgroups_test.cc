@@ -150,6 +150,24 @@ TEST_F(PodCgroupsTest, RemovalTakesThePodCgroupAndWhatIsLeftInside) {
       << s.message();
 }
 
+TEST_F(PodCgroupsTest, QosCgroupsGetTheBurstablePodsCpuRequestsAndBestEffortTheMinimum) {
+  const pod::Pod burstable_a = PodOf(One("{requests: {cpu: 250m}}"));
+  const pod::Pod burstable_b = PodOf(One("{requests: {cpu: 500m, memory: 1Gi}}"));
+  const pod::Pod guaranteed = PodOf(One("{limits: {cpu: 1, memory: 1Gi}}"));
+  const pod::Pod besteffort = PodOf(One("{}"));
+  const int64_t sum = BurstableCpuRequests({&burstable_a, &burstable_b, &guaranteed, &besteffort});
+  EXPECT_EQ(sum, 750);
+  ASSERT_TRUE(EnsureQosCgroups(config_, sum).ok());
+  EXPECT_EQ(Read("/cpu/test-root/kubepods/burstable/cpu.shares"),
+            std::to_string(750 * 1024 / 1000));
+  EXPECT_EQ(Read("/cpu/test-root/kubepods/burstable/cpu.cfs_quota_us"), "-1");
+  EXPECT_EQ(Read("/memory/test-root/kubepods/burstable/memory.limit_in_bytes"), "-1");
+  EXPECT_EQ(Read("/cpu/test-root/kubepods/besteffort/cpu.shares"), "2");
+  // No Burstable pod: the minimum, as the kubelet's MilliCPUToShares(0).
+  ASSERT_TRUE(EnsureQosCgroups(config_, 0).ok());
+  EXPECT_EQ(Read("/cpu/test-root/kubepods/burstable/cpu.shares"), "2");
+}
+
 TEST(CgroupRootTest, OnlyAbsolutePlainPaths) {
   EXPECT_TRUE(ValidateCgroupRoot("/").ok());
   EXPECT_TRUE(ValidateCgroupRoot("/nodelet-test/x.y_z").ok());
