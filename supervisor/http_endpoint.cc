@@ -19,19 +19,6 @@
 namespace nodelet::supervisor {
 namespace {
 
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
 std::string Seconds(uint64_t us) {
   std::ostringstream s;
   s.precision(9);
@@ -275,8 +262,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       std::string type = rest.substr(0, colon);
       if (!type.empty())
         type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
-      totals << "prober_probe_total{probe_type=\"" << Escape(type) << "\",result=\""
-             << Escape(rest.substr(colon + 1)) << "\"} " << v << "\n";
+      totals << "prober_probe_total{probe_type=\"" << PrometheusLabel(type) << "\",result=\""
+             << PrometheusLabel(rest.substr(colon + 1)) << "\"} " << v << "\n";
     }
     if (!totals.str().empty()) {
       out << "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup "
@@ -288,11 +275,11 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   std::ostringstream ops, errs;
   for (const auto& [k, v] : workers) {
     if (k.rfind("runtime_operations:", 0) == 0) {
-      ops << "kubelet_runtime_operations_total{operation_type=\"" << Escape(k.substr(19)) << "\"} "
-          << v << "\n";
+      ops << "kubelet_runtime_operations_total{operation_type=\"" << PrometheusLabel(k.substr(19))
+          << "\"} " << v << "\n";
     } else if (k.rfind("runtime_operations_errors:", 0) == 0) {
-      errs << "kubelet_runtime_operations_errors_total{operation_type=\"" << Escape(k.substr(26))
-           << "\"} " << v << "\n";
+      errs << "kubelet_runtime_operations_errors_total{operation_type=\""
+           << PrometheusLabel(k.substr(26)) << "\"} " << v << "\n";
     }
   }
   out << "# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by "
@@ -365,8 +352,8 @@ std::string RenderMetrics(const HttpSnapshot& s) {
          "were kept), by source and reason.\n"
       << "# TYPE nodelet_pod_source_failures_total counter\n";
   for (const auto& [key, n] : s.source_failures) {
-    out << "nodelet_pod_source_failures_total{source=\"" << Escape(key.first) << "\",reason=\""
-        << Escape(key.second) << "\"} " << n << "\n";
+    out << "nodelet_pod_source_failures_total{source=\"" << PrometheusLabel(key.first)
+        << "\",reason=\"" << PrometheusLabel(key.second) << "\"} " << n << "\n";
   }
   return out.str();
 }

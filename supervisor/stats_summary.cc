@@ -71,19 +71,6 @@ std::string NanosAsSeconds(uint64_t ns) {
   return buf;
 }
 
-std::string Label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::optional<uint64_t> CpuRateTracker::Rate(Series& s, Point p) const {
@@ -138,6 +125,19 @@ CpuRates CpuRateTracker::Observe(const NodeStats& sample) {
   }
   // What this sample did not have is gone (a removed pod, an ended container).
   series_ = std::move(next);
+  return out;
+}
+
+std::string PrometheusLabel(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
   return out;
 }
 
@@ -208,8 +208,9 @@ std::string RenderUsageMetrics(const NodeStats* s) {
         for (const auto& c : p.containers) {
           std::string v = value(c);
           if (v.empty()) continue;
-          out << name << "{container=\"" << Label(c.name) << "\",namespace=\""
-              << Label(p.namespace_name) << "\",pod=\"" << Label(p.name) << "\"} " << v;
+          out << name << "{container=\"" << PrometheusLabel(c.name) << "\",namespace=\""
+              << PrometheusLabel(p.namespace_name) << "\",pod=\"" << PrometheusLabel(p.name)
+              << "\"} " << v;
         }
       }
     };
@@ -235,8 +236,8 @@ std::string RenderUsageMetrics(const NodeStats* s) {
       for (const auto& p : s->pods) {
         std::string v = value(p);
         if (v.empty()) continue;
-        out << name << "{namespace=\"" << Label(p.namespace_name) << "\",pod=\"" << Label(p.name)
-            << "\"} " << v;
+        out << name << "{namespace=\"" << PrometheusLabel(p.namespace_name) << "\",pod=\""
+            << PrometheusLabel(p.name) << "\"} " << v;
       }
     };
     per_pod("pod_cpu_usage_seconds_total",

@@ -265,4 +265,18 @@ std::string ReadTextFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+void WriteTextFile(const std::string& path, const std::string& content) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << content;
+}
+
+void WriteDataFile(const std::string& path, size_t bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  const std::string chunk(4096, 'x');
+  for (size_t done = 0; done < bytes; done += chunk.size()) {
+    out.write(chunk.data(), static_cast<std::streamsize>(std::min(chunk.size(), bytes - done)));
+  }
+}
+
 }  // namespace nodelet::testing

@@ -115,5 +115,9 @@ int FreeLoopbackPort();
 
 // The whole file as text; "" when it cannot be read.
 std::string ReadTextFile(const std::string& path);
+// Writes `content` to `path`, making its parent directories (stand-in trees: cgroups, /proc).
+void WriteTextFile(const std::string& path, const std::string& content);
+// A file of `bytes` bytes of data (written, not sparse, so that it has blocks), parents made.
+void WriteDataFile(const std::string& path, size_t bytes);
 
 }  // namespace nodelet::testing

@@ -22,21 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void WriteFile(const std::string& path, const std::string& content) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << content;
-}
-
-// A file of `bytes` written (not sparse), so that it has blocks.
-void WriteData(const std::string& path, size_t bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  std::string chunk(4096, 'x');
-  for (size_t done = 0; done < bytes; done += chunk.size()) {
-    out.write(chunk.data(), static_cast<std::streamsize>(std::min(chunk.size(), bytes - done)));
-  }
-}
-
 int64_t Blocks(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
@@ -64,11 +49,13 @@ class UsageTest : public ::testing::Test {
 
 TEST_F(UsageTest, V1CountersFromTheCpuacctAndMemoryHierarchies) {
   const std::string cg = "/kubepods/burstable/podu1";
-  WriteFile(root() + "/cpuacct" + cg + "/cpuacct.usage", "123456789\n");
-  WriteFile(root() + "/memory" + cg + "/memory.usage_in_bytes", std::to_string(100 * kMiB) + "\n");
-  WriteFile(root() + "/memory" + cg + "/memory.stat", V1MemoryStat(30 * kMiB, 60 * kMiB, 500, 7));
+  testing::WriteTextFile(root() + "/cpuacct" + cg + "/cpuacct.usage", "123456789\n");
+  testing::WriteTextFile(root() + "/memory" + cg + "/memory.usage_in_bytes",
+                         std::to_string(100 * kMiB) + "\n");
+  testing::WriteTextFile(root() + "/memory" + cg + "/memory.stat",
+                         V1MemoryStat(30 * kMiB, 60 * kMiB, 500, 7));
   // Needed to find the cpuacct hierarchy: its root's counter.
-  WriteFile(root() + "/cpuacct/cpuacct.usage", "1\n");
+  testing::WriteTextFile(root() + "/cpuacct/cpuacct.usage", "1\n");
 
   CgroupUsage u = ReadCgroupUsage(root(), cg);
   ASSERT_TRUE(u.cpu.has_value());
@@ -83,8 +70,8 @@ TEST_F(UsageTest, V1CountersFromTheCpuacctAndMemoryHierarchies) {
 
 TEST_F(UsageTest, V1JoinedCpuCpuacctThroughItsSymlinks) {
   const std::string cg = "/kubepods/podu2";
-  WriteFile(root() + "/cpu,cpuacct/cpuacct.usage", "1\n");
-  WriteFile(root() + "/cpu,cpuacct" + cg + "/cpuacct.usage", "42\n");
+  testing::WriteTextFile(root() + "/cpu,cpuacct/cpuacct.usage", "1\n");
+  testing::WriteTextFile(root() + "/cpu,cpuacct" + cg + "/cpuacct.usage", "42\n");
   fs::create_directory_symlink("cpu,cpuacct", root() + "/cpu");
   fs::create_directory_symlink("cpu,cpuacct", root() + "/cpuacct");
   CgroupUsage u = ReadCgroupUsage(root(), cg);
@@ -100,8 +87,8 @@ TEST_F(UsageTest, V1JoinedCpuCpuacctThroughItsSymlinks) {
 
 TEST_F(UsageTest, WorkingSetIsUsageLessInactiveFileAndNeverNegative) {
   const std::string cg = "/c";
-  WriteFile(root() + "/memory" + cg + "/memory.usage_in_bytes", "1000\n");
-  WriteFile(root() + "/memory" + cg + "/memory.stat", V1MemoryStat(5000, 0, 0, 0));
+  testing::WriteTextFile(root() + "/memory" + cg + "/memory.usage_in_bytes", "1000\n");
+  testing::WriteTextFile(root() + "/memory" + cg + "/memory.stat", V1MemoryStat(5000, 0, 0, 0));
   auto u = ReadCgroupUsage(root(), cg);
   ASSERT_TRUE(u.memory.has_value());
   EXPECT_EQ(u.memory->usage_bytes, 1000);
@@ -110,12 +97,13 @@ TEST_F(UsageTest, WorkingSetIsUsageLessInactiveFileAndNeverNegative) {
 
 TEST_F(UsageTest, V2CountersFromTheUnifiedFiles) {
   const std::string cg = "/kubepods/besteffort/podu3";
-  WriteFile(root() + "/cgroup.controllers", "cpu io memory pids\n");
-  WriteFile(root() + cg + "/cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n");
-  WriteFile(root() + cg + "/memory.current", std::to_string(50 * kMiB) + "\n");
-  WriteFile(root() + cg + "/memory.stat",
-            "anon " + std::to_string(20 * kMiB) + "\nfile 100\ninactive_file " +
-                std::to_string(10 * kMiB) + "\npgfault 31\npgmajfault 2\n");
+  testing::WriteTextFile(root() + "/cgroup.controllers", "cpu io memory pids\n");
+  testing::WriteTextFile(root() + cg + "/cpu.stat",
+                         "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n");
+  testing::WriteTextFile(root() + cg + "/memory.current", std::to_string(50 * kMiB) + "\n");
+  testing::WriteTextFile(root() + cg + "/memory.stat",
+                         "anon " + std::to_string(20 * kMiB) + "\nfile 100\ninactive_file " +
+                             std::to_string(10 * kMiB) + "\npgfault 31\npgmajfault 2\n");
   EXPECT_TRUE(IsCgroupV2(root()));
   CgroupUsage u = ReadCgroupUsage(root(), cg);
   ASSERT_TRUE(u.cpu.has_value());
@@ -132,13 +120,14 @@ TEST_F(UsageTest, MissingOrGarbledFilesLeaveTheFigureOut) {
   const std::string cg = "/kubepods/podu4";
   fs::create_directories(root() + "/memory" + cg);
   fs::create_directories(root() + "/cpuacct" + cg);
-  WriteFile(root() + "/cpuacct/cpuacct.usage", "1\n");
+  testing::WriteTextFile(root() + "/cpuacct/cpuacct.usage", "1\n");
   CgroupUsage u = ReadCgroupUsage(root(), cg);
   EXPECT_FALSE(u.cpu.has_value());
   EXPECT_FALSE(u.memory.has_value());
 
-  WriteFile(root() + "/cpuacct" + cg + "/cpuacct.usage", "twelve\n");
-  WriteFile(root() + "/memory" + cg + "/memory.usage_in_bytes", "4096\n");  // no memory.stat
+  testing::WriteTextFile(root() + "/cpuacct" + cg + "/cpuacct.usage", "twelve\n");
+  testing::WriteTextFile(root() + "/memory" + cg + "/memory.usage_in_bytes",
+                         "4096\n");  // no memory.stat
   u = ReadCgroupUsage(root(), cg);
   EXPECT_FALSE(u.cpu.has_value());
   ASSERT_TRUE(u.memory.has_value());
@@ -150,8 +139,8 @@ TEST_F(UsageTest, MissingOrGarbledFilesLeaveTheFigureOut) {
 
 TEST_F(UsageTest, CgroupPathsThatCouldLeaveTheHierarchyAreRefused) {
   // A counter outside the tree that a path with ".." would reach.
-  WriteFile(dir_.Sub("memory.usage_in_bytes"), "777\n");
-  WriteFile(root() + "/memory/x/memory.usage_in_bytes", "1\n");
+  testing::WriteTextFile(dir_.Sub("memory.usage_in_bytes"), "777\n");
+  testing::WriteTextFile(root() + "/memory/x/memory.usage_in_bytes", "1\n");
   for (const std::string bad : {"/../..", "/x/../..", "x", "", "/x/", "//x", "/x//y", "/a b"}) {
     EXPECT_FALSE(ReadCgroupUsage(root(), bad).memory.has_value()) << bad;
   }
@@ -178,18 +167,19 @@ TEST_F(UsageTest, FindPodCgroupLooksInEachQosClass) {
 }
 
 TEST_F(UsageTest, FindPodCgroupOnV2) {
-  WriteFile(root() + "/cgroup.controllers", "cpu memory\n");
+  testing::WriteTextFile(root() + "/cgroup.controllers", "cpu memory\n");
   fs::create_directories(root() + "/kubepods/burstable/podeee");
   EXPECT_EQ(FindPodCgroup(root(), "/", "eee"), "/kubepods/burstable/podeee");
   EXPECT_EQ(FindPodCgroup(root(), "/", "fff"), std::nullopt);
 }
 
 TEST_F(UsageTest, NodeMemoryOnV1IsTheRootCgroupsWorkingSet) {
-  WriteFile(
+  testing::WriteTextFile(
       proc() + "/meminfo",
       "MemTotal:        1048576 kB\nMemFree:          524288 kB\nInactive(file):   1024 kB\n");
-  WriteFile(root() + "/memory/memory.usage_in_bytes", std::to_string(600 * kMiB) + "\n");
-  WriteFile(root() + "/memory/memory.stat", V1MemoryStat(100 * kMiB, 0, 0, 0));
+  testing::WriteTextFile(root() + "/memory/memory.usage_in_bytes",
+                         std::to_string(600 * kMiB) + "\n");
+  testing::WriteTextFile(root() + "/memory/memory.stat", V1MemoryStat(100 * kMiB, 0, 0, 0));
   auto m = ReadNodeMemory(root(), proc());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->capacity_bytes, 1024 * kMiB);
@@ -199,10 +189,11 @@ TEST_F(UsageTest, NodeMemoryOnV1IsTheRootCgroupsWorkingSet) {
 }
 
 TEST_F(UsageTest, NodeMemoryOnV2ComesFromMeminfo) {
-  WriteFile(root() + "/cgroup.controllers", "memory\n");
-  WriteFile(proc() + "/meminfo",
-            "MemTotal:        1048576 kB\nMemFree:          262144 kB\nMemAvailable: 900000 kB\n"
-            "Inactive(file):   131072 kB\n");
+  testing::WriteTextFile(root() + "/cgroup.controllers", "memory\n");
+  testing::WriteTextFile(
+      proc() + "/meminfo",
+      "MemTotal:        1048576 kB\nMemFree:          262144 kB\nMemAvailable: 900000 kB\n"
+      "Inactive(file):   131072 kB\n");
   auto m = ReadNodeMemory(root(), proc());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->capacity_bytes, 1024 * kMiB);
@@ -211,20 +202,21 @@ TEST_F(UsageTest, NodeMemoryOnV2ComesFromMeminfo) {
   EXPECT_EQ(m->available_bytes, 384 * kMiB);
 
   EXPECT_FALSE(ReadNodeMemory(root(), dir_.Sub("noproc")).ok());
-  WriteFile(proc() + "/meminfo", "MemFree: 1 kB\n");
+  testing::WriteTextFile(proc() + "/meminfo", "MemFree: 1 kB\n");
   EXPECT_FALSE(ReadNodeMemory(root(), proc()).ok()) << "no MemTotal";
 }
 
 TEST_F(UsageTest, NodeCpuFromTheRootCpuacctOrProcStat) {
-  WriteFile(root() + "/cpuacct/cpuacct.usage", "987654321\n");
+  testing::WriteTextFile(root() + "/cpuacct/cpuacct.usage", "987654321\n");
   auto v1 = ReadNodeCpu(root(), proc());
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   EXPECT_EQ(v1->usage_core_nanoseconds, 987654321u);
 
   const std::string v2 = dir_.Sub("v2");
-  WriteFile(v2 + "/cgroup.controllers", "cpu\n");
+  testing::WriteTextFile(v2 + "/cgroup.controllers", "cpu\n");
   // user nice system idle iowait irq softirq steal guest guest_nice
-  WriteFile(proc() + "/stat", "cpu  100 20 30 5000 70 4 6 0 10 0\ncpu0 1 2 3\nbtime 1700000000\n");
+  testing::WriteTextFile(proc() + "/stat",
+                         "cpu  100 20 30 5000 70 4 6 0 10 0\ncpu0 1 2 3\nbtime 1700000000\n");
   auto cpu = ReadNodeCpu(v2, proc());
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   const uint64_t tick = 1000000000ULL / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
@@ -258,9 +250,9 @@ class MeasureDirectoryTest : public ::testing::Test {
 };
 
 TEST_F(MeasureDirectoryTest, CountsBlocksAndInodesOfTheTree) {
-  WriteData(vol() + "/a", 64 * 1024);
-  WriteData(vol() + "/sub/b", 128 * 1024);
-  WriteData(vol() + "/sub/deeper/c", 4096);
+  testing::WriteDataFile(vol() + "/a", 64 * 1024);
+  testing::WriteDataFile(vol() + "/sub/b", 128 * 1024);
+  testing::WriteDataFile(vol() + "/sub/deeper/c", 4096);
   int64_t expected = 0;
   for (const char* p : {"", "/a", "/sub", "/sub/b", "/sub/deeper", "/sub/deeper/c"}) {
     expected += Blocks(vol() + p);
@@ -279,8 +271,8 @@ TEST_F(MeasureDirectoryTest, MissingPathIsZero) {
 
 TEST_F(MeasureDirectoryTest, SymlinksAreCountedAsLinksNeverFollowed) {
   // A big tree outside the volume that a pod's symlinks point at.
-  WriteData(dir_.Sub("outside/big"), 1024 * 1024);
-  WriteData(vol() + "/small", 4096);
+  testing::WriteDataFile(dir_.Sub("outside/big"), 1024 * 1024);
+  testing::WriteDataFile(vol() + "/small", 4096);
   fs::create_directory_symlink(dir_.Sub("outside"), vol() + "/to-dir");
   fs::create_symlink(dir_.Sub("outside/big"), vol() + "/to-file");
   DirUsage u = MeasureDirectory(vol());
@@ -297,7 +289,7 @@ TEST_F(MeasureDirectoryTest, SymlinksAreCountedAsLinksNeverFollowed) {
 }
 
 TEST_F(MeasureDirectoryTest, HardLinksAreCountedOnce) {
-  WriteData(vol() + "/x/data", 256 * 1024);
+  testing::WriteDataFile(vol() + "/x/data", 256 * 1024);
   fs::create_directories(vol() + "/y");
   ASSERT_EQ(link((vol() + "/x/data").c_str(), (vol() + "/y/one").c_str()), 0);
   ASSERT_EQ(link((vol() + "/x/data").c_str(), (vol() + "/two").c_str()), 0);
@@ -310,12 +302,12 @@ TEST_F(MeasureDirectoryTest, HardLinksAreCountedOnce) {
 
 TEST_F(MeasureDirectoryTest, AnotherFilesystemMountedInsideIsNotEntered) {
   fs::create_directories(vol() + "/mnt");
-  WriteData(vol() + "/kept", 4096);
+  testing::WriteDataFile(vol() + "/kept", 4096);
   if (mount("tmpfs", (vol() + "/mnt").c_str(), "tmpfs", 0, "size=8m") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
   }
   mounted_ = vol() + "/mnt";
-  WriteData(vol() + "/mnt/hidden", 2 * 1024 * 1024);
+  testing::WriteDataFile(vol() + "/mnt/hidden", 2 * 1024 * 1024);
   DirUsage u = MeasureDirectory(vol());
   EXPECT_EQ(u.inodes_used, 2) << "vol and kept: neither the mountpoint nor what is in it";
   EXPECT_EQ(u.used_bytes, Blocks(vol()) + Blocks(vol() + "/kept"));
@@ -324,7 +316,7 @@ TEST_F(MeasureDirectoryTest, AnotherFilesystemMountedInsideIsNotEntered) {
 }
 
 TEST_F(MeasureDirectoryTest, LimitsStopTheWalkAndSaySo) {
-  for (int i = 0; i < 20; ++i) WriteData(vol() + "/f" + std::to_string(i), 10);
+  for (int i = 0; i < 20; ++i) testing::WriteDataFile(vol() + "/f" + std::to_string(i), 10);
   DirWalkLimits limits;
   limits.max_entries = 5;
   DirMeasurement m = MeasureDirectoryBounded(vol(), limits);
@@ -337,7 +329,7 @@ TEST_F(MeasureDirectoryTest, LimitsStopTheWalkAndSaySo) {
   EXPECT_EQ(all.usage.inodes_used, 21);
 
   const std::string deep = dir_.Sub("deep");
-  WriteData(deep + "/1/2/3/4/f", 10);
+  testing::WriteDataFile(deep + "/1/2/3/4/f", 10);
   limits = DirWalkLimits{};
   limits.max_depth = 2;
   m = MeasureDirectoryBounded(deep, limits);
@@ -346,9 +338,9 @@ TEST_F(MeasureDirectoryTest, LimitsStopTheWalkAndSaySo) {
 }
 
 TEST_F(MeasureDirectoryTest, ByChildSplitsTheTotal) {
-  WriteData(vol() + "/app/0.log", 64 * 1024);
-  WriteData(vol() + "/side/0.log", 8 * 1024);
-  WriteData(vol() + "/side/1.log", 8 * 1024);
+  testing::WriteDataFile(vol() + "/app/0.log", 64 * 1024);
+  testing::WriteDataFile(vol() + "/side/0.log", 8 * 1024);
+  testing::WriteDataFile(vol() + "/side/1.log", 8 * 1024);
   std::map<std::string, DirUsage> by_child;
   DirMeasurement m = MeasureDirectoryBounded(vol(), DirWalkLimits{}, &by_child);
   ASSERT_EQ(by_child.size(), 2u);

@@ -29,17 +29,6 @@ constexpr char kUid[] = "0c4f8d5e-1111-4222-8333-944455556666";
 constexpr char kAppId[] = "a1b2c3d4e5f6";
 constexpr char kSideId[] = "f6e5d4c3b2a1";
 
-void WriteFile(const std::string& path, const std::string& content) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << content;
-}
-
-void WriteData(const std::string& path, size_t bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << std::string(bytes, 'x');
-}
-
 // What `du` would say of `path`: the blocks of every inode under it.
 stats::DirUsage Du(const std::string& path) {
   stats::DirUsage u;
@@ -116,10 +105,11 @@ class StatsCollectorTest : public ::testing::Test {
     opts_.cgroup_fs_root = dir_.Sub("cgroup");
     opts_.proc = dir_.Sub("proc");
     const std::string cg = dir_.Sub("cgroup");
-    WriteFile(cg + "/cpuacct/cpuacct.usage", "5000000000\n");
-    WriteFile(cg + "/memory/memory.usage_in_bytes", std::to_string(900 * kMiB));
-    WriteFile(cg + "/memory/memory.stat", "total_inactive_file " + std::to_string(100 * kMiB));
-    WriteFile(opts_.proc + "/meminfo", "MemTotal: 2097152 kB\nMemFree: 1048576 kB\n");
+    testing::WriteTextFile(cg + "/cpuacct/cpuacct.usage", "5000000000\n");
+    testing::WriteTextFile(cg + "/memory/memory.usage_in_bytes", std::to_string(900 * kMiB));
+    testing::WriteTextFile(cg + "/memory/memory.stat",
+                           "total_inactive_file " + std::to_string(100 * kMiB));
+    testing::WriteTextFile(opts_.proc + "/meminfo", "MemTotal: 2097152 kB\nMemFree: 1048576 kB\n");
     pod_cg_ = opts_.cgroup_root + "/kubepods/burstable/pod" + kUid;
     Counters(pod_cg_, 3000000000, 80 * kMiB, 10 * kMiB);
     Counters(pod_cg_ + "/" + kAppId, 2000000000, 50 * kMiB, 5 * kMiB);
@@ -140,11 +130,12 @@ class StatsCollectorTest : public ::testing::Test {
   // A v1 cgroup's cpuacct and memory counters.
   void Counters(const std::string& cg, uint64_t cpu_ns, int64_t usage, int64_t inactive_file) {
     const std::string root = dir_.Sub("cgroup");
-    WriteFile(root + "/cpuacct" + cg + "/cpuacct.usage", std::to_string(cpu_ns));
-    WriteFile(root + "/memory" + cg + "/memory.usage_in_bytes", std::to_string(usage));
-    WriteFile(root + "/memory" + cg + "/memory.stat",
-              "total_rss " + std::to_string(usage / 2) + "\ntotal_inactive_file " +
-                  std::to_string(inactive_file) + "\ntotal_pgfault 11\ntotal_pgmajfault 1\n");
+    testing::WriteTextFile(root + "/cpuacct" + cg + "/cpuacct.usage", std::to_string(cpu_ns));
+    testing::WriteTextFile(root + "/memory" + cg + "/memory.usage_in_bytes", std::to_string(usage));
+    testing::WriteTextFile(root + "/memory" + cg + "/memory.stat",
+                           "total_rss " + std::to_string(usage / 2) + "\ntotal_inactive_file " +
+                               std::to_string(inactive_file) +
+                               "\ntotal_pgfault 11\ntotal_pgmajfault 1\n");
   }
   std::string PodDir() const { return opts_.root_dir + "/pods/" + kUid; }
   std::string EmptyDir(const std::string& name) const {
@@ -219,16 +210,16 @@ TEST_F(StatsCollectorTest, PodsWithoutACgroupHaveNoCountersButStillTheirFiles) {
 }
 
 TEST_F(StatsCollectorTest, EphemeralStorageIsLogsAndDiskVolumesAndEtcHosts) {
-  WriteData(LogDir() + "/app/0.log", 64 * 1024);
-  WriteData(LogDir() + "/app/0.log.20240501-120000.gz", 8 * 1024);
-  WriteData(LogDir() + "/side/0.log", 16 * 1024);
-  WriteData(EmptyDir("scratch") + "/data", 256 * 1024);
-  WriteData(EmptyDir("scratch") + "/sub/more", 32 * 1024);
-  WriteData(EmptyDir("cache") + "/x", 4096);
-  WriteFile(PodDir() + "/etc-hosts", "127.0.0.1 localhost\n");
+  testing::WriteDataFile(LogDir() + "/app/0.log", 64 * 1024);
+  testing::WriteDataFile(LogDir() + "/app/0.log.20240501-120000.gz", 8 * 1024);
+  testing::WriteDataFile(LogDir() + "/side/0.log", 16 * 1024);
+  testing::WriteDataFile(EmptyDir("scratch") + "/data", 256 * 1024);
+  testing::WriteDataFile(EmptyDir("scratch") + "/sub/more", 32 * 1024);
+  testing::WriteDataFile(EmptyDir("cache") + "/x", 4096);
+  testing::WriteTextFile(PodDir() + "/etc-hosts", "127.0.0.1 localhost\n");
   // A big tree outside the pod that a volume's symlink, and a symlink planted in place of a
   // volume, point at: never followed, never charged.
-  WriteData(dir_.Sub("outside/big"), 2 * kMiB);
+  testing::WriteDataFile(dir_.Sub("outside/big"), 2 * kMiB);
   fs::create_directory_symlink(dir_.Sub("outside"), EmptyDir("scratch") + "/escape");
   fs::create_directory_symlink(dir_.Sub("outside"), EmptyDir("planted"));
   // A medium Memory emptyDir is a tmpfs mounted there: the pod's memory, not its disk.
@@ -236,7 +227,7 @@ TEST_F(StatsCollectorTest, EphemeralStorageIsLogsAndDiskVolumesAndEtcHosts) {
   const bool mounted = mount("tmpfs", EmptyDir("shm").c_str(), "tmpfs", 0, "size=4m") == 0;
   if (mounted) {
     mounted_ = EmptyDir("shm");
-    WriteData(EmptyDir("shm") + "/in-memory", 1 * kMiB);
+    testing::WriteDataFile(EmptyDir("shm") + "/in-memory", 1 * kMiB);
   }
 
   StatsCollector collector(clock_, opts_);
@@ -274,11 +265,11 @@ TEST_F(StatsCollectorTest, EphemeralStorageIsLogsAndDiskVolumesAndEtcHosts) {
 }
 
 TEST_F(StatsCollectorTest, WalksAreReusedUntilTheirPeriodHasPassed) {
-  WriteData(EmptyDir("scratch") + "/a", 64 * 1024);
+  testing::WriteDataFile(EmptyDir("scratch") + "/a", 64 * 1024);
   StatsCollector collector(clock_, opts_);
   collector.SetPods(pods_);
   const int64_t first = collector.Sample().pods[0].volumes.at(0).used.used_bytes;
-  WriteData(EmptyDir("scratch") + "/b", 512 * 1024);
+  testing::WriteDataFile(EmptyDir("scratch") + "/b", 512 * 1024);
   EXPECT_EQ(collector.Sample().pods[0].volumes.at(0).used.used_bytes, first) << "cached";
   clock_.Advance(opts_.walk_period);
   const int64_t second = collector.Sample().pods[0].volumes.at(0).used.used_bytes;
@@ -287,7 +278,8 @@ TEST_F(StatsCollectorTest, WalksAreReusedUntilTheirPeriodHasPassed) {
 }
 
 TEST_F(StatsCollectorTest, AWalkStopsAtItsCapAndASampleAtItsBudget) {
-  for (int i = 0; i < 30; ++i) WriteData(EmptyDir("many") + "/f" + std::to_string(i), 10);
+  for (int i = 0; i < 30; ++i)
+    testing::WriteDataFile(EmptyDir("many") + "/f" + std::to_string(i), 10);
   opts_.max_walk_entries = 10;
   {
     StatsCollector collector(clock_, opts_);
@@ -302,7 +294,8 @@ TEST_F(StatsCollectorTest, AWalkStopsAtItsCapAndASampleAtItsBudget) {
   // for the next sample, which walks them, and not the logs again (their figure is fresh).
   opts_.max_walk_entries = 1000;
   opts_.max_sample_entries = 5;
-  for (int i = 0; i < 5; ++i) WriteData(LogDir() + "/app/" + std::to_string(i) + ".log", 4096);
+  for (int i = 0; i < 5; ++i)
+    testing::WriteDataFile(LogDir() + "/app/" + std::to_string(i) + ".log", 4096);
   StatsCollector collector(clock_, opts_);
   collector.SetPods(pods_);
   NodeStats s = collector.Sample();
