@@ -101,6 +101,7 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         if (!o.kube_reserved.empty()) spec.argv.push_back("--kube-reserved=" + o.kube_reserved);
       }
       if (svc.name == "plegd") {
+        if (!o.runtime_events) spec.argv.push_back("--runtime-events=false");
         if (!o.relist_period.empty()) {
           spec.argv.push_back("--relist-period");
           spec.argv.push_back(o.relist_period);
@@ -137,6 +138,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   std::string ctl_group;
   app.add_option("--ctl-group", ctl_group, "Deprecated: --admin-group");
   app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
+  app.add_option("--runtime-events", o->runtime_events,
+                 "plegd relists at once on each runtime event (false: on its period only)")
+      ->capture_default_str();
   app.add_option("--relist-period", o->relist_period, "plegd's relist period")
       ->check(DurationValidator());
   app.add_option("--pod-manifest-path", o->pod_manifest_path,

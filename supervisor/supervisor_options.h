@@ -39,6 +39,7 @@ struct SupervisorOptions {
   int log_backups = 3;
   std::string runtime_endpoint;  // passed to plegd when set
   std::string relist_period;     // passed to plegd when set
+  bool runtime_events = true;    // --runtime-events, passed to plegd when false
   // The sync loop's pod sources and admission (pod_manager.h).
   std::string pod_manifest_path;
   std::string manifest_url;

@@ -83,10 +83,26 @@ void PlegEngine::RelistLoop() {
     const MonoTime started = clock_.Now();
     RelistOnce();
     lock.lock();
-    // Wait for the next period; Stop() wakes us at once.
-    stop_cv_.wait_for(lock, TimeUntil(clock_, started + options_.relist_period),
-                      [this] { return stopping_; });
+    // Wait for the next period; Stop() and Nudge() wake us at once. For a second after a
+    // nudge, relist every 100 ms too: an event can come before the runtime's CRI view has
+    // taken it in (containerd's CRI plugin handles a task exit from the same event stream).
+    MonoTime next = started + options_.relist_period;
+    if (eager_until_ > started) next = std::min(next, started + kEagerPeriod);
+    stop_cv_.wait_for(lock, TimeUntil(clock_, next), [this] { return stopping_ || nudged_; });
+    if (nudged_) {
+      nudged_ = false;
+      ++nudged_relists_;
+      eager_until_ = clock_.Now() + kEagerWindow;
+    }
   }
+}
+
+void PlegEngine::Nudge() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nudged_ = true;
+  }
+  stop_cv_.notify_all();
 }
 
 void PlegEngine::RelistOnce() {

@@ -79,6 +79,13 @@ class PlegEngine {
   void StartInspectors();
   // Stops and joins them (inspections in flight finish at their call's deadline).
   void Stop();
+  // Asks the relist thread for a relist now instead of at the end of the period (a runtime
+  // event: lib/cri/containerd_events.h), then every 100 ms for a second (the runtime's CRI view
+  // may take the event in after it was published). Nudges that come while a relist runs make
+  // one more.
+  // Thread-safe.
+  void Nudge();
+  uint64_t nudged_relists() const { return nudged_relists_.load(); }
   // Runs one relist on the calling thread. Waits for this relist's inspections up to
   // inspect_wait. Not to be mixed with Start()'s relist thread.
   void RelistOnce();
@@ -129,6 +136,11 @@ class PlegEngine {
   std::map<uint64_t, int> outstanding_;  // relist -> jobs not finished
   PlegOutput output_;
   bool stopping_ = false;
+  bool nudged_ = false;
+  MonoTime eager_until_{};  // relists every kEagerPeriod until then (after a nudge)
+  static constexpr std::chrono::milliseconds kEagerPeriod{100};
+  static constexpr std::chrono::milliseconds kEagerWindow{1000};
+  std::atomic<uint64_t> nudged_relists_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

@@ -65,12 +65,21 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
       *runtime_, ctx.clock, opts, [this] { ctx_.loop.Post([this] { HandleEngineOutput(); }); });
   snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
-  GetLogger("plegd")->info("relisting {} every {} ms", config_.runtime_endpoint,
-                           config_.relist_period.count());
+  if (config_.runtime_events) {
+    auto watcher = cri::ContainerdEventWatcher::Create(config_.runtime_endpoint, "k8s.io",
+                                                       [this] { engine_->Nudge(); });
+    if (!watcher.ok()) return watcher.status();
+    events_ = std::move(*watcher);
+    events_->Start();
+  }
+  GetLogger("plegd")->info("relisting {} every {} ms{}", config_.runtime_endpoint,
+                           config_.relist_period.count(),
+                           events_ ? ", and at once on each of its events" : "");
   return Status::Ok();
 }
 
 void PlegdService::Stop() {
+  if (events_) events_->Stop();
   if (engine_) engine_->Stop();
 }
 
@@ -176,6 +185,9 @@ HealthReport PlegdService::Health() const {
 CounterList PlegdService::Counters() const {
   CounterList c;
   c.emplace_back("relists", engine_->relists());
+  c.emplace_back("nudged_relists", engine_->nudged_relists());
+  c.emplace_back("runtime_events", events_ ? events_->events() : 0);
+  c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
   c.emplace_back("relist_errors", engine_->relist_errors());
   c.emplace_back("inspections", engine_->inspections());
   c.emplace_back("inspection_errors", engine_->inspection_errors());
@@ -225,6 +237,10 @@ ServiceSpec MakeSpec() {
     app.add_option("--relist-threshold", *threshold,
                    "Health fails when no relist succeeded for this long")
         ->check(DurationValidator())
+        ->capture_default_str();
+    app.add_option("--runtime-events", config->runtime_events,
+                   "Relist at once on each of the runtime's events (containerd's event service); "
+                   "the relist period stays as the safety net")
         ->capture_default_str();
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of each list/status call")
         ->check(DurationValidator())

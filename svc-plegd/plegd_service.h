@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lib/common/histogram.h"
+#include "lib/cri/containerd_events.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
@@ -24,6 +25,9 @@ struct PlegdConfig {
   // Deadline of each status/list CRI call.
   std::chrono::milliseconds call_timeout{10000};
   int inspect_workers = 8;
+  // Relist at once on each runtime event (containerd's event service), the period being the
+  // safety net (docs/plegd.md, "Runtime events").
+  bool runtime_events = true;
 };
 
 using RuntimeFactory =
@@ -54,6 +58,7 @@ class PlegdService : public Service {
   PlegdConfig config_;
   std::unique_ptr<PlegRuntime> runtime_;
   std::unique_ptr<PlegEngine> engine_;
+  std::unique_ptr<cri::ContainerdEventWatcher> events_;  // null: relisting only
   std::unique_ptr<ipc::Publisher> publisher_;
   std::unique_ptr<ipc::RouterServer> snapshots_;
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;

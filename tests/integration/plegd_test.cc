@@ -368,6 +368,37 @@ TEST_F(PlegdTest, ContainerdStoppedAndStartedMakesHealthFailingThenOk) {
   EXPECT_TRUE(plegd.process().running()) << "plegd must ride out a runtime restart";
 }
 
+// With a 60 s relist period only runtime events can make plegd see a change within seconds:
+// containerd's event stream makes it relist at once (a start, a kill, a removal), also after
+// containerd restarted (the stream is subscribed again, and the gap is covered by a relist).
+TEST_F(PlegdTest, RuntimeEventsMakeALongPeriodRelistAtOnceAlsoAfterAContainerdRestart) {
+  PlegdProcess plegd(dir_, containerd_->endpoint(), "60s");
+  ASSERT_TRUE(plegd.ready());
+  Watcher w(ctx_, dir_.Sub("run"));
+  ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().in_sync(); }, 10s));
+
+  std::string sandbox = RunSandbox("evented");
+  std::string cid = RunContainer(sandbox, "evented", "sleeper", {"sleep", "1000"});
+  ASSERT_FALSE(cid.empty());
+  ASSERT_TRUE(w.PumpUntil([&] { return w.Saw(EventType::ContainerStarted, cid); }, 5s))
+      << w.Describe();
+  pid_t pid = ContainerPid(cri(), cid);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(w.PumpUntil([&] { return w.Saw(EventType::ContainerDied, cid); }, 5s));
+  EXPECT_EQ(w.Find(EventType::ContainerDied, cid)->exit_code, 137);
+  ASSERT_TRUE(cri().RemoveContainer(cid).ok());
+  ASSERT_TRUE(w.PumpUntil([&] { return w.Saw(EventType::ContainerRemoved, cid); }, 5s));
+
+  ASSERT_TRUE(containerd_->Restart().ok());
+  std::string again = RunContainer(sandbox, "evented", "again", {"sleep", "1000"});
+  ASSERT_FALSE(again.empty());
+  // The stream's back-off is at most 5 s; well under the period.
+  ASSERT_TRUE(w.PumpUntil([&] { return w.Saw(EventType::ContainerStarted, again); }, 15s))
+      << w.Describe();
+  EXPECT_TRUE(plegd.process().running());
+}
+
 // `nodeletctl runtime` prints plegd's view, served from its snapshot through the supervisor.
 TEST_F(PlegdTest, NodeletctlRuntimeShowsPlegdViewThroughSupervisor) {
   NotifyListener notify(dir_.Sub("nodelet-notify.sock"));
