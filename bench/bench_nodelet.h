@@ -80,19 +80,13 @@ class BenchNodelet {
     tag_ = tag;
     std::filesystem::create_directories(manifests());
     notify_ = std::make_unique<testing::NotifyListener>(dir_.Sub("notify-" + tag + ".sock"));
-    std::vector<std::string> argv = {bin_dir + "/nodelet",
-                                     "--root-dir",
-                                     dir_.Sub("root-" + tag),
-                                     "--run-dir",
-                                     run_dir(),
-                                     "--log-dir",
-                                     dir_.Sub("log-" + tag),
-                                     "--runtime-endpoint",
-                                     containerd_->endpoint(),
-                                     "--pod-manifest-path",
-                                     manifests(),
-                                     "--node-name",
-                                     "bench"};
+    std::vector<std::string> argv = {bin_dir + "/nodelet", "--root-dir", dir_.Sub("root-" + tag),
+                                     "--run-dir", run_dir(), "--log-dir", dir_.Sub("log-" + tag),
+                                     "--runtime-endpoint", containerd_->endpoint(),
+                                     "--pod-manifest-path", manifests(), "--node-name", "bench",
+                                     // Pod cgroups under the bench's own root, removed with
+                                     // its directory (TempDir).
+                                     "--cgroup-root", testing::TestCgroupRoot(dir_.path())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     nodelet_ = std::make_unique<testing::Subprocess>(
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_->path()}},

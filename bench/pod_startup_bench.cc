@@ -225,7 +225,8 @@ int main(int argc, char** argv) {
   Subprocess nodelet(
       {bin_dir + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir", dir.Sub("run"),
        "--log-dir", dir.Sub("log"), "--runtime-endpoint", containerd->endpoint(), "--relist-period",
-       relist, "--pod-manifest-path", manifests, "--node-name", "bench"},
+       relist, "--pod-manifest-path", manifests, "--node-name", "bench", "--cgroup-root",
+       TestCgroupRoot(dir.path())},
       {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
   if (!notify.WaitFor("READY=1", milliseconds(30000))) {
     std::fprintf(stderr, "nodelet did not become ready\n");

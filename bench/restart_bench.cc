@@ -72,10 +72,10 @@ int main(int argc, char** argv) {
     std::ofstream cfg(dir.Sub("config.yaml"));
     cfg << "supervisor:\n  restart-intensity: 100000\n";
   }
-  Subprocess nodelet(
-      {bin_dir + "/nodelet", "--config", dir.Sub("config.yaml"), "--root-dir", dir.Sub("root"),
-       "--run-dir", run_dir, "--log-dir", dir.Sub("log"), "--backoff-max", "100ms"},
-      {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
+  Subprocess nodelet({bin_dir + "/nodelet", "--config", dir.Sub("config.yaml"), "--root-dir",
+                      dir.Sub("root"), "--run-dir", run_dir, "--log-dir", dir.Sub("log"),
+                      "--backoff-max", "100ms", "--cgroup-root", TestCgroupRoot(dir.path())},
+                     {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
   if (!notify.WaitFor("READY=1", milliseconds(20000))) {
     std::fprintf(stderr, "nodelet did not become ready\n");
     return 1;

@@ -47,7 +47,9 @@ ContainerdEventWatcher::ContainerdEventWatcher(std::string ns, std::function<voi
 
 ContainerdEventWatcher::~ContainerdEventWatcher() { Stop(); }
 
-void ContainerdEventWatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
+void ContainerdEventWatcher::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void ContainerdEventWatcher::Stop() {
   {
