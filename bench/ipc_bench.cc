@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -71,6 +72,15 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/nodelet-ipc-bench.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
   std::string dir = tmpl;
+  // Removed at exit, after the context (declared below, so destroyed first) closed the sockets,
+  // on every return.
+  struct RemoveAtExit {
+    std::string path;
+    ~RemoveAtExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_dir{dir};
   const std::string rr_uri = "ipc://" + dir + "/rr.sock";
   const std::string tp_uri = "ipc://" + dir + "/tp.sock";
 
@@ -156,7 +166,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  rmdir(dir.c_str());
 
   double p50 = Percentile(rtt_us, 50), p99 = Percentile(rtt_us, 99);
   std::printf("%-36s %12s %10s\n", "figure", "value", "goal");
