@@ -171,6 +171,7 @@ PodManager::~PodManager() {
 }
 
 Status PodManager::Start() {
+  rejections_deadline_ = clock_.Now() + std::chrono::seconds(10);
   std::set<std::string> sources;
   if (!options_.manifest_dir.empty()) {
     dir_ = std::make_unique<ManifestDirSource>(options_.manifest_dir, clock_);
@@ -221,6 +222,7 @@ void PodManager::OnReadable() {
 
 MonoTime PodManager::NextTick() const {
   MonoTime next = next_send_;
+  if (!rejections_checked_) next = std::max(next, rejections_retry_at_);
   if (dir_) next = std::min(next, dir_->NextResync());
   return next;
 }
@@ -229,7 +231,10 @@ void PodManager::Tick() {
   if (dir_ && clock_.Now() >= dir_->NextResync()) {
     if (auto snap = dir_->Poll()) TakeSnapshot(*snap);
   }
-  if (dirty_ || clock_.Now() >= next_send_) Send();
+  const MonoTime now = clock_.Now();
+  if ((dirty_ || now >= next_send_) && (rejections_checked_ || now >= rejections_retry_at_)) {
+    Send();
+  }
 }
 
 void PodManager::OnPodworkerdReady() { Send(); }
@@ -452,16 +457,16 @@ std::set<std::string> PodManager::TerminalPods() {
   return uids;
 }
 
-std::map<std::string, std::string> PodManager::RejectedPods() {
+std::optional<std::map<std::string, std::string>> PodManager::RejectedPods() {
   std::map<std::string, std::string> uids;
-  if (!ConnectStatusClient()) return uids;
+  if (!ConnectStatusClient()) return std::nullopt;
   auto list = status_client_->ListPodStatuses();
-  if (!list.ok()) return uids;
+  if (!list.ok()) return std::nullopt;
   for (const auto& r : list->records) {
     if (r.status.phase != status::PodPhase::kFailed) continue;
     const std::string& why = r.status.reason;
     if (why.rfind("OutOf", 0) == 0 || why == "SysctlForbidden" || why == "AppArmor" ||
-        (why == "Evicted" && r.status.container_statuses.empty())) {
+        (why == "Evicted" && r.status.message.rfind("The node had condition:", 0) == 0)) {
       uids[r.pod.uid] = why;
     }
   }
@@ -495,7 +500,9 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
         // Rejected before (by an earlier supervisor: statusd holds its Failed status, and a
         // terminal phase is final): it stays rejected, as the kubelet's rejected pod stays
         // Failed.
-        if (!rejected_before) rejected_before = RejectedPods();
+        if (!rejected_before) {
+          rejected_before = RejectedPods().value_or(std::map<std::string, std::string>{});
+        }
         if (auto it = rejected_before->find(c.uid);
             it != rejected_before->end() && evictions_.count(c.uid) == 0) {
           rejected_[c.uid] = it->second;
@@ -612,7 +619,40 @@ void PodManager::FlushRejected() {
   }
 }
 
+bool PodManager::CheckRejectedBefore() {
+  if (rejections_checked_) return true;
+  const MonoTime now = clock_.Now();
+  auto before = RejectedPods();
+  if (!before) {
+    if (now < rejections_deadline_) {
+      rejections_retry_at_ = now + std::chrono::milliseconds(200);
+      return false;
+    }
+    GetLogger("supervisor")
+        ->warn("statusd did not answer: pods refused at admission before this start may run");
+    rejections_checked_ = true;
+    return true;
+  }
+  for (const auto& [uid, reason] : *before) {
+    auto it = admitted_.find(uid);
+    if (it == admitted_.end() || evictions_.count(uid) > 0) continue;
+    GetLogger("supervisor")
+        ->info("Pod {} stays refused ({}): statusd holds it Failed", it->second->metadata.name,
+               reason);
+    admitted_.erase(it);
+    source_of_.erase(uid);
+    first_seen_ms_.erase(uid);
+    rejected_[uid] = reason;
+    ++generation_;
+    dirty_ = true;
+  }
+  rejections_checked_ = true;
+  return true;
+}
+
 void PodManager::Send() {
+  // Before the first send of this supervisor: pods an earlier one refused stay refused.
+  if (!CheckRejectedBefore()) return;
   next_send_ = clock_.Now() + options_.housekeeping;
   FlushRejected();
   FlushEvents();

@@ -130,8 +130,9 @@ class PodManager : public ManifestsView {
   bool sources_ready() const;
   // The pods statusd holds in a terminal phase (Succeeded, Failed); empty when it is away.
   std::set<std::string> TerminalPods();
-  // The pods statusd holds as rejected at admission (Failed with an admission reason), by uid.
-  std::map<std::string, std::string> RejectedPods();
+  // The pods statusd holds as rejected at admission (Failed with an admission reason), by uid;
+  // nullopt when statusd does not answer.
+  std::optional<std::map<std::string, std::string>> RejectedPods();
 
   size_t desired() const { return admitted_.size(); }
   size_t rejected() const { return rejected_.size(); }
@@ -168,6 +169,10 @@ class PodManager : public ManifestsView {
   // Applies a merge's changes; new pods are admitted in the order they were created.
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
   void Send();
+  // Once per supervisor, before its first send: admitted pods that statusd holds as refused at
+  // admission (by an earlier supervisor) go back to refused. False while statusd does not answer
+  // (retried every 200 ms, for at most 10 s after Start: then pods are sent anyway).
+  bool CheckRejectedBefore();
   void DrainReplies();
   void ReportRejected(const pod::Pod& pod, const AdmissionResult& why);
   void FlushRejected();
@@ -202,6 +207,9 @@ class PodManager : public ManifestsView {
   std::map<std::string, std::string> rejected_;                      // uid -> reason
   std::map<std::string, PodEviction> evictions_;                     // uid
   uint64_t reclaim_requests_ = 0;
+  bool rejections_checked_ = false;
+  MonoTime rejections_deadline_{};
+  MonoTime rejections_retry_at_{};
   std::map<std::string, pod::UnixTime> file_seen_;  // manifest -> first seen
   std::set<std::string> warned_ignored_;  // uid + "\n" + message of IgnoredFields events sent
   // What each manifest became, and which rejections were already reported.

@@ -158,8 +158,16 @@ class ExecE2eTest : public NodeletTest {
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
+  // Running in the runtime, and so in podworkerd's view (plegd's cache), which `exec` and
+  // `attach` check: an exec that succeeds says both.
   bool WaitRunning(const std::string& pod, std::chrono::milliseconds timeout) {
-    return WaitFor([&] { return !RunningContainer(pod).empty(); }, timeout);
+    return WaitFor(
+        [&] {
+          return !RunningContainer(pod).empty() &&
+                 RunCommand(Ctl({"exec", pod, "--", "true"}), std::chrono::seconds(10)).exit_code ==
+                     0;
+        },
+        timeout);
   }
   int RestartCount(const std::string& pod) {
     auto j = CtlPod(pod);
