@@ -1,6 +1,7 @@
 #include "supervisor/http_endpoint.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "lib/common/fs.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/logs/cri_log.h"
 #include "lib/pod/names.h"
@@ -443,15 +445,11 @@ Status HttpEndpoint::Start() {
   if (usage_) usage_->Start();
   // For `nodeletctl top`: written whole (a temporary file renamed over it).
   const std::string file = run_dir_ + "/" + ipc::kHttpAddressFile;
-  const std::string tmp = file + ".tmp";
-  const std::string text = DialAddress(host, port_) + "\n";
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640));
-  if (fd.valid() && fchmod(fd.get(), 0640) == 0 &&
-      write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-      rename(tmp.c_str(), file.c_str()) == 0) {
+  Status written = WriteFileAtomically(file, DialAddress(host, port_) + "\n", 0640);
+  if (written.ok()) {
     address_file_ = file;
   } else {
-    unlink(tmp.c_str());
+    spdlog::warn("nodeletctl top will not find the endpoint: {}", written.message());
   }
   return Status::Ok();
 }

@@ -39,6 +39,8 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Internal("open '" + tmp + "': " + std::strerror(errno));
   Status s = Status::Ok();
+  // The umask may have narrowed the mode open() used, and an earlier PATH.tmp keeps its own.
+  if (fchmod(fd, mode) != 0) s = Internal("chmod '" + tmp + "': " + std::strerror(errno));
   size_t done = 0;
   while (s.ok() && done < content.size()) {
     ssize_t n = write(fd, content.data() + done, content.size() - done);

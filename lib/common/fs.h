@@ -17,6 +17,8 @@ Result<std::string> ReadFileBounded(const std::string& path, size_t max_bytes);
 
 // Replaces `path` with `content` all at once: written to PATH.tmp (O_NOFOLLOW, `mode`), synced,
 // renamed over PATH; the temporary file is removed on an error, which names the step and path.
+// The file ends with exactly `mode`. Only for nodelet's own directories (ROOT, RUN-DIR): a path
+// that a container or manifest can reach goes through lib/common/beneath.h instead.
 Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode);
 
 // An exclusive flock on a lock file that holds its holder's pid.
