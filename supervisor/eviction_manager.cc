@@ -25,12 +25,13 @@ int64_t GraceOf(const pod::Pod& p) {
 // Memory first, then nodefs, then imagefs (the kubelet's signal order for reclaim).
 int SignalOrder(pod::EvictionSignal s) { return static_cast<int>(s); }
 
-bool IsDiskSignal(pod::EvictionSignal s) { return s != pod::EvictionSignal::kMemoryAvailable; }
+bool IsDiskSignal(pod::EvictionSignal s) { return pod::SignalCondition(s) == "DiskPressure"; }
 
 }  // namespace
 
 Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
-    const std::string& hard, const std::string& soft, const std::string& soft_grace) {
+    const std::string& hard, const std::string& soft, const std::string& soft_grace,
+    const std::string& minimum_reclaim) {
   auto h = pod::ParseEvictionThresholds(hard, true);
   if (!h.ok()) return InvalidArgument("--eviction-hard: " + h.status().message());
   auto s = pod::ParseEvictionThresholds(soft, false);
@@ -40,6 +41,9 @@ Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
   }
   std::vector<pod::EvictionThreshold> all = std::move(*h);
   all.insert(all.end(), s->begin(), s->end());
+  if (Status m = pod::ApplyMinimumReclaims(minimum_reclaim, &all); !m.ok()) {
+    return InvalidArgument("--eviction-minimum-reclaim: " + m.message());
+  }
   return all;
 }
 
@@ -58,6 +62,9 @@ pod::EvictionObservations ObserveSignals(const NodeStats& sample) {
   };
   fs(sample.nodefs, EvictionSignal::kNodeFsAvailable, EvictionSignal::kNodeFsInodesFree);
   fs(sample.imagefs, EvictionSignal::kImageFsAvailable, EvictionSignal::kImageFsInodesFree);
+  if (sample.pids && sample.pids->max > 0) {
+    o[EvictionSignal::kPidAvailable] = {sample.pids->max - sample.pids->in_use, sample.pids->max};
+  }
   return o;
 }
 
@@ -148,21 +155,25 @@ void EvictionManager::Loop() {
 bool NodePressure::Get(std::string_view condition) const {
   if (condition == "MemoryPressure") return memory_.load();
   if (condition == "DiskPressure") return disk_.load();
+  if (condition == "PIDPressure") return pid_.load();
   return false;
 }
 
 AdmissionResult NodePressure::Admit(const pod::Pod& p) const {
   AdmissionResult r;
-  const bool memory = memory_.load(), disk = disk_.load();
-  if (!memory && !disk) return r;
+  const bool memory = memory_.load(), disk = disk_.load(), pid = pid_.load();
+  if (!memory && !disk && !pid) return r;
   if (pod::IsEvictionExempt(pod::PodPriority(p))) return r;
-  if (!disk && pod::PodQos(p) != pod::QosClass::kBestEffort) return r;
+  // Memory pressure alone refuses only BestEffort pods; any other condition every pod.
+  if (!disk && !pid && pod::PodQos(p) != pod::QosClass::kBestEffort) return r;
   std::string conditions;
-  if (memory) conditions = "MemoryPressure";
-  if (disk) conditions += std::string(conditions.empty() ? "" : ", ") + "DiskPressure";
+  for (const auto& [on, name] : {std::pair{memory, "MemoryPressure"},
+                                 std::pair{disk, "DiskPressure"}, std::pair{pid, "PIDPressure"}}) {
+    if (on) conditions += std::string(conditions.empty() ? "" : " ") + name;
+  }
   r.admitted = false;
   r.reason = "Evicted";
-  r.message = "The node had condition: [" + conditions + "]. ";
+  r.message = "The node had condition: [" + conditions + "]. ";  // Go's %v of the list
   return r;
 }
 
@@ -190,8 +201,10 @@ bool EvictionManager::CleanedUp(const std::string& uid) const {
 void EvictionManager::Decide(const NodeStats& sample) {
   auto log = GetLogger("supervisor");
   const int64_t now = clock_.WallSeconds() * 1000;
-  std::vector<pod::EvictionThreshold> act = state_.Observe(ObserveSignals(sample), now);
-  pressure_->Set(state_.Pressure("MemoryPressure", now), state_.Pressure("DiskPressure", now));
+  const pod::EvictionObservations observations = ObserveSignals(sample);
+  std::vector<pod::EvictionThreshold> act = state_.Observe(observations, now);
+  pressure_->Set(state_.Pressure("MemoryPressure", now), state_.Pressure("DiskPressure", now),
+                 state_.Pressure("PIDPressure", now));
 
   bool changed = false;
   for (const auto& uid : pods_.ForgetGoneEvictions()) changed = records_.erase(uid) > 0 || changed;
@@ -213,6 +226,9 @@ void EvictionManager::Decide(const NodeStats& sample) {
     return;
   }
   if (sample.time_unix_ms < decide_after_ms_) return;
+  // Pods past their own local-storage limits go first, whatever the node's state (the kubelet's
+  // localStorageEviction); the thresholds wait for the next round.
+  if (EvictPastLocalStorageLimits(sample)) return;
   if (act.empty()) {
     reclaimed_ = false;
     last_refusal_.clear();
@@ -231,8 +247,7 @@ void EvictionManager::Decide(const NodeStats& sample) {
     return;
   }
   reclaimed_ = false;
-  const auto observed = ObserveSignals(sample).at(t.signal);
-  EvictOne(t, observed, sample);
+  EvictOne(t, observations.at(t.signal), sample);
 }
 
 void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
@@ -240,17 +255,9 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
   auto log = GetLogger("supervisor");
   std::map<std::string, const PodStats*> by_uid;
   for (const auto& p : sample.pods) by_uid[p.uid] = &p;
-  std::set<std::string> terminal;
-  bool asked_terminal = false;
   std::vector<pod::EvictionCandidate> candidates;
   std::vector<const pod::Pod*> specs;
-  for (const auto& [uid, p] : pods_.admitted()) {
-    if (pods_.evictions().count(uid) > 0 || p->metadata.deletion_timestamp) continue;
-    if (!asked_terminal) {
-      terminal = pods_.TerminalPods();
-      asked_terminal = true;
-    }
-    if (terminal.count(uid) > 0) continue;
+  for (const auto& [uid, p] : Evictable()) {
     pod::EvictionCandidate c;
     c.uid = uid;
     c.name = p->metadata.namespace_name + "/" + p->metadata.name;
@@ -260,7 +267,10 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
     auto it = by_uid.find(uid);
     if (it != by_uid.end()) {
       const PodStats& s = *it->second;
-      c.has_stats = IsDiskSignal(t.signal) || s.memory.has_value();
+      c.has_stats = t.signal == pod::EvictionSignal::kPidAvailable ? s.processes.has_value()
+                    : IsDiskSignal(t.signal)                       ? true
+                                                                   : s.memory.has_value();
+      c.processes = s.processes.value_or(0);
       if (s.memory) c.memory_usage = s.memory->working_set_bytes;
       c.storage_usage = s.ephemeral_storage.used_bytes;
       c.inodes_usage = s.ephemeral_storage.inodes_used;
@@ -283,7 +293,7 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
       }
     }
     candidates.push_back(std::move(c));
-    specs.push_back(p.get());
+    specs.push_back(p);
   }
   // Right after a start the sample may not cover every pod yet: ranking then would be blind.
   // Wait a few rounds for the figures, then go on with what there is.
@@ -301,28 +311,81 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
   }
   const pod::EvictionCandidate& victim = candidates[order.front()];
   const pod::Pod& spec = *specs[order.front()];
-  Record rec;
-  rec.eviction.message = pod::EvictionMessage(t, observed, victim);
-  rec.eviction.grace_seconds = 0;
+  PodEviction eviction;
+  eviction.message = pod::EvictionMessage(t, observed, victim);
+  // The kubelet's immediateEvictionGracePeriodSeconds for hard thresholds.
+  eviction.grace_seconds = kImmediateGraceSeconds;
   if (!t.hard) {
-    rec.eviction.grace_seconds = GraceOf(spec);
+    eviction.grace_seconds = GraceOf(spec);
     if (options_.max_pod_grace_seconds > 0) {
-      rec.eviction.grace_seconds =
-          std::min(rec.eviction.grace_seconds, options_.max_pod_grace_seconds);
+      eviction.grace_seconds = std::min(eviction.grace_seconds, options_.max_pod_grace_seconds);
     }
   }
+  Evict(victim.uid, victim.name, eviction);
+}
+
+bool EvictionManager::Evict(const std::string& uid, const std::string& name,
+                            const PodEviction& eviction) {
+  auto log = GetLogger("supervisor");
+  Record rec;
+  rec.eviction = eviction;
   rec.at_unix_ms = clock_.WallSeconds() * 1000;
-  records_[victim.uid] = rec;
+  records_[uid] = rec;
   // On disk before podworkerd hears of it: a crash now cannot lose it.
   if (Status s = SaveRecords(); !s.ok()) {
-    records_.erase(victim.uid);
-    log->error("eviction of pod {} not done: {}", victim.name, s.message());
-    return;
+    records_.erase(uid);
+    log->error("eviction of pod {} not done: {}", name, s.message());
+    return false;
   }
-  log->warn("Evicting pod {} ({}): {}", victim.name, victim.uid, rec.eviction.message);
-  pods_.Evict(victim.uid, rec.eviction);
+  log->warn("Evicting pod {} ({}): {}", name, uid, rec.eviction.message);
+  pods_.Evict(uid, rec.eviction);
   ++evictions_total_;
-  pending_ = std::make_pair(victim.uid, rec.at_unix_ms + options_.pod_cleanup_timeout.count());
+  pending_ = std::make_pair(uid, rec.at_unix_ms + options_.pod_cleanup_timeout.count());
+  return true;
+}
+
+std::vector<std::pair<std::string, const pod::Pod*>> EvictionManager::Evictable(
+    const std::function<bool(const std::string&, const pod::Pod&)>& want) {
+  std::vector<std::pair<std::string, const pod::Pod*>> out;
+  for (const auto& [uid, p] : pods_.admitted()) {
+    if (pods_.evictions().count(uid) > 0 || p->metadata.deletion_timestamp) continue;
+    if (!want || want(uid, *p)) out.emplace_back(uid, p.get());
+  }
+  if (out.empty()) return out;
+  // Asked of statusd only when there is a pod to ask about.
+  const std::set<std::string> terminal = pods_.TerminalPods();
+  std::erase_if(out, [&terminal](const auto& e) { return terminal.count(e.first) > 0; });
+  return out;
+}
+
+bool EvictionManager::EvictPastLocalStorageLimits(const NodeStats& sample) {
+  std::map<std::string, const PodStats*> by_uid;
+  for (const auto& p : sample.pods) by_uid[p.uid] = &p;
+  std::map<std::string, std::string> messages;
+  auto past_a_limit = [&](const std::string& uid, const pod::Pod& p) {
+    auto it = by_uid.find(uid);
+    if (it == by_uid.end() || pod::IsEvictionExempt(pod::PodPriority(p))) return false;
+    const PodStats& s = *it->second;
+    pod::PodStorageUsage usage;
+    for (const auto& v : s.volumes) usage.volumes[v.name] = v.used.used_bytes;
+    for (const auto& c : s.containers) {
+      int64_t& used = usage.containers[c.name];
+      if (c.logs) used += c.logs->used_bytes;
+      if (c.rootfs) used += c.rootfs->used_bytes;
+    }
+    usage.total = s.ephemeral_storage.used_bytes;
+    auto message = pod::LocalStorageViolation(p, usage);
+    if (message) messages[uid] = std::move(*message);
+    return message.has_value();
+  };
+  bool evicted = false;
+  for (const auto& [uid, p] : Evictable(past_a_limit)) {
+    PodEviction eviction;
+    eviction.message = messages[uid];
+    eviction.grace_seconds = kImmediateGraceSeconds;
+    evicted = Evict(uid, p->metadata.namespace_name + "/" + p->metadata.name, eviction) || evicted;
+  }
+  return evicted;
 }
 
 }  // namespace nodelet::supervisor

@@ -4,13 +4,18 @@
 // Every monitoring period (10 s, as the kubelet's) a thread samples the node and its pods
 // (StatsSource) and posts the sample to the supervisor's loop, where the manager:
 // - observes memory.available, nodefs.available, nodefs.inodesFree, imagefs.available and
-//   imagefs.inodesFree, and holds MemoryPressure / DiskPressure (node conditions and admission)
+//   imagefs.inodesFree and pid.available, and holds MemoryPressure / DiskPressure /
+//   PIDPressure (node conditions and admission)
 //   while a threshold is met and for --eviction-pressure-transition-period after;
 // - when a hard threshold is met, or a soft one has been for its grace period: under disk
 //   pressure first asks podworkerd to reclaim (container and image GC, DesiredPods'
 //   reclaim_requests) and decides again on the next sample; then evicts one pod, ranked as the
 //   kubelet ranks (lib/pod/eviction.h), never a critical one. Hard thresholds kill at once
-//   (grace 0), soft ones with the pod's grace period capped by --eviction-max-pod-grace-period;
+//   (grace 1 s, the kubelet's), soft ones with the pod's grace period capped by
+//   --eviction-max-pod-grace-period;
+// - before the thresholds, evicts every pod past its own local-storage limits (an emptyDir's
+//   sizeLimit, the sum of its containers' ephemeral-storage limits, a container's own), at
+//   once (1 s), as the kubelet does with LocalStorageCapacityIsolation;
 // - waits, before evicting another, until the evicted pod has no running container (or 30 s,
 //   the kubelet's pod clean-up timeout) and a sample taken after that.
 //
@@ -23,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,9 +57,11 @@ struct EvictionManagerOptions {
 };
 
 // The flags' thresholds: --eviction-hard (default pod::kDefaultEvictionHard) and
-// --eviction-soft with --eviction-soft-grace-period. An error names the flag.
+// --eviction-soft with --eviction-soft-grace-period, each with its --eviction-minimum-reclaim.
+// An error names the flag.
 Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
-    const std::string& hard, const std::string& soft, const std::string& soft_grace);
+    const std::string& hard, const std::string& soft, const std::string& soft_grace,
+    const std::string& minimum_reclaim = "");
 
 // The observations of a sample.
 pod::EvictionObservations ObserveSignals(const NodeStats& sample);
@@ -62,18 +70,20 @@ pod::EvictionObservations ObserveSignals(const NodeStats& sample);
 // pod manager's admission (it outlives neither). Thread-safe.
 class NodePressure {
  public:
-  // MemoryPressure or DiskPressure.
+  // MemoryPressure, DiskPressure or PIDPressure.
   bool Get(std::string_view condition) const;
-  void Set(bool memory, bool disk) {
+  void Set(bool memory, bool disk, bool pid) {
     memory_ = memory;
     disk_ = disk;
+    pid_ = pid;
   }
-  // The kubelet's eviction admission: under DiskPressure no pod, under MemoryPressure no
-  // BestEffort pod, is admitted (reason Evicted); critical pods always are.
+  // The kubelet's eviction admission: under DiskPressure or PIDPressure no pod, under
+  // MemoryPressure alone no BestEffort pod, is admitted (reason Evicted); critical pods always
+  // are.
   AdmissionResult Admit(const pod::Pod& pod) const;
 
  private:
-  std::atomic<bool> memory_{false}, disk_{false};
+  std::atomic<bool> memory_{false}, disk_{false}, pid_{false};
 };
 
 class EvictionManager {
@@ -102,6 +112,18 @@ class EvictionManager {
   bool CleanedUp(const std::string& uid) const;
   void EvictOne(const pod::EvictionThreshold& t, const pod::SignalObservation& observed,
                 const NodeStats& sample);
+  // Evicts every pod past an emptyDir sizeLimit or an ephemeral-storage limit; whether any.
+  bool EvictPastLocalStorageLimits(const NodeStats& sample);
+  // Records the eviction (ROOT/evictions), then has the pod manager carry it out; false when
+  // the record could not be written (logged).
+  bool Evict(const std::string& uid, const std::string& name, const PodEviction& eviction);
+  // The admitted pods that may still be evicted (not evicted, not being deleted, not finished)
+  // and that `want` (when given) picks.
+  std::vector<std::pair<std::string, const pod::Pod*>> Evictable(
+      const std::function<bool(const std::string&, const pod::Pod&)>& want = nullptr);
+
+  // The kubelet's immediateEvictionGracePeriodSeconds: hard thresholds and local-storage limits.
+  static constexpr int64_t kImmediateGraceSeconds = 1;
 
   EventLoop& loop_;
   const Clock& clock_;
@@ -115,10 +137,9 @@ class EvictionManager {
   // The pod evicted last, until it is cleaned up or its deadline (Unix ms) passes.
   std::optional<std::pair<std::string, int64_t>> pending_;
   int64_t decide_after_ms_ = 0;  // samples taken before this only update the conditions
-  bool reclaimed_ = false;
-  int blind_rounds_ = 0;  // rounds waited for a pod's missing figures       // the last round under
-                          // disk pressure asked for a reclaim
-  std::string last_refusal_;  // "nothing to evict" logged once per reason
+  bool reclaimed_ = false;       // the last round under disk pressure asked for a reclaim
+  int blind_rounds_ = 0;         // rounds waited for a pod's missing figures
+  std::string last_refusal_;     // "nothing to evict" logged once per reason
   struct Record {
     PodEviction eviction;
     int64_t at_unix_ms = 0;

@@ -259,8 +259,10 @@ void NodeStatusManager::Refresh() {
   const bool disk_pressure = options_.pressure
                                  ? options_.pressure("DiskPressure")
                                  : disk_total > 0 && disk_min > 0 && disk_avail < disk_min;
-  const bool pid_pressure = static_cast<double>(pids_max - pids_used) <
-                            options_.pid_available_min_fraction * static_cast<double>(pids_max);
+  const bool pid_pressure =
+      options_.pressure ? options_.pressure("PIDPressure")
+                        : static_cast<double>(pids_max - pids_used) <
+                              options_.pid_available_min_fraction * static_cast<double>(pids_max);
   conditions.push_back(Condition(
       "MemoryPressure", mem_pressure,
       mem_pressure ? "KubeletHasInsufficientMemory" : "KubeletHasSufficientMemory",

@@ -50,8 +50,9 @@ struct NodeStatusOptions {
   // The hard eviction thresholds (--eviction-hard): allocatable leaves out their
   // memory.available and nodefs.available, as the kubelet's.
   std::vector<pod::EvictionThreshold> hard_eviction = pod::DefaultHardThresholds();
-  // MemoryPressure and DiskPressure as the eviction manager sees them (it applies the pressure
-  // transition period); empty: computed here against `hard_eviction` at each rebuild.
+  // MemoryPressure, DiskPressure and PIDPressure as the eviction manager sees them (it applies
+  // the pressure transition period); empty: computed here against `hard_eviction` at each
+  // rebuild, and PIDPressure under `pid_available_min_fraction` of pid_max left.
   std::function<bool(std::string_view condition)> pressure;
   double pid_available_min_fraction = 0.10;
   // Called from the manager's thread with the node's JSON after each periodic rebuild (and

@@ -195,6 +195,7 @@ struct StatsCollector::Impl {
     // The counters first, close together in time, then the filesystems.
     if (auto cpu = stats::ReadNodeCpu(fs_root, options.proc); cpu.ok()) s.cpu = *cpu;
     if (auto mem = stats::ReadNodeMemory(fs_root, options.proc); mem.ok()) s.memory = *mem;
+    if (auto pids = stats::ReadNodePids(options.proc); pids.ok()) s.pids = *pids;
     for (const auto& ref : refs) {
       PodStats p;
       p.uid = ref.uid;
@@ -206,6 +207,7 @@ struct StatsCollector::Impl {
         auto usage = stats::ReadCgroupUsage(fs_root, *cgroup);
         p.cpu = usage.cpu;
         p.memory = usage.memory;
+        p.processes = usage.processes;
       }
       for (const auto& c : ref.containers) {
         ContainerStats cs;

@@ -54,6 +54,7 @@ struct PodStats {
   int64_t start_time_unix_s = 0;
   std::optional<stats::CpuUsage> cpu;
   std::optional<stats::MemoryUsage> memory;
+  std::optional<int64_t> processes;  // tasks in the pod's cgroup (pids.current)
   std::vector<ContainerStats> containers;
   std::vector<VolumeStats> volumes;  // local (disk-backed) volumes only
   // logs + local volumes + writable layers: the pod's use of nodefs.
@@ -65,6 +66,7 @@ struct NodeStats {
   std::string node_name;
   std::optional<stats::CpuUsage> cpu;
   std::optional<stats::NodeMemory> memory;
+  std::optional<stats::NodePids> pids;
   std::optional<stats::FsStats> nodefs;   // the filesystem of --root-dir
   std::optional<stats::FsStats> imagefs;  // the runtime's image filesystem (CRI ImageFsInfo)
   std::vector<PodStats> pods;

@@ -154,6 +154,8 @@ std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
   }
   if (s.nodefs) node["fs"] = FsJson(time, *s.nodefs);
   if (s.imagefs) node["runtime"] = {{"imageFs", FsJson(time, *s.imagefs)}};
+  if (s.pids)
+    node["rlimit"] = {{"time", time}, {"maxpid", s.pids->max}, {"curproc", s.pids->in_use}};
 
   json pods = json::array();
   for (const auto& p : s.pods) {
@@ -181,6 +183,7 @@ std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
       pj["volume"] = std::move(volumes);
     }
     pj["ephemeral-storage"] = DirJson(time, p.ephemeral_storage, s.nodefs);
+    if (p.processes) pj["process_stats"] = {{"process_count", *p.processes}};
     pods.push_back(std::move(pj));
   }
   return json{{"node", std::move(node)}, {"pods", std::move(pods)}}.dump(2);

@@ -150,7 +150,8 @@ class Supervisor::Impl {
     }
     // The eviction manager's thresholds (refused here, with the flag named, when malformed).
     auto thresholds = EvictionThresholdsFromFlags(options_.eviction_hard, options_.eviction_soft,
-                                                  options_.eviction_soft_grace_period);
+                                                  options_.eviction_soft_grace_period,
+                                                  options_.eviction_minimum_reclaim);
     if (!thresholds.ok()) return thresholds.status();
     node_opts.hard_eviction.clear();
     for (const auto& t : *thresholds) {

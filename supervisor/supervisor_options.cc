@@ -195,6 +195,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
                  "Soft eviction thresholds (same syntax), each with a grace period");
   app.add_option("--eviction-soft-grace-period", o->eviction_soft_grace_period,
                  "Grace period of each soft threshold, e.g. memory.available=1m30s");
+  app.add_option("--eviction-minimum-reclaim", o->eviction_minimum_reclaim,
+                 "The least each eviction must win back beyond its threshold, e.g. "
+                 "nodefs.available=500Mi,imagefs.available=5%");
   app.add_option("--eviction-pressure-transition-period", o->eviction_pressure_transition_period,
                  "How long a pressure condition stays after its thresholds are no longer met")
       ->check(DurationValidator())

@@ -74,11 +74,13 @@ struct SupervisorOptions {
   std::string kube_reserved;
   // The eviction manager (eviction_manager.h): --eviction-hard (the kubelet's default unless
   // given; "" disables hard eviction), --eviction-soft, --eviction-soft-grace-period,
+  // --eviction-minimum-reclaim,
   // --eviction-pressure-transition-period, --eviction-max-pod-grace-period, and nodelet's
   // --eviction-monitoring-period (the kubelet's fixed 10 s).
   std::string eviction_hard = pod::kDefaultEvictionHard;
   std::string eviction_soft;
   std::string eviction_soft_grace_period;
+  std::string eviction_minimum_reclaim;
   std::string eviction_pressure_transition_period = "5m";
   int64_t eviction_max_pod_grace_period = 0;
   std::string eviction_monitoring_period = "10s";

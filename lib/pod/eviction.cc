@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "lib/pod/pod.h"
+#include "lib/pod/qos.h"
 #include "lib/pod/quantity.h"
 
 namespace nodelet::pod {
@@ -24,6 +26,7 @@ constexpr SignalInfo kSignals[] = {
     {EvictionSignal::kNodeFsInodesFree, "nodefs.inodesFree", "inodes", "DiskPressure"},
     {EvictionSignal::kImageFsAvailable, "imagefs.available", "ephemeral-storage", "DiskPressure"},
     {EvictionSignal::kImageFsInodesFree, "imagefs.inodesFree", "inodes", "DiskPressure"},
+    {EvictionSignal::kPidAvailable, "pid.available", "pids", "PIDPressure"},
 };
 
 const SignalInfo& Info(EvictionSignal s) {
@@ -61,6 +64,33 @@ std::string KnownSignals() {
   return out;
 }
 
+// VALUE of ENTRY: a quantity (bytes or a count) or a percentage; zero leaves both unset.
+Status ParseAmount(const std::string& entry, const std::string& value,
+                   std::optional<int64_t>* quantity, double* percentage) {
+  if (!value.empty() && value.back() == '%') {
+    char* end = nullptr;
+    const std::string number = value.substr(0, value.size() - 1);
+    const double p = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(p) || p < 0 ||
+        p > 100) {
+      return InvalidArgument("\"" + entry + "\": a percentage must be within 0% and 100%");
+    }
+    *percentage = p;
+    return Status::Ok();
+  }
+  auto q = Quantity::Parse(value);
+  if (!q.ok()) return InvalidArgument("\"" + entry + "\": " + q.status().message());
+  if (q->IsNegative()) {
+    return InvalidArgument("\"" + entry + "\": the quantity must not be negative");
+  }
+  if (!q->IsZero()) *quantity = q->Value();
+  return Status::Ok();
+}
+
+int64_t Percent(int64_t capacity, double percentage) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(capacity) * percentage / 100.0));
+}
+
 }  // namespace
 
 std::string_view SignalName(EvictionSignal signal) { return Info(signal).name; }
@@ -68,8 +98,12 @@ std::string_view SignalResource(EvictionSignal signal) { return Info(signal).res
 std::string_view SignalCondition(EvictionSignal signal) { return Info(signal).condition; }
 
 int64_t EvictionThreshold::MinAvailable(int64_t capacity) const {
-  if (quantity) return *quantity;
-  return static_cast<int64_t>(std::ceil(static_cast<double>(capacity) * percentage / 100.0));
+  return quantity ? *quantity : Percent(capacity, percentage);
+}
+
+int64_t EvictionThreshold::ReclaimTarget(int64_t capacity) const {
+  return MinAvailable(capacity) +
+         (min_reclaim ? *min_reclaim : Percent(capacity, min_reclaim_percentage));
 }
 
 Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string& flag, bool hard) {
@@ -96,25 +130,8 @@ Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string
     t.signal = *signal;
     t.hard = hard;
     t.text = value;
-    if (value.back() == '%') {
-      char* end = nullptr;
-      const std::string number = value.substr(0, value.size() - 1);
-      const double p = std::strtod(number.c_str(), &end);
-      if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(p) || p < 0 ||
-          p > 100) {
-        return InvalidArgument("\"" + entry + "\": a percentage must be within 0% and 100%");
-      }
-      if (p == 0) continue;  // disabled
-      t.percentage = p;
-    } else {
-      auto q = Quantity::Parse(value);
-      if (!q.ok()) return InvalidArgument("\"" + entry + "\": " + q.status().message());
-      if (q->IsNegative()) {
-        return InvalidArgument("\"" + entry + "\": the quantity must not be negative");
-      }
-      if (q->IsZero()) continue;  // disabled
-      t.quantity = q->Value();
-    }
+    if (Status s = ParseAmount(entry, value, &t.quantity, &t.percentage); !s.ok()) return s;
+    if (!t.quantity && t.percentage == 0) continue;  // disabled
     out.push_back(std::move(t));
   }
   return out;
@@ -157,6 +174,42 @@ Status ApplySoftGracePeriods(const std::string& flag, DurationParser parse_durat
   return Status::Ok();
 }
 
+Status ApplyMinimumReclaims(const std::string& flag, std::vector<EvictionThreshold>* thresholds) {
+  std::set<EvictionSignal> seen;
+  for (const std::string& entry : SplitComma(flag)) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgument("\"" + entry + "\": expected SIGNAL=QUANTITY or SIGNAL=PERCENT%");
+    }
+    const std::string name = entry.substr(0, eq);
+    auto signal = SignalByName(name);
+    if (!signal) {
+      return InvalidArgument("\"" + entry + "\": unknown eviction signal \"" + name +
+                             "\" (known: " + KnownSignals() + ")");
+    }
+    if (!seen.insert(*signal).second) {
+      return InvalidArgument("\"" + entry + "\": " + name + " is given twice");
+    }
+    std::optional<int64_t> quantity;
+    double percentage = 0;
+    if (Status s = ParseAmount(entry, entry.substr(eq + 1), &quantity, &percentage); !s.ok()) {
+      return s;
+    }
+    bool applied = false;
+    for (auto& t : *thresholds) {
+      if (t.signal != *signal) continue;
+      t.min_reclaim = quantity;
+      t.min_reclaim_percentage = percentage;
+      applied = true;
+    }
+    if (!applied) {
+      return InvalidArgument("\"" + entry + "\": " + name +
+                             " has no threshold in --eviction-hard or --eviction-soft");
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<EvictionThreshold> DefaultHardThresholds() {
   return *ParseEvictionThresholds(kDefaultEvictionHard, true);
 }
@@ -170,9 +223,19 @@ bool ThresholdMet(const EvictionThreshold& t, const EvictionObservations& observ
 std::vector<EvictionThreshold> EvictionState::Observe(const EvictionObservations& observations,
                                                       int64_t now_ms) {
   std::vector<EvictionThreshold> act;
+  acting_.resize(thresholds_.size(), false);
   for (size_t i = 0; i < thresholds_.size(); ++i) {
     const auto& t = thresholds_[i];
-    if (!ThresholdMet(t, observations)) {
+    bool met = ThresholdMet(t, observations);
+    if (!met && acting_[i]) {
+      // Acted on and not yet won back its minimum reclaim: still met (the kubelet's
+      // thresholdsNotYetResolved).
+      auto it = observations.find(t.signal);
+      met = it != observations.end() && it->second.capacity > 0 &&
+            it->second.available < t.ReclaimTarget(it->second.capacity);
+    }
+    acting_[i] = false;
+    if (!met) {
       first_met_ms_.erase(i);
       continue;
     }
@@ -180,7 +243,10 @@ std::vector<EvictionThreshold> EvictionState::Observe(const EvictionObservations
     const int64_t first = first_met_ms_.emplace(i, now_ms).first->second;
     const int64_t grace_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(t.grace_period).count();
-    if (t.hard || now_ms - first >= grace_ms) act.push_back(t);
+    if (t.hard || now_ms - first >= grace_ms) {
+      act.push_back(t);
+      acting_[i] = true;
+    }
   }
   return act;
 }
@@ -209,14 +275,18 @@ std::vector<size_t> RankForEviction(EvictionSignal signal,
       case EvictionSignal::kNodeFsInodesFree:
       case EvictionSignal::kImageFsInodesFree:
         return {p.inodes_usage, 0};
+      case EvictionSignal::kPidAvailable:
+        return {p.processes, 0};
     }
     return {0, 0};
   };
+  // PIDs rank by priority, then by processes: not by usage above a request first.
+  const bool by_priority_first = signal == EvictionSignal::kPidAvailable;
   // Sort key, smallest first: (no stats, not above its request, priority, -(usage - request)).
   auto key = [&](size_t i) {
     const auto& p = pods[i];
     const auto [used, request] = usage(p);
-    const bool above = p.has_stats && used > request;
+    const bool above = p.has_stats && (by_priority_first || used > request);
     const int64_t over = p.has_stats ? used - request : 0;
     return std::make_tuple(!p.has_stats, !above, p.priority, -over, p.uid);
   };
@@ -238,7 +308,7 @@ std::string FormatBytes(int64_t bytes) {
 std::string EvictionMessage(const EvictionThreshold& t, const SignalObservation& observed,
                             const EvictionCandidate& pod) {
   const std::string resource(SignalResource(t.signal));
-  const bool bytes = resource != "inodes";
+  const bool bytes = resource != "inodes" && resource != "pids";
   auto amount = [bytes](int64_t v) { return bytes ? FormatBytes(v) : std::to_string(v); };
   std::string message = "The node was low on resource: " + resource + ". ";
   message += "Threshold quantity: " + (t.quantity ? amount(*t.quantity) : t.text) +
@@ -256,7 +326,7 @@ std::string EvictionMessage(const EvictionThreshold& t, const SignalObservation&
         request = c.storage_request;
         break;
       default:
-        continue;  // the kubelet names no container for inodes
+        continue;  // the kubelet names no container for inodes or pids
     }
     if (used > request) {
       message += "Container " + c.name + " was using " + amount(used) + ", request is " +
@@ -264,6 +334,39 @@ std::string EvictionMessage(const EvictionThreshold& t, const SignalObservation&
     }
   }
   return message;
+}
+
+std::optional<std::string> LocalStorageViolation(const Pod& pod, const PodStorageUsage& usage) {
+  for (const auto& v : pod.spec.volumes) {
+    if (!v.empty_dir || !v.empty_dir->size_limit) continue;
+    const int64_t limit = v.empty_dir->size_limit->Value();
+    auto used = usage.volumes.find(v.name);
+    if (limit > 0 && used != usage.volumes.end() && used->second > limit) {
+      return "Usage of EmptyDir volume \"" + v.name + "\" exceeds the limit \"" +
+             v.empty_dir->size_limit->text() + "\". ";
+    }
+  }
+  auto has_limit = [](const Container& c) {
+    return c.resources.limits.count("ephemeral-storage") > 0;
+  };
+  if (std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), has_limit) ||
+      std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(), has_limit)) {
+    const int64_t limit = PodResourceTotal(pod, "ephemeral-storage", false, false);
+    if (usage.total > limit) {
+      return "Pod ephemeral local storage usage exceeds the total limit of containers " +
+             FormatBytes(limit) + ". ";
+    }
+  }
+  for (const auto& c : pod.spec.containers) {
+    auto limit = c.resources.limits.find("ephemeral-storage");
+    if (limit == c.resources.limits.end() || limit->second.Value() == 0) continue;
+    auto used = usage.containers.find(c.name);
+    if (used != usage.containers.end() && used->second > limit->second.Value()) {
+      return "Container " + c.name + " exceeded its local ephemeral storage limit \"" +
+             limit->second.text() + "\". ";
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace nodelet::pod

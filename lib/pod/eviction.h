@@ -17,20 +17,23 @@
 
 namespace nodelet::pod {
 
+struct Pod;
+
 enum class EvictionSignal {
   kMemoryAvailable,    // memory.available: capacity minus the root cgroup's working set
   kNodeFsAvailable,    // nodefs.available: free bytes of --root-dir's filesystem
   kNodeFsInodesFree,   // nodefs.inodesFree
   kImageFsAvailable,   // imagefs.available: free bytes of the runtime's image filesystem
   kImageFsInodesFree,  // imagefs.inodesFree
+  kPidAvailable,       // pid.available: the most process IDs there can be minus the tasks
 };
 
 // "memory.available", ...
 std::string_view SignalName(EvictionSignal signal);
 // The resource a signal starves, as the kubelet names it in messages: memory,
-// ephemeral-storage or inodes.
+// ephemeral-storage, inodes or pids.
 std::string_view SignalResource(EvictionSignal signal);
-// MemoryPressure or DiskPressure.
+// MemoryPressure, DiskPressure or PIDPressure.
 std::string_view SignalCondition(EvictionSignal signal);
 
 struct EvictionThreshold {
@@ -40,9 +43,15 @@ struct EvictionThreshold {
   std::string text;                 // as given: "100Mi", "10%"
   bool hard = true;
   std::chrono::seconds grace_period{0};  // soft only: how long it must hold before evicting
+  // --eviction-minimum-reclaim: once acted on, the threshold holds until this much more than
+  // MinAvailable is available (bytes or inodes; else `min_reclaim_percentage` of capacity).
+  std::optional<int64_t> min_reclaim;
+  double min_reclaim_percentage = 0;
 
   // The least that must stay available of `capacity`.
   int64_t MinAvailable(int64_t capacity) const;
+  // MinAvailable plus the minimum reclaim.
+  int64_t ReclaimTarget(int64_t capacity) const;
 };
 
 // "memory.available<100Mi,nodefs.available<10%": the kubelet's syntax (a signal, "<", a
@@ -57,6 +66,12 @@ Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string
 using DurationParser = Result<std::chrono::milliseconds> (*)(const std::string&);
 Status ApplySoftGracePeriods(const std::string& flag, DurationParser parse_duration,
                              std::vector<EvictionThreshold>* soft);
+
+// --eviction-minimum-reclaim "nodefs.available=500Mi,imagefs.available=5%": the least each
+// eviction of a signal must win back beyond its threshold, set on every threshold (hard and
+// soft) of that signal. A negative amount, a percentage outside [0, 100], an unknown signal, a
+// signal given twice or one with no threshold is an error naming the entry.
+Status ApplyMinimumReclaims(const std::string& flag, std::vector<EvictionThreshold>* thresholds);
 
 // The kubelet's defaults for --eviction-hard (Linux): memory.available<100Mi,
 // nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%.
@@ -82,7 +97,9 @@ class EvictionState {
       : thresholds_(std::move(thresholds)), transition_(pressure_transition_period) {}
 
   // Takes an observation made at `now_ms` (Unix ms). Returns the thresholds to act on now: the
-  // hard ones met, and the soft ones met continuously for their grace period.
+  // hard ones met, and the soft ones met continuously for their grace period. A threshold
+  // returned last time stays met (and keeps its condition) until its minimum reclaim is won
+  // back: available >= ReclaimTarget.
   std::vector<EvictionThreshold> Observe(const EvictionObservations& observations, int64_t now_ms);
   // Whether `condition` (MemoryPressure, DiskPressure) holds at `now_ms`: a threshold of it
   // (soft ones without waiting for their grace) was met within the transition period.
@@ -93,6 +110,7 @@ class EvictionState {
   std::vector<EvictionThreshold> thresholds_;
   std::chrono::milliseconds transition_;
   std::map<size_t, int64_t> first_met_ms_;  // threshold index -> when first met
+  std::vector<bool> acting_;                // returned by the last Observe
   std::map<std::string, int64_t, std::less<>> condition_seen_ms_;
 };
 
@@ -107,6 +125,7 @@ struct EvictionCandidate {
   int64_t storage_request = 0;
   int64_t storage_usage = 0;  // logs + local volumes + writable layers
   int64_t inodes_usage = 0;
+  int64_t processes = 0;  // tasks in the pod's cgroup
   // Per container: (name, usage, request) of the signal's resource, for the message.
   struct Container {
     std::string name;
@@ -126,7 +145,8 @@ bool IsEvictionExempt(int32_t priority);
 // Indexes into `pods`, first to evict first, for `signal`; exempt pods left out. Memory: pods
 // whose usage exceeds their request first, then lower priority, then larger usage above the
 // request. Disk bytes: the same with ephemeral storage. Inodes: the same with inodes (whose
-// request is 0). Pods without stats go last.
+// request is 0). PIDs: lower priority, then more processes (the kubelet's rankPIDPressure).
+// Pods without stats go last.
 std::vector<size_t> RankForEviction(EvictionSignal signal,
                                     const std::vector<EvictionCandidate>& pods);
 
@@ -135,6 +155,20 @@ std::vector<size_t> RankForEviction(EvictionSignal signal,
 // has larger consumption of memory. "
 std::string EvictionMessage(const EvictionThreshold& t, const SignalObservation& observed,
                             const EvictionCandidate& pod);
+
+// A pod's use of local ephemeral storage, as the local-storage limits read it.
+struct PodStorageUsage {
+  std::map<std::string, int64_t> volumes;     // local volume name -> bytes
+  std::map<std::string, int64_t> containers;  // container name -> logs + writable layer bytes
+  int64_t total = 0;                          // logs + local volumes + writable layers
+};
+
+// The kubelet's local-storage eviction (LocalStorageCapacityIsolation): the Evicted message
+// when the pod is past one of its local-storage limits, checked in the kubelet's order: an
+// emptyDir past its sizeLimit ("Usage of EmptyDir volume "data" exceeds the limit "2Mi". "),
+// the pod past the sum of its containers' ephemeral-storage limits, a container's logs and
+// writable layer past its own limit. Nothing when within every limit.
+std::optional<std::string> LocalStorageViolation(const Pod& pod, const PodStorageUsage& usage);
 
 // Bytes in the kubelet's style: the largest binary suffix that divides the value ("100Mi",
 // "51200Ki", "7").

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -132,16 +133,18 @@ struct Hierarchies {
   bool unified = false;
   std::string cpuacct;  // "" when there is none
   std::string memory;
+  std::string pids;
 };
 
 Hierarchies FindHierarchies(const std::string& fs_root) {
   Hierarchies h;
   if (IsCgroupV2(fs_root)) {
     h.unified = true;
-    h.cpuacct = h.memory = fs_root;
+    h.cpuacct = h.memory = h.pids = fs_root;
     return h;
   }
   h.memory = fs_root + "/memory";
+  h.pids = fs_root + "/pids";
   for (const char* name : {"cpuacct", "cpu,cpuacct", "cpuacct,cpu", "cpu"}) {
     const std::string dir = fs_root + "/" + name;
     if (Exists(dir + "/cpuacct.usage")) {
@@ -235,6 +238,7 @@ CgroupUsage ReadCgroupUsage(const std::string& fs_root, const std::string& cgrou
   const Hierarchies h = FindHierarchies(fs_root);
   u.cpu = ReadCpu(h, *suffix);
   u.memory = ReadMemory(h, *suffix);
+  if (auto n = ReadU64File(h.pids + *suffix + "/pids.current")) u.processes = Clamp(*n);
   return u;
 }
 
@@ -395,6 +399,26 @@ DirMeasurement MeasureDirectoryBounded(const std::string& path, const DirWalkLim
 
 DirUsage MeasureDirectory(const std::string& path) {
   return MeasureDirectoryBounded(path, DirWalkLimits{}).usage;
+}
+
+Result<NodePids> ReadNodePids(const std::string& proc) {
+  auto pid_max = ReadU64File(proc + "/sys/kernel/pid_max");
+  if (!pid_max) return Unavailable("cannot read " + proc + "/sys/kernel/pid_max");
+  NodePids p;
+  p.max = Clamp(*pid_max);
+  if (auto threads_max = ReadU64File(proc + "/sys/kernel/threads-max")) {
+    p.max = std::min(p.max, Clamp(*threads_max));
+  }
+  // "0.12 0.08 0.05 2/345 6789": the fourth field's total is the number of tasks.
+  auto loadavg = ReadSmallFile(proc + "/loadavg");
+  const size_t slash = loadavg ? loadavg->find('/') : std::string::npos;
+  if (slash == std::string::npos) return Unavailable("cannot read " + proc + "/loadavg");
+  const char* start = loadavg->c_str() + slash + 1;
+  char* end = nullptr;
+  const long long tasks = std::strtoll(start, &end, 10);
+  if (end == start || tasks < 0) return Unavailable(proc + "/loadavg: no task count");
+  p.in_use = tasks;
+  return p;
 }
 
 }  // namespace nodelet::stats

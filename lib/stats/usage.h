@@ -34,10 +34,11 @@ struct MemoryUsage {
 struct CgroupUsage {
   std::optional<CpuUsage> cpu;        // absent when the counters are unreadable
   std::optional<MemoryUsage> memory;  // likewise
+  std::optional<int64_t> processes;   // tasks (threads included): pids.current
 };
 
-// The cgroup at cgroupfs path `cgroup` ("/kubepods/burstable/pod<UID>"), in the v1 cpuacct and
-// memory hierarchies under `fs_root` or, on a v2 host, the unified one.
+// The cgroup at cgroupfs path `cgroup` ("/kubepods/burstable/pod<UID>"), in the v1 cpuacct,
+// memory and pids hierarchies under `fs_root` or, on a v2 host, the unified one.
 CgroupUsage ReadCgroupUsage(const std::string& fs_root, const std::string& cgroup);
 
 // The pod's cgroup path under `cgroup_root` ("/" or "/a/b"): ROOT/kubepods/pod<UID>,
@@ -109,5 +110,14 @@ bool IsCgroupV2(const std::string& fs_root);
 
 // When the node booted, in Unix seconds (PROC/stat's btime).
 Result<int64_t> ReadBootTime(const std::string& proc = "/proc");
+
+// The node's process IDs as the kubelet's pid.available reads them: the most there can be
+// (the smaller of kernel.pid_max and kernel.threads-max) and the tasks there are (threads
+// included: the total of /proc/loadavg, as sysinfo's procs).
+struct NodePids {
+  int64_t max = 0;
+  int64_t in_use = 0;
+};
+Result<NodePids> ReadNodePids(const std::string& proc = "/proc");
 
 }  // namespace nodelet::stats

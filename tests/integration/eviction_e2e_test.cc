@@ -18,6 +18,11 @@
 // reclaim first, then the filler is evicted (the most above its request), its emptyDir is torn
 // down so the space comes back, the quiet pod stays, and under DiskPressure no new pod is
 // admitted.
+// And the pods' own local-storage limits (an emptyDir's sizeLimit, the containers'
+// ephemeral-storage limits, alone and summed), with no threshold set: each pod past one is
+// evicted with the kubelet's message, the others and a critical pod stay.
+// And PID pressure (pid.available): the pod with the most processes goes, PIDPressure refuses
+// new pods.
 // Runs alone (is_parallel false): another test's pods would move the node's memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -28,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -295,6 +301,131 @@ TEST_F(DiskEvictionE2eTest, TheFillerIsEvictedAfterAReclaimAndItsEmptyDirGivesTh
             "The node had condition: [DiskPressure]. ");
   EXPECT_FALSE(RunningContainer("quiet-node1").empty());
   EXPECT_EQ(Phase("quiet"), "Running");
+  EXPECT_EQ(Count("nodelet-2.log", "Evicting pod"), 1u);
+}
+
+// A pod that writes `mib` MiB with `command` (a shell line), then sleeps; `spec` adds fields
+// (indented two spaces) and `resources` is the container's.
+std::string WriterYaml(const std::string& name, const std::string& spec, const std::string& command,
+                       const std::string& resources) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 30\n" + spec +
+         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+         "    imagePullPolicy: Never\n"
+         "    command: [\"sh\", \"-c\", \"" +
+         command + "; sleep 3600\"]\n    resources: " + resources + "\n" +
+         (spec.find("volumes:") != std::string::npos
+              ? "    volumeMounts: [{name: data, mountPath: /data}]\n"
+              : "");
+}
+
+// The kubelet's local-storage eviction: with no threshold at all, each pod past one of its own
+// limits is evicted at once with the kubelet's message; a pod within them, and a critical pod
+// past its limit, stay.
+TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubeletsMessages) {
+  const std::string fill = "dd if=/dev/zero of=/data/fill bs=1M count=";
+  Write("sized.yaml",
+        WriterYaml("sized", "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 2Mi}}\n",
+                   fill + "6", "{}"));
+  Write("total.yaml", WriterYaml("total", "  volumes:\n  - {name: data, emptyDir: {}}\n",
+                                 fill + "6", "{limits: {ephemeral-storage: 4Mi}}"));
+  // Two containers: the pod's summed limit (12Mi) holds, the chatty one's own (2Mi) does not.
+  Write("chatty.yaml",
+        WriterYaml("chatty", "", "yes 0123456789abcdef0123456789abcdef | head -c 6000000",
+                   "{limits: {ephemeral-storage: 2Mi}}") +
+            "  - name: calm\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
+            "    command: [\"sleep\", \"3600\"]\n"
+            "    resources: {limits: {ephemeral-storage: 10Mi}}\n");
+  Write("within.yaml",
+        WriterYaml("within", "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 8Mi}}\n",
+                   fill + "1", "{limits: {ephemeral-storage: 8Mi}}"));
+  Write("crit.yaml", WriterYaml("crit",
+                                "  priorityClassName: system-node-critical\n"
+                                "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 1Mi}}\n",
+                                fill + "4", "{}"));
+  StartNodelet({"--eviction-hard", "", "--eviction-monitoring-period", "1s"});
+  const std::map<std::string, std::string> expected = {
+      {"sized", "Usage of EmptyDir volume \"data\" exceeds the limit \"2Mi\". "},
+      {"total", "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. "},
+      {"chatty", "Container app exceeded its local ephemeral storage limit \"2Mi\". "},
+  };
+  // Directory figures are walked every 10 s: within a few walks of the writes.
+  for (const auto& [name, message] : expected) {
+    ASSERT_TRUE(WaitFor([&] { return Phase(name) == "Failed"; }, 90s))
+        << name << ": " << CtlPod(name + "-node1").dump(2);
+    auto p = CtlPod(name + "-node1");
+    EXPECT_EQ(p["status"].value("reason", ""), "Evicted") << name;
+    EXPECT_EQ(p["status"].value("message", ""), message) << name;
+    EXPECT_TRUE(WaitFor([&] { return RunningContainer(name + "-node1").empty(); }, 30s)) << name;
+  }
+  EXPECT_EQ(Phase("within"), "Running");
+  EXPECT_EQ(Phase("crit"), "Running");
+  EXPECT_FALSE(RunningContainer("within-node1").empty());
+  EXPECT_FALSE(RunningContainer("crit-node1").empty());
+  EXPECT_EQ(Count("nodelet.log", "Evicting pod"), 3u);
+  // No node condition came of it.
+  EXPECT_FALSE(NodeCondition("DiskPressure"));
+}
+
+// pid.available as the kubelet measures it: min(pid_max, threads-max) minus the node's tasks.
+int64_t PidsAvailable() {
+  const int64_t max =
+      std::min(FileInt("/proc/sys/kernel/pid_max"), FileInt("/proc/sys/kernel/threads-max"));
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c, tasks;
+  in >> a >> b >> c >> tasks;
+  return max - std::stoll(tasks.substr(tasks.find('/') + 1));
+}
+
+// PID pressure: a threshold 150 above the measured pid.available, a pod of 300 processes, a
+// critical pod and a quiet one: the many-process pod goes (lower priority first, then most
+// processes), PIDPressure shows and refuses a new pod of any QoS class, the others stay.
+TEST_F(EvictionE2eTest, UnderPidPressureThePodWithMostProcessesGoesAndNoPodIsAdmitted) {
+  auto sleeper = [](const std::string& name, int n, const std::string& spec) {
+    return WriterYaml(
+        name, spec, "for i in $(seq " + std::to_string(n) + "); do sleep 3600 & done; wait", "{}");
+  };
+  Write("forker.yaml", sleeper("forker", 300, ""));
+  Write("quiet.yaml", sleeper("quiet", 2, ""));
+  Write("crit.yaml", sleeper("crit", 5, "  priorityClassName: system-node-critical\n"));
+  const std::vector<std::string> no_eviction = {"--eviction-hard", "",
+                                                "--eviction-monitoring-period", "1s"};
+  StartNodelet(no_eviction);
+  for (const char* pod : {"forker", "quiet", "crit"}) {
+    ASSERT_TRUE(WaitFor([&] { return Phase(pod) == "Running"; }, 60s)) << pod;
+  }
+  // Every sleep of the forker started: its pod cgroup counts them.
+  const std::string uid = PodJson("forker-node1")["metadata"].value("uid", "");
+  ASSERT_FALSE(uid.empty());
+  std::string pids_file;
+  for (const char* qos : {"", "/burstable", "/besteffort"}) {
+    const std::string f = "/sys/fs/cgroup/pids" + TestCgroupRoot(dir_.path()) + "/kubepods" + qos +
+                          "/pod" + uid + "/pids.current";
+    if (fs::exists(f)) pids_file = f;
+  }
+  if (pids_file.empty()) GTEST_SKIP() << "no v1 pids hierarchy with the pod's cgroup";
+  ASSERT_TRUE(WaitFor([&] { return FileInt(pids_file) >= 300; }, 30s)) << FileInt(pids_file);
+  const int64_t threshold = PidsAvailable() + 150;
+  nodelet_->Signal(SIGTERM);
+  ASSERT_TRUE(nodelet_->Wait(30s).has_value());
+  StartNodelet({"--eviction-hard", "pid.available<" + std::to_string(threshold),
+                "--eviction-monitoring-period", "1s", "--eviction-pressure-transition-period",
+                "120s"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("forker") == "Failed"; }, 60s))
+      << CtlPod("forker-node1").dump(2);
+  auto forker = CtlPod("forker-node1");
+  EXPECT_EQ(forker["status"].value("reason", ""), "Evicted");
+  EXPECT_THAT(forker["status"].value("message", ""),
+              ::testing::MatchesRegex("The node was low on resource: pids\\. Threshold quantity: " +
+                                      std::to_string(threshold) + ", available: [0-9]+\\. "));
+  EXPECT_TRUE(WaitFor([&] { return NodeCondition("PIDPressure"); }, 20s));
+  Write("late.yaml", HogYaml("late", 1, "", "{requests: {memory: 8Mi}}"));
+  ASSERT_TRUE(WaitFor([&] { return Phase("late") == "Failed"; }, 30s));
+  EXPECT_EQ(CtlPod("late-node1")["status"].value("message", ""),
+            "The node had condition: [PIDPressure]. ");
+  EXPECT_TRUE(WaitFor([&] { return RunningContainer("forker-node1").empty(); }, 30s));
+  EXPECT_EQ(Phase("quiet"), "Running");
+  EXPECT_EQ(Phase("crit"), "Running");
   EXPECT_EQ(Count("nodelet-2.log", "Evicting pod"), 1u);
 }
 

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "lib/pod/defaults.h"
+#include "lib/pod/manifest_parser.h"
 #include "lib/pod/qos.h"
+#include "lib/pod/validation.h"
 
 namespace nodelet::pod {
 namespace {
@@ -118,6 +121,99 @@ TEST(EvictionStateTest, PercentagesAreOfTheObservedCapacityAndUnobservedSignalsN
   EXPECT_TRUE(state.Observe(o, 2).empty());
 }
 
+TEST(EvictionFlagsTest, MinimumReclaimsGoOnEveryThresholdOfTheirSignalAndRefuseStrays) {
+  auto t = *ParseEvictionThresholds("memory.available<100Mi,nodefs.available<10%", true);
+  auto soft = *ParseEvictionThresholds("nodefs.available<20%", false);
+  t.insert(t.end(), soft.begin(), soft.end());
+  ASSERT_TRUE(ApplyMinimumReclaims("nodefs.available=5%, memory.available=50Mi", &t).ok());
+  EXPECT_EQ(t[0].ReclaimTarget(1 << 30), int64_t{150} << 20);
+  EXPECT_EQ(t[1].ReclaimTarget(1000), 150);
+  EXPECT_EQ(t[2].ReclaimTarget(1000), 250);
+  for (const char* bad :
+       {"nodefs.available", "cpu.available=1", "memory.available=-1Mi", "nodefs.available=101%",
+        "memory.available=1Mi,memory.available=2Mi", "imagefs.available=1Gi"}) {
+    auto copy = t;
+    Status s = ApplyMinimumReclaims(bad, &copy);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find('"'), std::string::npos) << bad;
+  }
+}
+
+TEST(EvictionStateTest, AThresholdActedOnHoldsUntilItsMinimumReclaimIsWonBack) {
+  auto t = *ParseEvictionThresholds("memory.available<1Gi", true);
+  ASSERT_TRUE(ApplyMinimumReclaims("memory.available=512Mi", &t).ok());
+  EvictionState state(t, 0s);
+  const int64_t mi = int64_t{1} << 20;
+  // Not met yet: the minimum reclaim alone never raises a threshold.
+  EXPECT_TRUE(state.Observe(Memory(1200 * mi), 0).empty());
+  EXPECT_EQ(state.Observe(Memory(900 * mi), 1000).size(), 1u);
+  // Back above the threshold but not above threshold + reclaim: still acted on, still pressure.
+  EXPECT_EQ(state.Observe(Memory(1200 * mi), 2000).size(), 1u);
+  EXPECT_TRUE(state.Pressure("MemoryPressure", 2000));
+  EXPECT_TRUE(state.Observe(Memory(1536 * mi), 3000).empty());
+  EXPECT_FALSE(state.Pressure("MemoryPressure", 3000));
+  // Once resolved, the band alone does not raise it again.
+  EXPECT_TRUE(state.Observe(Memory(1200 * mi), 4000).empty());
+}
+
+// A pod whose spec is `spec` (indented two spaces), decoded, defaulted and validated.
+struct Pod PodOf(const std::string& spec) {
+  auto r = DecodeManifest(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: s, namespace: default}\nspec:\n" + spec,
+      "s.yaml");
+  EXPECT_TRUE(r.errors.empty()) << r.errors[0].message;
+  if (r.pods.empty()) return {};
+  struct Pod pod = r.pods[0].pod;
+  ApplyPodDefaults(pod);
+  for (const auto& e : ValidatePod(pod)) ADD_FAILURE() << e.ToString();
+  return pod;
+}
+
+TEST(LocalStorageTest, AnEmptyDirPastItsSizeLimitComesFirst) {
+  const auto pod = PodOf(
+      "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 2Mi}}\n  - {name: free, emptyDir: {}}\n"
+      "  containers:\n  - name: app\n    image: busybox\n"
+      "    resources: {limits: {ephemeral-storage: 1Mi}}\n");
+  PodStorageUsage u;
+  u.volumes = {{"data", 2 << 20}, {"free", 50 << 20}};
+  u.total = 52 << 20;
+  // Exactly at its limit is within it; the pod's total is past the containers' limit.
+  EXPECT_EQ(LocalStorageViolation(pod, u),
+            "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ");
+  u.volumes["data"] = (2 << 20) + 1;
+  EXPECT_EQ(LocalStorageViolation(pod, u),
+            "Usage of EmptyDir volume \"data\" exceeds the limit \"2Mi\". ");
+}
+
+TEST(LocalStorageTest, PodLimitIsTheSumOfItsContainersAndAContainerIsHeldToItsOwn) {
+  const auto pod = PodOf(
+      "  containers:\n  - name: a\n    image: busybox\n"
+      "    resources: {limits: {ephemeral-storage: 3Mi}}\n"
+      "  - name: b\n    image: busybox\n    resources: {limits: {ephemeral-storage: 1M}}\n"
+      "  - name: c\n    image: busybox\n");
+  PodStorageUsage u;
+  u.containers = {{"a", 1 << 20}, {"b", 1000000}, {"c", 2 << 20}};
+  u.total = (3 << 20) + 1000000;
+  EXPECT_EQ(LocalStorageViolation(pod, u), std::nullopt);  // c has no limit of its own
+  u.containers["b"] = 1000001;
+  EXPECT_EQ(LocalStorageViolation(pod, u),
+            "Container b exceeded its local ephemeral storage limit \"1M\". ");
+  u.total = (3 << 20) + 1000001;
+  EXPECT_EQ(LocalStorageViolation(pod, u),
+            "Pod ephemeral local storage usage exceeds the total limit of containers 4145728. ");
+}
+
+TEST(LocalStorageTest, NoLimitsNoEviction) {
+  const auto pod = PodOf(
+      "  volumes:\n  - {name: data, emptyDir: {}}\n"
+      "  containers:\n  - name: app\n    image: busybox\n");
+  PodStorageUsage u;
+  u.volumes = {{"data", int64_t{1} << 40}};
+  u.containers = {{"app", int64_t{1} << 40}};
+  u.total = int64_t{2} << 40;
+  EXPECT_EQ(LocalStorageViolation(pod, u), std::nullopt);
+}
+
 EvictionCandidate Pod(std::string uid, int64_t usage, int64_t request, int32_t priority = 0) {
   EvictionCandidate c;
   c.uid = uid;
@@ -171,6 +267,27 @@ TEST(EvictionRankTest, InodesRankByInodesUsedWithNoRequest) {
   // By bytes both are within their requests: the one most below goes last.
   EXPECT_EQ(Order(EvictionSignal::kNodeFsAvailable, pods),
             (std::vector<std::string>{"many", "few"}));
+}
+
+TEST(EvictionRankTest, PidsRankByPriorityThenProcessesAndNameNoContainer) {
+  auto with = [](std::string uid, int64_t processes, int32_t priority) {
+    EvictionCandidate c = Pod(uid, 0, 1000, priority);
+    c.processes = processes;
+    return c;
+  };
+  std::vector<EvictionCandidate> pods = {with("few", 3, 0), with("many", 400, 0),
+                                         with("important", 900, 10),
+                                         with("crit", 5000, 2000001000)};
+  EXPECT_EQ(Order(EvictionSignal::kPidAvailable, pods),
+            (std::vector<std::string>{"many", "few", "important"}));
+  auto t = *ParseEvictionThresholds("pid.available<1000", true);
+  ASSERT_EQ(t.size(), 1u);
+  EvictionState state(t, 0s);
+  EXPECT_EQ(state.Observe({{EvictionSignal::kPidAvailable, {900, 32768}}}, 1).size(), 1u);
+  EXPECT_TRUE(state.Pressure("PIDPressure", 1));
+  EXPECT_FALSE(state.Pressure("DiskPressure", 1));
+  EXPECT_EQ(EvictionMessage(t[0], {900, 32768}, pods[1]),
+            "The node was low on resource: pids. Threshold quantity: 1000, available: 900. ");
 }
 
 TEST(EvictionMessageTest, NamesTheResourceTheThresholdTheAvailableAndTheContainersAbove) {

@@ -66,6 +66,24 @@ TEST_F(UsageTest, V1CountersFromTheCpuacctAndMemoryHierarchies) {
   EXPECT_EQ(u.memory->rss_bytes, 60 * kMiB);
   EXPECT_EQ(u.memory->page_faults, 500);
   EXPECT_EQ(u.memory->major_page_faults, 7);
+  EXPECT_FALSE(u.processes.has_value()) << "no pids hierarchy";
+  testing::WriteTextFile(root() + "/pids" + cg + "/pids.current", "42\n");
+  EXPECT_EQ(ReadCgroupUsage(root(), cg).processes, 42);
+}
+
+TEST_F(UsageTest, NodePidsAreTheSmallerLimitLessTheTasks) {
+  EXPECT_FALSE(ReadNodePids(proc()).ok());
+  testing::WriteTextFile(proc() + "/sys/kernel/pid_max", "32768\n");
+  testing::WriteTextFile(proc() + "/sys/kernel/threads-max", "192730\n");
+  testing::WriteTextFile(proc() + "/loadavg", "0.12 0.08 0.05 3/345 6789\n");
+  auto p = ReadNodePids(proc());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->max, 32768);
+  EXPECT_EQ(p->in_use, 345);
+  testing::WriteTextFile(proc() + "/sys/kernel/threads-max", "1000\n");
+  EXPECT_EQ(ReadNodePids(proc())->max, 1000);
+  testing::WriteTextFile(proc() + "/loadavg", "0.12 0.08 0.05\n");
+  EXPECT_FALSE(ReadNodePids(proc()).ok());
 }
 
 TEST_F(UsageTest, V1JoinedCpuCpuacctThroughItsSymlinks) {

@@ -80,6 +80,7 @@ NodeStats FullSample() {
   s.memory = stats::NodeMemory{1000, 600, 700, 400};
   s.nodefs = stats::FsStats{10000, 4000, 6000, 100, 40, 60};
   s.imagefs = stats::FsStats{20000, 5000, 1234, 200, 150, 50};
+  s.pids = stats::NodePids{32768, 345};
   PodStats p;
   p.uid = "u1";
   p.name = "web-node1";
@@ -87,6 +88,7 @@ NodeStats FullSample() {
   p.start_time_unix_s = 1714564000;
   p.cpu = stats::CpuUsage{3000000000};
   p.memory = stats::MemoryUsage{800, 500, 300, 11, 2};
+  p.processes = 7;
   ContainerStats c;
   c.name = "app";
   c.id = "c1";
@@ -123,6 +125,8 @@ TEST(SummaryJsonTest, TheKubeletsSummaryShape) {
   EXPECT_EQ(node["fs"]["inodesFree"], 40);
   EXPECT_EQ(node["fs"]["inodesUsed"], 60);
   EXPECT_EQ(node["runtime"]["imageFs"]["usedBytes"], 1234);
+  EXPECT_EQ(node["rlimit"]["maxpid"], 32768);
+  EXPECT_EQ(node["rlimit"]["curproc"], 345);
 
   ASSERT_EQ(j["pods"].size(), 1u);
   const json& p = j["pods"][0];
@@ -152,6 +156,7 @@ TEST(SummaryJsonTest, TheKubeletsSummaryShape) {
   EXPECT_EQ(p["ephemeral-storage"]["usedBytes"], 16384);
   EXPECT_EQ(p["ephemeral-storage"]["inodesUsed"], 6);
   EXPECT_EQ(p["ephemeral-storage"]["availableBytes"], 4000);
+  EXPECT_EQ(p["process_stats"]["process_count"], 7);
 
   // Without a rate (one sample so far), usageNanoCores is left out, not 0.
   json first = json::parse(SummaryJson(RatedSample{FullSample(), {}}, 0));

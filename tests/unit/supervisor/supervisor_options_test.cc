@@ -158,5 +158,17 @@ TEST(SupervisorOptionsTest, ContainerLogFlagsAreCheckedAndPassedToPodworkerd) {
   }
 }
 
+TEST(SupervisorOptionsTest, EvictionMinimumReclaimIsAFlagAndAConfigKey) {
+  Parsed p = Parse({"--eviction-minimum-reclaim", "nodefs.available=512Mi"});
+  ASSERT_EQ(p.rc, -1) << p.stderr_text;
+  EXPECT_EQ(p.options.eviction_minimum_reclaim, "nodefs.available=512Mi");
+  testing::TempDir dir;
+  testing::WriteTextFile(dir.Sub("nodelet.yaml"),
+                         "supervisor:\n  eviction-minimum-reclaim: imagefs.available=5%\n");
+  Parsed c = Parse({"--config", dir.Sub("nodelet.yaml")});
+  ASSERT_EQ(c.rc, -1) << c.stderr_text;
+  EXPECT_EQ(c.options.eviction_minimum_reclaim, "imagefs.available=5%");
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
