@@ -371,7 +371,9 @@ bool EvictionManager::EvictPastLocalStorageLimits(const NodeStats& sample) {
     for (const auto& c : s.containers) {
       int64_t& used = usage.containers[c.name];
       if (c.logs) used += c.logs->used_bytes;
-      if (c.rootfs) used += c.rootfs->used_bytes;
+      // The writable layer counts against the container's own limit only when it is on nodefs
+      // (the kubelet's containerEphemeralStorageLimitEviction); the pod's total always has it.
+      if (c.rootfs && !sample.dedicated_image_fs) used += c.rootfs->used_bytes;
     }
     usage.total = s.ephemeral_storage.used_bytes;
     auto message = pod::LocalStorageViolation(p, usage);

@@ -103,8 +103,8 @@ struct StatsCollector::Impl {
     bool warned = false;  // its truncation was logged (once per path)
   };
 
-  Impl(const Clock& c, StatsCollectorOptions o, cri::ImageService* i)
-      : clock(c), options(std::move(o)), images(i) {}
+  Impl(const Clock& c, StatsCollectorOptions o, cri::ImageService* i, cri::RuntimeService* r)
+      : clock(c), options(std::move(o)), images(i), runtime(r) {}
 
   // The walks of this sample: each path's figure from the cache when it is fresh, else walked
   // (those never walked first, then the stalest) until the sample's budget is spent.
@@ -162,7 +162,39 @@ struct StatsCollector::Impl {
     if (image_fs_at && now - *image_fs_at < options.walk_period) return image_fs;
     image_fs_at = now;
     image_fs = AskImageFs();
+    dedicated_image_fs = false;
+    struct stat root {
+    }, images_st{};
+    if (image_fs && stat(options.root_dir.c_str(), &root) == 0 &&
+        stat(image_fs_mountpoint.c_str(), &images_st) == 0) {
+      dedicated_image_fs = root.st_dev != images_st.st_dev;
+    }
     return image_fs;
+  }
+
+  // The containers' writable layers by id (CRI ListContainerStats), kept for walk_period:
+  // containerd itself measures them only every stats_collect_period (10 s).
+  const std::map<std::string, stats::DirUsage>& WritableLayers() {
+    if (runtime == nullptr) return layers;
+    const MonoTime now = clock.Now();
+    if (layers_at && now - *layers_at < options.walk_period) return layers;
+    layers_at = now;
+    layers.clear();
+    auto list = runtime->ListContainerStats(cri::v1::ContainerStatsFilter());
+    if (!list.ok()) {
+      if (!layers_failed) log->warn("writable layers unknown: {}", list.status().message());
+      layers_failed = true;
+      return layers;
+    }
+    layers_failed = false;
+    for (const auto& st : *list) {
+      if (!st.has_writable_layer() || st.attributes().id().empty()) continue;
+      stats::DirUsage u;
+      u.used_bytes = static_cast<int64_t>(st.writable_layer().used_bytes().value());
+      u.inodes_used = static_cast<int64_t>(st.writable_layer().inodes_used().value());
+      layers[st.attributes().id()] = u;
+    }
+    return layers;
   }
 
   std::optional<stats::FsStats> AskImageFs() {
@@ -171,6 +203,7 @@ struct StatsCollector::Impl {
     const auto& usage = info->image_filesystems(0);
     const std::string& mountpoint = usage.fs_id().mountpoint();
     if (mountpoint.empty() || mountpoint.front() != '/') return std::nullopt;
+    image_fs_mountpoint = mountpoint;
     auto fs = stats::StatFilesystem(mountpoint);
     if (!fs.ok()) return std::nullopt;
     // As the kubelet: the images' own bytes and inodes, the rest from the filesystem.
@@ -227,6 +260,7 @@ struct StatsCollector::Impl {
     }
     if (auto fs = stats::StatFilesystem(options.root_dir); fs.ok()) s.nodefs = *fs;
     s.imagefs = ImageFs();
+    s.dedicated_image_fs = dedicated_image_fs;
 
     // The pods' directories: LOG-DIR/pods/NS_NAME_UID (one walk, split by container), the local
     // volumes and ROOT/pods/UID/etc-hosts.
@@ -270,12 +304,22 @@ struct StatsCollector::Impl {
       }
       if (const Walk* w = WalkOf(paths[i].etc_hosts)) Add(p.ephemeral_storage, w->measured.usage);
     }
+    const auto& writable = WritableLayers();
+    for (auto& p : s.pods) {
+      for (auto& c : p.containers) {
+        auto it = writable.find(c.id);
+        if (it == writable.end()) continue;
+        c.rootfs = it->second;
+        Add(p.ephemeral_storage, it->second);
+      }
+    }
     return s;
   }
 
   const Clock& clock;
   const StatsCollectorOptions options;
   cri::ImageService* images;
+  cri::RuntimeService* runtime;
   std::shared_ptr<spdlog::logger> log = GetLogger("stats");
 
   std::mutex pods_mu;
@@ -289,12 +333,17 @@ struct StatsCollector::Impl {
   std::map<std::string, Walk> walks;
   std::optional<MonoTime> image_fs_at;
   std::optional<stats::FsStats> image_fs;
+  std::string image_fs_mountpoint;
+  bool dedicated_image_fs = false;
+  std::optional<MonoTime> layers_at;
+  std::map<std::string, stats::DirUsage> layers;
+  bool layers_failed = false;  // logged once until it works again
   std::atomic<uint64_t> truncated{0}, deferred{0};
 };
 
 StatsCollector::StatsCollector(const Clock& clock, StatsCollectorOptions options,
-                               cri::ImageService* images)
-    : impl_(std::make_unique<Impl>(clock, std::move(options), images)) {}
+                               cri::ImageService* images, cri::RuntimeService* runtime)
+    : impl_(std::make_unique<Impl>(clock, std::move(options), images, runtime)) {}
 
 StatsCollector::~StatsCollector() = default;
 

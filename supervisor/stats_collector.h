@@ -22,6 +22,7 @@
 
 namespace nodelet::cri {
 class ImageService;
+class RuntimeService;
 }  // namespace nodelet::cri
 namespace nodelet::pleg {
 class PlegMirror;
@@ -69,6 +70,7 @@ struct NodeStats {
   std::optional<stats::NodePids> pids;
   std::optional<stats::FsStats> nodefs;   // the filesystem of --root-dir
   std::optional<stats::FsStats> imagefs;  // the runtime's image filesystem (CRI ImageFsInfo)
+  bool dedicated_image_fs = false;        // imagefs is not nodefs's filesystem
   std::vector<PodStats> pods;
 };
 
@@ -117,12 +119,13 @@ struct StatsCollectorOptions {
 
 // Samples the node and the pods of the last SetPods from the kernel (lib/stats), the runtime's
 // image filesystem through CRI ImageFsInfo (none without `images`; its answer kept for
-// walk_period), and the directories above.
+// walk_period), the containers' writable layers through CRI ListContainerStats (none without
+// `runtime`; kept for walk_period), and the directories above.
 // Callable from any thread; samples are taken one at a time.
 class StatsCollector : public StatsSource {
  public:
   StatsCollector(const Clock& clock, StatsCollectorOptions options,
-                 cri::ImageService* images = nullptr);
+                 cri::ImageService* images = nullptr, cri::RuntimeService* runtime = nullptr);
   ~StatsCollector() override;
   StatsCollector(const StatsCollector&) = delete;
   StatsCollector& operator=(const StatsCollector&) = delete;

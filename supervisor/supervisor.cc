@@ -202,7 +202,8 @@ class Supervisor::Impl {
     stats_opts.root_dir = c.root_dir;
     stats_opts.log_dir = c.log_dir;
     stats_opts.cgroup_root = options_.cgroups.root;
-    stats_ = std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get());
+    stats_ =
+        std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get(), cri_client_.get());
     EvictionManagerOptions eviction_opts;
     eviction_opts.thresholds = *thresholds;
     eviction_opts.pressure_transition_period =

@@ -420,6 +420,21 @@ Status GrpcCriClient::ReopenContainerLog(const std::string& container_id) {
   });
 }
 
+Result<std::vector<v1::ContainerStats>> GrpcCriClient::ListContainerStats(
+    const v1::ContainerStatsFilter& filter) {
+  v1::ListContainerStatsRequest request;
+  *request.mutable_filter() = filter;
+  v1::ListContainerStatsResponse response;
+  Status s = Invoke("ListContainerStats", timeouts_.query, [&](grpc::ClientContext* c) {
+    return stubs_->runtime->ListContainerStats(c, request, &response);
+  });
+  if (!s.ok()) return s;
+  std::vector<v1::ContainerStats> items;
+  items.reserve(static_cast<size_t>(response.stats_size()));
+  for (auto& item : *response.mutable_stats()) items.push_back(std::move(item));
+  return items;
+}
+
 Result<std::vector<v1::Image>> GrpcCriClient::ListImages(const v1::ImageFilter& filter) {
   v1::ListImagesRequest request;
   *request.mutable_filter() = filter;

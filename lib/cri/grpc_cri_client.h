@@ -25,7 +25,7 @@ struct CriTimeouts {
   // the base of StopContainer's (plus its grace period) and ExecSync's (plus its timeout).
   std::chrono::milliseconds call{std::chrono::minutes(2)};
   // Version, Status, ListPodSandbox, PodSandboxStatus, ListContainers, ContainerStatus,
-  // ListImages, ImageStatus, ImageFsInfo.
+  // ListImages, ImageStatus, ImageFsInfo, ListContainerStats.
   std::chrono::milliseconds query{std::chrono::seconds(10)};
 };
 
@@ -84,6 +84,8 @@ class GrpcCriClient final : public RuntimeService, public ImageService {
   Result<std::string> Attach(const v1::AttachRequest& request) override;
   Result<std::string> PortForward(const v1::PortForwardRequest& request) override;
   Status ReopenContainerLog(const std::string& container_id) override;
+  Result<std::vector<v1::ContainerStats>> ListContainerStats(
+      const v1::ContainerStatsFilter& filter) override;
 
   // ImageService.
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;

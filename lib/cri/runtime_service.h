@@ -84,6 +84,13 @@ class RuntimeService {
   // Makes the runtime reopen a running container's log file (after it was renamed by log
   // rotation); an error when the container is not running.
   virtual Status ReopenContainerLog(const std::string& container_id) = 0;
+  // The running containers' stats (the writable layer's use, for ephemeral storage); an empty
+  // filter lists every one. Not every implementation answers it.
+  virtual Result<std::vector<v1::ContainerStats>> ListContainerStats(
+      const v1::ContainerStatsFilter& filter) {
+    (void)filter;
+    return Status(StatusCode::kFailedPrecondition, "ListContainerStats is not implemented here");
+  }
 };
 
 class ImageService {

@@ -101,6 +101,8 @@ const char* CriCallName(CriCall call) {
       return "PullImage";
     case CriCall::kRemoveImage:
       return "RemoveImage";
+    case CriCall::kListContainerStats:
+      return "ListContainerStats";
     case CriCall::kImageFsInfo:
       return "ImageFsInfo";
   }
@@ -764,6 +766,29 @@ Result<v1::ImageFsInfoResponse> FakeCriRuntime::ImageFsInfo() {
   fs->mutable_used_bytes()->set_value(used);
   fs->mutable_inodes_used()->set_value(images_.size());
   return r;
+}
+
+void FakeCriRuntime::SetWritableLayer(const std::string& container_id, uint64_t used_bytes,
+                                      uint64_t inodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  writable_layers_[container_id] = {used_bytes, inodes};
+}
+
+Result<std::vector<v1::ContainerStats>> FakeCriRuntime::ListContainerStats(
+    const v1::ContainerStatsFilter& filter) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (Status s = Enter(lock, CriCall::kListContainerStats, {filter.id()}); !s.ok()) return s;
+  std::vector<v1::ContainerStats> out;
+  for (const auto& [id, layer] : writable_layers_) {
+    if (!filter.id().empty() && filter.id() != id) continue;
+    v1::ContainerStats st;
+    st.mutable_attributes()->set_id(id);
+    st.mutable_writable_layer()->set_timestamp(now_ns_);
+    st.mutable_writable_layer()->mutable_used_bytes()->set_value(layer.first);
+    st.mutable_writable_layer()->mutable_inodes_used()->set_value(layer.second);
+    out.push_back(std::move(st));
+  }
+  return out;
 }
 
 }  // namespace nodelet::testing

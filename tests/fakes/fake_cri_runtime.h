@@ -46,6 +46,7 @@ enum class CriCall {
   kPullImage,
   kRemoveImage,
   kImageFsInfo,
+  kListContainerStats,
 };
 
 // The CRI method name ("RunPodSandbox", ...).
@@ -99,6 +100,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   // The image filesystem's mountpoint that ImageFsInfo reports (default "/fake/imagefs"); its
   // used bytes are the sum of the images' sizes.
   void SetImageFsMountpoint(const std::string& mountpoint);
+  // The writable layer ListContainerStats reports for a container (none set: not reported).
+  void SetWritableLayer(const std::string& container_id, uint64_t used_bytes, uint64_t inodes);
   // A running container's process exits: state EXITED with this exit code and reason.
   // NOT_FOUND when there is no such container; FAILED_PRECONDITION when it is not running.
   Status ExitContainer(const std::string& container_id, int32_t exit_code,
@@ -150,6 +153,9 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   Status ReopenContainerLog(const std::string& container_id) override;
   // How many times ReopenContainerLog succeeded for the container.
   int ReopenedLogs(const std::string& container_id) const;
+  // The running containers with a writable layer set (SetWritableLayer); filters by id only.
+  Result<std::vector<v1::ContainerStats>> ListContainerStats(
+      const v1::ContainerStatsFilter& filter) override;
 
   // ---- ImageService ---------------------------------------------------------------------------
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;
@@ -225,6 +231,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   std::map<std::string, ContainerRecord> containers_;
   std::vector<ImageRecord> images_;
   std::string image_fs_mountpoint_ = "/fake/imagefs";
+  std::map<std::string, std::pair<uint64_t, uint64_t>> writable_layers_;  // id -> bytes, inodes
   ExecHandler exec_handler_;
   std::map<std::string, int> reopened_logs_;
   int32_t stop_exit_code_ = 137;

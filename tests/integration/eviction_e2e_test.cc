@@ -19,7 +19,8 @@
 // down so the space comes back, the quiet pod stays, and under DiskPressure no new pod is
 // admitted.
 // And the pods' own local-storage limits (an emptyDir's sizeLimit, the containers'
-// ephemeral-storage limits, alone and summed), with no threshold set: each pod past one is
+// ephemeral-storage limits, alone and summed, on logs, volumes and the writable layer), with no
+// threshold set: each pod past one is
 // evicted with the kubelet's message, the others and a critical pod stay.
 // And PID pressure (pid.available): the pod with the most processes goes, PIDPressure refuses
 // new pods.
@@ -336,6 +337,9 @@ TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubelets
             "  - name: calm\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
             "    command: [\"sleep\", \"3600\"]\n"
             "    resources: {limits: {ephemeral-storage: 10Mi}}\n");
+  // Written into the container's own root filesystem: its writable layer (CRI stats).
+  Write("layer.yaml", WriterYaml("layer", "", "dd if=/dev/zero of=/tmp/fill bs=1M count=6",
+                                 "{limits: {ephemeral-storage: 4Mi}}"));
   Write("within.yaml",
         WriterYaml("within", "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 8Mi}}\n",
                    fill + "1", "{limits: {ephemeral-storage: 8Mi}}"));
@@ -348,6 +352,7 @@ TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubelets
       {"sized", "Usage of EmptyDir volume \"data\" exceeds the limit \"2Mi\". "},
       {"total", "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. "},
       {"chatty", "Container app exceeded its local ephemeral storage limit \"2Mi\". "},
+      {"layer", "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. "},
   };
   // Directory figures are walked every 10 s: within a few walks of the writes.
   for (const auto& [name, message] : expected) {
@@ -362,7 +367,7 @@ TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubelets
   EXPECT_EQ(Phase("crit"), "Running");
   EXPECT_FALSE(RunningContainer("within-node1").empty());
   EXPECT_FALSE(RunningContainer("crit-node1").empty());
-  EXPECT_EQ(Count("nodelet.log", "Evicting pod"), 3u);
+  EXPECT_EQ(Count("nodelet.log", "Evicting pod"), 4u);
   // No node condition came of it.
   EXPECT_FALSE(NodeCondition("DiskPressure"));
 }

@@ -254,6 +254,8 @@ Result<std::string> MakeContainerdConfig(const std::string& default_config, cons
       {kCriPluginSection, "stream_server_address", Quote("127.0.0.1")},
       {kCriPluginSection, "stream_server_port", Quote("0")},
       {kCriPluginSection, "enable_tls_streaming", "false"},
+      // Writable layers measured every second (default 10 s), for the local-storage tests.
+      {kCriPluginSection, "stats_collect_period", "1"},
       // runc's state (default /run/containerd/runc, shared by every instance) under ours too.
       {kRuncOptionsSection, "Root", Quote(dir + "/state/runc")},
       // CNI: Debian's plugins, a conf dir of our own (empty without a pod network).

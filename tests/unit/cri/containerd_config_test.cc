@@ -35,6 +35,7 @@ version = 2
     netns_mounts_under_state_dir = false
     restrict_oom_score_adj = false
     sandbox_image = "registry.k8s.io/pause:3.6"
+    stats_collect_period = 10
     stream_server_address = ""
     stream_server_port = "10010"
 
@@ -68,6 +69,7 @@ TEST(MakeContainerdConfig, MovesEverythingUnderTheDirAndSetsTheCriOptions) {
   EXPECT_THAT(*config, HasSubstr("[grpc]\n  address = \"/tmp/x/containerd.sock\"\n"));
   EXPECT_THAT(*config, HasSubstr("    sandbox_image = \"nodelet.local/pause:1.0\"\n"));
   EXPECT_THAT(*config, HasSubstr("    restrict_oom_score_adj = true\n"));
+  EXPECT_THAT(*config, HasSubstr("    stats_collect_period = 1\n"));
   EXPECT_THAT(*config, HasSubstr("    netns_mounts_under_state_dir = true\n"));
   EXPECT_THAT(*config, HasSubstr("          Root = \"/tmp/x/state/runc\"\n"));
   // The streaming server (exec, attach, port-forward) on loopback, a free port, no TLS.

@@ -327,5 +327,31 @@ TEST_F(StatsCollectorTest, ImageFsFromTheRuntimesImageFsInfo) {
   EXPECT_FALSE(collector.Sample().imagefs.has_value()) << "a mountpoint that is not there";
 }
 
+TEST_F(StatsCollectorTest, WritableLayersFromTheRuntimeCountInThePodsEphemeralStorage) {
+  testing::FakeCriRuntime runtime;
+  runtime.SetImageFsMountpoint(dir_.Sub("root"));  // the same filesystem as nodefs
+  fs::create_directories(dir_.Sub("root"));
+  runtime.SetWritableLayer(kAppId, 3 * kMiB, 12);
+  runtime.SetWritableLayer("someone-elses", 50 * kMiB, 1);
+  StatsCollector collector(clock_, opts_, &runtime, &runtime);
+  collector.SetPods(pods_);
+  NodeStats s = collector.Sample();
+  EXPECT_FALSE(s.dedicated_image_fs);
+  ASSERT_EQ(s.pods.size(), 1u);
+  const PodStats& p = s.pods[0];
+  ASSERT_TRUE(p.containers[0].rootfs.has_value());
+  EXPECT_EQ(p.containers[0].rootfs->used_bytes, 3 * kMiB);
+  EXPECT_EQ(p.containers[0].rootfs->inodes_used, 12);
+  EXPECT_FALSE(p.containers[1].rootfs.has_value()) << "not reported for the side container";
+  EXPECT_EQ(p.ephemeral_storage.used_bytes, 3 * kMiB) << "no logs, volumes or etc-hosts here";
+  EXPECT_EQ(p.ephemeral_storage.inodes_used, 12);
+
+  // Kept for the walk period (containerd measures every 10 s itself), then asked again.
+  runtime.SetWritableLayer(kAppId, 5 * kMiB, 12);
+  EXPECT_EQ(collector.Sample().pods[0].containers[0].rootfs->used_bytes, 3 * kMiB);
+  clock_.Advance(opts_.walk_period);
+  EXPECT_EQ(collector.Sample().pods[0].containers[0].rootfs->used_bytes, 5 * kMiB);
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
