@@ -70,12 +70,16 @@ inline void SetReferenceValue(Figure& f, std::string reference, double value) {
   if (value > 0) f.ratio = mine / value;
 }
 
-// The goal: `what` is "p50", "p99", "value" or "ratio"; `op` "<" or ">".
+// The goal: `what` is "p50", "p99", "value", "ratio" or "p99 over reference" (p99 minus the
+// reference's p99); `op` "<" or ">".
 inline void SetGoal(Figure& f, const std::string& what, const std::string& op, double limit) {
-  std::optional<double> x = what == "p50"     ? f.p50
-                            : what == "p99"   ? f.p99
-                            : what == "ratio" ? f.ratio
-                                              : f.value;
+  std::optional<double> over;
+  if (f.p99 && f.ref_p99) over = *f.p99 - *f.ref_p99;
+  std::optional<double> x = what == "p50"                  ? f.p50
+                            : what == "p99"                ? f.p99
+                            : what == "ratio"              ? f.ratio
+                            : what == "p99 over reference" ? over
+                                                           : f.value;
   char text[96];
   std::snprintf(text, sizeof text, "%s %s %g%s%s", what.c_str(), op.c_str(), limit,
                 what == "ratio" ? "x" : " ", what == "ratio" ? "" : f.unit.c_str());

@@ -181,7 +181,8 @@ bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, in
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string bin_dir, images_dir, json_path, data_dir, sizes_arg = "1,30,100", relist = "100ms";
+  std::string bin_dir, images_dir, json_path, data_dir, sizes_arg = "1,30,100", relist;
+  std::string events = "true", label;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--bin-dir" && i + 1 < argc)
@@ -192,6 +193,10 @@ int main(int argc, char** argv) {
       sizes_arg = argv[++i];
     else if (a == "--relist-period" && i + 1 < argc)
       relist = argv[++i];
+    else if (a == "--runtime-events" && i + 1 < argc)
+      events = argv[++i];
+    else if (a == "--label" && i + 1 < argc)
+      label = argv[++i];
     else if (a == "--json" && i + 1 < argc)
       json_path = argv[++i];
     else if (a == "--data-dir" && i + 1 < argc)
@@ -199,7 +204,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: pod-startup-bench --bin-dir DIR --images-dir DIR [--sizes 1,30,100] "
-                   "[--relist-period 100ms] [--json FILE] [--data-dir DIR]\n");
+                   "[--relist-period PERIOD (default: plegd's)] [--runtime-events true|false] "
+                   "[--label TEXT] [--json FILE] [--data-dir DIR]\n");
       return 2;
     }
   }
@@ -222,12 +228,28 @@ int main(int argc, char** argv) {
   const std::string manifests = dir.Sub("manifests");
   std::filesystem::create_directories(manifests);
   NotifyListener notify(dir.Sub("notify.sock"));
-  Subprocess nodelet(
-      {bin_dir + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir", dir.Sub("run"),
-       "--log-dir", dir.Sub("log"), "--runtime-endpoint", containerd->endpoint(), "--relist-period",
-       relist, "--pod-manifest-path", manifests, "--node-name", "bench", "--cgroup-root",
-       TestCgroupRoot(dir.path())},
-      {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
+  std::vector<std::string> cmd = {bin_dir + "/nodelet",
+                                  "--root-dir",
+                                  dir.Sub("root"),
+                                  "--run-dir",
+                                  dir.Sub("run"),
+                                  "--log-dir",
+                                  dir.Sub("log"),
+                                  "--runtime-endpoint",
+                                  containerd->endpoint(),
+                                  "--runtime-events",
+                                  events,
+                                  "--pod-manifest-path",
+                                  manifests,
+                                  "--node-name",
+                                  "bench",
+                                  "--cgroup-root",
+                                  TestCgroupRoot(dir.path())};
+  if (!relist.empty()) {
+    cmd.push_back("--relist-period");
+    cmd.push_back(relist);
+  }
+  Subprocess nodelet(cmd, {{"NOTIFY_SOCKET", notify.path()}}, dir.Sub("nodelet.log"));
   if (!notify.WaitFor("READY=1", milliseconds(30000))) {
     std::fprintf(stderr, "nodelet did not become ready\n");
     return 1;
@@ -251,23 +273,29 @@ int main(int argc, char** argv) {
   nodelet.Wait(milliseconds(30000));
   (void)containerd->Stop();
 
+  const std::string mode =
+      (events == "false" ? std::string("relist only, ") : std::string("runtime events, ")) +
+      "relist " + (relist.empty() ? std::string("default") : relist);
   std::printf(
-      "pod startup (manifest written → Running in statusd), relist %s, vs the CRI floor "
+      "pod startup (manifest written → Running in statusd), %s, vs the CRI floor "
       "(%d at a time)\n",
-      relist.c_str(), kConcurrency);
+      mode.c_str(), kConcurrency);
   std::printf("%6s %12s %12s %12s %12s %12s %12s %8s\n", "pods", "nodelet p50", "p99", "all",
               "floor p50", "p99", "all", "ratio");
   std::vector<Figure> figures;
   nlohmann::json details;
-  details["relist_period"] = relist;
+  details["relist_period"] = relist.empty() ? "default" : relist;
+  details["runtime_events"] = events != "false";
+  const std::string suffix = label.empty() ? "" : " [" + label + "]";
   details["concurrency"] = kConcurrency;
   for (const auto& [a, f] : results) {
     double ratio = f.p50 > 0 ? a.p50 / f.p50 : 0;
     std::printf("%6d %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms %7.2fx\n", a.pods, a.p50,
                 a.p99, a.all, f.p50, f.p99, f.all, ratio);
-    Figure fig = Distribution("pod startup, " + std::to_string(a.pods) +
-                                  (a.pods == 1 ? " pod" : " pods") + " (manifest → Running)",
-                              "ms", a.ms);
+    Figure fig =
+        Distribution("pod startup, " + std::to_string(a.pods) + (a.pods == 1 ? " pod" : " pods") +
+                         " (manifest → Running)" + suffix,
+                     "ms", a.ms);
     SetReference(fig,
                  "the same pods through CRI directly, " + std::to_string(kConcurrency) +
                      " at a time (floor)",
@@ -277,7 +305,7 @@ int main(int argc, char** argv) {
                std::to_string(static_cast<long>(f.all)) + " ms";
     figures.push_back(fig);
     if (a.pods == 1) {
-      Figure one = Value("one pod Running, end to end", "ms", a.p50, 1);
+      Figure one = Value("one pod Running, end to end" + suffix, "ms", a.p50, 1);
       SetGoal(one, "value", "<", 250);
       figures.push_back(one);
     }
@@ -286,7 +314,8 @@ int main(int argc, char** argv) {
                                 {"floor_ms", {{"p50", f.p50}, {"p99", f.p99}, {"all", f.all}}},
                                 {"ratio_p50", ratio}});
     if (!data_dir.empty()) {
-      std::string base = data_dir + "/startup-" + std::to_string(a.pods);
+      std::string base = data_dir + "/startup-" + std::to_string(a.pods) +
+                         (label.empty() ? std::string() : "-" + label);
       WriteCdf(base + "-nodelet.dat", a.ms);
       WriteCdf(base + "-floor.dat", f.ms);
     }

@@ -363,14 +363,14 @@ std::string RenderMetrics(const HttpSnapshot& s) {
 HttpEndpoint::HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir,
                            std::string address, const NodeView* node,
                            HttpServerOptions server_options, std::string log_dir,
-                           StatsSource* stats)
+                           UsageSampler* usage)
     : ctx_(ctx),
       clock_(clock),
       run_dir_(std::move(run_dir)),
       address_(std::move(address)),
       node_(node),
       log_dir_(std::move(log_dir)),
-      usage_(stats != nullptr ? std::make_unique<UsageSampler>(clock, *stats) : nullptr),
+      usage_(usage),
       server_options_(server_options) {}
 
 HttpEndpoint::~HttpEndpoint() {
@@ -442,7 +442,6 @@ Status HttpEndpoint::Start() {
                        " (in use, or a bad address): " + bound.status().message());
   }
   port_ = *bound;
-  if (usage_) usage_->Start();
   // For `nodeletctl top`: written whole (a temporary file renamed over it).
   const std::string file = run_dir_ + "/" + ipc::kHttpAddressFile;
   Status written = WriteFileAtomically(file, DialAddress(host, port_) + "\n", 0640);

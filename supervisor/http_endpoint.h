@@ -49,7 +49,7 @@ class HttpEndpoint {
  public:
   HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir, std::string address,
                const NodeView* node = nullptr, HttpServerOptions server_options = {},
-               std::string log_dir = "", StatsSource* stats = nullptr);
+               std::string log_dir = "", UsageSampler* usage = nullptr);
   ~HttpEndpoint();
   // Binds and starts serving; an error names the address.
   Status Start();
@@ -67,9 +67,9 @@ class HttpEndpoint {
   std::string run_dir_;
   std::string address_;
   const NodeView* node_ = nullptr;
-  std::string log_dir_;                  // "": no /containerLogs
-  std::unique_ptr<UsageSampler> usage_;  // null: no /stats/summary nor usage metrics
-  std::string address_file_;             // RUN-DIR/http-address, once written
+  std::string log_dir_;            // "": no /containerLogs
+  UsageSampler* usage_ = nullptr;  // null: no /stats/summary nor usage metrics
+  std::string address_file_;       // RUN-DIR/http-address, once written
   int port_ = 0;
   std::mutex mu_;
   HttpSnapshot snapshot_;

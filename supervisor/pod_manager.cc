@@ -534,6 +534,7 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
         admitted_[c.uid] = c.pod;
         source_of_[c.uid] = c.source;
         first_seen_ms_[c.uid] = NowMs(clock_);
+        admitted_seq_[c.uid] = ++next_admitted_seq_;
         break;
       }
       case PodOp::kUpdate:
@@ -549,6 +550,7 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
         admitted_.erase(c.uid);
         source_of_.erase(c.uid);
         first_seen_ms_.erase(c.uid);
+        admitted_seq_.erase(c.uid);
         rejected_.erase(c.uid);
         break;
     }
@@ -642,6 +644,7 @@ bool PodManager::CheckRejectedBefore() {
     admitted_.erase(it);
     source_of_.erase(uid);
     first_seen_ms_.erase(uid);
+    admitted_seq_.erase(uid);
     rejected_[uid] = reason;
     ++generation_;
     dirty_ = true;
@@ -658,7 +661,16 @@ void PodManager::Send() {
   FlushEvents();
   flatbuffers::FlatBufferBuilder fbb(16 * 1024);
   std::vector<flatbuffers::Offset<ipc::podwork::DesiredPod>> pods;
-  for (const auto& [uid, p] : admitted_) {
+  // In the order they were admitted (the kubelet's creation order): podworkerd starts new pods
+  // in the order it is sent them, so the first pod seen is the first started.
+  std::vector<std::pair<uint64_t, const std::string*>> order;
+  order.reserve(admitted_.size());
+  for (const auto& [uid, _] : admitted_) order.emplace_back(admitted_seq_[uid], &uid);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [_, uid_ptr] : order) {
+    const std::string& uid = *uid_ptr;
+    const auto& p = admitted_.at(uid);
     auto fp = pod::PodToFlatBuffer(fbb, *p);
     auto source = fbb.CreateString(source_of_[uid]);
     auto ev = evictions_.find(uid);

@@ -204,8 +204,10 @@ class PodManager : public ManifestsView {
   std::map<std::string, std::shared_ptr<const pod::Pod>> admitted_;  // uid -> pod
   std::map<std::string, std::string> source_of_;                     // uid -> "file"/"http"
   std::map<std::string, int64_t> first_seen_ms_;                     // uid
-  std::map<std::string, std::string> rejected_;                      // uid -> reason
-  std::map<std::string, PodEviction> evictions_;                     // uid
+  std::map<std::string, uint64_t> admitted_seq_;  // uid -> the order it was admitted in
+  uint64_t next_admitted_seq_ = 0;
+  std::map<std::string, std::string> rejected_;   // uid -> reason
+  std::map<std::string, PodEviction> evictions_;  // uid
   uint64_t reclaim_requests_ = 0;
   bool rejections_checked_ = false;
   MonoTime rejections_deadline_{};

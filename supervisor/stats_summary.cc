@@ -283,8 +283,10 @@ std::shared_ptr<const RatedSample> UsageSampler::Fresh() {
   std::lock_guard<std::mutex> one_at_a_time(sample_mu_);
   sample->stats = source_.Sample();
   sample->rates = rates_.Observe(sample->stats);
+  ++samples_;
   std::lock_guard<std::mutex> lock(mu_);
   last_ = sample;
+  last_at_ = clock_.Now();
   return sample;
 }
 
@@ -299,10 +301,14 @@ std::shared_ptr<const RatedSample> UsageSampler::Last() {
 void UsageSampler::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    lock.unlock();
-    (void)Fresh();
-    lock.lock();
-    const MonoTime next = clock_.Now() + period_;
+    // Sampled by someone else (the eviction manager, /stats/summary) within the period: that
+    // sample will do.
+    if (!last_ || clock_.Now() - last_at_ >= period_) {
+      lock.unlock();
+      (void)Fresh();
+      lock.lock();
+    }
+    const MonoTime next = last_at_ + period_;
     cv_.wait_for(lock, TimeUntil(clock_, next), [&] { return stopping_; });
   }
 }

@@ -4,6 +4,7 @@
 // need two samples.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -67,14 +68,16 @@ std::string SummaryJson(const RatedSample& s, int64_t node_start_unix_s);
 // resource_scrape_error 1 without one.
 std::string RenderUsageMetrics(const NodeStats* sample);
 
-// Samples a StatsSource for the HTTP endpoint: every `period` on a thread of its own (as
-// cAdvisor's housekeeping: the rates need a recent earlier sample, /metrics a recent one), and
-// on demand for /stats/summary; every sample goes through one CpuRateTracker.
-class UsageSampler {
+// The supervisor's one sampler of a StatsSource, shared by the eviction manager (which samples
+// through it as its own StatsSource, every monitoring period) and the HTTP endpoint (/metrics
+// reads the last sample, /stats/summary takes a fresh one). Its own thread samples every
+// `period` only when nobody else did in that time (as cAdvisor's housekeeping: the rates need a
+// recent earlier sample, /metrics a recent one); every sample goes through one CpuRateTracker.
+class UsageSampler : public StatsSource {
  public:
   UsageSampler(const Clock& clock, StatsSource& source,
                std::chrono::milliseconds period = std::chrono::seconds(10));
-  ~UsageSampler();
+  ~UsageSampler() override;
   UsageSampler(const UsageSampler&) = delete;
   UsageSampler& operator=(const UsageSampler&) = delete;
 
@@ -84,6 +87,9 @@ class UsageSampler {
   std::shared_ptr<const RatedSample> Fresh();
   // The newest sample taken (periodic or on demand), or a new one when there is none yet.
   std::shared_ptr<const RatedSample> Last();
+  // StatsSource: a fresh sample (kept as the last one).
+  NodeStats Sample() override { return Fresh()->stats; }
+  uint64_t samples() const { return samples_.load(); }
   int64_t node_start_unix_s() const { return node_start_unix_s_; }
 
  private:
@@ -99,6 +105,8 @@ class UsageSampler {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::shared_ptr<const RatedSample> last_;
+  MonoTime last_at_{};  // when last_ was taken
+  std::atomic<uint64_t> samples_{0};
   std::thread thread_;  // last: started after everything it uses
 };
 

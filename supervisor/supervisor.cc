@@ -204,6 +204,8 @@ class Supervisor::Impl {
     stats_opts.cgroup_root = options_.cgroups.root;
     stats_ =
         std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get(), cri_client_.get());
+    // One sampler for the eviction manager and the HTTP endpoint: a sample every 10 s, not two.
+    usage_ = std::make_unique<UsageSampler>(clock_, *stats_);
     EvictionManagerOptions eviction_opts;
     eviction_opts.thresholds = *thresholds;
     eviction_opts.pressure_transition_period =
@@ -211,14 +213,15 @@ class Supervisor::Impl {
     eviction_opts.max_pod_grace_seconds = options_.eviction_max_pod_grace_period;
     eviction_opts.monitoring_period = *ParseDuration(options_.eviction_monitoring_period);
     eviction_opts.records_path = c.root_dir + "/evictions";
-    eviction_ = std::make_unique<EvictionManager>(loop_, clock_, eviction_opts, *stats_, *pods_,
+    eviction_ = std::make_unique<EvictionManager>(loop_, clock_, eviction_opts, *usage_, *pods_,
                                                   *runtime_view_, pressure_);
     if (Status s = eviction_->Start(); !s.ok()) return s;
 
     if (!options_.http_address.empty()) {
       http_ = std::make_unique<HttpEndpoint>(
           *ctx_, clock_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
-          options_.enable_debugging_handlers ? c.log_dir : "", stats_.get());
+          options_.enable_debugging_handlers ? c.log_dir : "", usage_.get());
+      usage_->Start();  // keeps /metrics' figures recent also with a long monitoring period
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http_->Start(); !s.ok()) {
         log_->error("HTTP endpoint disabled: {}", s.message());
@@ -428,9 +431,10 @@ class Supervisor::Impl {
   // Node pressure as the eviction manager holds it, read by the node status and admission.
   std::shared_ptr<NodePressure> pressure_ = std::make_shared<NodePressure>();
   std::unique_ptr<StatsCollector> stats_;
+  std::unique_ptr<UsageSampler> usage_;  // over stats_; used by eviction_ and http_
   // After the pod manager, the mirror and the stats it uses: destroyed before them.
   std::unique_ptr<EvictionManager> eviction_;
-  // After the stats collector its usage sampler reads: destroyed (its thread joined) first.
+  // After the usage sampler it reads: destroyed first.
   std::unique_ptr<HttpEndpoint> http_;
   SystemdNotifierImpl notifier_;
   std::string last_summary_;

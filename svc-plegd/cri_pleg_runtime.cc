@@ -111,6 +111,57 @@ Result<RuntimeListing> CriPlegRuntime::List() {
   return out;
 }
 
+Result<RuntimeListing> CriPlegRuntime::ListPod(const std::string& uid) {
+  // The pod's sandboxes as a full relist groups them (by the uid their metadata carries, not by
+  // a label a hand-made pod may lack), then the containers of each.
+  auto sandboxes = runtime_.ListPodSandbox(cri::v1::PodSandboxFilter());
+  if (!sandboxes.ok()) return sandboxes.status();
+  RuntimeListing out;
+  for (const auto& s : *sandboxes) {
+    SandboxListing listing = ToSandboxListing(s);
+    if (listing.pod_uid == uid) out.sandboxes.push_back(std::move(listing));
+  }
+  std::map<std::string, std::string> sandbox_of;
+  for (const auto& sb : out.sandboxes) {
+    cri::v1::ContainerFilter cf;
+    cf.set_pod_sandbox_id(sb.id);
+    auto containers = runtime_.ListContainers(cf);
+    if (!containers.ok()) return containers.status();
+    for (const auto& c : *containers) {
+      out.containers.push_back(ToContainerListing(c));
+      sandbox_of[c.id()] = c.pod_sandbox_id();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  sandbox_of_.insert(sandbox_of.begin(), sandbox_of.end());
+  return out;
+}
+
+Result<std::string> CriPlegRuntime::PodOf(const std::string& runtime_id) {
+  // A container's pod is its sandbox's.
+  std::string sandbox_id = runtime_id;
+  cri::v1::ContainerFilter cf;
+  cf.set_id(runtime_id);
+  auto containers = runtime_.ListContainers(cf);
+  if (!containers.ok()) return containers.status();
+  for (const auto& c : *containers) {
+    if (c.id() == runtime_id) sandbox_id = c.pod_sandbox_id();
+  }
+  cri::v1::PodSandboxFilter sf;
+  sf.set_id(sandbox_id);
+  auto sandboxes = runtime_.ListPodSandbox(sf);
+  if (!sandboxes.ok()) return sandboxes.status();
+  for (const auto& sb : *sandboxes) {
+    if (sb.id() != sandbox_id) continue;
+    SandboxListing listing = ToSandboxListing(sb);
+    if (listing.labels.count(kManagedLabel) == 0) {
+      return Status(StatusCode::kFailedPrecondition, "not one of nodelet's pods");
+    }
+    return listing.pod_uid;
+  }
+  return NotFound("no container or sandbox " + runtime_id);
+}
+
 Result<ipc::pleg::SandboxRecordT> CriPlegRuntime::InspectSandbox(const std::string& id) {
   auto r = runtime_.PodSandboxStatus(id, false);
   if (!r.ok()) return r.status();

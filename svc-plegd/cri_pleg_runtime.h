@@ -1,5 +1,6 @@
 // CriPlegRuntime: plegd's PlegRuntime over the CRI RuntimeService (lib/cri): one relist is
-// ListPodSandbox + ListContainers, an inspection is PodSandboxStatus or ContainerStatus. Each
+// ListPodSandbox + ListContainers (a pod's alone: ListPodSandbox, then ListContainers of each
+// of its sandboxes), an inspection is PodSandboxStatus or ContainerStatus. Each
 // call carries the client's query deadline, so a hung runtime costs a relist at most that long.
 #pragma once
 
@@ -25,6 +26,8 @@ class CriPlegRuntime final : public PlegRuntime {
       : owned_(std::move(owned)), runtime_(*owned_) {}
 
   Result<RuntimeListing> List() override;
+  Result<RuntimeListing> ListPod(const std::string& uid) override;
+  Result<std::string> PodOf(const std::string& runtime_id) override;
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override;
   Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) override;
 

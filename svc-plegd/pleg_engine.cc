@@ -78,21 +78,56 @@ void PlegEngine::EmitRelist(RelistResult result) {
 
 void PlegEngine::RelistLoop() {
   std::unique_lock<std::mutex> lock(mu_);
+  MonoTime next_full = clock_.Now();  // the first relist at once
+  // What a wait that ran out was waiting for is due, whatever the clock reads after it.
+  bool full_due = false;
+  MonoTime ids_due_by{};
   while (!stopping_) {
-    lock.unlock();
-    const MonoTime started = clock_.Now();
-    RelistOnce();
-    lock.lock();
-    // Wait for the next period; Stop() and Nudge() wake us at once. For a second after a
-    // nudge, relist every 100 ms too: an event can come before the runtime's CRI view has
-    // taken it in (containerd's CRI plugin handles a task exit from the same event stream).
-    MonoTime next = started + options_.relist_period;
-    if (eager_until_ > started) next = std::min(next, started + kEagerPeriod);
-    stop_cv_.wait_for(lock, TimeUntil(clock_, next), [this] { return stopping_ || nudged_; });
-    if (nudged_) {
+    const MonoTime now = clock_.Now();
+    if (nudged_ || full_due || now >= next_full) {
+      const bool nudged = nudged_;
       nudged_ = false;
-      ++nudged_relists_;
-      eager_until_ = clock_.Now() + kEagerWindow;
+      full_due = false;
+      if (nudged) ++nudged_relists_;
+      lock.unlock();
+      const MonoTime started = clock_.Now();
+      RelistOnce();
+      lock.lock();
+      next_full = started + options_.relist_period;
+      continue;
+    }
+    // A relist of single pods: asked for (RelistPods, or an inspection that ended after its
+    // pod changed again), or the pods of runtime events whose time has come.
+    std::set<std::string> pods = std::move(pod_requests_);
+    pod_requests_.clear();
+    std::vector<std::pair<std::string, int>> ids;
+    MonoTime next_id = MonoTime::max();
+    const MonoTime ids_due = std::max(now, ids_due_by);
+    for (auto it = id_requests_.begin(); it != id_requests_.end();) {
+      if (it->second.due <= ids_due) {
+        ids.emplace_back(it->first, it->second.attempt);
+        it = id_requests_.erase(it);
+      } else {
+        next_id = std::min(next_id, it->second.due);
+        ++it;
+      }
+    }
+    if (!pods.empty() || !ids.empty()) {
+      lock.unlock();
+      for (const auto& uid : pods) RelistPod(uid, true);
+      for (const auto& [id, attempt] : ids) HandleRuntimeId(id, attempt);
+      lock.lock();
+      continue;
+    }
+    woken_ = false;
+    const MonoTime target = std::min(next_full, next_id);
+    if (!stop_cv_.wait_for(lock, TimeUntil(clock_, target),
+                           [this] { return stopping_ || nudged_ || woken_; })) {
+      if (target == next_full) {
+        full_due = true;
+      } else {
+        ids_due_by = target;
+      }
     }
   }
 }
@@ -103,6 +138,135 @@ void PlegEngine::Nudge() {
     nudged_ = true;
   }
   stop_cv_.notify_all();
+}
+
+void PlegEngine::NudgeRuntimeId(const std::string& id) {
+  if (id.empty()) return Nudge();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id_requests_[id] = IdRequest{clock_.Now(), 0};
+    woken_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void PlegEngine::RelistPods(const std::vector<std::string>& uids) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pod_requests_.insert(uids.begin(), uids.end());
+    woken_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void PlegEngine::HandleRuntimeId(const std::string& id, int attempt) {
+  std::optional<std::string> uid = diff_.UidOf(id);
+  bool foreign = false;
+  if (!uid) {
+    auto of = runtime_.PodOf(id);
+    if (of.ok()) {
+      uid = *of;
+    } else {
+      foreign = of.status().code() == StatusCode::kFailedPrecondition;
+    }
+  }
+  if (foreign) return;  // not nodelet's: the full relist reports it
+  if (uid && RelistPod(*uid, false)) return;
+  // The runtime's CRI view may not have taken the event in yet (containerd publishes a task's
+  // exit before its CRI plugin has handled it): look again, 10 ms doubling, about 1.3 s in all.
+  if (attempt + 1 >= kEventAttempts) return;  // the full relist is the safety net
+  ++event_retries_;
+  std::lock_guard<std::mutex> lock(mu_);
+  const IdRequest retry{clock_.Now() + kEventRetryFirst * (1 << attempt), attempt + 1};
+  // A newer event for the same id has already asked for a fresh look.
+  id_requests_.emplace(id, retry);
+}
+
+bool PlegEngine::RelistPod(const std::string& uid, bool force) {
+  const PodView* known = diff_.Find(uid);
+  if (known != nullptr && known->foreign) return false;  // listed by labels it does not have
+  const int64_t listed_at = clock_.MonoNanos();
+  auto listing = runtime_.ListPod(uid);
+  if (!listing.ok()) {
+    ++relist_errors_;
+    return false;
+  }
+  ++pod_relists_;
+  std::optional<PodChange> change = diff_.UpdatePod(uid, *listing);
+  const bool changed = change.has_value();
+  if (!change && force) {
+    // Asked for by name (podworkerd after changing the pod): inspected and published all the
+    // same, so the record says the pod was listed after the change.
+    const PodView* view = diff_.Find(uid);
+    if (view == nullptr) return false;
+    change = PodChange{*view, false, {}};
+  }
+  if (!change) return false;
+  std::vector<PodChange> changes;
+  changes.push_back(std::move(*change));
+  std::vector<PodResult> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    QueueLocked(changes, relist_seq_, listed_at, &uid, false, &removed);
+  }
+  work_cv_.notify_all();
+  for (auto& r : removed) Emit(std::move(r));
+  return changed;
+}
+
+size_t PlegEngine::QueueLocked(std::vector<PodChange>& changes, uint64_t relist, int64_t listed_at,
+                               const std::string* only_uid, bool counted,
+                               std::vector<PodResult>* removed) {
+  std::map<std::string, std::vector<PlegEvent>> wanted;
+  for (auto& change : changes) {
+    if (change.removed) {
+      PodResult r;
+      r.record.uid = change.view.uid;
+      r.record.name = change.view.name;
+      r.record.namespace_ = change.view.pod_namespace;
+      r.record.foreign = change.view.foreign;
+      r.record.removed = true;
+      r.record.relist = relist;
+      r.record.listed_at_mono_ns = listed_at;
+      r.events = std::move(change.events);
+      reinspect_.erase(change.view.uid);
+      removed->push_back(std::move(r));
+      continue;
+    }
+    auto& ev = wanted[change.view.uid];
+    ev.insert(ev.end(), change.events.begin(), change.events.end());
+  }
+  // Pods that failed before, or changed while their inspection was in flight.
+  for (auto it = reinspect_.begin(); it != reinspect_.end();) {
+    if (only_uid != nullptr && it->first != *only_uid) {
+      ++it;
+      continue;
+    }
+    if (diff_.Find(it->first) == nullptr) {
+      it = reinspect_.erase(it);
+      continue;
+    }
+    auto& ev = wanted[it->first];
+    ev.insert(ev.begin(), it->second.begin(), it->second.end());
+    ++it;
+  }
+  size_t queued = 0;
+  for (auto& [uid, events] : wanted) {
+    if (in_flight_.count(uid) != 0) {
+      // Still being inspected (maybe hung): these events go with the next inspection, which
+      // starts when this one ends.
+      reinspect_[uid] = events;  // includes what was pending before
+      continue;
+    }
+    reinspect_.erase(uid);
+    const PodView* view = diff_.Find(uid);
+    if (view == nullptr) continue;
+    in_flight_.insert(uid);
+    jobs_.push_back(Job{*view, std::move(events), relist, listed_at, counted});
+    ++queued;
+  }
+  if (counted && queued > 0) outstanding_[relist] = static_cast<int>(queued);
+  return queued;
 }
 
 void PlegEngine::RelistOnce() {
@@ -131,52 +295,10 @@ void PlegEngine::RelistOnce() {
   std::vector<PodChange> changes = diff_.Update(*listing);
   done.pods = static_cast<uint32_t>(diff_.pod_count());
 
-  std::vector<Job> to_queue;
   std::vector<PodResult> removed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::map<std::string, std::vector<PlegEvent>> wanted;
-    for (auto& change : changes) {
-      if (change.removed) {
-        PodResult r;
-        r.record.uid = change.view.uid;
-        r.record.name = change.view.name;
-        r.record.namespace_ = change.view.pod_namespace;
-        r.record.foreign = change.view.foreign;
-        r.record.removed = true;
-        r.record.relist = relist;
-        r.events = std::move(change.events);
-        reinspect_.erase(change.view.uid);
-        removed.push_back(std::move(r));
-        continue;
-      }
-      auto& ev = wanted[change.view.uid];
-      ev.insert(ev.end(), change.events.begin(), change.events.end());
-    }
-    // Pods that failed before, or changed while their inspection was in flight.
-    for (auto it = reinspect_.begin(); it != reinspect_.end();) {
-      if (diff_.Find(it->first) == nullptr) {
-        it = reinspect_.erase(it);
-        continue;
-      }
-      auto& ev = wanted[it->first];
-      ev.insert(ev.begin(), it->second.begin(), it->second.end());
-      ++it;
-    }
-    for (auto& [uid, events] : wanted) {
-      if (in_flight_.count(uid) != 0) {
-        // Still being inspected (maybe hung): deliver these events with the next inspection.
-        reinspect_[uid] = events;  // includes what was pending before
-        continue;
-      }
-      reinspect_.erase(uid);
-      const PodView* view = diff_.Find(uid);
-      if (view == nullptr) continue;
-      in_flight_.insert(uid);
-      to_queue.push_back(Job{*view, std::move(events), relist});
-    }
-    if (!to_queue.empty()) outstanding_[relist] = static_cast<int>(to_queue.size());
-    for (auto& job : to_queue) jobs_.push_back(std::move(job));
+    QueueLocked(changes, relist, done.started_at_mono_ns, nullptr, true, &removed);
     last_success_ = clock_.Now();
     last_error_.clear();
     runtime_unreachable_ = false;
@@ -213,11 +335,18 @@ void PlegEngine::InspectorLoop() {
     if (result.inspect_failed) {
       // Try again at the next relist; the events already go out with this (stale) result.
       reinspect_.emplace(job.view.uid, std::vector<PlegEvent>{});
+    } else if (reinspect_.count(job.view.uid) != 0) {
+      // It changed again while this inspection ran: look at it again now.
+      pod_requests_.insert(job.view.uid);
+      woken_ = true;
+      stop_cv_.notify_all();
     }
-    auto it = outstanding_.find(job.relist);
-    if (it != outstanding_.end() && --it->second == 0) {
-      outstanding_.erase(it);
-      done_cv_.notify_all();
+    if (job.counted) {
+      auto it = outstanding_.find(job.relist);
+      if (it != outstanding_.end() && --it->second == 0) {
+        outstanding_.erase(it);
+        done_cv_.notify_all();
+      }
     }
     const bool wake = PushLocked(std::move(result));
     lock.unlock();
@@ -235,6 +364,7 @@ PodResult PlegEngine::Inspect(const Job& job) {
   r.record.namespace_ = job.view.pod_namespace;
   r.record.foreign = job.view.foreign;
   r.record.relist = job.relist;
+  r.record.listed_at_mono_ns = job.listed_at_mono_ns;
   for (const auto& id : job.view.sandbox_ids) {
     auto s = runtime_.InspectSandbox(id);
     if (!s.ok()) {

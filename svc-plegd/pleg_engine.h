@@ -7,6 +7,13 @@
 // not queued again while in flight, and it is inspected again once it returns. After a relist's
 // inspections are done (or its inspection wait has passed) a RelistDone is queued. The main loop
 // is woken through `on_output` (the service posts to its EventLoop) and calls Drain().
+//
+// Between full relists the same thread relists single pods: those asked for by name
+// (RelistPods: podworkerd after changing them) and those a runtime event names by a container
+// or sandbox id (NudgeRuntimeId; docs/plegd.md, "Runtime events"). A pod's relist lists only
+// its sandboxes and containers, diffs them against the pod's last view, and inspects it when it
+// changed, so its record and events are those a full relist would have made; both kinds run on
+// the one thread, one after the other, so an event and a relist never race over the view.
 #pragma once
 
 #include <atomic>
@@ -16,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -79,12 +87,20 @@ class PlegEngine {
   void StartInspectors();
   // Stops and joins them (inspections in flight finish at their call's deadline).
   void Stop();
-  // Asks the relist thread for a relist now instead of at the end of the period (a runtime
-  // event: lib/cri/containerd_events.h), then every 100 ms for a second (the runtime's CRI view
-  // may take the event in after it was published). Nudges that come while a relist runs make
-  // one more.
-  // Thread-safe.
+  // Asks the relist thread for a full relist now instead of at the end of the period (a new
+  // subscription to the runtime's events: what happened without one was not seen). Nudges that
+  // come while a relist runs make one more. Thread-safe.
   void Nudge();
+  // A runtime event about this container or sandbox id: its pod is relisted alone (found by
+  // the id in the last view, or else asked of the runtime); when that shows no change yet (the
+  // runtime's CRI view can lag its events) it looks again 10 ms later, doubling, 7 times at
+  // most. An empty id is Nudge(). Thread-safe.
+  void NudgeRuntimeId(const std::string& id);
+  // Relists these pods alone now, and publishes each one's record (inspected again) even when
+  // nothing changed, with the listing's time. Thread-safe.
+  void RelistPods(const std::vector<std::string>& uids);
+  uint64_t pod_relists() const { return pod_relists_.load(); }
+  uint64_t event_retries() const { return event_retries_.load(); }
   uint64_t nudged_relists() const { return nudged_relists_.load(); }
   // Runs one relist on the calling thread. Waits for this relist's inspections up to
   // inspect_wait. Not to be mixed with Start()'s relist thread.
@@ -104,11 +120,25 @@ class PlegEngine {
     PodView view;
     std::vector<PlegEvent> events;
     uint64_t relist = 0;
+    int64_t listed_at_mono_ns = 0;  // when the listing behind `view` started
+    bool counted = false;           // a full relist waits for it (outstanding_)
+  };
+  struct IdRequest {
+    MonoTime due{};
+    int attempt = 0;
   };
 
   void RelistLoop();
   void InspectorLoop();
   PodResult Inspect(const Job& job);
+  // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
+  bool RelistPod(const std::string& uid, bool force);
+  void HandleRuntimeId(const std::string& id, int attempt);
+  // Under mu_: the changes' inspection jobs (removed pods go to `removed`), with the events of
+  // pods waiting for a reinspection (every one, or `only_uid`'s). `counted`: the full relist
+  // `relist` waits for these jobs. Returns how many were queued.
+  size_t QueueLocked(std::vector<PodChange>& changes, uint64_t relist, int64_t listed_at,
+                     const std::string* only_uid, bool counted, std::vector<PodResult>* removed);
   void Emit(PodResult result);
   void EmitRelist(RelistResult result);
   // Queues for Drain(); true when the output was empty, so the owner must be woken.
@@ -136,11 +166,13 @@ class PlegEngine {
   std::map<uint64_t, int> outstanding_;  // relist -> jobs not finished
   PlegOutput output_;
   bool stopping_ = false;
-  bool nudged_ = false;
-  MonoTime eager_until_{};  // relists every kEagerPeriod until then (after a nudge)
-  static constexpr std::chrono::milliseconds kEagerPeriod{100};
-  static constexpr std::chrono::milliseconds kEagerWindow{1000};
-  std::atomic<uint64_t> nudged_relists_{0};
+  bool nudged_ = false;                           // a full relist is wanted now
+  bool woken_ = false;                            // pod relists are wanted
+  std::set<std::string> pod_requests_;            // uids
+  std::map<std::string, IdRequest> id_requests_;  // runtime ids of events
+  static constexpr int kEventAttempts = 7;
+  static constexpr std::chrono::milliseconds kEventRetryFirst{10};
+  std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

@@ -54,6 +54,12 @@ class PlegRuntime {
  public:
   virtual ~PlegRuntime() = default;
   virtual Result<RuntimeListing> List() = 0;
+  // One pod alone (its sandboxes, grouped as List() groups them, and their containers): a
+  // relist of that pod.
+  virtual Result<RuntimeListing> ListPod(const std::string& uid) = 0;
+  // The uid of the pod a container or sandbox id belongs to: NOT_FOUND when the runtime lists
+  // no such id, FAILED_PRECONDITION when the pod is not nodelet's (foreign).
+  virtual Result<std::string> PodOf(const std::string& runtime_id) = 0;
   // PodSandboxStatus.
   virtual Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) = 0;
   // ContainerStatus.

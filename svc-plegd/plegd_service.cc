@@ -66,8 +66,9 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
   if (config_.runtime_events) {
-    auto watcher = cri::ContainerdEventWatcher::Create(config_.runtime_endpoint, "k8s.io",
-                                                       [this] { engine_->Nudge(); });
+    auto watcher = cri::ContainerdEventWatcher::Create(
+        config_.runtime_endpoint, "k8s.io",
+        [this](const std::string& id) { engine_->NudgeRuntimeId(id); });
     if (!watcher.ok()) return watcher.status();
     events_ = std::move(*watcher);
     events_->Start();
@@ -134,6 +135,26 @@ void PlegdService::HandleEngineOutput() {
   }
 }
 
+Status PlegdService::HandleRelistRequest(const ipc::pleg::RelistRequest& request) {
+  std::vector<std::string> uids;
+  if (request.uids() != nullptr) {
+    if (request.uids()->size() > kMaxRelistRequestPods) {
+      return InvalidArgument(std::to_string(request.uids()->size()) +
+                             " pods in one request (at most " +
+                             std::to_string(kMaxRelistRequestPods) + ")");
+    }
+    for (const auto* uid : *request.uids()) {
+      if (uid == nullptr || uid->size() == 0 || uid->size() > 128) {
+        return InvalidArgument("a pod uid that is empty or longer than 128 bytes");
+      }
+      uids.push_back(uid->str());
+    }
+  }
+  if (!uids.empty()) engine_->RelistPods(uids);
+  ++relist_requests_;
+  return Status::Ok();
+}
+
 void PlegdService::HandleSnapshotRequests() {
   for (int i = 0; i < 64 && snapshots_->Readable(); ++i) {
     auto in = snapshots_->Receive(std::chrono::milliseconds(0));
@@ -141,6 +162,14 @@ void PlegdService::HandleSnapshotRequests() {
     auto msg = ipc::DecodeMessage<PlegMessage>(in->payload.data(), in->payload.size(),
                                                ipc::pleg::PlegMessageIdentifier());
     flatbuffers::FlatBufferBuilder fbb(64 * 1024);
+    if (msg.ok() && (*msg)->body_type() == Body::RelistRequest) {
+      // No reply: the records that follow are the answer.
+      if (Status s = HandleRelistRequest(*(*msg)->body_as_RelistRequest());
+          !s.ok() && bad_requests_.Count()) {
+        GetLogger("plegd")->warn("Refusing a bad relist request: {}", s.message());
+      }
+      continue;
+    }
     if (!msg.ok() || (*msg)->body_type() != Body::SnapshotRequest) {
       std::string why = msg.ok() ? "expected a SnapshotRequest" : msg.status().message();
       if (bad_requests_.Count()) {
@@ -188,6 +217,9 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("nudged_relists", engine_->nudged_relists());
   c.emplace_back("runtime_events", events_ ? events_->events() : 0);
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
+  c.emplace_back("pod_relists", engine_->pod_relists());
+  c.emplace_back("event_retries", engine_->event_retries());
+  c.emplace_back("relist_requests", relist_requests_);
   c.emplace_back("relist_errors", engine_->relist_errors());
   c.emplace_back("inspections", engine_->inspections());
   c.emplace_back("inspection_errors", engine_->inspection_errors());
@@ -220,7 +252,7 @@ CounterList PlegdService::Counters() const {
 
 ServiceSpec MakeSpec() {
   auto config = std::make_shared<PlegdConfig>();
-  auto relist_period = std::make_shared<std::string>("1s");
+  auto relist_period = std::make_shared<std::string>("");
   auto threshold = std::make_shared<std::string>("3m");
   auto timeout = std::make_shared<std::string>("10s");
   ServiceSpec spec;
@@ -231,9 +263,10 @@ ServiceSpec MakeSpec() {
     app.add_option("--runtime-endpoint", config->runtime_endpoint,
                    "CRI endpoint of the container runtime")
         ->capture_default_str();
-    app.add_option("--relist-period", *relist_period, "Relist period (100ms or more)")
-        ->check(DurationValidator())
-        ->capture_default_str();
+    app.add_option("--relist-period", *relist_period,
+                   "Full relist period (100ms or more; default 10s with --runtime-events, where "
+                   "events relist single pods and the full relist is the safety net, else 1s)")
+        ->check(DurationValidator());
     app.add_option("--relist-threshold", *threshold,
                    "Health fails when no relist succeeded for this long")
         ->check(DurationValidator())
@@ -249,7 +282,10 @@ ServiceSpec MakeSpec() {
   spec.create = [=](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
     PlegdConfig c = *config;
     // The flags were validated by DurationValidator.
-    c.relist_period = std::max(*ParseDuration(*relist_period), std::chrono::milliseconds(100));
+    c.relist_period =
+        relist_period->empty()
+            ? (c.runtime_events ? kEventedRelistPeriod : kRelistPeriod)
+            : std::max(*ParseDuration(*relist_period), std::chrono::milliseconds(100));
     c.relist_threshold = *ParseDuration(*threshold);
     c.call_timeout = *ParseDuration(*timeout);
     auto service = PlegdService::Create(ctx, c, MakeCriPlegRuntime);

@@ -53,6 +53,9 @@ class PlegdService : public Service {
                flatbuffers::Offset<void> body);
   void HandleEngineOutput();
   void HandleSnapshotRequests();
+  // podworkerd's RelistRequest: the pods relisted alone, now (no reply).
+  Status HandleRelistRequest(const ipc::pleg::RelistRequest& request);
+  static constexpr size_t kMaxRelistRequestPods = 1024;
 
   ServiceContext& ctx_;
   PlegdConfig config_;
@@ -65,6 +68,7 @@ class PlegdService : public Service {
   PodCache cache_;
   uint64_t events_published_ = 0;
   uint64_t snapshots_served_ = 0;
+  uint64_t relist_requests_ = 0;
   ipc::BadMessageCounter bad_requests_;
   // Updates over ipc::kPlegEvents' limit (subscribers resync from a snapshot instead).
   uint64_t publish_refused_ = 0;
@@ -80,6 +84,10 @@ class PlegdService : public Service {
 };
 
 // Flags: --runtime-endpoint, --relist-period, --relist-threshold, --runtime-request-timeout.
+// The default full relist period: 10 s when runtime events drive single-pod relists (the full
+// relist is then the safety net, as the kubelet's evented PLEG keeps one), 1 s without them.
+inline constexpr std::chrono::milliseconds kEventedRelistPeriod{10000};
+inline constexpr std::chrono::milliseconds kRelistPeriod{1000};
 ServiceSpec MakeSpec();
 
 }  // namespace nodelet::plegd

@@ -68,7 +68,7 @@ void SandboxEvents(const std::string& uid, const std::string& id, const SandboxS
 
 }  // namespace
 
-std::vector<PodChange> RelistDiff::Update(const RuntimeListing& listing) {
+std::map<std::string, PodView> RelistDiff::Group(const RuntimeListing& listing) {
   std::map<std::string, PodView> next;
   std::map<std::string, std::string> sandbox_to_uid;
   // Newest sandbox first, so a pod's current sandbox is sandbox_ids[0].
@@ -106,43 +106,16 @@ std::vector<PodChange> RelistDiff::Update(const RuntimeListing& listing) {
     v.containers[c.id] = c.state;
     v.container_names[c.id] = c.name;
   }
+  return next;
+}
 
-  std::vector<PodChange> changes;
-  // Pods present now.
-  for (auto& [uid, view] : next) {
-    auto old_it = pods_.find(uid);
-    static const PodView kEmpty;
-    const PodView& old = old_it == pods_.end() ? kEmpty : old_it->second;
-    PodChange change;
-    std::set<std::string> ids;
-    for (const auto& [id, _] : old.containers) ids.insert(id);
-    for (const auto& [id, _] : view.containers) ids.insert(id);
-    for (const auto& id : ids) {
-      auto name_it = view.container_names.find(id);
-      const std::string& name =
-          name_it != view.container_names.end() ? name_it->second : old.container_names.at(id);
-      ContainerEvents(uid, id, name, ToSeen(old.containers, id), ToSeen(view.containers, id),
-                      change.events);
-    }
-    std::set<std::string> sids;
-    for (const auto& [id, _] : old.sandboxes) sids.insert(id);
-    for (const auto& [id, _] : view.sandboxes) sids.insert(id);
-    for (const auto& id : sids) {
-      auto o = old.sandboxes.find(id);
-      auto n = view.sandboxes.find(id);
-      SandboxEvents(uid, id, o == old.sandboxes.end() ? nullptr : &o->second,
-                    n == view.sandboxes.end() ? nullptr : &n->second, change.events);
-    }
-    bool is_new = old_it == pods_.end();
-    if (is_new || !change.events.empty()) {
-      change.view = view;
-      changes.push_back(std::move(change));
-    }
-  }
-  // Pods gone.
-  for (const auto& [uid, old] : pods_) {
-    if (next.count(uid) != 0) continue;
-    PodChange change;
+std::optional<PodChange> RelistDiff::Compare(const std::string& uid, const PodView* old_view,
+                                             const PodView* view) {
+  static const PodView kEmpty;
+  const PodView& old = old_view != nullptr ? *old_view : kEmpty;
+  PodChange change;
+  if (view == nullptr) {
+    if (old_view == nullptr) return std::nullopt;
     change.removed = true;
     change.view.uid = uid;
     change.view.name = old.name;
@@ -155,10 +128,68 @@ std::vector<PodChange> RelistDiff::Update(const RuntimeListing& listing) {
     for (const auto& [id, state] : old.sandboxes) {
       SandboxEvents(uid, id, &state, nullptr, change.events);
     }
-    changes.push_back(std::move(change));
+    return change;
+  }
+  std::set<std::string> ids;
+  for (const auto& [id, _] : old.containers) ids.insert(id);
+  for (const auto& [id, _] : view->containers) ids.insert(id);
+  for (const auto& id : ids) {
+    auto name_it = view->container_names.find(id);
+    const std::string& name =
+        name_it != view->container_names.end() ? name_it->second : old.container_names.at(id);
+    ContainerEvents(uid, id, name, ToSeen(old.containers, id), ToSeen(view->containers, id),
+                    change.events);
+  }
+  std::set<std::string> sids;
+  for (const auto& [id, _] : old.sandboxes) sids.insert(id);
+  for (const auto& [id, _] : view->sandboxes) sids.insert(id);
+  for (const auto& id : sids) {
+    auto o = old.sandboxes.find(id);
+    auto n = view->sandboxes.find(id);
+    SandboxEvents(uid, id, o == old.sandboxes.end() ? nullptr : &o->second,
+                  n == view->sandboxes.end() ? nullptr : &n->second, change.events);
+  }
+  if (old_view != nullptr && change.events.empty()) return std::nullopt;
+  change.view = *view;
+  return change;
+}
+
+std::vector<PodChange> RelistDiff::Update(const RuntimeListing& listing) {
+  std::map<std::string, PodView> next = Group(listing);
+  std::vector<PodChange> changes;
+  // Pods present now, then pods gone.
+  for (const auto& [uid, view] : next) {
+    if (auto c = Compare(uid, Find(uid), &view)) changes.push_back(std::move(*c));
+  }
+  for (const auto& [uid, old] : pods_) {
+    if (next.count(uid) != 0) continue;
+    if (auto c = Compare(uid, &old, nullptr)) changes.push_back(std::move(*c));
   }
   pods_ = std::move(next);
   return changes;
+}
+
+std::optional<PodChange> RelistDiff::UpdatePod(const std::string& uid,
+                                               const RuntimeListing& listing) {
+  std::map<std::string, PodView> next = Group(listing);
+  auto it = next.find(uid);
+  const PodView* view = it == next.end() ? nullptr : &it->second;
+  std::optional<PodChange> change = Compare(uid, Find(uid), view);
+  if (view != nullptr) {
+    pods_[uid] = std::move(it->second);
+  } else {
+    pods_.erase(uid);
+  }
+  return change;
+}
+
+std::optional<std::string> RelistDiff::UidOf(const std::string& runtime_id) const {
+  for (const auto& [uid, view] : pods_) {
+    if (view.containers.count(runtime_id) != 0 || view.sandboxes.count(runtime_id) != 0) {
+      return uid;
+    }
+  }
+  return std::nullopt;
 }
 
 const PodView* RelistDiff::Find(const std::string& uid) const {

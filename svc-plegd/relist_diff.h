@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,11 +45,22 @@ class RelistDiff {
   // changed (new, gone, or any container/sandbox whose state moved). The first call reports
   // every pod, with events for running containers (ContainerStarted) as the kubelet does.
   std::vector<PodChange> Update(const RuntimeListing& listing);
+  // The same for one pod only, from a listing of that pod (its sandboxes and containers; what
+  // else it holds is ignored): its change, if any (removed when the listing has none of it).
+  // Every other pod's view stays as it was.
+  std::optional<PodChange> UpdatePod(const std::string& uid, const RuntimeListing& listing);
+  // The pod whose view holds this container or sandbox id.
+  std::optional<std::string> UidOf(const std::string& runtime_id) const;
   // The current view of a pod (after the last Update), or nullptr.
   const PodView* Find(const std::string& uid) const;
   size_t pod_count() const { return pods_.size(); }
 
  private:
+  static std::map<std::string, PodView> Group(const RuntimeListing& listing);
+  // The change from `old_view` to `view` (either may be null: new, gone); nothing when a known
+  // pod has no event.
+  static std::optional<PodChange> Compare(const std::string& uid, const PodView* old_view,
+                                          const PodView* view);
   std::map<std::string, PodView> pods_;
 };
 

@@ -51,6 +51,7 @@ void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Po
       e.pod = p;
       e.config_hash = hash;
       e.created = clock_.Now();
+      e.arrival = ++arrivals_;
       e.next_resync = clock_.Now() + resync_period_;
       Update({uid, UpdateType::kCreate, p, std::nullopt});
     } else if (hash != e.config_hash) {
@@ -129,7 +130,7 @@ void PodDispatcher::SyncChanged(const std::set<std::string>& changed) {
 
 void PodDispatcher::ReportStopping(const Entry& e, const std::string& uid, bool terminal) {
   // Not for orphans (no spec, no status) nor while the view is older than the last action.
-  if (e.pod == nullptr || !cache_.ready() || Stale(e)) return;
+  if (e.pod == nullptr || !cache_.ready() || Stale(uid, e)) return;
   auto rec = cache_.pods().find(uid);
   effects_.ReportStoppingStatus(*e.pod, rec == cache_.pods().end() ? nullptr : &rec->second,
                                 terminal);
@@ -168,8 +169,13 @@ void PodDispatcher::Update(PodUpdate<pod::Pod> update) {
   if (work) Dispatch(std::move(*work));
 }
 
-bool PodDispatcher::Stale(const Entry& e) const {
-  return e.fresh_after_mono_ns != 0 && cache_.relist_started_mono_ns() <= e.fresh_after_mono_ns;
+bool PodDispatcher::Stale(const std::string& uid, const Entry& e) const {
+  if (e.fresh_after_mono_ns == 0 || cache_.relist_started_mono_ns() > e.fresh_after_mono_ns) {
+    return false;
+  }
+  // A relist of this pod alone that started after the change will do too.
+  auto it = cache_.pods().find(uid);
+  return it == cache_.pods().end() || it->second.listed_at_mono_ns <= e.fresh_after_mono_ns;
 }
 
 bool PodDispatcher::WaitsForRelist(const Work<pod::Pod>& work) const {
@@ -180,7 +186,7 @@ bool PodDispatcher::WaitsForRelist(const Work<pod::Pod>& work) const {
   // reports the pod's final status, read from the view of the runtime after the stop.
   const bool needs_view =
       work.kind == WorkKind::kSync || (work.kind == WorkKind::kTerminated && !e.desired && e.pod);
-  return needs_view && (!cache_.ready() || Stale(e));
+  return needs_view && (!cache_.ready() || Stale(work.uid, e));
 }
 
 void PodDispatcher::Dispatch(Work<pod::Pod> work) {
@@ -196,13 +202,19 @@ void PodDispatcher::Dispatch(Work<pod::Pod> work) {
 
 void PodDispatcher::RunParked() {
   if (parked_.empty() || !cache_.ready()) return;
-  for (auto it = parked_.begin(); it != parked_.end();) {
-    if (WaitsForRelist(it->second)) {
-      ++it;
-      continue;
-    }
+  // In the order the pods came (first seen, first started), not by uid.
+  std::vector<std::pair<uint64_t, std::string>> ready;
+  for (const auto& [uid, work] : parked_) {
+    if (WaitsForRelist(work)) continue;
+    auto e = pods_.find(uid);
+    ready.emplace_back(e == pods_.end() ? 0 : e->second.arrival, uid);
+  }
+  std::sort(ready.begin(), ready.end());
+  for (const auto& [_, uid] : ready) {
+    auto it = parked_.find(uid);
+    if (it == parked_.end()) continue;
     Work<pod::Pod> work = std::move(it->second);
-    it = parked_.erase(it);
+    parked_.erase(it);
     Dispatch(std::move(work));
   }
 }
@@ -251,7 +263,10 @@ void PodDispatcher::HandleDone(WorkDone& d) {
         }
         e.last_error = o.error;
       }
-      if (o.changed_runtime) e.fresh_after_mono_ns = d.completed_mono_ns;
+      if (o.changed_runtime) {
+        e.fresh_after_mono_ns = d.completed_mono_ns;
+        effects_.RequestRelist(d.uid);
+      }
       e.retry_at = o.retry_at;
       // A failed sync (the runtime down, a create that failed) is retried by itself, 100 ms
       // doubling to 5 s, so a runtime that comes back is used at once; success resets it.
@@ -279,6 +294,7 @@ void PodDispatcher::HandleDone(WorkDone& d) {
       if (!d.outcome.events.empty()) effects_.SendEvents(d.outcome.events);
       if (e.pod) effects_.PodStopped(*e.pod);
       e.fresh_after_mono_ns = d.completed_mono_ns;
+      effects_.RequestRelist(d.uid);
       next = lifecycle_.Complete(d.uid, WorkKind::kTerminating, false);
       break;
     case WorkKind::kTerminated:

@@ -1,11 +1,11 @@
 // PodDispatcher: podworkerd's decisions without threads or I/O. It keeps one entry per pod
 // (desired or an orphan found in the runtime), drives PodLifecycle, and decides what to run and
-// when: a sync waits (parked) until plegd's cache is ready and holds a relist that started after
-// the pod's last runtime change (and so does the removal of a pod that was stopped, whose final
-// status is read from that relist); a failed sync is retried 100 ms doubling to 5 s; every pod is
-// resynced periodically; removals and orphan kills wait until every pod source has reported; a
-// kill that arrives while a worker is busy is never lost; a pod deleted and re-added while
-// terminating is created again.
+// when: a sync waits (parked) until plegd's cache is ready and holds a relist (a full one, or one
+// of the pod alone, which it asks plegd for) that started after the pod's last runtime change (and
+// so does the removal of a pod that was stopped, whose final status is read from that relist); a
+// failed sync is retried 100 ms doubling to 5 s; every pod is resynced periodically; removals and
+// orphan kills wait until every pod source has reported; a kill that arrives while a worker is busy
+// is never lost; a pod deleted and re-added while terminating is created again.
 //
 // Inputs are plain calls (the desired pods, changed pods, ticks, work completions); outputs go
 // through DispatcherEffects (the work to run, statuses, events, probes, the GC's desired set).
@@ -84,6 +84,9 @@ class DispatcherEffects {
   virtual void ForgetPod(const std::string& uid) = 0;
   // The desired pods' uids and images, which garbage collection keeps.
   virtual void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) = 0;
+  // The pod was just changed in the runtime: ask plegd to relist it alone now rather than wait
+  // for its next full relist.
+  virtual void RequestRelist(const std::string& uid) { (void)uid; }
 };
 
 struct DispatcherCounters {
@@ -148,6 +151,7 @@ class PodDispatcher {
     bool evicted = false;  // by the supervisor's eviction manager
     bool seeded = false;   // readiness carried over from statusd
     MonoTime created{};    // when this podworkerd first got the pod (pod start-up metric)
+    uint64_t arrival = 0;  // the order it came in (parked work runs in this order)
     bool start_recorded = false;
     // The last sync error, and every error logged since the last successful sync (each is
     // logged once until a sync succeeds).
@@ -159,7 +163,9 @@ class PodDispatcher {
   void Update(PodUpdate<pod::Pod> update);
   void Dispatch(Work<pod::Pod> work);
   void Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRecordT> record);
-  bool Stale(const Entry& e) const;
+  // The pod changed the runtime after the last full relist started and after the last relist
+  // of the pod alone.
+  bool Stale(const std::string& uid, const Entry& e) const;
   // The work must wait (parked) for plegd's cache, or for a relist newer than the pod's last
   // runtime change.
   bool WaitsForRelist(const Work<pod::Pod>& work) const;
@@ -173,6 +179,7 @@ class PodDispatcher {
   PodLifecycle<pod::Pod> lifecycle_;
   std::map<std::string, Entry> pods_;
   std::map<std::string, Work<pod::Pod>> parked_;  // syncs waiting for a fresh cache
+  uint64_t arrivals_ = 0;
   bool sources_ready_ = false;
   bool orphans_scanned_ = false;
   DispatcherCounters counters_;

@@ -102,6 +102,10 @@ class PodworkerdService::Effects : public DispatcherEffects {
     }
     if (s_.gc_) s_.gc_->SetDesired(std::move(uids), std::move(images));
   }
+  void RequestRelist(const std::string& uid) override {
+    // Not sent (plegd away): the pod waits for the next full relist instead.
+    (void)s_.mirror_->RequestRelist({uid});
+  }
 
  private:
   PodworkerdService& s_;

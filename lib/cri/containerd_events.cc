@@ -13,10 +13,25 @@ namespace nodelet::cri {
 namespace events = ::containerd::services::events::v1;
 
 bool TopicChangesRuntime(const std::string& topic) {
+  // An exec's process starting does not change what CRI lists.
+  if (topic == "/tasks/exec-added" || topic == "/tasks/exec-started") return false;
   for (const char* prefix : {"/tasks/", "/containers/", "/sandboxes/"}) {
     if (topic.rfind(prefix, 0) == 0) return true;
   }
   return false;
+}
+
+std::optional<std::string> EventContainerId(const std::string& topic, const std::string& payload) {
+  if (topic == "/tasks/exit") {
+    events::TaskExitTarget exit;
+    if (!exit.ParseFromString(payload)) return std::nullopt;
+    // An exec's process exited (a probe, `nodeletctl exec`): the container did not.
+    if (!exit.id().empty() && exit.id() != exit.container_id()) return std::nullopt;
+    return exit.container_id();
+  }
+  events::EventTarget target;
+  if (!target.ParseFromString(payload)) return std::nullopt;
+  return target.container_id();
 }
 
 struct ContainerdEventWatcher::Stub {
@@ -26,7 +41,8 @@ struct ContainerdEventWatcher::Stub {
 };
 
 Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
-    const std::string& endpoint, std::string ns, std::function<void()> on_change) {
+    const std::string& endpoint, std::string ns,
+    std::function<void(const std::string&)> on_change) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
@@ -38,7 +54,8 @@ Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
       new ContainerdEventWatcher(std::move(ns), std::move(on_change), std::move(channel)));
 }
 
-ContainerdEventWatcher::ContainerdEventWatcher(std::string ns, std::function<void()> on_change,
+ContainerdEventWatcher::ContainerdEventWatcher(std::string ns,
+                                               std::function<void(const std::string&)> on_change,
                                                std::shared_ptr<grpc::Channel> channel)
     : ns_(std::move(ns)),
       on_change_(std::move(on_change)),
@@ -77,7 +94,7 @@ void ContainerdEventWatcher::Loop() {
     auto reader = stub_->events->Subscribe(context.get(), request);
     ++subscriptions_;
     // Whatever changed while there was no stream: one relist covers it.
-    on_change_();
+    on_change_("");
     events::Envelope envelope;
     bool any = false;
     while (reader->Read(&envelope)) {
@@ -88,8 +105,11 @@ void ContainerdEventWatcher::Loop() {
       any = true;
       backoff = std::chrono::milliseconds(100);
       if (envelope.namespace_() != ns_ || !TopicChangesRuntime(envelope.topic())) continue;
+      auto id = EventContainerId(envelope.topic(), envelope.event().value());
+      if (!id) continue;  // an exec's exit
       ++events_;
-      on_change_();
+      // An event without an id (a topic nodelet does not know) asks for a full relist.
+      on_change_(*id);
     }
     grpc::Status st = reader->Finish();
     std::unique_lock<std::mutex> lock(mu_);

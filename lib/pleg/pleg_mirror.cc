@@ -81,6 +81,15 @@ void PlegMirror::RequestSnapshot() {
   asked_at_ = clock_.Now();
 }
 
+Status PlegMirror::RequestRelist(const std::vector<std::string>& uids) {
+  if (snapshot_ == nullptr) return Unavailable("not connected to plegd");
+  flatbuffers::FlatBufferBuilder fbb(64 + 48 * uids.size());
+  auto req = ipc::pleg::CreateRelistRequest(fbb, fbb.CreateVectorOfStrings(uids));
+  Status sent = ipc::SendMessage(*snapshot_, fbb, envelope_, Body::RelistRequest, req.Union());
+  if (sent.ok()) ++relist_requests_;
+  return sent;
+}
+
 void PlegMirror::Tick() {
   if (!in_sync_) RequestSnapshot();
 }

@@ -50,6 +50,11 @@ class PlegMirror {
   // runtime at its Clock::MonoNanos() T waits for a relist that started after T before it
   // trusts the replica for that pod again.
   int64_t relist_started_mono_ns() const { return relist_started_mono_ns_; }
+  // Asks plegd to relist these pods alone now (podworkerd, after changing them): their records
+  // then come with a listed_at_mono_ns after this call. No reply; an error when plegd is not
+  // there (the next full relist covers the pods then).
+  Status RequestRelist(const std::vector<std::string>& uids);
+  uint64_t relist_requests() const { return relist_requests_; }
   uint64_t gaps() const { return gaps_; }
   uint64_t snapshots() const { return snapshots_; }
   uint64_t bad_messages() const { return bad_messages_.count(); }
@@ -99,7 +104,7 @@ class PlegMirror {
   uint64_t relist_ = 0;
   int64_t relist_started_mono_ns_ = 0;
   uint64_t next_request_id_ = 1;
-  uint64_t gaps_ = 0, snapshots_ = 0;
+  uint64_t gaps_ = 0, snapshots_ = 0, relist_requests_ = 0;
   ipc::BadMessageCounter bad_messages_;
   std::string relist_error_;
   MonoTime last_heard_{};

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "svc-plegd/pleg_runtime.h"
 
@@ -67,8 +68,66 @@ class FakePlegRuntime : public plegd::PlegRuntime {
 
   Result<plegd::RuntimeListing> List() override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++lists_;
     if (list_error_) return *list_error_;
     return listing_;
+  }
+  // The managed pod's sandboxes and the containers in them (the fake has no labels on
+  // containers: a container is the pod's when its sandbox is).
+  // The container takes `state` only once ListPod has been called `pod_lists` times in all: a
+  // runtime whose view lags the event that announced the change.
+  void DeferState(const std::string& id, plegd::ContainerState state, int pod_lists) {
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_.push_back({id, state, pod_lists});
+  }
+  Result<plegd::RuntimeListing> ListPod(const std::string& uid) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++pod_lists_;
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+      if (pod_lists_ < it->after) {
+        ++it;
+        continue;
+      }
+      for (auto& c : listing_.containers) {
+        if (c.id == it->id) c.state = it->state;
+      }
+      it = deferred_.erase(it);
+    }
+    if (list_error_) return *list_error_;
+    plegd::RuntimeListing out;
+    std::set<std::string> sandboxes;
+    for (const auto& s : listing_.sandboxes) {
+      if (s.pod_uid != uid || s.labels.count(plegd::kManagedLabel) == 0) continue;
+      out.sandboxes.push_back(s);
+      sandboxes.insert(s.id);
+    }
+    for (const auto& c : listing_.containers) {
+      if (sandboxes.count(c.sandbox_id) != 0) out.containers.push_back(c);
+    }
+    return out;
+  }
+  Result<std::string> PodOf(const std::string& runtime_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string sandbox_id = runtime_id;
+    for (const auto& c : listing_.containers) {
+      if (c.id == runtime_id) sandbox_id = c.sandbox_id;
+    }
+    for (const auto& s : listing_.sandboxes) {
+      if (s.id != sandbox_id) continue;
+      if (s.labels.count(plegd::kManagedLabel) == 0) {
+        return Status(StatusCode::kFailedPrecondition, "foreign");
+      }
+      return s.pod_uid;
+    }
+    return NotFound("no " + runtime_id);
+  }
+  int lists() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lists_;
+  }
+  int pod_lists() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pod_lists_;
   }
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -100,9 +159,16 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   }
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   plegd::RuntimeListing listing_;
+  int lists_ = 0, pod_lists_ = 0;
+  struct Deferred {
+    std::string id;
+    plegd::ContainerState state;
+    int after;
+  };
+  std::vector<Deferred> deferred_;
   std::map<std::string, int> exit_codes_;
   std::optional<Status> list_error_;
   std::set<std::string> hanging_;

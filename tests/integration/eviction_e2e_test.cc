@@ -330,13 +330,14 @@ TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubelets
                    fill + "6", "{}"));
   Write("total.yaml", WriterYaml("total", "  volumes:\n  - {name: data, emptyDir: {}}\n",
                                  fill + "6", "{limits: {ephemeral-storage: 4Mi}}"));
-  // Two containers: the pod's summed limit (12Mi) holds, the chatty one's own (2Mi) does not.
+  // Two containers: the pod's summed limit (42Mi) holds, the chatty one's own (2Mi) does not
+  // (its 6 MB of short lines take about 13 MB as CRI log lines).
   Write("chatty.yaml",
         WriterYaml("chatty", "", "yes 0123456789abcdef0123456789abcdef | head -c 6000000",
                    "{limits: {ephemeral-storage: 2Mi}}") +
             "  - name: calm\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
             "    command: [\"sleep\", \"3600\"]\n"
-            "    resources: {limits: {ephemeral-storage: 10Mi}}\n");
+            "    resources: {limits: {ephemeral-storage: 40Mi}}\n");
   // Written into the container's own root filesystem: its writable layer (CRI stats).
   Write("layer.yaml", WriterYaml("layer", "", "dd if=/dev/zero of=/tmp/fill bs=1M count=6",
                                  "{limits: {ephemeral-storage: 4Mi}}"));

@@ -195,7 +195,8 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
   ContainerdOptions opts;
   opts.dir = dir_.Sub("ctrd");
   opts.image_tarballs = DefaultImageTarballs(ImagesDir());
-  ASSERT_TRUE(containerd_->Stop().ok());
+  Status stopped = containerd_->Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.ToString();
   containerd_.reset();
   Write("late.yaml", PodYaml("late", kServe));
   ASSERT_TRUE(WaitPods(

@@ -614,9 +614,26 @@ Status ContainerdInstance::RemoveEverythingThroughCri() {
       std::this_thread::sleep_for(milliseconds(200));  // a retry, bounded by the deadline
     }
   }
-  auto containers = (*client)->ListContainers({});
-  if (!containers.ok()) return containers.status();
-  for (const auto& container : *containers) keep((*client)->RemoveContainer(container.id()));
+  // Containers left over, or made meanwhile by an agent still running against this containerd
+  // (a test's nodelet restarting its pod): one that is starting cannot be removed for a
+  // moment ("container is in starting state"), so the removals are retried until none is left
+  // or the deadline passes.
+  const auto deadline = steady_clock::now() + seconds(20);
+  for (;;) {
+    auto containers = (*client)->ListContainers({});
+    if (!containers.ok()) return containers.status();
+    Status last;
+    for (const auto& container : *containers) {
+      Status removed = (*client)->RemoveContainer(container.id());
+      if (!removed.ok() && removed.code() != StatusCode::kNotFound && last.ok()) last = removed;
+    }
+    if (last.ok()) break;
+    if (steady_clock::now() >= deadline) {
+      keep(last);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // a retry, bounded by the deadline
+  }
   return first;
 }
 

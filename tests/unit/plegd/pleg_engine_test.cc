@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include "tests/fakes/fake_clock.h"
@@ -194,6 +195,115 @@ TEST(PlegEngineTest, RelistStartIsStampedOnBothClocksAndAWallStepMovesOnlyTheWal
   EXPECT_EQ(second.relists[0].started_at_mono_ns - mono1, 1'000'000'000);
   EXPECT_LT(second.relists[0].started_at_ns, wall1) << "the wall reading follows the step";
   engine.Stop();
+}
+
+// Drains until `pred` holds for the output gathered so far, or 5 s pass.
+PlegOutput GatherUntil(PlegEngine& engine, WakeSignal& woken,
+                       const std::function<bool(const PlegOutput&)>& pred) {
+  PlegOutput all;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pred(all) && std::chrono::steady_clock::now() < end) {
+    PlegOutput out = WaitOutput(engine, woken, std::chrono::milliseconds(500));
+    for (auto& p : out.pods) all.pods.push_back(std::move(p));
+    for (auto& r : out.relists) all.relists.push_back(std::move(r));
+  }
+  return all;
+}
+
+bool HasEvent(const PlegOutput& out, const std::string& id, EventType type) {
+  for (const auto& p : out.pods) {
+    for (const auto& e : p.events) {
+      if (e.id == id && e.type == type) return true;
+    }
+  }
+  return false;
+}
+
+// A long period: after the first relist, only single-pod relists run.
+struct EventedEngine {
+  explicit EventedEngine(FakePlegRuntime& rt) : engine(rt, clock, Options(), woken.Callback()) {
+    engine.Start();
+    first = GatherUntil(engine, woken, [](const PlegOutput& o) { return !o.relists.empty(); });
+  }
+  static PlegOptions Options() {
+    PlegOptions o;
+    o.relist_period = std::chrono::hours(1);
+    return o;
+  }
+  FakeClock clock;
+  WakeSignal woken;
+  PlegEngine engine;
+  PlegOutput first;
+};
+
+TEST(PlegEngineTest, ARelistOfOnePodSeesOnlyThatPodAndIsPublishedEvenWhenUnchanged) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  rt.AddPod("b", {{"app", ContainerState::Running}});
+  EventedEngine e(rt);
+  ASSERT_EQ(e.first.relists.size(), 1u);
+  const int64_t first_listed = e.first.relists[0].started_at_mono_ns;
+  rt.SetContainerState("a-app", ContainerState::Exited, 3);
+  rt.SetContainerState("b-app", ContainerState::Exited, 4);
+  e.clock.Advance(std::chrono::milliseconds(5));
+  e.engine.RelistPods({"a"});
+  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  ASSERT_EQ(out.pods.size(), 1u);
+  EXPECT_EQ(out.pods[0].record.uid, "a");
+  EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
+  EXPECT_EQ(out.pods[0].record.containers[0]->exit_code, 3);
+  EXPECT_GT(out.pods[0].record.listed_at_mono_ns, first_listed);
+  EXPECT_TRUE(out.relists.empty()) << "no full relist";
+  EXPECT_EQ(rt.lists(), 1);
+  EXPECT_EQ(rt.pod_lists(), 1);
+
+  // Asked again with nothing new: inspected and published all the same, with a later listing.
+  e.clock.Advance(std::chrono::milliseconds(5));
+  e.engine.RelistPods({"a"});
+  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  ASSERT_EQ(again.pods.size(), 1u);
+  EXPECT_TRUE(again.pods[0].events.empty());
+  EXPECT_GT(again.pods[0].record.listed_at_mono_ns, out.pods[0].record.listed_at_mono_ns);
+  e.engine.Stop();
+}
+
+TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  rt.AddPod("b", {{"app", ContainerState::Running}});
+  EventedEngine e(rt);
+  // The event comes before the runtime's listing shows the exit: the third look sees it.
+  rt.DeferState("a-app", ContainerState::Exited, 3);
+  e.engine.NudgeRuntimeId("a-app");
+  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-app", EventType::ContainerDied);
+  });
+  EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
+  EXPECT_EQ(rt.pod_lists(), 3);
+  EXPECT_EQ(e.engine.event_retries(), 2u);
+  EXPECT_EQ(rt.lists(), 1) << "no full relist";
+
+  // An id the last view does not hold: its pod is found through the runtime.
+  rt.AddPod("c", {{"app", ContainerState::Running}});
+  e.engine.NudgeRuntimeId("c-app");
+  auto c = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "c-app", EventType::ContainerStarted);
+  });
+  EXPECT_TRUE(HasEvent(c, "c-app", EventType::ContainerStarted));
+
+  // A foreign pod's event is left to the full relist.
+  rt.AddPod("f", {{"app", ContainerState::Running}}, false);
+  const int lists_before = rt.pod_lists();
+  e.engine.NudgeRuntimeId("f-app");
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), lists_before);
+  // An empty id (a new subscription) is a full relist.
+  e.engine.NudgeRuntimeId("");
+  auto full =
+      GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.relists.empty(); });
+  EXPECT_EQ(full.relists.size(), 1u);
+  EXPECT_EQ(e.engine.nudged_relists(), 1u);
+  e.engine.Stop();
 }
 
 }  // namespace

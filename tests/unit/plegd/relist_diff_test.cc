@@ -101,5 +101,45 @@ TEST(RelistDiffTest, ForeignPodsAreMarkedAndRemovedPodsReported) {
   EXPECT_EQ(diff.pod_count(), 0u);
 }
 
+// A pod relisted alone (an event) and then in a full relist, or only in the full relist:
+// the same events in all and the same view either way.
+TEST(RelistDiffTest, APodRelistedAloneThenInFullEndsAsAFullRelistAlone) {
+  FakePlegRuntime rt;
+  rt.AddPod("u1", {{"app", ContainerState::Running}});
+  rt.AddPod("u2", {{"app", ContainerState::Running}});
+  const RuntimeListing before = *rt.List();
+  rt.SetContainerState("u1-app", ContainerState::Exited);
+  rt.SetContainerState("u2-app", ContainerState::Exited);
+  const RuntimeListing after = *rt.List();
+  const RuntimeListing pod1 = *rt.ListPod("u1");
+
+  RelistDiff full_only, evented;
+  full_only.Update(before);
+  evented.Update(before);
+  auto all = full_only.Update(after);
+
+  auto one = evented.UpdatePod("u1", pod1);
+  ASSERT_TRUE(one.has_value());
+  ASSERT_EQ(one->events.size(), 1u);
+  EXPECT_EQ(one->events[0].type, EventType::ContainerDied);
+  EXPECT_EQ(evented.Find("u2")->containers.at("u2-app"), ContainerState::Running) << "untouched";
+  auto rest = evented.Update(after);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].view.uid, "u2");
+  EXPECT_EQ(all.size(), 2u);
+  for (const char* uid : {"u1", "u2"}) {
+    EXPECT_EQ(evented.Find(uid)->containers, full_only.Find(uid)->containers) << uid;
+    EXPECT_EQ(evented.Find(uid)->sandbox_ids, full_only.Find(uid)->sandbox_ids) << uid;
+  }
+  // Relisted alone with nothing of it left: removed, with Died-less Removed events.
+  auto gone = evented.UpdatePod("u1", RuntimeListing{});
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_TRUE(gone->removed);
+  EXPECT_EQ(evented.Find("u1"), nullptr);
+  EXPECT_EQ(evented.UidOf("u2-app"), "u2");
+  EXPECT_EQ(evented.UidOf("u2-sb"), "u2");
+  EXPECT_EQ(evented.UidOf("u1-app"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace nodelet::plegd

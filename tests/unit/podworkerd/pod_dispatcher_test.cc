@@ -42,6 +42,7 @@ class RecordingEffects : public DispatcherEffects {
     gc_images = std::move(images);
     ++gc_updates;
   }
+  void RequestRelist(const std::string& uid) override { relists_asked.push_back(uid); }
 
   // The work dispatched since the last call.
   std::vector<DispatchedWork> Take() {
@@ -51,7 +52,7 @@ class RecordingEffects : public DispatcherEffects {
   }
 
   std::vector<DispatchedWork> runs;
-  std::vector<std::string> reported, stopped, probed, unprobed, forgotten;
+  std::vector<std::string> reported, stopped, probed, unprobed, forgotten, relists_asked;
   std::vector<status::PodEvent> events;
   struct Stopping {
     std::string uid;
@@ -269,6 +270,47 @@ TEST_F(PodDispatcherTest, SyncAfterARuntimeChangeWaitsForALaterRelist) {
   ASSERT_TRUE(second.record.has_value());
   EXPECT_EQ(second.record->uid, "u1");
   EXPECT_EQ(dispatcher_.parked(), 0u);
+}
+
+TEST_F(PodDispatcherTest, ARelistOfThePodAloneAfterTheChangeIsFreshEnoughAndIsAskedFor) {
+  auto p = MakePod("u1");
+  auto q = MakePod("u2");
+  dispatcher_.ApplyDesired({p, q}, true);
+  auto runs = effects_.Take();
+  ASSERT_EQ(runs.size(), 2u);
+  clock_.Advance(milliseconds(50));
+  const int64_t changed_at = clock_.MonoNanos();
+  EXPECT_TRUE(Complete(runs[0], "", /*changed_runtime=*/true).empty());
+  EXPECT_TRUE(Complete(runs[1], "", /*changed_runtime=*/false).empty());
+  // Only the pod that changed the runtime asks plegd for a relist of it.
+  EXPECT_EQ(effects_.relists_asked, (std::vector<std::string>{"u1"}));
+
+  cache_.relist_started_ = changed_at - 1;  // no full relist since
+  auto older = Record("u1");
+  older.listed_at_mono_ns = changed_at;  // listed at the change: not after it
+  cache_.pods_["u1"] = older;
+  dispatcher_.SyncChanged({"u1"});
+  EXPECT_TRUE(effects_.Take().empty());
+  auto fresh = Record("u1");
+  fresh.listed_at_mono_ns = changed_at + 1;
+  cache_.pods_["u1"] = fresh;
+  dispatcher_.RunParked();
+  DispatchedWork second = One("the pod's own relist");
+  EXPECT_EQ(second.work.kind, WorkKind::kSync);
+  ASSERT_TRUE(second.record.has_value());
+  EXPECT_EQ(second.record->listed_at_mono_ns, changed_at + 1);
+}
+
+TEST_F(PodDispatcherTest, ParkedPodsStartInTheOrderTheyCameNotByUid) {
+  cache_.ready_ = false;
+  dispatcher_.ApplyDesired({MakePod("z"), MakePod("a"), MakePod("m")}, true);
+  EXPECT_TRUE(effects_.Take().empty());
+  cache_.ready_ = true;
+  dispatcher_.RunParked();
+  auto runs = effects_.Take();
+  std::vector<std::string> order;
+  for (const auto& w : runs) order.push_back(w.work.uid);
+  EXPECT_EQ(order, (std::vector<std::string>{"z", "a", "m"}));
 }
 
 TEST_F(PodDispatcherTest, CacheNotReadyParksEverySyncButNoKill) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/common/clock.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -244,6 +245,25 @@ TEST(UsageSamplerTest, LastTakesASampleWhenThereIsNone) {
   EXPECT_EQ(sampler.Last()->stats.time_unix_ms, 1000) << "the same one";
   EXPECT_EQ(source.count(), 1);
   EXPECT_EQ(sampler.Fresh()->stats.time_unix_ms, 2000);
+}
+
+// The eviction manager samples through the sampler (a StatsSource): its own thread then has
+// nothing to do, and /metrics sees those samples.
+TEST(UsageSamplerTest, SamplesTakenThroughItCountAndItsThreadSkipsThePeriodTheyCover) {
+  CountingSource source;
+  testing::FakeClock clock;
+  UsageSampler sampler(clock, source, 10s);
+  StatsSource& as_source = sampler;
+  EXPECT_EQ(as_source.Sample().time_unix_ms, 1000);
+  EXPECT_EQ(sampler.Last()->stats.time_unix_ms, 1000) << "kept as the last sample";
+  sampler.Start();
+  // Its thread's first look finds a sample of this period: it takes none. (A fake clock: it
+  // then waits 10 s of real time, past this test's end.)
+  EXPECT_FALSE(source.WaitFor(2, 200ms));
+  EXPECT_EQ(sampler.samples(), 1u);
+  clock.Advance(10s);
+  EXPECT_EQ(as_source.Sample().time_unix_ms, 2000);
+  ASSERT_TRUE(sampler.Last()->rates.node.has_value());
 }
 
 }  // namespace
