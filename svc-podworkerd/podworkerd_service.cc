@@ -103,8 +103,10 @@ class PodworkerdService::Effects : public DispatcherEffects {
     if (s_.gc_) s_.gc_->SetDesired(std::move(uids), std::move(images));
   }
   void RequestRelist(const std::string& uid) override {
-    // Not sent (plegd away): the pod waits for the next full relist instead.
-    (void)s_.mirror_->RequestRelist({uid});
+    // Gathered and sent once the loop is done with what it is handling: one request for a
+    // burst of syncs (plegd queues 16 requests per peer).
+    s_.relist_pending_.insert(uid);
+    if (!s_.relist_flush_.armed()) s_.relist_flush_.ArmAt(s_.ctx_.clock.Now());
   }
 
  private:
@@ -439,6 +441,24 @@ void PodworkerdService::Register() {
   volume_source_ = ctx_.loop.AddSocket(volume_events_->raw(), [this] { HandleVolumeEvents(); });
   tick_ = ctx_.loop.AddTimer([this] { OnTick(); });
   tick_.ArmAt(ctx_.clock.Now());  // the first pass at once, then every kTick
+  relist_flush_ = ctx_.loop.AddTimer([this] { FlushRelistRequests(); });
+}
+
+void PodworkerdService::FlushRelistRequests() {
+  while (!relist_pending_.empty()) {
+    // plegd takes at most 1024 pods per request.
+    std::vector<std::string> uids;
+    for (auto it = relist_pending_.begin(); it != relist_pending_.end() && uids.size() < 512;
+         ++it) {
+      uids.push_back(*it);
+    }
+    if (!mirror_->RequestRelist(uids).ok()) {
+      // plegd away or its queue full: again shortly (the full relist covers the pods anyway).
+      relist_flush_.ArmAfter(std::chrono::milliseconds(50));
+      return;
+    }
+    for (const auto& uid : uids) relist_pending_.erase(uid);
+  }
 }
 
 void PodworkerdService::HandleVolumeEvents() {

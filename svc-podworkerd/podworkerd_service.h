@@ -186,6 +186,10 @@ class PodworkerdService : public Service {
   bool mirror_resynced_ = false;
   EventLoop::Handle router_source_, volume_source_;
   EventLoop::Timer tick_;
+  // Pods to ask plegd to relist alone (after this podworkerd changed them), sent together.
+  std::set<std::string> relist_pending_;
+  EventLoop::Timer relist_flush_;
+  void FlushRelistRequests();
 };
 
 // Flags: --runtime-endpoint, --runtime-request-timeout, --crashloop-initial, --crashloop-max,

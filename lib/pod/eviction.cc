@@ -64,6 +64,20 @@ std::string KnownSignals() {
   return out;
 }
 
+// The signal NAME of ENTRY, which must be known and not in `seen` yet (it is added).
+Result<EvictionSignal> NewSignal(const std::string& entry, const std::string& name,
+                                 std::set<EvictionSignal>* seen) {
+  auto signal = SignalByName(name);
+  if (!signal) {
+    return InvalidArgument("\"" + entry + "\": unknown eviction signal \"" + name +
+                           "\" (known: " + KnownSignals() + ")");
+  }
+  if (!seen->insert(*signal).second) {
+    return InvalidArgument("\"" + entry + "\": " + name + " is given twice");
+  }
+  return *signal;
+}
+
 // VALUE of ENTRY: a quantity (bytes or a count) or a percentage; zero leaves both unset.
 Status ParseAmount(const std::string& entry, const std::string& value,
                    std::optional<int64_t>* quantity, double* percentage) {
@@ -116,16 +130,9 @@ Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string
       return InvalidArgument("\"" + entry +
                              "\": expected SIGNAL<QUANTITY or SIGNAL<PERCENT% (only \"<\")");
     }
-    const std::string name = entry.substr(0, op);
     const std::string value = entry.substr(op + 1);
-    auto signal = SignalByName(name);
-    if (!signal) {
-      return InvalidArgument("\"" + entry + "\": unknown eviction signal \"" + name +
-                             "\" (known: " + KnownSignals() + ")");
-    }
-    if (!seen.insert(*signal).second) {
-      return InvalidArgument("\"" + entry + "\": " + name + " is given twice");
-    }
+    auto signal = NewSignal(entry, entry.substr(0, op), &seen);
+    if (!signal.ok()) return signal.status();
     EvictionThreshold t;
     t.signal = *signal;
     t.hard = hard;
@@ -182,14 +189,8 @@ Status ApplyMinimumReclaims(const std::string& flag, std::vector<EvictionThresho
       return InvalidArgument("\"" + entry + "\": expected SIGNAL=QUANTITY or SIGNAL=PERCENT%");
     }
     const std::string name = entry.substr(0, eq);
-    auto signal = SignalByName(name);
-    if (!signal) {
-      return InvalidArgument("\"" + entry + "\": unknown eviction signal \"" + name +
-                             "\" (known: " + KnownSignals() + ")");
-    }
-    if (!seen.insert(*signal).second) {
-      return InvalidArgument("\"" + entry + "\": " + name + " is given twice");
-    }
+    auto signal = NewSignal(entry, name, &seen);
+    if (!signal.ok()) return signal.status();
     std::optional<int64_t> quantity;
     double percentage = 0;
     if (Status s = ParseAmount(entry, entry.substr(eq + 1), &quantity, &percentage); !s.ok()) {
