@@ -178,7 +178,20 @@ class LifecycleE2eTest : public NodeletTest {
   std::string EmptyDir(const std::string& uid, const std::string& volume) const {
     return PodDir(uid) + "/volumes/kubernetes.io~empty-dir/" + volume;
   }
-  std::string Uid(const std::string& pod) { return PodJson(pod)["metadata"].value("uid", ""); }
+  // The pod's uid; waits up to 10 s for `nodeletctl pod` to answer ("" when it never does).
+  std::string Uid(const std::string& pod) {
+    std::string uid;
+    WaitFor(
+        [&] {
+          const nlohmann::json j = PodJson(pod);
+          if (j.is_object() && j.contains("metadata") && j["metadata"].is_object()) {
+            uid = j["metadata"].value("uid", "");
+          }
+          return !uid.empty();
+        },
+        std::chrono::seconds(10));
+    return uid;
+  }
 
   // What is wrong, seen from the host, with the pod's two emptyDirs ("" when nothing): the
   // markers must be there, and the Memory one must still be a mount.
