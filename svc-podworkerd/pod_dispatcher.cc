@@ -93,6 +93,10 @@ void PodDispatcher::ApplyDesired(const std::vector<std::shared_ptr<const pod::Po
   }
 }
 
+void PodDispatcher::Housekeep() {
+  if (sources_ready_) KillOrphans();
+}
+
 void PodDispatcher::KillOrphans() {
   if (!cache_.ready()) return;
   for (const auto& [uid, rec] : cache_.pods()) {

@@ -108,6 +108,10 @@ class PodDispatcher {
   // its containers, and it leaves InUse() (volumed then tears its volumes down).
   void ApplyDesired(const std::vector<std::shared_ptr<const pod::Pod>>& pods, bool sources_ready,
                     const std::set<std::string>& evicted = {});
+  // The part of ApplyDesired that depends on the runtime's view, not on the desired set: kills
+  // the orphans plegd shows (once every source has reported). For a desired set received again
+  // unchanged.
+  void Housekeep();
   // Syncs the pods whose runtime view changed (events, volumes, probes), then RunParked().
   void SyncChanged(const std::set<std::string>& changed);
   // Every pod the dispatcher knows (after plegd's cache was replaced). These are also the pods

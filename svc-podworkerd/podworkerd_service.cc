@@ -384,7 +384,11 @@ void PodworkerdService::UpdateQosCgroups(const std::vector<std::shared_ptr<const
       active.push_back(p.get());
     }
   }
-  const int64_t burstable = BurstableCpuRequests(active);
+  WriteQosCgroups(BurstableCpuRequests(active));
+}
+
+void PodworkerdService::WriteQosCgroups(int64_t burstable) {
+  if (!config_.pod_cgroups.enabled) return;
   // Written when the figure changes, and again every minute (the kubelet's periodic update),
   // which also repairs a cgroup someone else changed.
   const MonoTime now = ctx_.clock.Now();
@@ -559,7 +563,27 @@ void PodworkerdService::HandleWork() {
       continue;
     }
     const auto* desired = (*msg)->body_as_DesiredPods();
-    std::string error = ApplyDesired(*desired);
+    // The supervisor sends its desired set every 2 s whether or not it changed. A set this
+    // podworkerd has applied already (the same sender incarnation and generation, with the same
+    // sources-ready and reclaim figures, which change without a new generation) is not decoded
+    // and applied again (at 100 pods that was most of an idle podworkerd's CPU); only the
+    // housekeeping that depends on plegd's view runs.
+    const AppliedSet key{(*msg)->header() ? (*msg)->header()->incarnation() : 0,
+                         desired->generation(), desired->sources_ready(),
+                         desired->reclaim_requests()};
+    std::string error;
+    if (!applied_ || !(*applied_ == key)) {
+      error = ApplyDesired(*desired);
+      if (error.empty()) {
+        applied_ = key;
+      } else {
+        applied_.reset();
+      }
+    } else {
+      ++desired_unchanged_;
+      dispatcher_->Housekeep();  // orphans plegd has found since
+      if (qos_burstable_milli_) WriteQosCgroups(*qos_burstable_milli_);  // the minute's rewrite
+    }
     generation_ = desired->generation();
     if (!error.empty()) {
       auto err = ipc::podwork::CreateErrorReplyDirect(fbb, generation_, error.c_str());
@@ -733,6 +757,7 @@ CounterList PodworkerdService::Counters() const {
   const DispatcherCounters& d = dispatcher_->counters();
   c.emplace_back("pods", dispatcher_->pods());
   c.emplace_back("syncs", d.syncs);
+  c.emplace_back("desired_unchanged", desired_unchanged_);
   c.emplace_back("sync_errors", d.sync_errors);
   c.emplace_back("kills", d.kills);
   c.emplace_back("orphans_killed", d.orphans_killed);

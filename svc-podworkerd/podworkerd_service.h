@@ -160,6 +160,16 @@ class PodworkerdService : public Service {
   std::unique_ptr<Effects> effects_;
   std::unique_ptr<PodDispatcher> dispatcher_;
   uint64_t generation_ = 0;
+  // The last desired set applied, by what identifies it (HandleWork).
+  struct AppliedSet {
+    uint64_t incarnation = 0;
+    uint64_t generation = 0;
+    bool sources_ready = false;
+    uint64_t reclaim_requests = 0;
+    bool operator==(const AppliedSet&) const = default;
+  };
+  std::optional<AppliedSet> applied_;
+  uint64_t desired_unchanged_ = 0;      // desired sets skipped as already applied
   std::string work_peer_;               // the supervisor's routing id on the work socket
   std::set<std::string> acked_in_use_;  // the pods in use in the last WorkAck
   bool acked_complete_ = false;
@@ -173,6 +183,8 @@ class PodworkerdService : public Service {
   // The QoS cgroups' shares from the desired pods (pod_cgroups.h, EnsureQosCgroups).
   void UpdateQosCgroups(const std::vector<std::shared_ptr<const pod::Pod>>& pods,
                         const std::set<std::string>& evicted);
+  // Writes the burstable QoS cgroup's shares when they change or a minute has passed.
+  void WriteQosCgroups(int64_t burstable_cpu_requests_milli);
   // The kubepods cgroup's limits (pod_cgroups.h, KubepodsLimits), at start.
   Status EnforceKubepods(const std::string& root_dir);
   std::mutex cgroup_mu_;

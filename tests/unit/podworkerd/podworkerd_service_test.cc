@@ -294,6 +294,8 @@ TEST_F(PodworkerdServiceTest, DesiredPodRunsAndRemovedPodIsKilledAndRemoved) {
   ASSERT_TRUE(RunUntil([&] { return Counter("syncs") >= syncs + 3; }));
   EXPECT_EQ(ObjectsOf(web.metadata.uid), 3u);
   EXPECT_EQ(RuntimeView(web.metadata.uid).second, (std::set<std::string>{"app", "sidecar"}));
+  // The resends of the same set were acknowledged without being applied again.
+  ASSERT_TRUE(RunUntil([&] { return Counter("desired_unchanged") >= 2; }));
 
   supervisor_.SetDesired({});
   ASSERT_TRUE(RunUntil([&] { return ObjectsOf(web.metadata.uid) == 0; }))
