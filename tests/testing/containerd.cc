@@ -83,10 +83,7 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string ReadSmallFile(const std::string& path) { return ReadTextFile(path); }
 
 // NUL-separated argv of a process, or empty when it is gone.
 std::vector<std::string> Cmdline(pid_t pid) {

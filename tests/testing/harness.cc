@@ -227,10 +227,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, milliseconds time
 }
 
 bool ProcessAlive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string line;
-  std::getline(stat, line);
+  const std::string line = ReadTextFile("/proc/" + std::to_string(pid) + "/stat");
+  if (line.empty()) return false;
   auto close_paren = line.rfind(')');
   if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return false;
   return line[close_paren + 2] != 'Z';
@@ -261,8 +259,20 @@ int FreeLoopbackPort() {
 }
 
 std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // read(2), not a filebuf: a /proc file of a process that exits meanwhile fails with ESRCH,
+  // which libstdc++'s filebuf throws as an ios_failure (once aborting a whole suite).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 void WriteTextFile(const std::string& path, const std::string& content) {

@@ -113,7 +113,8 @@ bool WaitProcessGone(pid_t pid, milliseconds timeout);
 // test server or probe target.
 int FreeLoopbackPort();
 
-// The whole file as text; "" when it cannot be read.
+// The whole file as text; "" when it cannot be read, and what was read before a read error (a
+// /proc file of a process that exits meanwhile).
 std::string ReadTextFile(const std::string& path);
 // Writes `content` to `path`, making its parent directories (stand-in trees: cgroups, /proc).
 void WriteTextFile(const std::string& path, const std::string& content);
