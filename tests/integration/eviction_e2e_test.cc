@@ -228,9 +228,17 @@ TEST_F(EvictionE2eTest, BestEffortGoesFirstCriticalNeverAndCrashesNeitherLoseNor
   // may be gone now.
   EXPECT_EQ(Phase("late-be"), "Failed");
   EXPECT_TRUE(RunningContainer("late-be-node1").empty());
-  EXPECT_EQ(Count("nodelet-2.log", "Evicting pod"), 1u);
-  EXPECT_EQ(Count("nodelet-3.log", "Evicting pod"), 0u);
+  // The BestEffort pod was evicted once, and never again after the restarts; the Burstable pod
+  // within its request and the critical pod never. (Another pod may go after it while memory
+  // stays low: the small Burstable pod admitted under pressure, when other work on the machine
+  // holds memory down, as the sanitizer builds beside the suite did in a fresh-clone run. That
+  // is the kubelet's behaviour too.)
   EXPECT_EQ(Count("nodelet-2.log", "Evicting pod default/be-node1"), 1u);
+  EXPECT_EQ(Count("nodelet-3.log", "Evicting pod default/be-node1"), 0u);
+  for (const char* log : {"nodelet-2.log", "nodelet-3.log"}) {
+    EXPECT_EQ(Count(log, "Evicting pod default/bu-node1"), 0u) << log;
+    EXPECT_EQ(Count(log, "Evicting pod default/crit-node1"), 0u) << log;
+  }
 }
 
 // The disk test's nodefs: a small tmpfs on --root-dir (NodeletTest's TearDown unmounts what is
