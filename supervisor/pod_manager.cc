@@ -547,10 +547,7 @@ void PodManager::Apply(const std::vector<PodChange<pod::Pod>>& unordered) {
         break;
       case PodOp::kRemove:
         log->info("REMOVE pod {} ({})", name, c.uid);
-        admitted_.erase(c.uid);
-        source_of_.erase(c.uid);
-        first_seen_ms_.erase(c.uid);
-        admitted_seq_.erase(c.uid);
+        DropAdmitted(c.uid);
         rejected_.erase(c.uid);
         break;
     }
@@ -621,6 +618,13 @@ void PodManager::FlushRejected() {
   }
 }
 
+void PodManager::DropAdmitted(const std::string& uid) {
+  admitted_.erase(uid);
+  source_of_.erase(uid);
+  first_seen_ms_.erase(uid);
+  admitted_seq_.erase(uid);
+}
+
 bool PodManager::CheckRejectedBefore() {
   if (rejections_checked_) return true;
   const MonoTime now = clock_.Now();
@@ -641,10 +645,7 @@ bool PodManager::CheckRejectedBefore() {
     GetLogger("supervisor")
         ->info("Pod {} stays refused ({}): statusd holds it Failed", it->second->metadata.name,
                reason);
-    admitted_.erase(it);
-    source_of_.erase(uid);
-    first_seen_ms_.erase(uid);
-    admitted_seq_.erase(uid);
+    DropAdmitted(uid);
     rejected_[uid] = reason;
     ++generation_;
     dirty_ = true;

@@ -206,6 +206,8 @@ class PodManager : public ManifestsView {
   std::map<std::string, int64_t> first_seen_ms_;                     // uid
   std::map<std::string, uint64_t> admitted_seq_;  // uid -> the order it was admitted in
   uint64_t next_admitted_seq_ = 0;
+  // Forgets an admitted pod: admitted_ and the maps kept beside it.
+  void DropAdmitted(const std::string& uid);
   std::map<std::string, std::string> rejected_;   // uid -> reason
   std::map<std::string, PodEviction> evictions_;  // uid
   uint64_t reclaim_requests_ = 0;

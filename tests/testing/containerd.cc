@@ -83,11 +83,9 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string ReadSmallFile(const std::string& path) { return ReadTextFile(path); }
-
 // NUL-separated argv of a process, or empty when it is gone.
 std::vector<std::string> Cmdline(pid_t pid) {
-  std::string raw = ReadSmallFile("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string raw = ReadTextFile("/proc/" + std::to_string(pid) + "/cmdline");
   std::vector<std::string> argv;
   std::string cur;
   for (char c : raw) {
@@ -120,7 +118,7 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
   std::vector<pid_t> children;
   std::error_code ec;
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::istringstream in(ReadSmallFile(task.path().string() + "/children"));
+    std::istringstream in(ReadTextFile(task.path().string() + "/children"));
     pid_t child;
     while (in >> child) children.push_back(child);
   }
@@ -129,7 +127,7 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
 
 // The last `max_lines` lines of a log, for error messages.
 std::string LogTail(const std::string& path, size_t max_lines = 15) {
-  std::string text = ReadSmallFile(path);
+  std::string text = ReadTextFile(path);
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -326,7 +324,7 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(
     if (Status s = EnsureDirectory(dir + sub, 0700); !s.ok()) return s;
   }
   std::string pid_file = dir + "/containerd.pid";
-  if (std::string old = ReadSmallFile(pid_file); !old.empty()) {
+  if (std::string old = ReadTextFile(pid_file); !old.empty()) {
     pid_t old_pid = static_cast<pid_t>(std::atoi(old.c_str()));
     if (old_pid > 0 && ProcessAlive(old_pid)) {
       return Status(StatusCode::kAlreadyExists, "containerd already runs in '" + dir + "' (pid " +
@@ -495,7 +493,7 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Start(
 Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Attach(const std::string& dir,
                                                                        milliseconds stop_timeout) {
   std::string pid_file = dir + "/containerd.pid";
-  std::string text = ReadSmallFile(pid_file);
+  std::string text = ReadTextFile(pid_file);
   if (text.empty()) return NotFound("no containerd pid file in '" + dir + "'");
   pid_t pid = static_cast<pid_t>(std::atoi(text.c_str()));
   if (pid <= 0) return InvalidArgument("bad containerd pid file '" + pid_file + "'");
@@ -509,7 +507,7 @@ Result<std::unique_ptr<ContainerdInstance>> ContainerdInstance::Attach(const std
   std::unique_ptr<ContainerdInstance> instance(
       new ContainerdInstance(dir, ours ? pid : -1, /*is_child=*/false, stop_timeout));
   // The pod network's slot, as Start() recorded it; its lock is held by containerd.
-  std::string slot_text = ReadSmallFile(dir + "/cni/slot");
+  std::string slot_text = ReadTextFile(dir + "/cni/slot");
   if (!slot_text.empty()) {
     int slot = std::atoi(slot_text.c_str());
     if (slot < 0 || slot >= kCniSlots) {
@@ -698,7 +696,7 @@ Status ContainerdInstance::CleanLeftovers() {
       }
     }
     for (const auto& cgroup : cgroups) {
-      std::istringstream procs(ReadSmallFile((cgroup / "cgroup.procs").string()));
+      std::istringstream procs(ReadTextFile((cgroup / "cgroup.procs").string()));
       pid_t pid;
       while (procs >> pid) KillAndWait(pid, milliseconds(5000));
     }
@@ -711,7 +709,7 @@ Status ContainerdInstance::CleanLeftovers() {
     // records its own.
     for (const auto& ns : fs::directory_iterator(dir_ + "/state/" + kTaskStateDir, ec)) {
       for (const auto& id : ids) {
-        std::string address = Trim(ReadSmallFile((ns.path() / id / "address").string()));
+        std::string address = Trim(ReadTextFile((ns.path() / id / "address").string()));
         if (address.rfind("unix://", 0) == 0) unlink(address.substr(7).c_str());
       }
     }
@@ -729,7 +727,7 @@ Status ContainerdInstance::CleanLeftovers() {
 }
 
 std::string ContainerdInstance::cni_conf_list() const {
-  return has_pod_network() ? ReadSmallFile(cni_conf_dir() + "/" + kCniConfFile) : "";
+  return has_pod_network() ? ReadTextFile(cni_conf_dir() + "/" + kCniConfFile) : "";
 }
 
 Status ContainerdInstance::CleanPodNetwork() {
@@ -737,7 +735,7 @@ Status ContainerdInstance::CleanPodNetwork() {
   // An attached instance does not hold the slot (its containerd did, and is gone now): take it,
   // unless another instance took it over after ours died (the lock file names its owner).
   if (!slot_.held()) {
-    std::string owner = Trim(ReadSmallFile(CniSlotLockPath(network_.slot)));
+    std::string owner = Trim(ReadTextFile(CniSlotLockPath(network_.slot)));
     while (!owner.empty() && owner.back() == '\n') owner.pop_back();
     if (!owner.empty() && owner != dir_) {
       return FailedPrecondition("CNI slot " + std::to_string(network_.slot) + " belongs to '" +
