@@ -70,9 +70,9 @@ std::string RenderUsageMetrics(const NodeStats* sample);
 
 // The supervisor's one sampler of a StatsSource, shared by the eviction manager (which samples
 // through it as its own StatsSource, every monitoring period) and the HTTP endpoint (/metrics
-// reads the last sample, /stats/summary takes a fresh one). Its own thread samples every
-// `period` only when nobody else did in that time (as cAdvisor's housekeeping: the rates need a
-// recent earlier sample, /metrics a recent one); every sample goes through one CpuRateTracker.
+// reads the last sample, /stats/summary takes a fresh one). Its own thread samples when nobody
+// else did for 1.5 × `period` (as cAdvisor's housekeeping: the rates need a recent earlier
+// sample, /metrics a recent one); every sample goes through one CpuRateTracker.
 class UsageSampler : public StatsSource {
  public:
   UsageSampler(const Clock& clock, StatsSource& source,

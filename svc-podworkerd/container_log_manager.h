@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -116,6 +117,10 @@ class ContainerLogManager {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::optional<std::set<std::string>> desired_pods_;
+  // RotateLogs, one pass at a time: the log path of each running container seen by the last
+  // pass, by container id.
+  std::mutex rotate_mu_;
+  std::map<std::string, std::string> log_paths_;
   std::thread thread_;
 
   std::atomic<uint64_t> rotations_{0}, rotation_failures_{0}, compressed_{0}, removed_{0},

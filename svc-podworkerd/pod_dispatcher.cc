@@ -168,6 +168,18 @@ void PodDispatcher::OnTick() {
   }
 }
 
+std::optional<MonoTime> PodDispatcher::NextDue() const {
+  if (!parked_.empty()) return clock_.Now();
+  std::optional<MonoTime> due;
+  for (const auto& [uid, e] : pods_) {
+    if (!e.desired || e.finished || !e.pod) continue;
+    MonoTime at = e.next_resync;
+    if (e.retry_at && *e.retry_at < at) at = *e.retry_at;
+    if (!due || at < *due) due = at;
+  }
+  return due;
+}
+
 void PodDispatcher::Update(PodUpdate<pod::Pod> update) {
   auto work = lifecycle_.Update(std::move(update));
   if (work) Dispatch(std::move(*work));

@@ -128,6 +128,9 @@ class PodDispatcher {
   void RunParked();
   // The periodic pass: parked work, resyncs and retries that are due.
   void OnTick();
+  // When OnTick next has something to do: now while work is parked, else the earliest retry
+  // or resync of a desired pod; nullopt when there is none.
+  std::optional<MonoTime> NextDue() const;
   // A worker finished; dispatches the pod's next work, if any.
   void HandleDone(WorkDone& done);
 

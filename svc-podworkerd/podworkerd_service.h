@@ -110,6 +110,11 @@ class PodworkerdService : public Service {
   void Register();
   void HandleVolumeEvents();
   void OnTick();
+  // When the tick runs next: kTick away while work is parked or statuses wait to be sent, else
+  // at the dispatcher's next retry or resync but at most kIdleTick away.
+  MonoTime NextTickAt() const;
+  // Pulls the tick in when something that just happened makes it due sooner.
+  void WakeTick();
   void HandleWork();
   // Decodes the desired pods for the dispatcher; "" or what could not be decoded.
   std::string ApplyDesired(const ipc::podwork::DesiredPods& desired);
@@ -198,6 +203,7 @@ class PodworkerdService : public Service {
   bool mirror_resynced_ = false;
   EventLoop::Handle router_source_, volume_source_;
   EventLoop::Timer tick_;
+  MonoTime tick_at_{};  // when tick_ is armed for
   // Pods to ask plegd to relist alone (after this podworkerd changed them), sent together.
   std::set<std::string> relist_pending_;
   EventLoop::Timer relist_flush_;

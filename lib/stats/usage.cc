@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <initializer_list>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -68,8 +69,10 @@ std::optional<uint64_t> ReadU64File(const std::string& path) {
 }
 
 // "key value" lines (memory.stat, cpu.stat) and "Key:   value kB" lines (meminfo; the value in
-// bytes). Lines that are neither are skipped.
-std::map<std::string, uint64_t> ParseKeyValues(const std::string& text) {
+// bytes). Lines that are neither are skipped, and so are keys not in `only` when it is given
+// (memory.stat has some forty lines, of which a sample wants four, for every pod and container).
+std::map<std::string, uint64_t> ParseKeyValues(const std::string& text,
+                                               std::initializer_list<std::string_view> only = {}) {
   std::map<std::string, uint64_t> out;
   size_t start = 0;
   while (start < text.size()) {
@@ -81,6 +84,7 @@ std::map<std::string, uint64_t> ParseKeyValues(const std::string& text) {
     if (sep == std::string_view::npos || sep == 0) continue;
     std::string_view key = line.substr(0, sep);
     if (key.back() == ':') key.remove_suffix(1);
+    if (only.size() != 0 && std::find(only.begin(), only.end(), key) == only.end()) continue;
     std::string_view rest = Trim(line.substr(sep));
     uint64_t scale = 1;
     if (rest.size() > 3 && rest.substr(rest.size() - 3) == " kB") {
@@ -164,14 +168,17 @@ std::optional<MemoryUsage> ReadMemory(const Hierarchies& h, const std::string& s
   m.working_set_bytes = m.usage_bytes;
   auto text = ReadSmallFile(dir + "/memory.stat");
   if (text) {
-    auto stat = ParseKeyValues(*text);
     // v1's hierarchical totals count the cgroup's descendants, as its usage does.
-    const std::string p = h.unified ? "" : "total_";
-    const int64_t inactive = Clamp(Get(stat, p + "inactive_file"));
+    const char* inactive_key = h.unified ? "inactive_file" : "total_inactive_file";
+    const char* rss_key = h.unified ? "anon" : "total_rss";
+    const char* faults_key = h.unified ? "pgfault" : "total_pgfault";
+    const char* major_key = h.unified ? "pgmajfault" : "total_pgmajfault";
+    auto stat = ParseKeyValues(*text, {inactive_key, rss_key, faults_key, major_key});
+    const int64_t inactive = Clamp(Get(stat, inactive_key));
     m.working_set_bytes = std::max<int64_t>(0, m.usage_bytes - inactive);
-    m.rss_bytes = Clamp(Get(stat, h.unified ? "anon" : "total_rss"));
-    m.page_faults = Clamp(Get(stat, p + "pgfault"));
-    m.major_page_faults = Clamp(Get(stat, p + "pgmajfault"));
+    m.rss_bytes = Clamp(Get(stat, rss_key));
+    m.page_faults = Clamp(Get(stat, faults_key));
+    m.major_page_faults = Clamp(Get(stat, major_key));
   }
   return m;
 }
@@ -180,7 +187,7 @@ std::optional<CpuUsage> ReadCpu(const Hierarchies& h, const std::string& suffix)
   if (h.unified) {
     auto text = ReadSmallFile(h.cpuacct + suffix + "/cpu.stat");
     if (!text) return std::nullopt;
-    auto stat = ParseKeyValues(*text);
+    auto stat = ParseKeyValues(*text, {"usage_usec"});
     auto it = stat.find("usage_usec");
     if (it == stat.end()) return std::nullopt;
     return CpuUsage{it->second * 1000};

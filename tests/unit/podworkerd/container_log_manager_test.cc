@@ -196,6 +196,24 @@ TEST_F(ContainerLogManagerTest, OnlyRunningManagedContainersAreRotated) {
   EXPECT_THAT(SortedNames(PodDir("u1") + "/done"), ElementsAre("0.log"));
 }
 
+// A container's log path is asked of the runtime once, not every pass; a container started
+// later is asked for its own.
+TEST_F(ContainerLogManagerTest, EachContainersLogPathIsAskedOnce) {
+  Run("u1", "app", 0, "short\n");
+  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  ASSERT_TRUE(m.RotateLogs().status.ok());
+  const int after_first = runtime_.CallCount(CriCall::kContainerStatus);
+  EXPECT_EQ(after_first, 1);
+  ASSERT_TRUE(m.RotateLogs().status.ok());
+  EXPECT_EQ(runtime_.CallCount(CriCall::kContainerStatus), after_first) << "known already";
+  const std::string second = Run("u1", "side", 0, std::string(200, 's'));
+  auto r = m.RotateLogs();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(runtime_.CallCount(CriCall::kContainerStatus), after_first + 1);
+  EXPECT_EQ(r.rotated, 1) << "the new container's log, found through its own status";
+  EXPECT_EQ(runtime_.ReopenedLogs(second), 1);
+}
+
 TEST_F(ContainerLogManagerTest, ALogPathOutsideThePodLogsIsRefused) {
   const std::string outside = root_ + "/outside.log";
   std::ofstream(outside) << std::string(100, 'o');

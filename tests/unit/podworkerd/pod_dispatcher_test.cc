@@ -385,6 +385,27 @@ TEST_F(PodDispatcherTest, EveryPodIsResyncedPeriodically) {
   EXPECT_EQ(effects_.Take().size(), 1u);
 }
 
+// NextDue tells the service when its tick has work (it ticks every second when idle, every
+// 100 ms while work is parked): now while parked, else the earliest retry or resync.
+TEST_F(PodDispatcherTest, NextDueIsNowWhileParkedElseTheEarliestRetryOrResync) {
+  EXPECT_FALSE(dispatcher_.NextDue().has_value()) << "no pods";
+  cache_.ready_ = false;
+  dispatcher_.ApplyDesired({MakePod("a"), MakePod("b")}, true);
+  ASSERT_EQ(dispatcher_.parked(), 2u);
+  ASSERT_TRUE(dispatcher_.NextDue().has_value());
+  EXPECT_EQ(*dispatcher_.NextDue(), clock_.Now()) << "parked";
+  cache_.ready_ = true;
+  dispatcher_.RunParked();
+  auto runs = effects_.Take();
+  ASSERT_EQ(runs.size(), 2u);
+  const MonoTime synced = clock_.Now();
+  EXPECT_TRUE(Complete(runs[0]).empty());
+  EXPECT_EQ(*dispatcher_.NextDue(), synced + kResync) << "a's resync";
+  clock_.Advance(milliseconds(10));
+  EXPECT_TRUE(Complete(runs[1], "runtime down").empty());
+  EXPECT_EQ(*dispatcher_.NextDue(), clock_.Now() + milliseconds(100)) << "b's retry";
+}
+
 TEST_F(PodDispatcherTest, RemovalsWaitUntilSourcesAreReady) {
   auto a = MakePod("a", "img:a");
   auto b = MakePod("b", "img:b");

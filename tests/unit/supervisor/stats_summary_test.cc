@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "lib/common/clock.h"
 #include "tests/fakes/fake_clock.h"
@@ -264,6 +265,27 @@ TEST(UsageSamplerTest, SamplesTakenThroughItCountAndItsThreadSkipsThePeriodTheyC
   clock.Advance(10s);
   EXPECT_EQ(as_source.Sample().time_unix_ms, 2000);
   ASSERT_TRUE(sampler.Last()->rates.node.has_value());
+}
+
+// An eviction manager that samples every period through the sampler keeps its thread idle:
+// before, the two took turns and the cgroups were read twice per period.
+TEST(UsageSamplerTest, ACallerSamplingEveryPeriodKeepsItsThreadIdle) {
+  CountingSource source;
+  UsageSampler sampler(RealClock::Get(), source, 200ms);
+  StatsSource& as_source = sampler;
+  sampler.Start();
+  ASSERT_TRUE(source.WaitFor(1, 5s)) << "the thread's first sample, at once";
+  const auto start = std::chrono::steady_clock::now();
+  int mine = 0;
+  for (auto next = start; next < start + 2s; next += 200ms) {
+    std::this_thread::sleep_until(next);  // the caller's own period, as the eviction manager's
+    (void)as_source.Sample();
+    ++mine;
+  }
+  // Each of the caller's samples came within the period of the one before it; the thread only
+  // samples when none came for 1.5 periods, which only a badly delayed caller lets happen.
+  const int by_thread = source.count() - mine;
+  EXPECT_LE(by_thread, 3) << mine << " samples by the caller";
 }
 
 }  // namespace
