@@ -833,7 +833,7 @@ ServiceSpec MakeSpec() {
   auto timeout = std::make_shared<std::string>("2m");
   auto initial = std::make_shared<std::string>("10s");
   auto max = std::make_shared<std::string>("5m");
-  auto resync = std::make_shared<std::string>("10s");
+  auto resync = std::make_shared<std::string>("1m");
   auto pull_initial = std::make_shared<std::string>("10s");
   auto pull_max = std::make_shared<std::string>("5m");
   auto container_gc_period = std::make_shared<std::string>("1m");

@@ -57,7 +57,7 @@ struct PodworkerdConfig {
   // Node-wide dead-container cap and image GC (svc-podworkerd/garbage_collector.h).
   GarbageCollectionConfig gc;
   // A pod is synced at least this often even without events.
-  std::chrono::milliseconds resync_period{10000};
+  std::chrono::milliseconds resync_period{60000};
   // How often shims of the runtime that nothing can reach are looked for (orphan_shims.h); an
   // orphan is ended at its second sighting, and at podworkerd's stop.
   std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
