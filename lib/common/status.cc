@@ -28,6 +28,8 @@ const char* StatusCodeName(StatusCode code) {
       return "CANCELLED";
     case StatusCode::kPermissionDenied:
       return "PERMISSION_DENIED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
   }
   return "UNKNOWN";
 }

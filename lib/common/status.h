@@ -22,6 +22,7 @@ enum class StatusCode {
   kInternal,            // a system call failed unexpectedly
   kCancelled,
   kPermissionDenied,  // the peer's credentials (or the file's mode) do not let the caller in
+  kOutOfRange,        // past what the peer keeps: a compacted etcd revision (etcd::IsCompacted)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -62,6 +63,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 inline Status PermissionDenied(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};
 }
+inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 // Internal error from errno: "what: strerror(errno)".
 Status ErrnoStatus(const std::string& what, int err);
 

@@ -282,6 +282,10 @@ uint64_t RequestIdOf(const fb::StatusMessage& m) {
   }
 }
 
+// ErrorCode mirrors StatusCode value for value (ipc-schemas/status.fbs): a code added to one
+// is added to the other.
+static_assert(static_cast<int>(fb::ErrorCode::MAX) == static_cast<int>(StatusCode::kOutOfRange));
+
 fb::ErrorCode ToErrorCode(StatusCode code) { return static_cast<fb::ErrorCode>(code); }
 
 StatusCode FromErrorCode(fb::ErrorCode code) {
