@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "ctl/fleet_command.h"
 #include "ctl/logs_command.h"
 #include "ctl/manifests_command.h"
 #include "ctl/pods_command.h"
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
   nodelet::ctl::AddStreamCommands(app, &o.run_dir, &rc);
   // `top [pods|node]`: /stats/summary from the HTTP endpoint (ctl/top_command.h).
   nodelet::ctl::AddTopCommand(app, &o.run_dir, &rc);
+  // `fleet nodes|pods|apply|delete`: the fleet's keys in etcd (ctl/fleet_command.h).
+  nodelet::ctl::AddFleetCommand(app, &rc);
 
   try {
     app.parse(argc, argv);

@@ -60,9 +60,14 @@ class PodConfig {
 
   // Replaces `source`'s pods with `pods` and returns what changed, in a stable order (by uid).
   // A uid claimed by another source is ignored (first source wins), as the kubelet does.
-  std::vector<PodChange<Pod>> Merge(const std::string& source, std::vector<SourcePod<Pod>> pods) {
-    seen_.insert(source);
-    failing_.erase(source);
+  // `read` false: the pods come from the source's own cache, not from a read of the source,
+  // which is then no more ready (nor less failing) than it was.
+  std::vector<PodChange<Pod>> Merge(const std::string& source, std::vector<SourcePod<Pod>> pods,
+                                    bool read = true) {
+    if (read) {
+      seen_.insert(source);
+      failing_.erase(source);
+    }
     auto& current = by_source_[source];
     std::map<std::string, SourcePod<Pod>> next;
     for (auto& p : pods) {

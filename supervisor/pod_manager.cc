@@ -168,6 +168,7 @@ PodManager::PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock,
 
 PodManager::~PodManager() {
   if (url_) url_->Stop();
+  if (etcd_) etcd_->Stop();
 }
 
 Status PodManager::Start() {
@@ -195,6 +196,24 @@ Status PodManager::Start() {
     sources.insert("http");
     book_.AddSource("http", options_.manifest_url);
   }
+  if (options_.etcd) {
+    auto client = etcd::Client::Connect(*options_.etcd, clock_);
+    if (!client.ok()) return client.status();
+    EtcdSourceOptions etcd_options;
+    etcd_options.prefix = options_.etcd_prefix;
+    etcd_options.node_name = pod::NormalizeNodeName(options_.node_name);
+    etcd_options.cache_file = options_.etcd_cache_file;
+    etcd_options.on_snapshot = [this, alive = std::weak_ptr<bool>(alive_)] {
+      loop_.Post([this, alive] {
+        if (alive.lock()) OnReadable();
+      });
+    };
+    etcd_ = std::make_unique<EtcdPodSource>(clock_, std::move(*client), etcd_options);
+    sources.insert("etcd");
+    std::string endpoints;
+    for (const auto& e : options_.etcd->endpoints) endpoints += (endpoints.empty() ? "" : ",") + e;
+    book_.AddSource("etcd", endpoints + " " + options_.etcd_prefix);
+  }
   config_ = std::make_unique<PodConfig<pod::Pod>>(sources);
   work_ = std::make_unique<ipc::DealerClient>(ctx_, ipc::kPodWorkChannel);
   if (Status s = work_->Connect(ipc::kPodWorkerEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
@@ -206,6 +225,14 @@ Status PodManager::Start() {
   work_source_ = loop_.AddSocket(work_->raw(), [this] { OnReadable(); });
   volumes_source_ = loop_.AddSocket(volumes_->raw(), [this] { OnReadable(); });
   if (dir_ && dir_->fd() >= 0) dir_source_ = loop_.AddFd(dir_->fd(), [this] { OnReadable(); });
+  // Started last: its snapshots are taken on the loop, through config_.
+  if (etcd_) {
+    if (Status s = etcd_->Start(); !s.ok()) return s;
+    if (!etcd_->cache_error().empty()) {
+      GetLogger("supervisor")
+          ->warn("The etcd source's cache was not used: {}", etcd_->cache_error());
+    }
+  }
   return Status::Ok();
 }
 
@@ -216,6 +243,9 @@ void PodManager::OnReadable() {
   }
   if (url_) {
     if (auto snap = url_->Poll()) TakeSnapshot(*snap);
+  }
+  if (etcd_) {
+    if (auto snap = etcd_->Poll()) TakeSnapshot(*snap);
   }
   if (dirty_) Send();
 }
@@ -242,7 +272,9 @@ void PodManager::OnPodworkerdReady() { Send(); }
 void PodManager::SourceFailed(const std::string& source, const SourceFailure& failure) {
   book_.Failed(source, failure.reason + ": " + failure.error.message());
   if (!config_->Failed(source, failure.reason)) return;
-  const std::string what = source == "http" ? "manifest URL" : "manifest directory";
+  const std::string what = source == "http"   ? "manifest URL"
+                           : source == "etcd" ? "etcd cluster"
+                                              : "manifest directory";
   const std::string message = "Failed to read the " + what + " (" + failure.reason +
                               "): " + failure.error.message() + "; keeping the " +
                               std::to_string(config_->PodsOf(source)) + " pods it served last";
@@ -300,7 +332,8 @@ namespace {
 // What a snapshot read: each manifest's origin, bytes and read error, in order.
 std::vector<std::string> SnapshotKey(const SourceSnapshot& snapshot) {
   std::vector<std::string> key;
-  key.reserve(snapshot.manifests.size() * 3);
+  key.reserve(snapshot.manifests.size() * 3 + 1);
+  key.push_back(snapshot.from_cache ? "cache" : "read");
   for (const auto& m : snapshot.manifests) {
     key.push_back(m.origin);
     key.push_back(m.content);
@@ -336,8 +369,14 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
       continue;
     }
     pod::StaticPodOrigin origin;
-    origin.kind = snapshot.source == "http" ? pod::PodSourceKind::kHttp : pod::PodSourceKind::kFile;
-    origin.source = m.origin;
+    const bool from_etcd = snapshot.source == "etcd";
+    origin.kind = snapshot.source == "http" ? pod::PodSourceKind::kHttp
+                  : from_etcd               ? pod::PodSourceKind::kEtcd
+                                            : pod::PodSourceKind::kFile;
+    // An etcd manifest's origin is "etcd:KEY"; the key is what names its pod.
+    origin.source = from_etcd ? m.origin.substr(5) : m.origin;
+    std::optional<PodKeyParts> pod_key;
+    if (from_etcd) pod_key = ParsePodKey(options_.etcd_prefix, origin.source);
     origin.node_name = options_.node_name;
     auto seen = file_seen_.find(m.origin);
     if (seen == file_seen_.end()) seen = file_seen_.emplace(m.origin, NowUnix(clock_)).first;
@@ -352,12 +391,30 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
                                 obj.status().message());
         continue;
       }
+      if (from_etcd && origin.source != FleetKeys{options_.etcd_prefix}.Config(
+                                            obj->kind, obj->namespace_name, obj->name)) {
+        record.errors.push_back(m.origin + ": " + other.kind + " " + obj->namespace_name + "/" +
+                                obj->name + " is not the object its key names");
+        continue;
+      }
       record.configs.push_back({obj->kind, obj->namespace_name, obj->name});
       configs.push_back(std::move(*obj));
     }
     for (const auto& e : loaded.errors) record.errors.push_back(e.message);
     errors_now.insert(errors_now.end(), record.errors.begin(), record.errors.end());
     for (auto& doc : loaded.pods) {
+      if (from_etcd && (!pod_key || pod_key->namespace_name != doc.pod.metadata.namespace_name ||
+                        pod_key->name != doc.pod.metadata.name)) {
+        // The key is the contract (statuses are written beside it): a pod under
+        // pods/NODE/NS/NAME must be NS/NAME, and only pods live under pods/.
+        record.errors.push_back(m.origin + ": metadata: the pod " +
+                                doc.pod.metadata.namespace_name + "/" + doc.pod.metadata.name +
+                                (pod_key ? " is not the pod its key names (" +
+                                               pod_key->namespace_name + "/" + pod_key->name + ")"
+                                         : " is not under PREFIX/pods/NODE/NAMESPACE/NAME"));
+        errors_now.push_back(record.errors.back());
+        continue;
+      }
       WarnIgnoredFields(m.origin, doc.pod, doc.ignored_fields);
       record.pods.push_back(
           {doc.pod.metadata.namespace_name, doc.pod.metadata.name, doc.pod.metadata.uid});
@@ -395,7 +452,13 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     dirty_ = true;
     ++generation_;
   }
-  Apply(config_->Merge(snapshot.source, std::move(pods)));
+  if (etcd_ && snapshot.source == "etcd") {
+    // The ConfigMaps and Secrets its pods read are what the etcd source fetches and watches.
+    std::set<std::string> refs;
+    for (const auto& sp : pods) refs.merge(ConfigRefs(*sp.pod));
+    etcd_->SetWanted(std::move(refs));
+  }
+  Apply(config_->Merge(snapshot.source, std::move(pods), !snapshot.from_cache));
   taken_[snapshot.source] = std::move(key);
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/etcd/etcd_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "lib/pod/pod.h"
@@ -30,6 +31,7 @@
 #include "supervisor/manifest_book.h"
 #include "supervisor/pod_config.h"
 #include "supervisor/service_control.h"
+#include "supervisor/sources/etcd_source.h"
 #include "supervisor/sources/manifest_dir_source.h"
 #include "supervisor/sources/manifest_url_source.h"
 
@@ -83,6 +85,10 @@ struct PodManagerOptions {
   std::string manifest_url_ca;  // --manifest-url-ca: PEM bundle for an https URL
   std::chrono::milliseconds manifest_url_period{20000};                   // --http-check-frequency
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;  // --manifest-url-header
+  // The fleet's etcd source (--etcd-endpoints and the TLS flags); nullopt: none.
+  std::optional<etcd::ClientOptions> etcd;
+  std::string etcd_prefix = "/nodelet/v1";  // --etcd-prefix
+  std::string etcd_cache_file;              // the source's last snapshot (ROOT-DIR/etcd-pods.json)
   std::string node_name;
   int max_pods = 110;
   std::vector<std::string> allowed_unsafe_sysctls;  // --allowed-unsafe-sysctls
@@ -194,6 +200,7 @@ class PodManager : public ManifestsView {
   bool apparmor_enabled_ = false;
   std::unique_ptr<ManifestDirSource> dir_;
   std::unique_ptr<ManifestUrlSource> url_;
+  std::unique_ptr<EtcdPodSource> etcd_;
   std::unique_ptr<PodConfig<pod::Pod>> config_;
   std::unique_ptr<ipc::DealerClient> work_;
   std::unique_ptr<ipc::DealerClient> volumes_;

@@ -1,11 +1,15 @@
 #include "svc-statusd/statusd_service.h"
 
+#include <unistd.h>
+
 #include <atomic>
 
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/pod/static_pod.h"
 #include "lib/service/options.h"
 #include "lib/status/status_client.h"
+#include "svc-statusd/etcd_status_sink.h"
 
 namespace nodelet::statusd {
 namespace {
@@ -249,14 +253,60 @@ ServiceSpec MakeSpec() {
   spec.id = ipc::ServiceId::Statusd;
   spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
   auto check_period = std::make_shared<std::string>("10m");
-  spec.add_flags = [check_period](CLI::App& app) {
+  // The fleet's etcd (docs/fleet.md): statuses and the Node are written there too.
+  struct EtcdFlags {
+    std::vector<std::string> endpoints;
+    std::string prefix = etcd::kDefaultFleetPrefix;
+    std::string cafile, certfile, keyfile, node_name;
+    int lease_seconds = 40;
+  };
+  auto fleet = std::make_shared<EtcdFlags>();
+  spec.add_flags = [check_period, fleet](CLI::App& app) {
     app.add_option("--db-check-period", *check_period,
                    "How often the status database is checked (PRAGMA quick_check); 0: never")
         ->check(DurationValidator())
         ->capture_default_str();
+    app.add_option("--etcd-endpoints", fleet->endpoints,
+                   "etcd members to write statuses and the Node to (docs/fleet.md)")
+        ->delimiter(',')
+        ->allow_extra_args(false);
+    app.add_option("--etcd-prefix", fleet->prefix, "The fleet's keys in etcd")
+        ->capture_default_str();
+    app.add_option("--etcd-cafile", fleet->cafile, "PEM file of the etcd members' CAs");
+    app.add_option("--etcd-certfile", fleet->certfile, "This node's etcd client certificate");
+    app.add_option("--etcd-keyfile", fleet->keyfile, "The key of --etcd-certfile");
+    app.add_option("--node-lease-duration-seconds", fleet->lease_seconds,
+                   "The TTL of the node's lease in etcd, renewed every quarter of it (the "
+                   "kubelet's flag)")
+        ->check(CLI::Range(4, 3600))
+        ->capture_default_str();
+    app.add_option("--node-name", fleet->node_name,
+                   "This node's name (the status keys': default the hostname)");
   };
-  spec.create = [check_period](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
-    auto service = StatusdService::Create(ctx, *ParseDuration(*check_period));
+  spec.create = [check_period, fleet](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+    std::vector<std::unique_ptr<StatusSink>> sinks;
+    if (!fleet->endpoints.empty()) {
+      etcd::ClientOptions o;
+      o.endpoints = fleet->endpoints;
+      o.ca_file = fleet->cafile;
+      o.cert_file = fleet->certfile;
+      o.key_file = fleet->keyfile;
+      auto client = etcd::Client::Connect(o, ctx.clock);
+      if (!client.ok()) return client.status();
+      EtcdSinkOptions sink;
+      sink.prefix = fleet->prefix;
+      std::string node = fleet->node_name;
+      if (node.empty()) {
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        node = host;
+      }
+      sink.node_name = pod::NormalizeNodeName(node);
+      sink.lease_ttl = std::chrono::seconds(fleet->lease_seconds);
+      sink.lease_renew = std::chrono::seconds(fleet->lease_seconds / 4);
+      sinks.push_back(std::make_unique<EtcdStatusSink>(std::move(*client), ctx.clock, sink));
+    }
+    auto service = StatusdService::Create(ctx, *ParseDuration(*check_period), std::move(sinks));
     if (!service.ok()) return service.status();
     return std::unique_ptr<Service>(std::move(service).value());
   };

@@ -703,6 +703,12 @@ Result<int64_t> Client::KeepAliveOnce(int64_t lease) {
 }
 
 Result<int64_t> Client::LeaseTimeToLive(int64_t lease) {
+  auto info = GetLeaseInfo(lease);
+  if (!info.ok()) return info.status();
+  return info->ttl;
+}
+
+Result<LeaseInfo> Client::GetLeaseInfo(int64_t lease) {
   pb::LeaseTimeToLiveRequest request;
   request.set_id(lease);
   pb::LeaseTimeToLiveResponse response;
@@ -711,7 +717,10 @@ Result<int64_t> Client::LeaseTimeToLive(int64_t lease) {
                             return c.lease->LeaseTimeToLive(ctx, request, &response);
                           });
   if (!s.ok()) return s;
-  return response.ttl() < 0 ? -1 : response.ttl();
+  LeaseInfo info;
+  info.ttl = response.ttl() < 0 ? -1 : response.ttl();
+  info.granted_ttl = response.grantedttl();
+  return info;
 }
 
 Status Client::RevokeLease(int64_t lease) {
@@ -765,10 +774,23 @@ Result<MemberStatus> Client::GetMemberStatus(const std::string& endpoint) {
 
 Result<std::unique_ptr<Watch>> Client::WatchPrefix(const std::string& prefix,
                                                    int64_t start_revision) {
+  return WatchRange(prefix.empty() ? std::string(1, '\0') : prefix, PrefixRangeEnd(prefix),
+                    start_revision);
+}
+
+Result<std::unique_ptr<Watch>> Client::WatchKey(const std::string& key, int64_t start_revision) {
+  if (key.empty()) return InvalidArgument("etcd Watch: an empty key");
+  return WatchRange(key, "", start_revision);
+}
+
+Result<std::unique_ptr<Watch>> Client::WatchRange(const std::string& key,
+                                                  const std::string& range_end,
+                                                  int64_t start_revision) {
+  const std::string& prefix = key;  // names the watch in messages
   pb::WatchRequest create;
   auto* c = create.mutable_create_request();
-  c->set_key(prefix.empty() ? std::string(1, '\0') : prefix);
-  c->set_range_end(PrefixRangeEnd(prefix));
+  c->set_key(key);
+  if (!range_end.empty()) c->set_range_end(range_end);
   c->set_start_revision(start_revision);
 
   Shared& sh = *shared_;

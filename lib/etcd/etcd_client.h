@@ -71,6 +71,11 @@ struct MemberStatus {
 
 enum class Permission { kRead, kWrite, kReadWrite };
 
+struct LeaseInfo {
+  int64_t ttl = -1;  // seconds left; -1: expired or never existed
+  int64_t granted_ttl = 0;
+};
+
 class Watch;
 
 class Client {
@@ -118,6 +123,9 @@ class Client {
   Result<int64_t> KeepAliveOnce(int64_t lease);
   // Seconds the lease has left; -1 when it expired or never existed.
   Result<int64_t> LeaseTimeToLive(int64_t lease);
+  // Its seconds left (-1 as above) and the TTL it was granted: its age since the last renewal
+  // is granted_ttl - ttl.
+  Result<LeaseInfo> GetLeaseInfo(int64_t lease);
   // Ends the lease and deletes its keys. kNotFound when it does not exist (also when an attempt
   // of this same call that seemed to fail had ended it).
   Status RevokeLease(int64_t lease);
@@ -132,6 +140,8 @@ class Client {
   // a leader ("hasleader"): a member that loses its leader ends the stream instead of going
   // silent.
   Result<std::unique_ptr<Watch>> WatchPrefix(const std::string& prefix, int64_t start_revision);
+  // The key alone, as WatchPrefix otherwise (a role granted that one key may watch it).
+  Result<std::unique_ptr<Watch>> WatchKey(const std::string& key, int64_t start_revision);
 
   // Administration, for tests and the docs' setup steps. AddUser with an empty password adds a
   // user that cannot log in by password (a client certificate's CN names it). A user or role
@@ -148,6 +158,9 @@ class Client {
   struct Shared;  // the channels, the token and the current member; shared with each Watch
 
  private:
+  // [key, range_end) from start_revision; range_end empty: the key alone.
+  Result<std::unique_ptr<Watch>> WatchRange(const std::string& key, const std::string& range_end,
+                                            int64_t start_revision);
   explicit Client(std::shared_ptr<Shared> shared);
   std::shared_ptr<Shared> shared_;
 };

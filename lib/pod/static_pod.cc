@@ -11,8 +11,31 @@
 namespace nodelet::pod {
 
 const char* PodSourceName(PodSourceKind kind) {
-  return kind == PodSourceKind::kFile ? "file" : "http";
+  switch (kind) {
+    case PodSourceKind::kFile:
+      return "file";
+    case PodSourceKind::kHttp:
+      return "http";
+    case PodSourceKind::kEtcd:
+      return "etcd";
+  }
+  return "file";
 }
+
+namespace {
+// The origin's line of the UID and hash inputs.
+std::string OriginLine(const StaticPodOrigin& origin) {
+  switch (origin.kind) {
+    case PodSourceKind::kFile:
+      return "file:" + origin.source + "\n";
+    case PodSourceKind::kHttp:
+      return "url:" + origin.source + "\n";
+    case PodSourceKind::kEtcd:
+      return "etcd:" + origin.source + "\n";
+  }
+  return "file:" + origin.source + "\n";
+}
+}  // namespace
 
 std::string NormalizeNodeName(std::string_view node_name) {
   std::string out;
@@ -27,7 +50,7 @@ std::string StaticPodName(std::string_view name, std::string_view node_name) {
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
   std::string input = "nodelet.static-pod-uid.v2\n";
   input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
-  input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
+  input += OriginLine(origin);
   const std::string& ns = as_written.metadata.namespace_name;
   input += "pod:" + (ns.empty() ? std::string(kDefaultNamespace) : ns) + "/" +
            as_written.metadata.name + "\n";
@@ -37,7 +60,7 @@ std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
 std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin) {
   std::string input = "nodelet.static-pod-hash.v1\n";
   input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
-  input += (origin.kind == PodSourceKind::kFile ? "file:" : "url:") + origin.source + "\n";
+  input += OriginLine(origin);
   input += CanonicalPod(as_written);
   return Hex128(Fnv1a128(input));
 }
@@ -47,13 +70,14 @@ Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
   Pod pod = as_written;
   if (pod.metadata.uid.empty()) pod.metadata.uid = StaticPodUid(as_written, origin);
   ApplyPodDefaults(pod);
-  if (!pod.metadata.name.empty()) {
+  const bool is_static = origin.kind != PodSourceKind::kEtcd;
+  if (!pod.metadata.name.empty() && is_static) {
     pod.metadata.name = StaticPodName(pod.metadata.name, origin.node_name);
   }
   pod.spec.node_name = NormalizeNodeName(origin.node_name);
   auto& annotations = pod.metadata.annotations;
   annotations[kConfigHashAnnotation] = StaticPodConfigHash(as_written, origin);
-  annotations[kConfigMirrorAnnotation] = pod.metadata.uid;
+  if (is_static) annotations[kConfigMirrorAnnotation] = pod.metadata.uid;
   annotations[kConfigSeenAnnotation] = FormatRfc3339Nano(origin.seen);
   annotations[kConfigSourceAnnotation] = PodSourceName(origin.kind);
   FieldErrors found = ValidatePod(pod);

@@ -28,19 +28,21 @@ inline constexpr char kConfigMirrorAnnotation[] = "kubernetes.io/config.mirror";
 inline constexpr char kConfigSeenAnnotation[] = "kubernetes.io/config.seen";
 inline constexpr char kConfigSourceAnnotation[] = "kubernetes.io/config.source";
 
-enum class PodSourceKind { kFile, kHttp };
+// kEtcd: the fleet's etcd source (docs/fleet.md). Its pods are not static pods: they keep
+// their name (no -NODENAME), as pods of the API server do, and carry no config.mirror.
+enum class PodSourceKind { kFile, kHttp, kEtcd };
 
 // Where a static pod came from.
 struct StaticPodOrigin {
   PodSourceKind kind = PodSourceKind::kFile;
-  std::string source;     // the manifest's path, or the manifest URL
+  std::string source;     // the manifest's path, the manifest URL, or the etcd key
   std::string node_name;  // --node-name
   // When the source first saw the pod (config.seen). The caller keeps the first value for a pod
   // it already knows, so re-reading a manifest does not change the pod.
   UnixTime seen;
 };
 
-// "file" or "http" (config.source).
+// "file", "http" or "etcd" (config.source).
 const char* PodSourceName(PodSourceKind kind);
 
 // The node name as nodelet uses it: lowercased, like the kubelet's hostname-derived name.

@@ -31,9 +31,13 @@ struct SourceFailure {
 };
 
 struct SourceSnapshot {
-  std::string source;  // "file" or "http"
+  std::string source;  // "file", "http" or "etcd"
   std::vector<ManifestFile> manifests;
   std::optional<SourceFailure> failure;  // set: nothing was read, `manifests` is empty
+  // The source's own copy of what it served before this process started (the etcd source's
+  // cache file): its pods run, but the source is not ready, so nothing is removed, until it
+  // has been read.
+  bool from_cache = false;
 };
 
 }  // namespace nodelet::supervisor

@@ -57,6 +57,20 @@ TEST(PodConfigTest, SourcesAreIndependentAndReadyAfterFirstSnapshot) {
 
 // A source that cannot be read changes nothing: its pods stay, it does not become ready by
 // failing, and each new reason (not each attempt) is reported once.
+// The etcd source's cache: its pods run at once, but the source is ready (and so removals
+// happen) only after a real read.
+TEST(PodConfigTest, PodsFromASourcesCacheRunButDoNotMakeItReady) {
+  PodConfig<P> cfg({"etcd"});
+  EXPECT_EQ(Ops(cfg.Merge("etcd", {Pod("a", "1"), Pod("b", "1")}, /*read=*/false)),
+            (V{{PodOp::kAdd, "a"}, {PodOp::kAdd, "b"}}));
+  EXPECT_FALSE(cfg.Ready("etcd"));
+  EXPECT_FALSE(cfg.AllSourcesReady());
+  EXPECT_TRUE(cfg.Failed("etcd", "etcd")) << "its first failure: reported";
+  EXPECT_EQ(cfg.PodsOf("etcd"), 2u) << "a failed read keeps the cached pods";
+  EXPECT_EQ(Ops(cfg.Merge("etcd", {Pod("a", "1")})), (V{{PodOp::kRemove, "b"}}));
+  EXPECT_TRUE(cfg.AllSourcesReady());
+}
+
 TEST(PodConfigTest, FailedReadKeepsPodsAndReportsEachReasonOnce) {
   PodConfig<P> cfg({"file", "http"});
   cfg.Merge("file", {Pod("f", "1")});

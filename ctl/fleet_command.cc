@@ -1,0 +1,365 @@
+#include "ctl/fleet_command.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "ctl/pods_command.h"
+#include "lib/common/clock.h"
+#include "lib/common/fs.h"
+#include "lib/etcd/fleet_keys.h"
+#include "lib/pod/manifest_parser.h"
+#include "lib/pod/rfc3339.h"
+
+namespace nodelet::ctl {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitRefused = 1, kExitUsage = 2, kExitUnreachable = 4;
+
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + "   " : s + std::string(width - s.size() + 3, ' ');
+}
+
+// Columns padded to their widest cell, kubectl's way.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (widths.size() <= i) widths.push_back(0);
+      widths[i] = std::max(widths[i], r[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) line += i + 1 == r.size() ? r[i] : Pad(r[i], widths[i]);
+    out += line + "\n";
+  }
+  return out;
+}
+
+// The Ready condition of a v1 Node, as kubectl prints it.
+std::string NodeReady(const std::string& node_json) {
+  auto doc = json::parse(node_json, nullptr, false);
+  if (!doc.is_object() || !doc.contains("status") || !doc["status"].contains("conditions") ||
+      !doc["status"]["conditions"].is_array()) {
+    return "Unknown";
+  }
+  for (const auto& c : doc["status"]["conditions"]) {
+    if (c.is_object() && c.value("type", "") == "Ready") {
+      return c.value("status", "") == "True" ? "Ready" : "NotReady";
+    }
+  }
+  return "Unknown";
+}
+
+int64_t ParseTime(const json& v) {
+  if (!v.is_string()) return 0;
+  auto t = pod::ParseRfc3339(v.get<std::string>());
+  return t ? t->seconds : 0;
+}
+
+// One row of `fleet pods` from a status value: READY, STATUS, RESTARTS, AGE as `pods` prints
+// them (the phase, or the reason a container waits or ended with).
+std::vector<std::string> PodRow(const std::string& node, const json& pod, int64_t now) {
+  const json meta = pod.value("metadata", json::object());
+  const json st = pod.value("status", json::object());
+  int ready = 0, total = 0, restarts = 0;
+  std::string reason = st.value("reason", "");
+  std::string phase = st.value("phase", "Unknown");
+  if (st.contains("containerStatuses") && st["containerStatuses"].is_array()) {
+    for (const auto& c : st["containerStatuses"]) {
+      ++total;
+      if (c.value("ready", false)) ++ready;
+      restarts += c.value("restartCount", 0);
+      const json state = c.value("state", json::object());
+      if (state.contains("waiting") && reason.empty()) {
+        reason = state["waiting"].value("reason", "");
+      } else if (state.contains("terminated") && reason.empty()) {
+        reason = state["terminated"].value("reason", "");
+      }
+    }
+  }
+  const std::string status = !reason.empty() && phase != "Running" ? reason : phase;
+  const int64_t created = ParseTime(meta.value("creationTimestamp", json()));
+  return {node,
+          meta.value("namespace", ""),
+          meta.value("name", ""),
+          std::to_string(ready) + "/" + std::to_string(total),
+          status,
+          std::to_string(restarts),
+          created == 0 ? "<unknown>" : HumanDuration(now - created)};
+}
+
+Result<std::unique_ptr<etcd::Client>> Connect(const FleetOptions& o) {
+  etcd::ClientOptions c;
+  c.endpoints = o.endpoints;
+  c.ca_file = o.cafile;
+  c.cert_file = o.certfile;
+  c.key_file = o.keyfile;
+  return etcd::Client::Connect(c, RealClock::Get());
+}
+
+// The node a key below `head` names (its first component).
+std::string FirstComponent(const std::string& key, const std::string& head) {
+  std::string rest = key.substr(head.size());
+  return rest.substr(0, rest.find('/'));
+}
+
+int Fail(std::ostream& err, const Status& s) {
+  err << "nodeletctl fleet: " << s.message() << "\n";
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded
+             ? kExitUnreachable
+             : kExitRefused;
+}
+
+int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
+  auto client = Connect(o);
+  if (!client.ok()) return Fail(err, client.status());
+  etcd::FleetKeys keys{o.prefix};
+  auto nodes = (*client)->GetPrefix(keys.Nodes());
+  if (!nodes.ok()) return Fail(err, nodes.status());
+  auto pods = (*client)->GetPrefix(keys.Pods());
+  if (!pods.ok()) return Fail(err, pods.status());
+  auto statuses = (*client)->GetPrefix(keys.Statuses());
+  if (!statuses.ok()) return Fail(err, statuses.status());
+  std::map<std::string, std::string> node_json;
+  std::map<std::string, int64_t> lease_age;
+  for (const auto& kv : nodes->kvs) {
+    const std::string name = kv.key.substr(keys.Nodes().size());
+    node_json[name] = kv.value;
+    if (kv.lease != 0) {
+      auto info = (*client)->GetLeaseInfo(kv.lease);
+      if (info.ok() && info->ttl >= 0) lease_age[name] = info->granted_ttl - info->ttl;
+    }
+  }
+  std::map<std::string, int> counts;
+  for (const auto& kv : statuses->kvs) ++counts[FirstComponent(kv.key, keys.Statuses())];
+  std::vector<std::string> pod_nodes;
+  for (const auto& kv : pods->kvs) {
+    std::string n = FirstComponent(kv.key, keys.Pods());
+    if (n != etcd::kAllNodes) pod_nodes.push_back(n);
+  }
+  out << FormatFleetNodes(FleetNodeRows(node_json, lease_age, counts, pod_nodes));
+  return 0;
+}
+
+int RunPods(const FleetOptions& o, const std::string& node, std::ostream& out,
+            std::ostream& err) {
+  auto client = Connect(o);
+  if (!client.ok()) return Fail(err, client.status());
+  etcd::FleetKeys keys{o.prefix};
+  auto statuses =
+      (*client)->GetPrefix(node.empty() ? keys.Statuses() : keys.StatusOfNode(node));
+  if (!statuses.ok()) return Fail(err, statuses.status());
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (const auto& kv : statuses->kvs) {
+    by_node[FirstComponent(kv.key, keys.Statuses())].push_back(kv.value);
+  }
+  out << FormatFleetPods(by_node, RealClock::Get().WallSeconds());
+  return 0;
+}
+
+int RunApply(const FleetOptions& o, const std::string& file, const std::string& node, bool all,
+             std::ostream& out, std::ostream& err) {
+  if (all == !node.empty()) {
+    err << "nodeletctl fleet apply: give --node NODE or --all\n";
+    return kExitUsage;
+  }
+  auto content = ReadFileBounded(file, pod::kMaxManifestBytes);
+  if (!content.ok()) return Fail(err, content.status());
+  auto writes = FleetApplyKeys(o.prefix, file, *content, all ? etcd::kAllNodes : node);
+  if (!writes.ok()) {
+    err << "nodeletctl fleet apply: " << writes.status().message() << "\n";
+    return kExitRefused;
+  }
+  auto client = Connect(o);
+  if (!client.ok()) return Fail(err, client.status());
+  for (const auto& [key, value] : *writes) {
+    auto put = (*client)->Put(key, value);
+    if (!put.ok()) return Fail(err, put.status());
+    out << key << " written\n";
+  }
+  return 0;
+}
+
+int RunDelete(const FleetOptions& o, const std::string& kind, const std::string& what,
+              const std::string& node, bool all, std::ostream& out, std::ostream& err) {
+  size_t slash = what.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == what.size() ||
+      what.find('/', slash + 1) != std::string::npos) {
+    err << "nodeletctl fleet delete: give NAMESPACE/NAME, not '" << what << "'\n";
+    return kExitUsage;
+  }
+  const std::string ns = what.substr(0, slash), name = what.substr(slash + 1);
+  etcd::FleetKeys keys{o.prefix};
+  std::string key;
+  if (kind == "pod") {
+    if (all == !node.empty()) {
+      err << "nodeletctl fleet delete pod: give --node NODE or --all\n";
+      return kExitUsage;
+    }
+    key = keys.Pod(all ? etcd::kAllNodes : node, ns, name);
+  } else if (kind == "configmap" || kind == "secret") {
+    key = keys.Config(kind == "secret" ? "Secret" : "ConfigMap", ns, name);
+  } else {
+    err << "nodeletctl fleet delete: KIND is pod, configmap or secret, not '" << kind << "'\n";
+    return kExitUsage;
+  }
+  auto client = Connect(o);
+  if (!client.ok()) return Fail(err, client.status());
+  auto got = (*client)->Get(key);
+  if (!got.ok()) return Fail(err, got.status());
+  if (got->kvs.empty()) {
+    err << "nodeletctl fleet delete: " << key << " does not exist\n";
+    return kExitRefused;
+  }
+  auto del = (*client)->Delete(key);
+  if (!del.ok()) return Fail(err, del.status());
+  out << key << " deleted\n";
+  return 0;
+}
+
+}  // namespace
+
+std::vector<FleetNodeRow> FleetNodeRows(const std::map<std::string, std::string>& nodes,
+                                        const std::map<std::string, int64_t>& lease_age_s,
+                                        const std::map<std::string, int>& status_counts,
+                                        const std::vector<std::string>& pod_nodes) {
+  std::set<std::string> names(pod_nodes.begin(), pod_nodes.end());
+  for (const auto& [n, _] : nodes) names.insert(n);
+  for (const auto& [n, _] : status_counts) names.insert(n);
+  std::vector<FleetNodeRow> rows;
+  for (const auto& n : names) {
+    FleetNodeRow r;
+    r.name = n;
+    auto node = nodes.find(n);
+    // No Node key: its lease expired (or it never wrote one).
+    r.ready = node == nodes.end() ? "NotReady" : NodeReady(node->second);
+    auto age = lease_age_s.find(n);
+    r.lease = age == lease_age_s.end() ? "<none>" : HumanDuration(age->second);
+    auto c = status_counts.find(n);
+    r.pods = c == status_counts.end() ? 0 : c->second;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::string FormatFleetNodes(const std::vector<FleetNodeRow>& rows) {
+  std::vector<std::vector<std::string>> t = {{"NAME", "READY", "LEASE", "PODS"}};
+  for (const auto& r : rows) t.push_back({r.name, r.ready, r.lease, std::to_string(r.pods)});
+  return Table(t);
+}
+
+std::string FormatFleetPods(const std::map<std::string, std::vector<std::string>>& by_node,
+                            int64_t now_unix_s) {
+  std::vector<std::vector<std::string>> t = {
+      {"NODE", "NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"}};
+  for (const auto& [node, values] : by_node) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& v : values) {
+      auto doc = json::parse(v, nullptr, false);
+      if (!doc.is_object()) continue;
+      rows.push_back(PodRow(node, doc, now_unix_s));
+    }
+    std::sort(rows.begin(), rows.end());
+    t.insert(t.end(), rows.begin(), rows.end());
+  }
+  return Table(t);
+}
+
+Result<std::map<std::string, std::string>> FleetApplyKeys(const std::string& prefix,
+                                                          const std::string& file,
+                                                          const std::string& content,
+                                                          const std::string& node) {
+  pod::ParseOptions parse;
+  parse.other_kinds = {"ConfigMap", "Secret"};
+  auto decoded = pod::DecodeManifest(content, file, parse);
+  if (!decoded.errors.empty()) return InvalidArgument(decoded.errors.front().message);
+  // The documents as written, in order (the parser's numbering skips empty ones).
+  std::vector<YAML::Node> docs;
+  try {
+    for (auto& d : YAML::LoadAll(content)) {
+      if (!d.IsNull()) docs.push_back(d);
+    }
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(file + ": " + e.what());
+  }
+  etcd::FleetKeys keys{prefix};
+  std::map<std::string, std::string> out;
+  auto emit = [&](int document, const std::string& key) -> Status {
+    if (document < 1 || static_cast<size_t>(document) > docs.size()) {
+      return Internal(file + ": document " + std::to_string(document) + " not found");
+    }
+    if (out.count(key) != 0) return InvalidArgument(file + ": two documents for " + key);
+    YAML::Emitter e;
+    e << docs[static_cast<size_t>(document - 1)];
+    out[key] = std::string(e.c_str()) + "\n";
+    return Status::Ok();
+  };
+  for (const auto& p : decoded.pods) {
+    const std::string ns =
+        p.pod.metadata.namespace_name.empty() ? "default" : p.pod.metadata.namespace_name;
+    if (Status s = emit(p.document, keys.Pod(node, ns, p.pod.metadata.name)); !s.ok()) return s;
+  }
+  for (const auto& o : decoded.others) {
+    if (o.name.empty()) return InvalidArgument(file + ": a " + o.kind + " without metadata.name");
+    const std::string ns = o.namespace_name.empty() ? "default" : o.namespace_name;
+    if (Status s = emit(o.document, keys.Config(o.kind, ns, o.name)); !s.ok()) return s;
+  }
+  if (out.empty()) return InvalidArgument(file + ": no Pod, ConfigMap or Secret");
+  return out;
+}
+
+void AddFleetCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<FleetOptions>();
+  auto* fleet = app.add_subcommand(
+      "fleet", "The fleet's pods, statuses and nodes in etcd (docs/fleet.md)");
+  fleet->require_subcommand(1);
+  fleet->add_option("--etcd-endpoints", o->endpoints, "etcd members, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  fleet->add_option("--etcd-prefix", o->prefix, "The fleet's keys")->capture_default_str();
+  fleet->add_option("--etcd-cafile", o->cafile, "PEM file of the members' CAs");
+  fleet->add_option("--etcd-certfile", o->certfile, "Client certificate (PEM)");
+  fleet->add_option("--etcd-keyfile", o->keyfile, "Client key (PEM)");
+
+  auto* nodes = fleet->add_subcommand("nodes", "Every node: READY, lease age, pods");
+  nodes->callback([o, exit_code] { *exit_code = RunNodes(*o, std::cout, std::cerr); });
+
+  auto node = std::make_shared<std::string>();
+  auto* pods = fleet->add_subcommand("pods", "Every pod's status, by node");
+  pods->add_option("--node", *node, "Only this node's");
+  pods->callback([o, node, exit_code] { *exit_code = RunPods(*o, *node, std::cout, std::cerr); });
+
+  auto file = std::make_shared<std::string>();
+  auto all = std::make_shared<bool>(false);
+  auto* apply = fleet->add_subcommand("apply", "Write FILE's Pods, ConfigMaps and Secrets");
+  apply->add_option("-f,--filename", *file, "YAML or JSON, one or more documents")->required();
+  apply->add_option("--node", *node, "The node its pods are for");
+  apply->add_flag("--all", *all, "Its pods are for every node");
+  apply->callback([o, file, node, all, exit_code] {
+    *exit_code = RunApply(*o, *file, *node, *all, std::cout, std::cerr);
+  });
+
+  auto kind = std::make_shared<std::string>();
+  auto what = std::make_shared<std::string>();
+  auto* del = fleet->add_subcommand("delete", "Delete a pod, ConfigMap or Secret");
+  del->add_option("kind", *kind, "pod, configmap or secret")->required();
+  del->add_option("name", *what, "NAMESPACE/NAME")->required();
+  del->add_option("--node", *node, "The node the pod is for");
+  del->add_flag("--all", *all, "The pod is for every node");
+  del->callback([o, kind, what, node, all, exit_code] {
+    *exit_code = RunDelete(*o, *kind, *what, *node, *all, std::cout, std::cerr);
+  });
+}
+
+}  // namespace nodelet::ctl

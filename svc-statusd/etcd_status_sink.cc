@@ -1,0 +1,157 @@
+#include "svc-statusd/etcd_status_sink.h"
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "lib/status/pod_status_json.h"
+
+namespace nodelet::statusd {
+
+namespace {
+
+// What a status key holds: the pod's uid and statusd's version of its status.
+struct Written {
+  std::string uid;
+  uint64_t version = 0;
+};
+
+std::optional<Written> ReadWritten(const std::string& value) {
+  auto doc = nlohmann::json::parse(value, nullptr, false);
+  if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object()) {
+    return std::nullopt;
+  }
+  const auto& meta = doc["metadata"];
+  Written w;
+  if (meta.contains("uid") && meta["uid"].is_string()) w.uid = meta["uid"].get<std::string>();
+  if (meta.contains("resourceVersion") && meta["resourceVersion"].is_string()) {
+    const std::string rv = meta["resourceVersion"].get<std::string>();
+    char* end = nullptr;
+    w.version = std::strtoull(rv.c_str(), &end, 10);
+    if (end == rv.c_str() || *end != '\0') w.version = 0;
+  }
+  return w;
+}
+
+}  // namespace
+
+EtcdStatusSink::EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock,
+                               EtcdSinkOptions options)
+    : client_(std::move(client)),
+      clock_(clock),
+      options_(std::move(options)),
+      keys_{options_.prefix} {
+  renewer_ = std::thread([this] { RenewLoop(); });
+}
+
+EtcdStatusSink::~EtcdStatusSink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+EtcdStatusSink::Counters EtcdStatusSink::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+Status EtcdStatusSink::Sync(const PodStatusRecord& record) {
+  const std::string key =
+      keys_.Status(options_.node_name, record.pod.namespace_, record.pod.name);
+  const std::string value = status::PodToJson(record).dump();
+  // Read, compare, write; a writer in between makes it read again (only this node writes these
+  // keys, so a few attempts are plenty).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto cur = client_->Get(key);
+    if (!cur.ok()) return cur.status();
+    int64_t mod = 0;
+    if (!cur->kvs.empty()) {
+      mod = cur->kvs[0].mod_revision;
+      auto w = ReadWritten(cur->kvs[0].value);
+      if (w && w->uid == record.pod.uid && w->version >= record.version) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++counters_.skipped_not_newer;
+        return Status::Ok();
+      }
+    }
+    auto put = client_->PutIf(key, value, mod);
+    if (!put.ok()) return put.status();
+    if (*put) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counters_.writes;
+      return Status::Ok();
+    }
+  }
+  return Unavailable("status " + key + ": changed by another writer at every attempt");
+}
+
+Status EtcdStatusSink::Remove(const PodIdentity& pod) {
+  const std::string key = keys_.Status(options_.node_name, pod.namespace_, pod.name);
+  auto cur = client_->Get(key);
+  if (!cur.ok()) return cur.status();
+  if (cur->kvs.empty()) return Status::Ok();
+  auto w = ReadWritten(cur->kvs[0].value);
+  // Another pod of the name holds the key by now: its status stays.
+  if (w && !w->uid.empty() && w->uid != pod.uid) return Status::Ok();
+  auto del = client_->DeleteIf(key, cur->kvs[0].mod_revision);
+  if (!del.ok()) return del.status();
+  if (!*del) return Unavailable("status " + key + ": changed while it was being deleted");
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.deletes;
+  return Status::Ok();
+}
+
+Status EtcdStatusSink::SyncNode(const status::NodeStatusRecord& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_json_ = node.node_json;
+  return KeepNodeLocked(false);
+}
+
+Status EtcdStatusSink::KeepNodeLocked(bool renew) {
+  if (node_json_.empty()) return Status::Ok();
+  if (lease_ != 0 && renew) {
+    auto ttl = client_->KeepAliveOnce(lease_);
+    if (ttl.ok()) {
+      ++counters_.lease_renewals;
+    } else if (ttl.status().code() == StatusCode::kNotFound) {
+      lease_ = 0;  // lapsed while etcd was away: the Node key went with it
+    } else {
+      return ttl.status();
+    }
+  }
+  if (lease_ == 0) {
+    auto lease = client_->GrantLease(options_.lease_ttl.count());
+    if (!lease.ok()) return lease.status();
+    lease_ = *lease;
+    node_written_.clear();
+    ++counters_.lease_grants;
+  }
+  if (node_written_ == node_json_) return Status::Ok();
+  auto put = client_->Put(keys_.Node(options_.node_name), node_json_, lease_);
+  if (!put.ok()) {
+    // A lease that lapsed between the renewal and the write: granted again next time.
+    if (put.status().code() == StatusCode::kNotFound) lease_ = 0;
+    return put.status();
+  }
+  node_written_ = node_json_;
+  ++counters_.node_writes;
+  return Status::Ok();
+}
+
+void EtcdStatusSink::RenewLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // On time, or again after a second while etcd is away (the TTL leaves 30 s).
+    Status s = KeepNodeLocked(true);
+    const auto wait = s.ok() ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   options_.lease_renew)
+                             : std::chrono::milliseconds(1000);
+    cv_.wait_for(lock, wait, [this] { return stopping_; });
+  }
+}
+
+}  // namespace nodelet::statusd

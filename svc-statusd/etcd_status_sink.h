@@ -1,0 +1,83 @@
+// EtcdStatusSink: statusd's sink to the fleet's etcd cluster (docs/fleet.md), driven by the
+// SinkSyncer like any sink (status_sink.h: newest version first, failed syncs retried, a full
+// pass every 10 s):
+//
+//   PREFIX/status/NODE/NAMESPACE/NAME  the pod's status: the v1 Pod that `nodeletctl pods -o
+//                                      json` prints (metadata with resourceVersion = statusd's
+//                                      version of the status, and the v1 PodStatus)
+//   PREFIX/nodes/NODE                  the node's v1 Node, attached to a lease of 40 s renewed
+//                                      every 10 s: a node that stops renewing loses the key
+//                                      (`nodeletctl fleet nodes` then shows it NotReady)
+//
+// A status write never replaces a newer one: the key is read and written only when it holds
+// another pod's status (a pod of that name made again) or an older version of this pod's, in a
+// transaction that compares the key's mod_revision with what was read; a concurrent writer makes
+// it read again. A pod's key is deleted when statusd removes the pod (unless another pod of the
+// name holds it by then). The lease is renewed by a thread of its own, so a slow status write
+// never lets it lapse; a lease that lapsed anyway (etcd away for 40 s) is granted again and the
+// Node written with it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "lib/common/clock.h"
+#include "lib/etcd/etcd_client.h"
+#include "lib/etcd/fleet_keys.h"
+#include "svc-statusd/status_sink.h"
+
+namespace nodelet::statusd {
+
+struct EtcdSinkOptions {
+  std::string prefix = etcd::kDefaultFleetPrefix;
+  std::string node_name;  // normalized (lowercase)
+  std::chrono::seconds lease_ttl{40};
+  std::chrono::seconds lease_renew{10};
+};
+
+class EtcdStatusSink : public StatusSink {
+ public:
+  EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock,
+                 EtcdSinkOptions options);
+  ~EtcdStatusSink() override;
+  EtcdStatusSink(const EtcdStatusSink&) = delete;
+  EtcdStatusSink& operator=(const EtcdStatusSink&) = delete;
+
+  std::string Name() const override { return "etcd"; }
+  Status Sync(const PodStatusRecord& record) override;
+  Status Remove(const PodIdentity& pod) override;
+  Status SyncNode(const status::NodeStatusRecord& node) override;
+
+  struct Counters {
+    uint64_t writes = 0, skipped_not_newer = 0, deletes = 0, lease_grants = 0,
+             lease_renewals = 0, node_writes = 0;
+  };
+  Counters counters() const;
+
+ private:
+  // Grants a lease when there is none (or it lapsed) and writes the Node with it when it is
+  // not written under the current lease. Under mu_.
+  Status KeepNodeLocked(bool renew);
+  void RenewLoop();
+
+  std::unique_ptr<etcd::Client> client_;
+  const Clock& clock_;
+  const EtcdSinkOptions options_;
+  const etcd::FleetKeys keys_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::string node_json_;     // the newest Node statusd gave
+  std::string node_written_;  // what the Node key holds under lease_
+  int64_t lease_ = 0;
+  Counters counters_;
+  std::thread renewer_;
+};
+
+}  // namespace nodelet::statusd

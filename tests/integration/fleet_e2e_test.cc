@@ -1,0 +1,419 @@
+// fleet-e2e: nodelets taking their pods from a real 3-member etcd cluster and writing statuses
+// and Nodes back (docs/fleet.md). Each node has its own private containerd, directories and
+// cgroup root; the cluster, the nodes and their pods are removed at the end, also on failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/etcd/etcd_client.h"
+#include "lib/etcd/fleet_keys.h"
+#include "tests/testing/containerd.h"
+#include "tests/testing/etcd_cluster.h"
+#include "tests/testing/harness.h"
+#include "tests/testing/nodelet_fixture.h"
+#include "tests/testing/tcp_proxy.h"
+
+namespace nodelet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using etcd::FleetKeys;
+
+// One node: its containerd, its nodelet, its directories under the test's.
+struct FleetNode {
+  std::string name;
+  std::string dir;
+  std::unique_ptr<ContainerdInstance> containerd;
+  std::unique_ptr<Subprocess> nodelet;
+  std::unique_ptr<NotifyListener> notify;
+  int starts = 0;
+  // Its way to each member: cut to take this node alone away from etcd.
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  bool tls = false;
+
+  std::string Endpoints() const {
+    std::string out;
+    for (const auto& p : proxies) {
+      out += (out.empty() ? "" : ",") + std::string(tls ? "https" : "http") + "://127.0.0.1:" +
+             std::to_string(p->port());
+    }
+    return out;
+  }
+  void CutOff() {
+    for (auto& p : proxies) p->Cut();
+  }
+  void Reconnect() {
+    for (auto& p : proxies) p->Restore();
+  }
+
+  // The ids of the running containers of pod `pod_name` (its name as the node runs it).
+  std::vector<std::string> Running(const std::string& pod_name) const {
+    ::runtime::v1::ContainerFilter f;
+    (*f.mutable_label_selector())["io.kubernetes.pod.name"] = pod_name;
+    std::vector<std::string> out;
+    auto list = containerd->cri().ListContainers(f);
+    if (!list.ok()) return out;
+    for (const auto& c : *list) {
+      if (c.state() == ::runtime::v1::CONTAINER_RUNNING) out.push_back(c.id());
+    }
+    return out;
+  }
+};
+
+class FleetE2eTest : public ::testing::Test {
+ protected:
+  // The cluster's options (FleetAuthE2eTest: TLS with client certificates).
+  virtual EtcdClusterOptions ClusterOptions() const { return {}; }
+  void SetUp() override {
+    cluster_ = std::make_unique<EtcdCluster>(ClusterOptions());
+    ASSERT_TRUE(cluster_->Start().ok()) << cluster_->Logs();
+    auto root = etcd::Client::Connect(*cluster_->ClientOptionsFor(), RealClock::Get());
+    ASSERT_TRUE(root.ok()) << root.status().ToString();
+    etcd_ = std::move(*root);
+  }
+  void TearDown() override {
+    for (auto& n : nodes_) StopNodelet(*n);
+    if (HasFailure()) {
+      for (auto& n : nodes_) {
+        std::cerr << "---- " << n->name << "\n";
+        for (const auto& f : {"nodelet.log", "log/statusd.log", "log/podworkerd.log"}) {
+          std::string text = ReadTextFile(n->dir + "/" + f);
+          std::cerr << "-- " << f << "\n"
+                    << (text.size() > 4000 ? text.substr(text.size() - 4000) : text);
+        }
+      }
+      if (cluster_) std::cerr << cluster_->Logs(2048);
+    }
+    for (auto& n : nodes_) {
+      if (n->containerd) {
+        EXPECT_TRUE(n->containerd->Stop().ok());
+      }
+    }
+    for (const auto& m : MountsUnder(dir_.path())) umount2(m.c_str(), MNT_DETACH);
+    for (const auto& left : RemoveCgroupTree(TestCgroupRoot(dir_.path()))) {
+      ADD_FAILURE() << "cgroup left: " << left;
+    }
+  }
+
+  FleetNode& AddNode(const std::string& name) {
+    auto n = std::make_unique<FleetNode>();
+    n->name = name;
+    n->dir = dir_.Sub(name);
+    std::filesystem::create_directories(n->dir + "/log");
+    ContainerdOptions opts;
+    opts.dir = n->dir + "/c";
+    opts.image_tarballs = DefaultImageTarballs(ImagesDir());
+    auto c = ContainerdInstance::Start(opts);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (c.ok()) n->containerd = std::move(*c);
+    n->tls = ClusterOptions().tls;
+    for (const auto& e : cluster_->endpoints()) {
+      n->proxies.push_back(std::make_unique<TcpProxy>(std::stoi(e.substr(e.rfind(':') + 1))));
+      EXPECT_TRUE(n->proxies.back()->ok());
+    }
+    nodes_.push_back(std::move(n));
+    return *nodes_.back();
+  }
+
+  // Starts the node's nodelet on the cluster and waits for READY=1.
+  bool StartNodelet(FleetNode& n, std::vector<std::string> extra = {}) {
+    ++n.starts;
+    n.notify = std::make_unique<NotifyListener>(n.dir + "/notify-" + std::to_string(n.starts));
+    std::vector<std::string> argv = {BinDir() + "/nodelet",
+                                     "--root-dir",
+                                     n.dir + "/root",
+                                     "--run-dir",
+                                     n.dir + "/run",
+                                     "--log-dir",
+                                     n.dir + "/log",
+                                     "--runtime-endpoint",
+                                     n.containerd->endpoint(),
+                                     "--node-name",
+                                     n.name,
+                                     "--cgroup-root",
+                                     TestCgroupRoot(dir_.path()) + "/" + n.name,
+                                     "--http-address",
+                                     "127.0.0.1:0",
+                                     "--etcd-endpoints",
+                                     n.Endpoints(),
+                                     "--node-lease-duration-seconds",
+                                     "4"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    n.nodelet = std::make_unique<Subprocess>(
+        argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", n.notify->path()}},
+        n.dir + (n.starts == 1 ? "/nodelet.log" : "/nodelet-" + std::to_string(n.starts) + ".log"));
+    return n.notify->WaitFor("READY=1", 30s).has_value();
+  }
+  void StopNodelet(FleetNode& n) {
+    if (!n.nodelet || !n.nodelet->running()) return;
+    n.nodelet->Signal(SIGTERM);
+    n.nodelet->Wait(20s);
+  }
+
+  void PutPod(const std::string& node, const std::string& name, const std::string& command) {
+    auto put = etcd_->Put(keys_.Pod(node, "default", name), BusyboxPodYaml(name, command));
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+  }
+  // The status NODE wrote for default/NAME, or null.
+  nlohmann::json StatusOf(const std::string& node, const std::string& name) {
+    auto got = etcd_->Get(keys_.Status(node, "default", name));
+    if (!got.ok() || got->kvs.empty()) return nullptr;
+    auto doc = nlohmann::json::parse(got->kvs[0].value, nullptr, false);
+    return doc.is_discarded() ? nlohmann::json(nullptr) : doc;
+  }
+  std::string PhaseOf(const std::string& node, const std::string& name) {
+    auto s = StatusOf(node, name);
+    if (!s.is_object() || !s.contains("status")) return "";
+    return s["status"].value("phase", "");
+  }
+  bool NodeKeyExists(const std::string& node) {
+    auto got = etcd_->Get(keys_.Node(node));
+    return got.ok() && !got->kvs.empty();
+  }
+  // Polls `pred` (etcd and containerd have no notification the test could wait on here) every
+  // 200 ms until it holds or `timeout` passes.
+  static bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= end) return false;
+      std::this_thread::sleep_for(200ms);  // a poll round, bounded by the deadline above
+    }
+    return true;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<EtcdCluster> cluster_;
+  std::unique_ptr<etcd::Client> etcd_;
+  FleetKeys keys_;
+  std::vector<std::unique_ptr<FleetNode>> nodes_;
+};
+
+// Pods written for one node run there only; pods for all run everywhere; a pod moved between
+// nodes stops on one and starts on the other; statuses and Nodes come back, and go with their
+// pods.
+TEST_F(FleetE2eTest, PodsRunWhereTheirKeysSayAndStatusesAndNodesComeBack) {
+  for (const char* name : {"node-a", "node-b", "node-c"}) AddNode(name);
+  for (auto& n : nodes_) ASSERT_TRUE(StartNodelet(*n)) << n->name;
+  PutPod("node-a", "web", kSleepUntilTerm);
+  PutPod("_all", "agent", kSleepUntilTerm);
+
+  for (const char* node : {"node-a", "node-b", "node-c"}) {
+    EXPECT_TRUE(Eventually([&] { return PhaseOf(node, "agent") == "Running"; }, 60s)) << node;
+    EXPECT_TRUE(Eventually([&] { return NodeKeyExists(node); }, 30s)) << node;
+  }
+  ASSERT_TRUE(Eventually([&] { return PhaseOf("node-a", "web") == "Running"; }, 60s));
+  EXPECT_EQ(nodes_[0]->Running("web").size(), 1u);
+  EXPECT_TRUE(nodes_[1]->Running("web").empty());
+  EXPECT_TRUE(StatusOf("node-b", "web").is_null());
+  auto web = StatusOf("node-a", "web");
+  EXPECT_EQ(web["metadata"].value("name", ""), "web") << "an etcd pod keeps its name";
+  EXPECT_FALSE(web["metadata"].value("resourceVersion", "").empty());
+
+  // Moved to node-b: the delete and the put in one go, as an operator's move.
+  ASSERT_TRUE(etcd_->Delete(keys_.Pod("node-a", "default", "web")).ok());
+  PutPod("node-b", "web", kSleepUntilTerm);
+  EXPECT_TRUE(Eventually([&] { return PhaseOf("node-b", "web") == "Running"; }, 60s));
+  EXPECT_TRUE(Eventually([&] { return StatusOf("node-a", "web").is_null(); }, 60s))
+      << "the status goes with the pod";
+  EXPECT_TRUE(Eventually([&] { return nodes_[0]->Running("web").empty(); }, 30s));
+
+  // Gone from all nodes.
+  ASSERT_TRUE(etcd_->Delete(keys_.Pod("_all", "default", "agent")).ok());
+  for (const char* node : {"node-a", "node-b", "node-c"}) {
+    EXPECT_TRUE(Eventually([&] { return StatusOf(node, "agent").is_null(); }, 60s)) << node;
+  }
+  for (auto& n : nodes_) EXPECT_TRUE(n->Running("agent").empty()) << n->name;
+}
+
+// A node cut off from etcd while it changes and compacts past the node's revision: nothing
+// is killed meanwhile, and once it is back the node lists again and applies what changed,
+// without starting again the pods that did not change. Then the whole cluster is away for 30 s
+// and the node restarted meanwhile: it runs what it ran (the source's cache), kills nothing,
+// and picks up the changes once etcd is back.
+TEST_F(FleetE2eTest, CutOffThenCompactedThenEtcdAwayKillsNothingAndCatchesUp) {
+  FleetNode& a = AddNode("node-a");
+  ASSERT_TRUE(StartNodelet(a));
+  PutPod("node-a", "keep", kSleepUntilTerm);
+  PutPod("node-a", "drop", kSleepUntilTerm);
+  ASSERT_TRUE(Eventually([&] { return PhaseOf("node-a", "keep") == "Running"; }, 60s));
+  ASSERT_TRUE(Eventually([&] { return PhaseOf("node-a", "drop") == "Running"; }, 60s));
+  const auto keep_before = a.Running("keep");
+  ASSERT_EQ(keep_before.size(), 1u);
+
+  // Cut off; etcd moves on without the node, and compacts past its revision.
+  a.CutOff();
+  ASSERT_TRUE(etcd_->Delete(keys_.Pod("node-a", "default", "drop")).ok());
+  PutPod("node-a", "new", kSleepUntilTerm);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(etcd_->Put(keys_.prefix + "/scratch", std::to_string(i)).ok());
+  }
+  auto rev = etcd_->Get(keys_.prefix + "/scratch");
+  ASSERT_TRUE(rev.ok());
+  ASSERT_TRUE(etcd_->Compact(rev->revision).ok());
+  std::this_thread::sleep_for(3s);  // a steady state to sample: nothing to wait on
+  EXPECT_EQ(a.Running("drop").size(), 1u) << "nothing is killed while the node is cut off";
+  EXPECT_TRUE(a.Running("new").empty());
+
+  a.Reconnect();
+  EXPECT_TRUE(Eventually([&] { return PhaseOf("node-a", "new") == "Running"; }, 60s));
+  EXPECT_TRUE(Eventually([&] { return a.Running("drop").empty(); }, 60s));
+  EXPECT_TRUE(Eventually([&] { return StatusOf("node-a", "drop").is_null(); }, 60s));
+  EXPECT_EQ(a.Running("keep"), keep_before) << "listed again, not started again";
+
+  // The whole cluster away for 30 s, the node restarted meanwhile.
+  ASSERT_TRUE(cluster_->StopAll().ok());
+  StopNodelet(a);
+  ASSERT_TRUE(StartNodelet(a)) << "a node starts while etcd is away";
+  std::this_thread::sleep_for(30s);  // etcd away: a steady state to sample
+  EXPECT_EQ(a.Running("keep"), keep_before) << "the cache keeps it: not restarted, not killed";
+  EXPECT_EQ(a.Running("new").size(), 1u);
+
+  ASSERT_TRUE(cluster_->StartAll().ok()) << cluster_->Logs();
+  ASSERT_TRUE(Eventually([&] { return etcd_->Delete(keys_.Pod("node-a", "default", "new")).ok(); },
+                         30s));
+  EXPECT_TRUE(Eventually([&] { return a.Running("new").empty(); }, 60s));
+  EXPECT_EQ(a.Running("keep"), keep_before);
+}
+
+// The leader killed while pods come and go: nothing restarts, and the statuses catch up after
+// the election. A stopped node's lease expires and its Node key goes.
+TEST_F(FleetE2eTest, LeaderKilledDuringChurnAndAStoppedNodesLeaseExpires) {
+  FleetNode& a = AddNode("node-a");
+  FleetNode& b = AddNode("node-b");
+  ASSERT_TRUE(StartNodelet(a));
+  ASSERT_TRUE(StartNodelet(b));
+  PutPod("node-a", "steady", kSleepUntilTerm);
+  ASSERT_TRUE(Eventually([&] { return PhaseOf("node-a", "steady") == "Running"; }, 60s));
+  const auto steady = a.Running("steady");
+
+  auto leader = cluster_->Leader();
+  ASSERT_TRUE(leader.ok());
+  for (int i = 0; i < 6; ++i) {
+    if (i == 2) {
+      ASSERT_TRUE(cluster_->Kill(*leader).ok());
+    }
+    // Writes fail while there is no leader: the test retries them as an operator would.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          return etcd_
+              ->Put(keys_.Pod("node-a", "default", "churn-" + std::to_string(i)),
+                    BusyboxPodYaml("churn-" + std::to_string(i), kSleepUntilTerm))
+              .ok();
+        },
+        30s));
+  }
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(Eventually(
+        [&] { return PhaseOf("node-a", "churn-" + std::to_string(i)) == "Running"; }, 90s))
+        << i;
+  }
+  EXPECT_EQ(a.Running("steady"), steady) << "nothing restarts";
+
+  ASSERT_TRUE(Eventually([&] { return NodeKeyExists("node-b"); }, 30s));
+  StopNodelet(b);
+  EXPECT_TRUE(Eventually([&] { return !NodeKeyExists("node-b"); }, 20s))
+      << "a 4 s lease, not renewed";
+  EXPECT_TRUE(NodeKeyExists("node-a"));
+}
+
+}  // namespace
+}  // namespace nodelet::testing
+
+namespace nodelet::testing {
+namespace {
+
+// With etcd's authentication on and client certificates, the role docs/fleet.md gives a node
+// lets it run its pods (list and watch them, read the ConfigMap it was given, write its
+// statuses and its Node on its lease), and nothing of another node's.
+class FleetAuthE2eTest : public FleetE2eTest {
+ protected:
+  EtcdClusterOptions ClusterOptions() const override {
+    EtcdClusterOptions o;
+    o.tls = true;
+    return o;
+  }
+  std::unique_ptr<etcd::Client> As(const std::string& cn) {
+    auto o = cluster_->ClientOptionsFor(cn);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    if (!o.ok()) return nullptr;
+    auto c = etcd::Client::Connect(*o, RealClock::Get());
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+};
+
+TEST_F(FleetAuthE2eTest, ANodesRoleRunsItsPodsAndReachesNothingOfAnotherNode) {
+  using etcd::Permission;
+  using etcd::PrefixRangeEnd;
+  auto grant = [&](const std::string& role, const std::string& key, bool prefix, Permission p) {
+    Status s = etcd_->GrantPermission(role, key, prefix ? PrefixRangeEnd(key) : "", p);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+  ASSERT_TRUE(etcd_->AddUser("root", "").ok());
+  ASSERT_TRUE(etcd_->AddRole("root").ok());
+  ASSERT_TRUE(etcd_->GrantRole("root", "root").ok());
+  for (const std::string n : {"node-a", "node-b"}) {
+    ASSERT_TRUE(etcd_->AddRole(n).ok());
+    grant(n, keys_.NodePods(n), true, Permission::kRead);
+    grant(n, keys_.AllPods(), true, Permission::kRead);
+    grant(n, keys_.StatusOfNode(n), true, Permission::kReadWrite);
+    grant(n, keys_.Node(n), false, Permission::kReadWrite);
+    ASSERT_TRUE(etcd_->AddUser(n, "").ok());
+    ASSERT_TRUE(etcd_->GrantRole(n, n).ok());
+  }
+  grant("node-a", keys_.Config("ConfigMap", "default", "settings"), false, Permission::kRead);
+  ASSERT_TRUE(etcd_->Put(keys_.Config("ConfigMap", "default", "settings"),
+                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+                         "data:\n  MODE: fast\n")
+                  .ok());
+  ASSERT_TRUE(etcd_->Put(keys_.Config("ConfigMap", "default", "other"),
+                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n")
+                  .ok());
+  ASSERT_TRUE(etcd_->Put(keys_.Pod("node-b", "default", "theirs"),
+                         BusyboxPodYaml("theirs", kSleepUntilTerm))
+                  .ok());
+  Status enabled = etcd_->EnableAuth();
+  ASSERT_TRUE(enabled.ok()) << enabled.ToString();
+
+  FleetNode& a = AddNode("node-a");
+  auto cert = cluster_->ClientCert("node-a");
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  ASSERT_TRUE(StartNodelet(a, {"--etcd-cafile", cluster_->ca_file(), "--etcd-certfile",
+                               cert->cert_file, "--etcd-keyfile", cert->key_file}));
+  ASSERT_TRUE(etcd_->Put(keys_.Pod("node-a", "default", "web"),
+                         BusyboxPodYaml("web", kSleepUntilTerm, "",
+                                        "    envFrom:\n    - configMapRef:\n        name: settings\n"))
+                  .ok());
+  EXPECT_TRUE(Eventually([&] { return PhaseOf("node-a", "web") == "Running"; }, 60s))
+      << "its pods, the ConfigMap it was given, its status";
+  EXPECT_TRUE(Eventually([&] { return NodeKeyExists("node-a"); }, 30s)) << "its Node on its lease";
+
+  auto node = As("node-a");
+  ASSERT_NE(node, nullptr);
+  auto own = node->GetPrefix(keys_.NodePods("node-a"));
+  EXPECT_TRUE(own.ok()) << own.status().ToString();
+  auto theirs = node->GetPrefix(keys_.NodePods("node-b"));
+  EXPECT_EQ(theirs.status().code(), StatusCode::kPermissionDenied) << theirs.status().ToString();
+  auto status_b = node->Put(keys_.Status("node-b", "default", "theirs"), "{}");
+  EXPECT_EQ(status_b.status().code(), StatusCode::kPermissionDenied);
+  auto node_b = node->Put(keys_.Node("node-b"), "{}");
+  EXPECT_EQ(node_b.status().code(), StatusCode::kPermissionDenied);
+  auto pods_a = node->Put(keys_.Pod("node-a", "default", "sneaky"), "{}");
+  EXPECT_EQ(pods_a.status().code(), StatusCode::kPermissionDenied) << "its pods: read only";
+  auto other = node->Get(keys_.Config("ConfigMap", "default", "other"));
+  EXPECT_EQ(other.status().code(), StatusCode::kPermissionDenied) << "a ConfigMap not given";
+}
+
+}  // namespace
+}  // namespace nodelet::testing
