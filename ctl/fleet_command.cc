@@ -131,6 +131,8 @@ int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
   if (!pods.ok()) return Fail(err, pods.status());
   auto statuses = (*client)->GetPrefix(keys.Statuses());
   if (!statuses.ok()) return Fail(err, statuses.status());
+  auto registered = (*client)->GetPrefix(keys.Registrations());
+  if (!registered.ok()) return Fail(err, registered.status());
   std::map<std::string, std::string> node_json;
   std::map<std::string, int64_t> lease_age;
   for (const auto& kv : nodes->kvs) {
@@ -144,6 +146,8 @@ int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
   std::map<std::string, int> counts;
   for (const auto& kv : statuses->kvs) ++counts[FirstComponent(kv.key, keys.Statuses())];
   std::vector<std::string> pod_nodes;
+  for (const auto& kv : registered->kvs)
+    pod_nodes.push_back(kv.key.substr(keys.Registrations().size()));
   for (const auto& kv : pods->kvs) {
     std::string n = FirstComponent(kv.key, keys.Pods());
     if (n != etcd::kAllNodes) pod_nodes.push_back(n);
@@ -152,13 +156,11 @@ int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
-int RunPods(const FleetOptions& o, const std::string& node, std::ostream& out,
-            std::ostream& err) {
+int RunPods(const FleetOptions& o, const std::string& node, std::ostream& out, std::ostream& err) {
   auto client = Connect(o);
   if (!client.ok()) return Fail(err, client.status());
   etcd::FleetKeys keys{o.prefix};
-  auto statuses =
-      (*client)->GetPrefix(node.empty() ? keys.Statuses() : keys.StatusOfNode(node));
+  auto statuses = (*client)->GetPrefix(node.empty() ? keys.Statuses() : keys.StatusOfNode(node));
   if (!statuses.ok()) return Fail(err, statuses.status());
   std::map<std::string, std::vector<std::string>> by_node;
   for (const auto& kv : statuses->kvs) {
@@ -321,8 +323,8 @@ Result<std::map<std::string, std::string>> FleetApplyKeys(const std::string& pre
 
 void AddFleetCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<FleetOptions>();
-  auto* fleet = app.add_subcommand(
-      "fleet", "The fleet's pods, statuses and nodes in etcd (docs/fleet.md)");
+  auto* fleet =
+      app.add_subcommand("fleet", "The fleet's pods, statuses and nodes in etcd (docs/fleet.md)");
   fleet->require_subcommand(1);
   fleet->add_option("--etcd-endpoints", o->endpoints, "etcd members, comma-separated")
       ->delimiter(',')

@@ -60,8 +60,7 @@ EtcdStatusSink::Counters EtcdStatusSink::counters() const {
 }
 
 Status EtcdStatusSink::Sync(const PodStatusRecord& record) {
-  const std::string key =
-      keys_.Status(options_.node_name, record.pod.namespace_, record.pod.name);
+  const std::string key = keys_.Status(options_.node_name, record.pod.namespace_, record.pod.name);
   const std::string value = status::PodToJson(record).dump();
   // Read, compare, write; a writer in between makes it read again (only this node writes these
   // keys, so a few attempts are plenty).
@@ -113,6 +112,14 @@ Status EtcdStatusSink::SyncNode(const status::NodeStatusRecord& node) {
 
 Status EtcdStatusSink::KeepNodeLocked(bool renew) {
   if (node_json_.empty()) return Status::Ok();
+  if (!registered_) {
+    // Create-only: the first registration's time stays.
+    const nlohmann::json reg = {{"name", options_.node_name},
+                                {"registeredAt", status::FormatRfc3339(clock_.WallSeconds())}};
+    auto put = client_->PutIf(keys_.Registration(options_.node_name), reg.dump(), 0);
+    if (!put.ok()) return put.status();
+    registered_ = true;
+  }
   if (lease_ != 0 && renew) {
     auto ttl = client_->KeepAliveOnce(lease_);
     if (ttl.ok()) {
@@ -147,9 +154,9 @@ void EtcdStatusSink::RenewLoop() {
   while (!stopping_) {
     // On time, or again after a second while etcd is away (the TTL leaves 30 s).
     Status s = KeepNodeLocked(true);
-    const auto wait = s.ok() ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   options_.lease_renew)
-                             : std::chrono::milliseconds(1000);
+    const auto wait =
+        s.ok() ? std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_renew)
+               : std::chrono::milliseconds(1000);
     cv_.wait_for(lock, wait, [this] { return stopping_; });
   }
 }

@@ -8,6 +8,7 @@
 //   PREFIX/nodes/NODE                  the node's v1 Node, attached to a lease of 40 s renewed
 //                                      every 10 s: a node that stops renewing loses the key
 //                                      (`nodeletctl fleet nodes` then shows it NotReady)
+//   PREFIX/registrations/NODE          written once, without a lease: the node joined
 //
 // A status write never replaces a newer one: the key is read and written only when it holds
 // another pod's status (a pod of that name made again) or an older version of this pod's, in a
@@ -42,8 +43,7 @@ struct EtcdSinkOptions {
 
 class EtcdStatusSink : public StatusSink {
  public:
-  EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock,
-                 EtcdSinkOptions options);
+  EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock, EtcdSinkOptions options);
   ~EtcdStatusSink() override;
   EtcdStatusSink(const EtcdStatusSink&) = delete;
   EtcdStatusSink& operator=(const EtcdStatusSink&) = delete;
@@ -54,8 +54,8 @@ class EtcdStatusSink : public StatusSink {
   Status SyncNode(const status::NodeStatusRecord& node) override;
 
   struct Counters {
-    uint64_t writes = 0, skipped_not_newer = 0, deletes = 0, lease_grants = 0,
-             lease_renewals = 0, node_writes = 0;
+    uint64_t writes = 0, skipped_not_newer = 0, deletes = 0, lease_grants = 0, lease_renewals = 0,
+             node_writes = 0;
   };
   Counters counters() const;
 
@@ -76,6 +76,7 @@ class EtcdStatusSink : public StatusSink {
   std::string node_json_;     // the newest Node statusd gave
   std::string node_written_;  // what the Node key holds under lease_
   int64_t lease_ = 0;
+  bool registered_ = false;  // PREFIX/registrations/NODE is there
   Counters counters_;
   std::thread renewer_;
 };

@@ -8,6 +8,8 @@
 //   PREFIX/secrets/NAMESPACE/NAME      a v1 Secret
 //   PREFIX/status/NODE/NAMESPACE/NAME  the pod's status as NODE last wrote it
 //   PREFIX/nodes/NODE                  NODE's v1 Node, attached to its lease
+//   PREFIX/registrations/NODE          that NODE joined (no lease: it outlives the Node key, so
+//                                      a node whose lease expired is still listed, NotReady)
 #pragma once
 
 #include <string>
@@ -40,6 +42,8 @@ struct FleetKeys {
   }
   std::string Nodes() const { return prefix + "/nodes/"; }
   std::string Node(const std::string& node) const { return Nodes() + node; }
+  std::string Registrations() const { return prefix + "/registrations/"; }
+  std::string Registration(const std::string& node) const { return Registrations() + node; }
 };
 
 }  // namespace nodelet::etcd

@@ -264,8 +264,7 @@ std::string EtcdPodSource::cache_error() const {
 
 bool EtcdPodSource::WaitFor(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout,
-               [this] { return stopping_ || !changes_.empty() || wanted_changed_; });
+  cv_.wait_for(lock, timeout, [this] { return stopping_ || !changes_.empty() || wanted_changed_; });
   return !stopping_;
 }
 
@@ -403,7 +402,8 @@ void EtcdPodSource::Publish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.snapshots;
-    if (!options_.cache_file.empty()) ++(written ? counters_.cache_writes : counters_.cache_write_failures);
+    if (!options_.cache_file.empty())
+      ++(written ? counters_.cache_writes : counters_.cache_write_failures);
     ready_ = std::move(snap);
   }
   options_.on_snapshot();
@@ -417,8 +417,8 @@ void EtcdPodSource::Loop() {
     }
     if (!listed_) {
       if (!List()) {
-        backoff_ = backoff_.count() == 0 ? options_.retry_min
-                                         : std::min(backoff_ * 2, options_.retry_max);
+        backoff_ =
+            backoff_.count() == 0 ? options_.retry_min : std::min(backoff_ * 2, options_.retry_max);
         std::unique_lock<std::mutex> lock(mu_);
         if (cv_.wait_for(lock, backoff_, [this] { return stopping_; })) break;
         continue;

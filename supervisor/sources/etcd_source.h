@@ -117,8 +117,8 @@ class EtcdPodSource {
 
   // The source thread's own state.
   bool listed_ = false;
-  std::map<std::string, std::string> pods_;                     // key -> value
-  std::map<std::string, std::optional<std::string>> configs_;   // key -> value (nullopt: absent)
+  std::map<std::string, std::string> pods_;                    // key -> value
+  std::map<std::string, std::optional<std::string>> configs_;  // key -> value (nullopt: absent)
   std::map<std::string, std::unique_ptr<Pump>> pod_pumps_, config_pumps_;  // by key or prefix
   std::chrono::milliseconds backoff_{0}, config_backoff_{0};
   bool failed_reported_ = false;
@@ -128,7 +128,7 @@ class EtcdPodSource {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::vector<Change> changes_;  // from the pumps
+  std::vector<Change> changes_;   // from the pumps
   std::set<std::string> wanted_;  // config keys
   bool wanted_changed_ = false;
   std::optional<SourceSnapshot> ready_;

@@ -46,8 +46,8 @@ struct FleetNode {
   std::string Endpoints() const {
     std::string out;
     for (const auto& p : proxies) {
-      out += (out.empty() ? "" : ",") + std::string(tls ? "https" : "http") + "://127.0.0.1:" +
-             std::to_string(p->port());
+      out += (out.empty() ? "" : ",") + std::string(tls ? "https" : "http") +
+             "://127.0.0.1:" + std::to_string(p->port());
     }
     return out;
   }
@@ -178,6 +178,15 @@ class FleetE2eTest : public ::testing::Test {
     if (!s.is_object() || !s.contains("status")) return "";
     return s["status"].value("phase", "");
   }
+  // `nodeletctl fleet ARGS...` on the cluster: its output, or "" when it failed.
+  std::string Fleet(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinDir() + "/nodeletctl", "fleet", "--etcd-endpoints",
+                                     cluster_->endpoints_string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCommand(argv, 15s);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0 ? r.output : "";
+  }
   bool NodeKeyExists(const std::string& node) {
     auto got = etcd_->Get(keys_.Node(node));
     return got.ok() && !got->kvs.empty();
@@ -228,6 +237,47 @@ TEST_F(FleetE2eTest, PodsRunWhereTheirKeysSayAndStatusesAndNodesComeBack) {
   EXPECT_TRUE(Eventually([&] { return StatusOf("node-a", "web").is_null(); }, 60s))
       << "the status goes with the pod";
   EXPECT_TRUE(Eventually([&] { return nodes_[0]->Running("web").empty(); }, 30s));
+
+  // nodeletctl fleet: the nodes, the pods by node, and a pod applied to node-c from a file
+  // with its ConfigMap, whose edit reaches the pod's volume.
+  std::string nodes;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        nodes = Fleet({"nodes"});  // Ready once every service runs (the next node status)
+        return nodes.find("node-a   Ready") != std::string::npos &&
+               nodes.find("node-c   Ready") != std::string::npos;
+      },
+      30s))
+      << nodes;
+  const std::string pods = Fleet({"pods", "--node", "node-b"});
+  EXPECT_NE(pods.find("node-b   default     web"), std::string::npos) << pods;
+  EXPECT_EQ(pods.find("node-a"), std::string::npos) << "only node-b's: " << pods;
+  const std::string file = dir_.Sub("conf.yaml");
+  auto write_conf = [&](const std::string& mode) {
+    WriteTextFile(file,
+                  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n"
+                  "  MODE: " +
+                      mode + "\n---\n" +
+                      BusyboxPodYaml("reader", kSleepUntilTerm,
+                                     "  volumes:\n  - name: conf\n    configMap:\n"
+                                     "      name: conf\n",
+                                     "    volumeMounts:\n    - name: conf\n"
+                                     "      mountPath: /etc/conf\n"));
+  };
+  write_conf("first");
+  EXPECT_NE(Fleet({"apply", "-f", file, "--node", "node-c"}).find("written"), std::string::npos);
+  ASSERT_TRUE(Eventually([&] { return PhaseOf("node-c", "reader") == "Running"; }, 60s));
+  const std::string uid = StatusOf("node-c", "reader")["metadata"].value("uid", "");
+  const std::string mode_file =
+      nodes_[2]->dir + "/root/pods/" + uid + "/volumes/kubernetes.io~configmap/conf/MODE";
+  EXPECT_EQ(ReadTextFile(mode_file), "first");
+  write_conf("second");
+  Fleet({"apply", "-f", file, "--node", "node-c"});
+  EXPECT_TRUE(Eventually([&] { return ReadTextFile(mode_file) == "second"; }, 60s))
+      << "a ConfigMap edit in etcd reaches the volume";
+  EXPECT_NE(Fleet({"delete", "pod", "default/reader", "--node", "node-c"}).find("deleted"),
+            std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return StatusOf("node-c", "reader").is_null(); }, 60s));
 
   // Gone from all nodes.
   ASSERT_TRUE(etcd_->Delete(keys_.Pod("_all", "default", "agent")).ok());
@@ -281,8 +331,8 @@ TEST_F(FleetE2eTest, CutOffThenCompactedThenEtcdAwayKillsNothingAndCatchesUp) {
   EXPECT_EQ(a.Running("new").size(), 1u);
 
   ASSERT_TRUE(cluster_->StartAll().ok()) << cluster_->Logs();
-  ASSERT_TRUE(Eventually([&] { return etcd_->Delete(keys_.Pod("node-a", "default", "new")).ok(); },
-                         30s));
+  ASSERT_TRUE(
+      Eventually([&] { return etcd_->Delete(keys_.Pod("node-a", "default", "new")).ok(); }, 30s));
   EXPECT_TRUE(Eventually([&] { return a.Running("new").empty(); }, 60s));
   EXPECT_EQ(a.Running("keep"), keep_before);
 }
@@ -325,6 +375,8 @@ TEST_F(FleetE2eTest, LeaderKilledDuringChurnAndAStoppedNodesLeaseExpires) {
   StopNodelet(b);
   EXPECT_TRUE(Eventually([&] { return !NodeKeyExists("node-b"); }, 20s))
       << "a 4 s lease, not renewed";
+  const std::string nodes = Fleet({"nodes"});
+  EXPECT_NE(nodes.find("node-b   NotReady"), std::string::npos) << nodes;
   EXPECT_TRUE(NodeKeyExists("node-a"));
 }
 
@@ -369,20 +421,24 @@ TEST_F(FleetAuthE2eTest, ANodesRoleRunsItsPodsAndReachesNothingOfAnotherNode) {
     grant(n, keys_.AllPods(), true, Permission::kRead);
     grant(n, keys_.StatusOfNode(n), true, Permission::kReadWrite);
     grant(n, keys_.Node(n), false, Permission::kReadWrite);
+    grant(n, keys_.Registration(n), false, Permission::kReadWrite);
     ASSERT_TRUE(etcd_->AddUser(n, "").ok());
     ASSERT_TRUE(etcd_->GrantRole(n, n).ok());
   }
   grant("node-a", keys_.Config("ConfigMap", "default", "settings"), false, Permission::kRead);
-  ASSERT_TRUE(etcd_->Put(keys_.Config("ConfigMap", "default", "settings"),
-                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
-                         "data:\n  MODE: fast\n")
+  ASSERT_TRUE(etcd_
+                  ->Put(keys_.Config("ConfigMap", "default", "settings"),
+                        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+                        "data:\n  MODE: fast\n")
                   .ok());
-  ASSERT_TRUE(etcd_->Put(keys_.Config("ConfigMap", "default", "other"),
-                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n")
+  ASSERT_TRUE(etcd_
+                  ->Put(keys_.Config("ConfigMap", "default", "other"),
+                        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n")
                   .ok());
-  ASSERT_TRUE(etcd_->Put(keys_.Pod("node-b", "default", "theirs"),
-                         BusyboxPodYaml("theirs", kSleepUntilTerm))
-                  .ok());
+  ASSERT_TRUE(
+      etcd_
+          ->Put(keys_.Pod("node-b", "default", "theirs"), BusyboxPodYaml("theirs", kSleepUntilTerm))
+          .ok());
   Status enabled = etcd_->EnableAuth();
   ASSERT_TRUE(enabled.ok()) << enabled.ToString();
 
@@ -391,10 +447,12 @@ TEST_F(FleetAuthE2eTest, ANodesRoleRunsItsPodsAndReachesNothingOfAnotherNode) {
   ASSERT_TRUE(cert.ok()) << cert.status().ToString();
   ASSERT_TRUE(StartNodelet(a, {"--etcd-cafile", cluster_->ca_file(), "--etcd-certfile",
                                cert->cert_file, "--etcd-keyfile", cert->key_file}));
-  ASSERT_TRUE(etcd_->Put(keys_.Pod("node-a", "default", "web"),
-                         BusyboxPodYaml("web", kSleepUntilTerm, "",
-                                        "    envFrom:\n    - configMapRef:\n        name: settings\n"))
-                  .ok());
+  ASSERT_TRUE(
+      etcd_
+          ->Put(keys_.Pod("node-a", "default", "web"),
+                BusyboxPodYaml("web", kSleepUntilTerm, "",
+                               "    envFrom:\n    - configMapRef:\n        name: settings\n"))
+          .ok());
   EXPECT_TRUE(Eventually([&] { return PhaseOf("node-a", "web") == "Running"; }, 60s))
       << "its pods, the ConfigMap it was given, its status";
   EXPECT_TRUE(Eventually([&] { return NodeKeyExists("node-a"); }, 30s)) << "its Node on its lease";

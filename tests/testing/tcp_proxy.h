@@ -80,7 +80,8 @@ class TcpProxy {
       }
       std::lock_guard<std::mutex> lock(mu_);
       const int generation = cut_generation_;
-      conns_.emplace_back([this, client, upstream, generation] { Pipe(client, upstream, generation); });
+      conns_.emplace_back(
+          [this, client, upstream, generation] { Pipe(client, upstream, generation); });
     }
   }
   void Pipe(int a, int b, int generation) {

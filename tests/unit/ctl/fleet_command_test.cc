@@ -79,10 +79,11 @@ TEST(FleetCommandTest, NodesWithoutANodeKeyAreNotReady) {
 }
 
 TEST(FleetCommandTest, PodsTableHasTheNodeFirstAndThePodsColumns) {
-  const std::string web = R"({"metadata":{"name":"web","namespace":"shop",)"
-                          R"("creationTimestamp":"2026-01-01T00:00:00Z"},)"
-                          R"("status":{"phase":"Running","containerStatuses":[)"
-                          R"({"name":"app","ready":true,"restartCount":2,"state":{"running":{}}}]}})";
+  const std::string web =
+      R"({"metadata":{"name":"web","namespace":"shop",)"
+      R"("creationTimestamp":"2026-01-01T00:00:00Z"},)"
+      R"("status":{"phase":"Running","containerStatuses":[)"
+      R"({"name":"app","ready":true,"restartCount":2,"state":{"running":{}}}]}})";
   const std::string waiting = R"({"metadata":{"name":"job","namespace":"default"},)"
                               R"("status":{"phase":"Pending","containerStatuses":[)"
                               R"({"name":"app","ready":false,"restartCount":0,)"
