@@ -596,31 +596,51 @@ Result<int64_t> Client::DeletePrefix(const std::string& prefix) {
   return response.header().revision();
 }
 
+namespace {
+
+// A transaction that runs its success branch when `key`'s mod_revision is `expected`.
+pb::TxnRequest IfModRevision(const std::string& key, int64_t expected) {
+  pb::TxnRequest request;
+  auto* compare = request.add_compare();
+  compare->set_result(pb::Compare::EQUAL);
+  compare->set_target(pb::Compare::MOD);
+  compare->set_key(key);
+  compare->set_mod_revision(expected);
+  return request;
+}
+
+// Runs a compare-and-swap transaction; never repeated after an attempt that may have been
+// applied (its second try could fail on its own first write).
+Result<pb::TxnResponse> RunTxn(Client::Shared& shared, const char* name, const std::string& key,
+                               const pb::TxnRequest& request) {
+  pb::TxnResponse response;
+  CallSpec spec{name, key, /*repeatable=*/false};
+  Status s = shared.Run(spec, [&](Conn& c, grpc::ClientContext* ctx) {
+    response.Clear();
+    return c.kv->Txn(ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response;
+}
+
+}  // namespace
+
 Result<bool> Client::PutIf(const std::string& key, const std::string& value,
                            int64_t expected_mod_revision, int64_t lease,
                            std::optional<KeyValue>* current) {
   if (expected_mod_revision < 0) {
     return InvalidArgument("etcd PutIf " + Quote(key) + ": negative expected mod_revision");
   }
-  pb::TxnRequest request;
-  auto* compare = request.add_compare();
-  compare->set_result(pb::Compare::EQUAL);
-  compare->set_target(pb::Compare::MOD);
-  compare->set_key(key);
-  compare->set_mod_revision(expected_mod_revision);
+  pb::TxnRequest request = IfModRevision(key, expected_mod_revision);
   auto* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
   put->set_lease(lease);
   // When the compare fails, the same transaction reads the key as it is.
   request.add_failure()->mutable_request_range()->set_key(key);
-  pb::TxnResponse response;
-  CallSpec spec{"PutIf", key, /*repeatable=*/false};
-  Status s = shared_->Run(spec, [&](Conn& c, grpc::ClientContext* ctx) {
-    response.Clear();
-    return c.kv->Txn(ctx, request, &response);
-  });
-  if (!s.ok()) return s;
+  auto txn = RunTxn(*shared_, "PutIf", key, request);
+  if (!txn.ok()) return txn.status();
+  const pb::TxnResponse& response = *txn;
   if (!response.succeeded() && current != nullptr) {
     current->reset();
     if (response.responses_size() > 0 && response.responses(0).has_response_range() &&
@@ -635,21 +655,11 @@ Result<bool> Client::DeleteIf(const std::string& key, int64_t expected_mod_revis
   if (expected_mod_revision <= 0) {
     return InvalidArgument("etcd DeleteIf " + Quote(key) + ": expected mod_revision must be > 0");
   }
-  pb::TxnRequest request;
-  auto* compare = request.add_compare();
-  compare->set_result(pb::Compare::EQUAL);
-  compare->set_target(pb::Compare::MOD);
-  compare->set_key(key);
-  compare->set_mod_revision(expected_mod_revision);
+  pb::TxnRequest request = IfModRevision(key, expected_mod_revision);
   request.add_success()->mutable_request_delete_range()->set_key(key);
-  pb::TxnResponse response;
-  CallSpec spec{"DeleteIf", key, /*repeatable=*/false};
-  Status s = shared_->Run(spec, [&](Conn& c, grpc::ClientContext* ctx) {
-    response.Clear();
-    return c.kv->Txn(ctx, request, &response);
-  });
-  if (!s.ok()) return s;
-  return response.succeeded();
+  auto txn = RunTxn(*shared_, "DeleteIf", key, request);
+  if (!txn.ok()) return txn.status();
+  return txn->succeeded();
 }
 
 Result<int64_t> Client::Compact(int64_t revision) {
