@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "lib/common/fs.h"
-#include "lib/pod/names.h"
+#include "lib/pod/manifest_parser.h"
 
 namespace nodelet::supervisor {
 
@@ -48,6 +48,18 @@ std::optional<std::string> RefKey(const FleetKeys& keys, const std::string& ref)
     return std::nullopt;
   }
   return keys.Config(kind, ns, name);
+}
+
+// A value as a manifest: refused (with the key) when larger than a manifest may be, as a file
+// of the manifest directory is.
+ManifestFile AsManifest(const std::string& key, const std::string& value) {
+  if (value.size() > pod::kMaxManifestBytes) {
+    return {"etcd:" + key, "",
+            ResourceExhausted("the value is " + std::to_string(value.size()) +
+                              " bytes, more than a manifest's " +
+                              std::to_string(pod::kMaxManifestBytes))};
+  }
+  return {"etcd:" + key, value, Status::Ok()};
 }
 
 }  // namespace
@@ -198,7 +210,7 @@ Status EtcdPodSource::Start() {
         snap.from_cache = true;
         for (const auto& [key, value] : doc["manifests"].items()) {
           if (!value.is_string()) continue;
-          snap.manifests.push_back({"etcd:" + key, value.get<std::string>(), Status::Ok()});
+          snap.manifests.push_back(AsManifest(key, value.get<std::string>()));
         }
         std::lock_guard<std::mutex> lock(mu_);
         ready_ = std::move(snap);
@@ -386,12 +398,12 @@ void EtcdPodSource::Publish() {
   nlohmann::json cache = nlohmann::json::object();
   nlohmann::json manifests = nlohmann::json::object();
   for (const auto& [key, value] : pods_) {
-    snap.manifests.push_back({"etcd:" + key, value, Status::Ok()});
+    snap.manifests.push_back(AsManifest(key, value));
     manifests[key] = value;
   }
   for (const auto& [key, value] : configs_) {
     if (!value) continue;
-    snap.manifests.push_back({"etcd:" + key, *value, Status::Ok()});
+    snap.manifests.push_back(AsManifest(key, *value));
     manifests[key] = *value;
   }
   cache["manifests"] = std::move(manifests);

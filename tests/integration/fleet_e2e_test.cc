@@ -224,6 +224,23 @@ TEST_F(FleetE2eTest, PodsRunWhereTheirKeysSayAndStatusesAndNodesComeBack) {
   }
   ASSERT_TRUE(Eventually([&] { return PhaseOf("node-a", "web") == "Running"; }, 60s));
   EXPECT_EQ(nodes_[0]->Running("web").size(), 1u);
+
+  // A value larger than a manifest may be is refused with its key; the node's pods go on.
+  ASSERT_TRUE(
+      etcd_->Put(keys_.Pod("node-a", "default", "huge"), std::string(1100 * 1024, '#')).ok());
+  CommandResult manifests;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        manifests = RunCommand(
+            {BinDir() + "/nodeletctl", "--run-dir", nodes_[0]->dir + "/run", "manifests"}, 10s);
+        return manifests.output.find("more than a manifest's") != std::string::npos;
+      },
+      30s))
+      << manifests.output;
+  EXPECT_EQ(manifests.exit_code, 1) << "a manifest rejected";
+  EXPECT_NE(manifests.output.find("/nodelet/v1/pods/node-a/default/huge"), std::string::npos);
+  ASSERT_TRUE(etcd_->Delete(keys_.Pod("node-a", "default", "huge")).ok());
+  EXPECT_EQ(PhaseOf("node-a", "web"), "Running");
   EXPECT_TRUE(nodes_[1]->Running("web").empty());
   EXPECT_TRUE(StatusOf("node-b", "web").is_null());
   auto web = StatusOf("node-a", "web");
