@@ -104,6 +104,20 @@ Status EtcdStatusSink::Remove(const PodIdentity& pod) {
   return Status::Ok();
 }
 
+Status EtcdStatusSink::Prune(const std::set<std::string>& uids) {
+  auto mine = client_->GetPrefix(keys_.StatusOfNode(options_.node_name));
+  if (!mine.ok()) return mine.status();
+  for (const auto& kv : mine->kvs) {
+    auto w = ReadWritten(kv.value);
+    if (w && uids.count(w->uid) != 0) continue;
+    auto del = client_->DeleteIf(kv.key, kv.mod_revision);
+    if (!del.ok()) return del.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.deletes;
+  }
+  return Status::Ok();
+}
+
 Status EtcdStatusSink::SyncNode(const status::NodeStatusRecord& node) {
   std::lock_guard<std::mutex> lock(mu_);
   node_json_ = node.node_json;

@@ -52,6 +52,8 @@ class EtcdStatusSink : public StatusSink {
   Status Sync(const PodStatusRecord& record) override;
   Status Remove(const PodIdentity& pod) override;
   Status SyncNode(const status::NodeStatusRecord& node) override;
+  // Deletes this node's status keys of pods statusd does not hold.
+  Status Prune(const std::set<std::string>& uids) override;
 
   struct Counters {
     uint64_t writes = 0, skipped_not_newer = 0, deletes = 0, lease_grants = 0, lease_renewals = 0,

@@ -37,6 +37,18 @@ std::vector<Status> SinkSyncer::Tick() {
 
 std::vector<Status> SinkSyncer::Sync(bool all) {
   std::vector<Status> errors;
+  // At the first full pass statusd's every pod has been applied (its store's contents are pushed
+  // when the worker starts): what the sink holds of any other pod is left from before.
+  if (all && !pruned_) {
+    std::set<std::string> uids;
+    for (const auto& [uid, _] : latest_) uids.insert(uid);
+    Status s = sink_.Prune(uids);
+    if (s.ok()) {
+      pruned_ = true;
+    } else {
+      errors.push_back(s);
+    }
+  }
   // A version below the sink's is a store that started over (a new database): send it too.
   if (node_ && node_->version != synced_node_) {
     Status s = sink_.SyncNode(*node_);

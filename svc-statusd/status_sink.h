@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -41,6 +42,13 @@ class StatusSink {
   // with the next change and at every full pass. Sinks that carry no node status keep this.
   virtual Status SyncNode(const status::NodeStatusRecord& node) {
     (void)node;
+    return Status::Ok();
+  }
+  // Asked at the first full pass (and at each later one until it succeeds) with every pod
+  // statusd holds: the sink drops what it keeps of other pods, those removed while statusd was
+  // not there to tell it. Sinks that keep nothing of their own keep this.
+  virtual Status Prune(const std::set<std::string>& uids) {
+    (void)uids;
     return Status::Ok();
   }
   // Asked in full passes for a pod already synced at its current version: true when the
@@ -85,6 +93,7 @@ class SinkSyncer {
   std::unordered_map<std::string, PodIdentity> removed_;
   std::optional<status::NodeStatusRecord> node_;
   uint64_t synced_node_ = 0;
+  bool pruned_ = false;  // the sink's Prune succeeded once
 };
 
 // Runs SinkSyncers on one thread: Push() hands committed changes over without waiting, the

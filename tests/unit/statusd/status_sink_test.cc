@@ -35,12 +35,22 @@ class FakeSink : public StatusSink {
   bool NeedsReconcile(const PodStatusRecord& record) override {
     return drifted.count(record.pod.uid) != 0;
   }
+  Status Prune(const std::set<std::string>& uids) override {
+    prunes.push_back(uids);
+    if (prune_fails) return Unavailable("sink down");
+    for (auto it = stored.begin(); it != stored.end();) {
+      it = uids.count(it->first) ? std::next(it) : stored.erase(it);
+    }
+    return Status::Ok();
+  }
 
   std::map<std::string, uint64_t> stored;
   std::map<std::string, int> sync_calls;
   std::map<std::string, int> remove_calls;
   std::set<std::string> failing;
   std::set<std::string> drifted;
+  std::vector<std::set<std::string>> prunes;
+  bool prune_fails = false;
 };
 
 StatusChange Updated(const std::string& uid, uint64_t version) {
@@ -83,6 +93,28 @@ TEST_F(SinkSyncerTest, SyncsOnlyWhatIsNewerThanTheSinksVersion) {
   EXPECT_EQ(sink_.sync_calls["a"], 2);
   EXPECT_EQ(sink_.stored["a"], 3u);
   EXPECT_EQ(sink_.sync_calls["b"], 1);
+}
+
+// What the sink kept of pods statusd no longer holds (removed while statusd was down) goes at
+// the first full pass, with every pod statusd holds; a failed prune is tried again at the next.
+TEST_F(SinkSyncerTest, TheFirstFullPassPrunesWhatStatusdNoLongerHolds) {
+  sink_.stored["gone"] = 4;  // from before this statusd
+  sink_.prune_fails = true;
+  syncer_.Apply(Updated("a", 1));
+  syncer_.SyncChanged();
+  EXPECT_TRUE(sink_.prunes.empty()) << "not before the first full pass";
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_EQ(syncer_.Tick().size(), 1u) << "the failed prune";
+  sink_.prune_fails = false;
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  ASSERT_EQ(sink_.prunes.size(), 2u);
+  EXPECT_EQ(sink_.prunes[1], (std::set<std::string>{"a"}));
+  EXPECT_EQ(sink_.stored.count("gone"), 0u);
+  EXPECT_EQ(sink_.stored.count("a"), 1u);
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.prunes.size(), 2u) << "once it succeeded";
 }
 
 TEST_F(SinkSyncerTest, FailedSyncIsRetriedAndFullPassRunsEveryTenSeconds) {
