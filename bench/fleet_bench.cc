@@ -25,9 +25,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-double Ms(SteadyClock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // Runs `write`, then waits on the watch stream until pod `name` is Running; the time taken, or
 // a negative number when it did not come within a minute.
@@ -85,8 +83,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto node = BenchNodelet::Start(images_dir);
-  if (!node || !node->StartNodelet(bin_dir, "fleet", {"--etcd-endpoints",
-                                                      cluster.endpoints_string()})) {
+  if (!node ||
+      !node->StartNodelet(bin_dir, "fleet", {"--etcd-endpoints", cluster.endpoints_string()})) {
     return 1;
   }
   const etcd::FleetKeys keys;
@@ -103,10 +101,10 @@ int main(int argc, char** argv) {
     }
     from_etcd.push_back(ms);
     const std::string f = "f" + std::to_string(i);
-    ms = TimeToRunning(node->run_dir(), f + "-bench", [&] { node->Write(f + ".yaml", IdlePodYaml(f, 1)); });
+    ms = TimeToRunning(node->run_dir(), f + "-bench",
+                       [&] { node->Write(f + ".yaml", IdlePodYaml(f, 1)); });
     if (ms < 0) {
-      std::fprintf(stderr, "pod %s from the manifest directory did not reach Running\n",
-                   f.c_str());
+      std::fprintf(stderr, "pod %s from the manifest directory did not reach Running\n", f.c_str());
       return 1;
     }
     from_file.push_back(ms);
