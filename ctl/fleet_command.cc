@@ -24,28 +24,6 @@ using nlohmann::json;
 
 constexpr int kExitRefused = 1, kExitUsage = 2, kExitUnreachable = 4;
 
-std::string Pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s + "   " : s + std::string(width - s.size() + 3, ' ');
-}
-
-// Columns padded to their widest cell, kubectl's way.
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) {
-      if (widths.size() <= i) widths.push_back(0);
-      widths[i] = std::max(widths[i], r[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += i + 1 == r.size() ? r[i] : Pad(r[i], widths[i]);
-    out += line + "\n";
-  }
-  return out;
-}
-
 // The Ready condition of a v1 Node, as kubectl prints it.
 std::string NodeReady(const std::string& node_json) {
   auto doc = json::parse(node_json, nullptr, false);
@@ -100,12 +78,8 @@ std::vector<std::string> PodRow(const std::string& node, const json& pod, int64_
 }
 
 Result<std::unique_ptr<etcd::Client>> Connect(const FleetOptions& o) {
-  etcd::ClientOptions c;
-  c.endpoints = o.endpoints;
-  c.ca_file = o.cafile;
-  c.cert_file = o.certfile;
-  c.key_file = o.keyfile;
-  return etcd::Client::Connect(c, RealClock::Get());
+  if (Status s = o.Check(); !s.ok()) return s;
+  return etcd::Client::Connect(o.ToClientOptions(), RealClock::Get());
 }
 
 // The node a key below `head` names (its first component).
@@ -258,7 +232,7 @@ std::vector<FleetNodeRow> FleetNodeRows(const std::map<std::string, std::string>
 std::string FormatFleetNodes(const std::vector<FleetNodeRow>& rows) {
   std::vector<std::vector<std::string>> t = {{"NAME", "READY", "LEASE", "PODS"}};
   for (const auto& r : rows) t.push_back({r.name, r.ready, r.lease, std::to_string(r.pods)});
-  return Table(t);
+  return Columns(t);
 }
 
 std::string FormatFleetPods(const std::map<std::string, std::vector<std::string>>& by_node,
@@ -275,7 +249,7 @@ std::string FormatFleetPods(const std::map<std::string, std::vector<std::string>
     std::sort(rows.begin(), rows.end());
     t.insert(t.end(), rows.begin(), rows.end());
   }
-  return Table(t);
+  return Columns(t);
 }
 
 Result<std::map<std::string, std::string>> FleetApplyKeys(const std::string& prefix,
@@ -326,13 +300,8 @@ void AddFleetCommand(CLI::App& app, int* exit_code) {
   auto* fleet =
       app.add_subcommand("fleet", "The fleet's pods, statuses and nodes in etcd (docs/fleet.md)");
   fleet->require_subcommand(1);
-  fleet->add_option("--etcd-endpoints", o->endpoints, "etcd members, comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
-  fleet->add_option("--etcd-prefix", o->prefix, "The fleet's keys")->capture_default_str();
-  fleet->add_option("--etcd-cafile", o->cafile, "PEM file of the members' CAs");
-  fleet->add_option("--etcd-certfile", o->certfile, "Client certificate (PEM)");
-  fleet->add_option("--etcd-keyfile", o->keyfile, "Client key (PEM)");
+  o->endpoints = {"http://127.0.0.1:2379"};
+  etcd::AddEtcdFlags(*fleet, o.get(), /*node=*/false);
 
   auto* nodes = fleet->add_subcommand("nodes", "Every node: READY, lease age, pods");
   nodes->callback([o, exit_code] { *exit_code = RunNodes(*o, std::cout, std::cerr); });

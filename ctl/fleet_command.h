@@ -25,14 +25,13 @@
 
 #include "lib/common/status.h"
 #include "lib/etcd/etcd_client.h"
+#include "lib/etcd/etcd_flags.h"
 
 namespace nodelet::ctl {
 
-struct FleetOptions {
-  std::vector<std::string> endpoints = {"http://127.0.0.1:2379"};
-  std::string prefix = "/nodelet/v1";
-  std::string cafile, certfile, keyfile;
-};
+// The --etcd-* flags, as nodelet's (`fleet` defaults --etcd-endpoints to etcd's own
+// http://127.0.0.1:2379).
+using FleetOptions = etcd::EtcdFlags;
 
 // One row of `fleet nodes`, from the keys (exposed for tests).
 struct FleetNodeRow {

@@ -21,25 +21,6 @@ using status::ContainerState;
 using status::ContainerStatus;
 using status::PodStatusRecord;
 
-// Lays out rows in columns separated by three spaces, as kubectl's tabwriter does.
-std::string Columns(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::ostringstream out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
-    }
-    out << line << "\n";
-  }
-  return out.str();
-}
-
 std::string Ago(int64_t then, int64_t now) {
   if (then == 0) return "<unknown>";
   return HumanDuration(now - then);
@@ -126,6 +107,24 @@ void DescribeContainers(std::ostringstream& out, const char* title,
 }
 
 }  // namespace
+
+std::string Columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    out << line << "\n";
+  }
+  return out.str();
+}
 
 std::string HumanDuration(int64_t seconds) {
   if (seconds < -1) return "<invalid>";

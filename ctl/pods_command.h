@@ -57,6 +57,9 @@ std::string StatusColumn(const status::PodStatusRecord& record);
 std::string RestartsColumn(const status::PodStatusRecord& record, int64_t now_unix_s);
 // kubectl's human durations: "45s", "2m30s", "15m", "5h", "3d4h", "2y".
 std::string HumanDuration(int64_t seconds);
+// Lays out rows in columns separated by three spaces, as kubectl's tabwriter does (the last
+// column is not padded).
+std::string Columns(const std::vector<std::vector<std::string>>& rows);
 
 // Adds the `pods` and `pod` subcommands to nodeletctl. `run_dir` points at nodeletctl's
 // --run-dir value (read when the command runs); the command's exit code goes to `exit_code`.

@@ -177,9 +177,9 @@ class Supervisor::Impl {
       pod_opts.manifest_url_headers.push_back(*parsed);
     }
     pod_opts.node_name = options_.node_name;
-    if (!options_.etcd_endpoints.empty()) {
-      pod_opts.etcd = EtcdClientOptions();
-      pod_opts.etcd_prefix = options_.etcd_prefix;
+    if (options_.etcd.enabled()) {
+      pod_opts.etcd = options_.etcd.ToClientOptions();
+      pod_opts.etcd_prefix = options_.etcd.prefix;
       pod_opts.etcd_cache_file = c.root_dir + "/etcd-pods.json";
     }
     pod_opts.max_pods = options_.max_pods;
@@ -291,16 +291,6 @@ class Supervisor::Impl {
       node_->RequestStop();
       eviction_->RequestStop();
     }
-  }
-
-  // The etcd client's options from the --etcd-* flags.
-  etcd::ClientOptions EtcdClientOptions() const {
-    etcd::ClientOptions o;
-    o.endpoints = options_.etcd_endpoints;
-    o.ca_file = options_.etcd_cafile;
-    o.cert_file = options_.etcd_certfile;
-    o.key_file = options_.etcd_keyfile;
-    return o;
   }
 
   void SendCommand(const std::string& peer, ipc::control::CommandKind kind) {

@@ -100,18 +100,10 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         }
         if (!o.kube_reserved.empty()) spec.argv.push_back("--kube-reserved=" + o.kube_reserved);
       }
-      if (svc.name == "statusd" && !o.etcd_endpoints.empty()) {
+      if (svc.name == "statusd" && o.etcd.enabled()) {
         // The fleet's status sink runs in statusd (docs/fleet.md).
-        std::string endpoints;
-        for (const auto& e : o.etcd_endpoints) endpoints += (endpoints.empty() ? "" : ",") + e;
-        spec.argv.push_back("--etcd-endpoints=" + endpoints);
-        spec.argv.push_back("--etcd-prefix=" + o.etcd_prefix);
-        if (!o.etcd_cafile.empty()) spec.argv.push_back("--etcd-cafile=" + o.etcd_cafile);
-        if (!o.etcd_certfile.empty()) spec.argv.push_back("--etcd-certfile=" + o.etcd_certfile);
-        if (!o.etcd_keyfile.empty()) spec.argv.push_back("--etcd-keyfile=" + o.etcd_keyfile);
+        for (auto& a : o.etcd.ToArgs()) spec.argv.push_back(std::move(a));
         spec.argv.push_back("--node-name=" + o.node_name);
-        spec.argv.push_back("--node-lease-duration-seconds=" +
-                            std::to_string(o.node_lease_duration_seconds));
       }
       if (svc.name == "plegd") {
         if (!o.runtime_events) spec.argv.push_back("--runtime-events=false");
@@ -171,30 +163,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
                  "'Name: value' header sent with every --manifest-url request (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
-  app.add_option("--etcd-endpoints", o->etcd_endpoints,
-                 "etcd members to take pods from and write statuses to (docs/fleet.md), "
-                 "comma-separated: http://HOST:PORT, https://HOST:PORT or HOST:PORT")
-      ->delimiter(',')
-      ->allow_extra_args(false);
-  app.add_option("--etcd-prefix", o->etcd_prefix,
-                 "The fleet's keys in etcd: PREFIX/pods/NODE/..., PREFIX/status/NODE/...")
-      ->check([](const std::string& p) -> std::string {
-        if (p.empty() || p.front() != '/' || p.back() == '/') {
-          return "must start with / and not end with /";
-        }
-        return "";
-      })
-      ->capture_default_str();
-  app.add_option("--etcd-cafile", o->etcd_cafile,
-                 "PEM file of the CAs that signed the etcd members' certificates");
-  app.add_option("--etcd-certfile", o->etcd_certfile,
-                 "This node's etcd client certificate (PEM; its CN is its etcd user)");
-  app.add_option("--etcd-keyfile", o->etcd_keyfile, "The key of --etcd-certfile (PEM)");
-  app.add_option("--node-lease-duration-seconds", o->node_lease_duration_seconds,
-                 "The TTL of the node's lease in etcd, renewed every quarter of it (the "
-                 "kubelet's flag)")
-      ->check(CLI::Range(4, 3600))
-      ->capture_default_str();
+  etcd::AddEtcdFlags(app, &o->etcd, /*node=*/true);
   app.add_option("--node-ip", o->node_ip_flag,
                  "The node's IP (hostIP of every pod, podIP of host-network pods, the Node's "
                  "InternalIP); default: the address of the default route's interface");
@@ -291,15 +260,8 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     o->node_name = host;
   }
   o->node_name = pod::NormalizeNodeName(o->node_name);
-  if (o->etcd_endpoints.empty() &&
-      (!o->etcd_cafile.empty() || !o->etcd_certfile.empty() || !o->etcd_keyfile.empty())) {
-    std::fprintf(stderr,
-                 "nodelet: --etcd-cafile, --etcd-certfile and --etcd-keyfile need "
-                 "--etcd-endpoints\n");
-    return 2;
-  }
-  if (o->etcd_certfile.empty() != o->etcd_keyfile.empty()) {
-    std::fprintf(stderr, "nodelet: --etcd-certfile and --etcd-keyfile go together\n");
+  if (Status s = o->etcd.Check(); !s.ok()) {
+    std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());
     return 2;
   }
   if (auto ip = NodeIP(o->node_ip_flag); ip.ok()) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/etcd/etcd_flags.h"
 #include "lib/pod/eviction.h"
 #include "lib/service/cgroup_flags.h"
 #include "lib/service/container_log_flags.h"
@@ -47,11 +48,8 @@ struct SupervisorOptions {
   std::string manifest_url_ca;                    // --manifest-url-ca
   std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
   std::string node_name;                          // default: the hostname, lowercased
-  // The fleet (docs/fleet.md): pods from etcd and statuses back to it. Empty: no etcd.
-  std::vector<std::string> etcd_endpoints;  // --etcd-endpoints (comma-separated or repeated)
-  std::string etcd_prefix = "/nodelet/v1";  // --etcd-prefix
-  std::string etcd_cafile, etcd_certfile, etcd_keyfile;  // client TLS
-  int node_lease_duration_seconds = 40;  // --node-lease-duration-seconds, passed to statusd
+  // The fleet (docs/fleet.md): pods from etcd and statuses back to it (passed on to statusd).
+  etcd::EtcdFlags etcd;
   // --node-ip as given (passed on to podworkerd when set); node_ip is the address chosen from
   // it (lib/common/node_ip.h).
   std::string node_ip_flag;

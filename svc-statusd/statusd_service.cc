@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "lib/common/logging.h"
+#include "lib/etcd/etcd_flags.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pod/static_pod.h"
 #include "lib/service/options.h"
@@ -254,47 +255,28 @@ ServiceSpec MakeSpec() {
   spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
   auto check_period = std::make_shared<std::string>("10m");
   // The fleet's etcd (docs/fleet.md): statuses and the Node are written there too.
-  struct EtcdFlags {
-    std::vector<std::string> endpoints;
-    std::string prefix = etcd::kDefaultFleetPrefix;
-    std::string cafile, certfile, keyfile, node_name;
-    int lease_seconds = 40;
+  struct FleetFlags {
+    etcd::EtcdFlags etcd;
+    std::string node_name;
   };
-  auto fleet = std::make_shared<EtcdFlags>();
+  auto fleet = std::make_shared<FleetFlags>();
   spec.add_flags = [check_period, fleet](CLI::App& app) {
     app.add_option("--db-check-period", *check_period,
                    "How often the status database is checked (PRAGMA quick_check); 0: never")
         ->check(DurationValidator())
         ->capture_default_str();
-    app.add_option("--etcd-endpoints", fleet->endpoints,
-                   "etcd members to write statuses and the Node to (docs/fleet.md)")
-        ->delimiter(',')
-        ->allow_extra_args(false);
-    app.add_option("--etcd-prefix", fleet->prefix, "The fleet's keys in etcd")
-        ->capture_default_str();
-    app.add_option("--etcd-cafile", fleet->cafile, "PEM file of the etcd members' CAs");
-    app.add_option("--etcd-certfile", fleet->certfile, "This node's etcd client certificate");
-    app.add_option("--etcd-keyfile", fleet->keyfile, "The key of --etcd-certfile");
-    app.add_option("--node-lease-duration-seconds", fleet->lease_seconds,
-                   "The TTL of the node's lease in etcd, renewed every quarter of it (the "
-                   "kubelet's flag)")
-        ->check(CLI::Range(4, 3600))
-        ->capture_default_str();
+    etcd::AddEtcdFlags(app, &fleet->etcd, /*node=*/true);
     app.add_option("--node-name", fleet->node_name,
                    "This node's name (the status keys': default the hostname)");
   };
   spec.create = [check_period, fleet](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
     std::vector<std::unique_ptr<StatusSink>> sinks;
-    if (!fleet->endpoints.empty()) {
-      etcd::ClientOptions o;
-      o.endpoints = fleet->endpoints;
-      o.ca_file = fleet->cafile;
-      o.cert_file = fleet->certfile;
-      o.key_file = fleet->keyfile;
-      auto client = etcd::Client::Connect(o, ctx.clock);
+    if (fleet->etcd.enabled()) {
+      if (Status s = fleet->etcd.Check(); !s.ok()) return s;
+      auto client = etcd::Client::Connect(fleet->etcd.ToClientOptions(), ctx.clock);
       if (!client.ok()) return client.status();
       EtcdSinkOptions sink;
-      sink.prefix = fleet->prefix;
+      sink.prefix = fleet->etcd.prefix;
       std::string node = fleet->node_name;
       if (node.empty()) {
         char host[256] = {};
@@ -302,8 +284,8 @@ ServiceSpec MakeSpec() {
         node = host;
       }
       sink.node_name = pod::NormalizeNodeName(node);
-      sink.lease_ttl = std::chrono::seconds(fleet->lease_seconds);
-      sink.lease_renew = std::chrono::seconds(fleet->lease_seconds / 4);
+      sink.lease_ttl = std::chrono::seconds(fleet->etcd.lease_seconds);
+      sink.lease_renew = std::chrono::seconds(fleet->etcd.lease_seconds / 4);
       sinks.push_back(std::make_unique<EtcdStatusSink>(std::move(*client), ctx.clock, sink));
     }
     auto service = StatusdService::Create(ctx, *ParseDuration(*check_period), std::move(sinks));

@@ -1,0 +1,33 @@
+// The --etcd-* flags (docs/fleet.md), one definition for every program that reaches the fleet's
+// etcd: nodelet (the pod source, and what it passes to statusd), nodelet-statusd (the status
+// sink) and `nodeletctl fleet`. Each flag is also a config key of the same name.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "lib/etcd/etcd_client.h"
+#include "lib/etcd/fleet_keys.h"
+
+namespace nodelet::etcd {
+
+struct EtcdFlags {
+  std::vector<std::string> endpoints;  // --etcd-endpoints (comma-separated); empty: no fleet
+  std::string prefix = kDefaultFleetPrefix;        // --etcd-prefix
+  std::string cafile, certfile, keyfile;           // --etcd-cafile, -certfile, -keyfile
+  int lease_seconds = 40;                          // --node-lease-duration-seconds (nodes only)
+
+  bool enabled() const { return !endpoints.empty(); }
+  // What the TLS files and the prefix must be: refused with the flag's name.
+  Status Check() const;
+  ClientOptions ToClientOptions() const;
+  // The flags again, for a child process (nodelet → statusd), each as "--flag=value".
+  std::vector<std::string> ToArgs() const;
+};
+
+// Adds the flags to `app`, bound to `flags`; `node`: also --node-lease-duration-seconds.
+void AddEtcdFlags(CLI::App& app, EtcdFlags* flags, bool node);
+
+}  // namespace nodelet::etcd
