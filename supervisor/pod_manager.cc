@@ -12,6 +12,7 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/pod/canonical.h"
 #include "lib/pod/downward_api.h"
 #include "lib/pod/pod_flatbuffers.h"
 #include "lib/pod/qos.h"
@@ -329,17 +330,18 @@ void PodManager::ManifestsRejected(const std::vector<std::string>& errors) {
 
 namespace {
 
-// What a snapshot read: each manifest's origin, bytes and read error, in order.
-std::vector<std::string> SnapshotKey(const SourceSnapshot& snapshot) {
-  std::vector<std::string> key;
-  key.reserve(snapshot.manifests.size() * 3 + 1);
-  key.push_back(snapshot.from_cache ? "cache" : "read");
+// What a snapshot read (each manifest's origin, bytes and read error, in order, and whether it
+// came from the source's cache), as one 128-bit FNV-1a hash: kept per source instead of a copy
+// of every manifest. Each field is length-prefixed so that no two snapshots run together.
+unsigned __int128 SnapshotKey(const SourceSnapshot& snapshot) {
+  std::string text = snapshot.from_cache ? "cache\n" : "read\n";
+  auto field = [&text](const std::string& f) { text += std::to_string(f.size()) + ":" + f; };
   for (const auto& m : snapshot.manifests) {
-    key.push_back(m.origin);
-    key.push_back(m.content);
-    key.push_back(m.error.ok() ? std::string() : m.error.message());
+    field(m.origin);
+    field(m.content);
+    field(m.error.ok() ? std::string() : m.error.message());
   }
-  return key;
+  return pod::Fnv1a128(text);
 }
 
 }  // namespace
@@ -353,7 +355,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
   // The same bytes as the source's last snapshot, which was taken whole: parsing them again
   // would change nothing (the directory is read every 20 s; at 100 manifests the parse was a
   // tenth of an idle supervisor's CPU).
-  std::vector<std::string> key = SnapshotKey(snapshot);
+  const unsigned __int128 key = SnapshotKey(snapshot);
   if (auto it = taken_.find(snapshot.source); it != taken_.end() && it->second == key) return;
   taken_.erase(snapshot.source);
   std::vector<SourcePod<pod::Pod>> pods;
@@ -459,7 +461,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     etcd_->SetWanted(std::move(refs));
   }
   Apply(config_->Merge(snapshot.source, std::move(pods), !snapshot.from_cache));
-  taken_[snapshot.source] = std::move(key);
+  taken_[snapshot.source] = key;
 }
 
 namespace {

@@ -224,7 +224,7 @@ class PodManager : public ManifestsView {
   std::map<std::string, pod::UnixTime> file_seen_;  // manifest -> first seen
   // By source: what its last snapshot read (SnapshotKey), once that snapshot was taken whole
   // (not a failure, not refused): the same bytes again are not parsed again.
-  std::map<std::string, std::vector<std::string>> taken_;
+  std::map<std::string, unsigned __int128> taken_;
   std::set<std::string> warned_ignored_;  // uid + "\n" + message of IgnoredFields events sent
   // What each manifest became, and which rejections were already reported.
   ManifestBook book_;

@@ -200,6 +200,7 @@ EtcdPodSource::~EtcdPodSource() { Stop(); }
 
 Status EtcdPodSource::Start() {
   if (!options_.on_snapshot) return InvalidArgument("the etcd source needs on_snapshot");
+  // Before the thread starts, nothing else touches ready_ and cache_error_: no lock yet.
   if (!options_.cache_file.empty()) {
     auto text = ReadFileBounded(options_.cache_file, kMaxCacheBytes);
     if (text.ok()) {
@@ -212,22 +213,14 @@ Status EtcdPodSource::Start() {
           if (!value.is_string()) continue;
           snap.manifests.push_back(AsManifest(key, value.get<std::string>()));
         }
-        std::lock_guard<std::mutex> lock(mu_);
         ready_ = std::move(snap);
       } else {
-        std::lock_guard<std::mutex> lock(mu_);
         cache_error_ = options_.cache_file + ": not a cache this source wrote";
       }
     } else if (text.status().code() != StatusCode::kNotFound) {
-      std::lock_guard<std::mutex> lock(mu_);
       cache_error_ = text.status().message();
     }
-    bool have = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      have = ready_.has_value();
-    }
-    if (have) options_.on_snapshot();
+    if (ready_) options_.on_snapshot();
   }
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
@@ -314,19 +307,9 @@ bool EtcdPodSource::List() {
     for (auto& kv : r->kvs) pods_[kv.key] = std::move(kv.value);
   }
   const int64_t next = mine->revision + 1;
-  auto deliver = [this](std::string pump) {
-    return [this, pump](etcd::Watch::Batch b) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        changes_.push_back(Change{pump, false, std::move(b)});
-      }
-      cv_.notify_all();
-    };
-  };
   pod_pumps_.clear();
   for (const std::string& p : {keys_.NodePods(options_.node_name), keys_.AllPods()}) {
-    pod_pumps_[p] = std::make_unique<Pump>(*client_, p, true, next, options_.retry_min,
-                                           options_.retry_max, deliver(p), watch_restarts_);
+    pod_pumps_[p] = StartPump(p, /*config=*/false, next);
   }
   listed_ = true;
   failed_reported_ = false;
@@ -356,18 +339,24 @@ bool EtcdPodSource::SyncConfigWatches() {
     auto got = client_->Get(key);
     if (!got.ok()) continue;  // read again after a back-off (Loop)
     configs_[key] = got->kvs.empty() ? std::nullopt : std::optional<std::string>(got->kvs[0].value);
-    config_pumps_[key] = std::make_unique<Pump>(
-        *client_, key, false, got->revision + 1, options_.retry_min, options_.retry_max,
-        [this, key](etcd::Watch::Batch b) {
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            changes_.push_back(Change{key, true, std::move(b)});
-          }
-          cv_.notify_all();
-        },
-        watch_restarts_);
+    config_pumps_[key] = StartPump(key, /*config=*/true, got->revision + 1);
   }
   return config_pumps_.size() == wanted.size();
+}
+
+std::unique_ptr<EtcdPodSource::Pump> EtcdPodSource::StartPump(const std::string& key, bool config,
+                                                              int64_t start_revision) {
+  auto deliver = [this, key, config](etcd::Watch::Batch b) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      changes_.push_back(Change{key, config, std::move(b)});
+    }
+    cv_.notify_all();
+  };
+  // Pod keys are watched by prefix, a ConfigMap or Secret alone (a role may grant one key).
+  return std::make_unique<Pump>(*client_, key, /*prefix=*/!config, start_revision,
+                                options_.retry_min, options_.retry_max, std::move(deliver),
+                                watch_restarts_);
 }
 
 void EtcdPodSource::Apply(const Change& change) {

@@ -105,6 +105,9 @@ class EtcdPodSource {
   // Reads and watches the wanted ConfigMaps and Secrets not yet watched, drops the others;
   // false when one could not be read (tried again after a back-off).
   bool SyncConfigWatches();
+  // A pump for `key` (a pod prefix, or one ConfigMap's or Secret's key when `config`) whose
+  // batches go to changes_.
+  std::unique_ptr<Pump> StartPump(const std::string& key, bool config, int64_t start_revision);
   void Apply(const Change& change);
   void Publish();
   void Fail(Status why);
