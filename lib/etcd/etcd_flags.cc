@@ -4,7 +4,8 @@ namespace nodelet::etcd {
 
 Status EtcdFlags::Check() const {
   if (!enabled() && (!cafile.empty() || !certfile.empty() || !keyfile.empty())) {
-    return InvalidArgument("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-endpoints");
+    return InvalidArgument(
+        "--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-endpoints");
   }
   if (certfile.empty() != keyfile.empty()) {
     return InvalidArgument("--etcd-certfile and --etcd-keyfile go together");
@@ -27,8 +28,9 @@ ClientOptions EtcdFlags::ToClientOptions() const {
 std::vector<std::string> EtcdFlags::ToArgs() const {
   std::string joined;
   for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
-  std::vector<std::string> args = {"--etcd-endpoints=" + joined, "--etcd-prefix=" + prefix,
-                                   "--node-lease-duration-seconds=" + std::to_string(lease_seconds)};
+  std::vector<std::string> args = {
+      "--etcd-endpoints=" + joined, "--etcd-prefix=" + prefix,
+      "--node-lease-duration-seconds=" + std::to_string(lease_seconds)};
   if (!cafile.empty()) args.push_back("--etcd-cafile=" + cafile);
   if (!certfile.empty()) args.push_back("--etcd-certfile=" + certfile);
   if (!keyfile.empty()) args.push_back("--etcd-keyfile=" + keyfile);

@@ -14,10 +14,10 @@
 namespace nodelet::etcd {
 
 struct EtcdFlags {
-  std::vector<std::string> endpoints;  // --etcd-endpoints (comma-separated); empty: no fleet
-  std::string prefix = kDefaultFleetPrefix;        // --etcd-prefix
-  std::string cafile, certfile, keyfile;           // --etcd-cafile, -certfile, -keyfile
-  int lease_seconds = 40;                          // --node-lease-duration-seconds (nodes only)
+  std::vector<std::string> endpoints;        // --etcd-endpoints (comma-separated); empty: no fleet
+  std::string prefix = kDefaultFleetPrefix;  // --etcd-prefix
+  std::string cafile, certfile, keyfile;     // --etcd-cafile, -certfile, -keyfile
+  int lease_seconds = 40;                    // --node-lease-duration-seconds (nodes only)
 
   bool enabled() const { return !endpoints.empty(); }
   // What the TLS files and the prefix must be: refused with the flag's name.
