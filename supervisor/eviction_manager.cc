@@ -272,8 +272,14 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
                                                                    : s.memory.has_value();
       c.processes = s.processes.value_or(0);
       if (s.memory) c.memory_usage = s.memory->working_set_bytes;
-      c.storage_usage = s.ephemeral_storage.used_bytes;
-      c.inodes_usage = s.ephemeral_storage.inodes_used;
+      const stats::DirUsage disk = PodDiskUseFor(t.signal, sample.dedicated_image_fs, s);
+      c.storage_usage = disk.used_bytes;
+      c.inodes_usage = disk.inodes_used;
+      // A container's part follows the same split: logs on nodefs, the writable layer on
+      // imagefs.
+      const bool split = sample.dedicated_image_fs && IsDiskSignal(t.signal);
+      const bool imagefs_signal = t.signal == pod::EvictionSignal::kImageFsAvailable ||
+                                  t.signal == pod::EvictionSignal::kImageFsInodesFree;
       for (const auto& spec : p->spec.containers) {
         pod::EvictionCandidate::Container cc;
         cc.name = spec.name;
@@ -286,8 +292,8 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
         for (const auto& cs : s.containers) {
           if (cs.name != spec.name) continue;
           if (cs.memory) cc.memory_usage = cs.memory->working_set_bytes;
-          if (cs.logs) cc.storage_usage += cs.logs->used_bytes;
-          if (cs.rootfs) cc.storage_usage += cs.rootfs->used_bytes;
+          if (cs.logs && !(split && imagefs_signal)) cc.storage_usage += cs.logs->used_bytes;
+          if (cs.rootfs && !(split && !imagefs_signal)) cc.storage_usage += cs.rootfs->used_bytes;
         }
         c.containers.push_back(std::move(cc));
       }

@@ -235,7 +235,8 @@ struct StatsCollector::Impl {
       p.name = ref.name;
       p.namespace_name = ref.namespace_name;
       p.start_time_unix_s = ref.start_time_unix_s;
-      auto cgroup = stats::FindPodCgroup(fs_root, options.cgroup_root, ref.uid);
+      auto cgroup =
+          stats::FindPodCgroup(fs_root, options.cgroup_root, ref.uid, options.cgroup_systemd);
       if (cgroup) {
         auto usage = stats::ReadCgroupUsage(fs_root, *cgroup);
         p.cpu = usage.cpu;
@@ -368,5 +369,25 @@ NodeStats StatsCollector::Sample() { return impl_->Sample(); }
 
 uint64_t StatsCollector::truncated_walks() const { return impl_->truncated.load(); }
 uint64_t StatsCollector::deferred_walks() const { return impl_->deferred.load(); }
+
+stats::DirUsage PodDiskUseFor(pod::EvictionSignal signal, bool dedicated_image_fs,
+                              const PodStats& s) {
+  stats::DirUsage layers;
+  for (const auto& c : s.containers) {
+    if (c.rootfs) {
+      layers.used_bytes += c.rootfs->used_bytes;
+      layers.inodes_used += c.rootfs->inodes_used;
+    }
+  }
+  if (!dedicated_image_fs) return s.ephemeral_storage;
+  if (signal == pod::EvictionSignal::kImageFsAvailable ||
+      signal == pod::EvictionSignal::kImageFsInodesFree) {
+    return layers;
+  }
+  stats::DirUsage rest;
+  rest.used_bytes = std::max<int64_t>(0, s.ephemeral_storage.used_bytes - layers.used_bytes);
+  rest.inodes_used = std::max<int64_t>(0, s.ephemeral_storage.inodes_used - layers.inodes_used);
+  return rest;
+}
 
 }  // namespace nodelet::supervisor

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/pod/eviction.h"
 #include "lib/stats/usage.h"
 
 namespace nodelet::cri {
@@ -74,6 +75,13 @@ struct NodeStats {
   std::vector<PodStats> pods;
 };
 
+// The part of a pod's disk use that `signal` ranks it by, as the kubelet's buildSignalToRankFunc:
+// on a node whose image filesystem is nodefs's, all of it (writable layers, logs, local volumes)
+// for every disk signal; with a dedicated image filesystem, nodefs signals count the logs and
+// local volumes only, imagefs signals the writable layers only.
+stats::DirUsage PodDiskUseFor(pod::EvictionSignal signal, bool dedicated_image_fs,
+                              const PodStats& pod);
+
 // The source of samples. Implementations must be callable from any thread.
 class StatsSource {
  public:
@@ -105,6 +113,7 @@ struct StatsCollectorOptions {
   std::string root_dir = "/var/lib/nodelet";  // --root-dir: nodefs, ROOT/pods/UID/volumes
   std::string log_dir = "/var/log/nodelet";   // --log-dir: LOG-DIR/pods/NS_NAME_UID
   std::string cgroup_root = "/";              // --cgroup-root
+  bool cgroup_systemd = false;                // --cgroup-driver systemd: slice names
   std::string cgroup_fs_root = "/sys/fs/cgroup";
   std::string proc = "/proc";
   // The walks of a sample (pod log directories, local volumes, etc-hosts) are bounded: each

@@ -207,6 +207,7 @@ class Supervisor::Impl {
     stats_opts.root_dir = c.root_dir;
     stats_opts.log_dir = c.log_dir;
     stats_opts.cgroup_root = options_.cgroups.root;
+    stats_opts.cgroup_systemd = options_.cgroups.driver == "systemd";
     stats_ =
         std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get(), cri_client_.get());
     // One sampler for the eviction manager and the HTTP endpoint: a sample every 10 s, not two.

@@ -264,6 +264,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());
     return 2;
   }
+
   if (auto ip = NodeIP(o->node_ip_flag); ip.ok()) {
     o->node_ip = *ip;
   } else {

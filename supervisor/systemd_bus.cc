@@ -6,31 +6,18 @@
 #include <cstring>
 #include <map>
 
+#include "lib/common/sd_bus_util.h"
+
 namespace nodelet::supervisor {
 namespace {
 
-constexpr const char* kDestination = "org.freedesktop.systemd1";
-constexpr const char* kManagerPath = "/org/freedesktop/systemd1";
-constexpr const char* kManagerInterface = "org.freedesktop.systemd1.Manager";
-constexpr const char* kUnitInterface = "org.freedesktop.systemd1.Unit";
+using sdbus::BusError;
+using sdbus::kDestination;
+using sdbus::kManagerInterface;
+using sdbus::kManagerPath;
+using sdbus::kUnitInterface;
+using sdbus::MessageRef;
 constexpr const char* kServiceInterface = "org.freedesktop.systemd1.Service";
-
-// Frees an sd_bus_message / sd_bus_error when it goes out of scope.
-struct MessageRef {
-  sd_bus_message* m = nullptr;
-  ~MessageRef() { sd_bus_message_unref(m); }
-};
-struct ErrorRef {
-  sd_bus_error e = SD_BUS_ERROR_NULL;
-  ~ErrorRef() { sd_bus_error_free(&e); }
-};
-
-Status BusError(const std::string& what, int r, const sd_bus_error* error) {
-  std::string why = (error != nullptr && sd_bus_error_is_set(error) && error->message != nullptr)
-                        ? error->message
-                        : std::strerror(r < 0 ? -r : r);
-  return Unavailable(what + ": " + why);
-}
 
 class SystemdBusImpl : public SystemdBus {
  public:
@@ -108,17 +95,8 @@ class SystemdBusImpl : public SystemdBus {
   template <typename... Args>
   Status Call(const char* path, const char* interface, const char* member, const std::string& what,
               sd_bus_message** reply, const char* types, Args... args) {
-    MessageRef call;
-    int r = sd_bus_message_new_method_call(bus_, &call.m, kDestination, path, interface, member);
-    if (r < 0) return BusError(what, r, nullptr);
-    if (types != nullptr) {
-      r = sd_bus_message_append(call.m, types, args...);
-      if (r < 0) return BusError(what, r, nullptr);
-    }
-    ErrorRef error;
-    r = sd_bus_call(bus_, call.m, timeout_usec_, &error.e, reply);
-    if (r < 0) return BusError(what, r, &error.e);
-    return Status::Ok();
+    return sdbus::CallSystemd(bus_, timeout_usec_, path, interface, member, what, reply, nullptr,
+                              types, args...);
   }
 
   Result<std::string> LoadUnit(const std::string& unit) {
@@ -158,9 +136,7 @@ class SystemdBusImpl : public SystemdBus {
                                            "org.freedesktop.DBus.Properties", "GetAll");
     if (r >= 0) r = sd_bus_message_append(call.m, "s", interface);
     if (r < 0) return BusError(what, r, nullptr);
-    ErrorRef error;
-    r = sd_bus_call(bus_, call.m, timeout_usec_, &error.e, &reply.m);
-    if (r < 0) return BusError(what, r, &error.e);
+    if (Status s = sdbus::SendCall(bus_, call.m, timeout_usec_, what, &reply.m); !s.ok()) return s;
 
     std::map<std::string, std::string*> strings = {{"LoadState", &st->load_state},
                                                    {"ActiveState", &st->active_state},

@@ -22,10 +22,19 @@ namespace {
 constexpr int64_t kMinShares = 2;
 constexpr int64_t kMaxShares = 262144;
 constexpr int64_t kMinQuotaUs = 1000;
-constexpr const char* kQosParents[] = {"", "/burstable", "/besteffort"};
+const std::vector<CgroupName> kQosParents = {{}, {"burstable"}, {"besteffort"}};
 
-std::string Kubepods(const PodCgroupConfig& config) {
-  return (config.root == "/" ? std::string() : config.root) + "/kubepods";
+// ROOT's components (a valid --cgroup-root: checked at start) then "kubepods", then `more`.
+CgroupName KubepodsAnd(const PodCgroupConfig& config, const CgroupName& more = {}) {
+  CgroupName name;
+  (void)ParseCgroupRoot(config.root, config.systemd, &name);
+  name.push_back("kubepods");
+  name.insert(name.end(), more.begin(), more.end());
+  return name;
+}
+
+std::string Path(const PodCgroupConfig& config, const CgroupName& name) {
+  return CgroupPath(config.systemd, name);
 }
 
 bool IsCgroup2(const std::string& fs_root) {
@@ -107,18 +116,19 @@ Result<std::string> PodCgroupName(const PodCgroupConfig& config, const pod::Pod&
   if (!IsPlainCgroupComponent(pod.metadata.uid)) {
     return InvalidArgument("pod UID \"" + pod.metadata.uid + "\" cannot name a cgroup");
   }
-  std::string parent = Kubepods(config);
+  CgroupName name = KubepodsAnd(config);
   switch (pod::PodQos(pod)) {
     case pod::QosClass::kGuaranteed:
       break;
     case pod::QosClass::kBurstable:
-      parent += "/burstable";
+      name.push_back("burstable");
       break;
     case pod::QosClass::kBestEffort:
-      parent += "/besteffort";
+      name.push_back("besteffort");
       break;
   }
-  return parent + "/pod" + pod.metadata.uid;
+  name.push_back("pod" + pod.metadata.uid);
+  return Path(config, name);
 }
 
 PodCgroupLimits PodLimits(const pod::Pod& pod) {
@@ -149,6 +159,19 @@ PodCgroupLimits PodLimits(const pod::Pod& pod) {
 
 Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
                        const PodCgroupLimits& limits) {
+  if (config.systemd) {
+    if (!config.slices) return FailedPrecondition("no connection to systemd for " + name);
+    SliceLimits slice;
+    slice.cpu_shares = static_cast<uint64_t>(limits.cpu_shares);
+    if (limits.cpu_quota_us) {
+      slice.cpu_quota_per_sec_usec = static_cast<uint64_t>(*limits.cpu_quota_us) * 1000000 /
+                                     static_cast<uint64_t>(kCpuPeriodUs);
+    }
+    if (limits.memory_bytes) slice.memory_bytes = static_cast<uint64_t>(*limits.memory_bytes);
+    slice.cgroup_v2 = IsCgroup2(config.fs_root);
+    const std::string unit = name.substr(name.rfind('/') + 1);
+    return config.slices->Ensure(unit, "nodelet cgroup " + name, slice);
+  }
   if (IsCgroup2(config.fs_root)) {
     if (Status s = MakeCgroup(config.fs_root, name, true); !s.ok()) return s;
     const std::string dir = config.fs_root + name;
@@ -181,16 +204,21 @@ Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
                       std::to_string(limits.memory_bytes.value_or(-1)));
 }
 
-std::string KubepodsName(const PodCgroupConfig& config) { return Kubepods(config); }
+std::string KubepodsName(const PodCgroupConfig& config) {
+  return Path(config, KubepodsAnd(config));
+}
 
 Status EnsureQosCgroups(const PodCgroupConfig& config, int64_t burstable_cpu_requests_milli) {
   PodCgroupLimits burstable;
   burstable.cpu_shares =
       std::clamp<int64_t>(burstable_cpu_requests_milli * 1024 / 1000, kMinShares, kMaxShares);
-  if (Status s = EnsurePodCgroup(config, Kubepods(config) + "/burstable", burstable); !s.ok()) {
+  if (Status s =
+          EnsurePodCgroup(config, Path(config, KubepodsAnd(config, {"burstable"})), burstable);
+      !s.ok()) {
     return Status(s.code(), "the burstable QoS cgroup: " + s.message());
   }
-  if (Status s = EnsurePodCgroup(config, Kubepods(config) + "/besteffort", PodCgroupLimits{});
+  if (Status s = EnsurePodCgroup(config, Path(config, KubepodsAnd(config, {"besteffort"})),
+                                 PodCgroupLimits{});
       !s.ok()) {
     return Status(s.code(), "the besteffort QoS cgroup: " + s.message());
   }
@@ -218,9 +246,20 @@ Status RemovePodCgroup(const PodCgroupConfig& config, const std::string& uid) {
   if (!IsPlainCgroupComponent(uid))
     return InvalidArgument("pod UID \"" + uid + "\" cannot name a cgroup");
   Status first;
-  for (const auto& h : CgroupHierarchies(config.fs_root)) {
-    for (const char* parent : kQosParents) {
-      Status s = RemoveTree(h + Kubepods(config) + parent + "/pod" + uid);
+  for (const auto& parent : kQosParents) {
+    CgroupName name = KubepodsAnd(config, parent);
+    name.push_back("pod" + uid);
+    // systemd first: stopping the slice removes the cgroups it manages; what runc made in the
+    // other hierarchies (cpuset, freezer, ...) is left for the rmdirs below.
+    if (config.systemd && config.slices) {
+      if (Status s = config.slices->Stop(SystemdSliceName(name)); !s.ok()) {
+        if (first.ok()) first = s;
+        continue;
+      }
+    }
+    const std::string path = Path(config, name);
+    for (const auto& h : CgroupHierarchies(config.fs_root)) {
+      Status s = RemoveTree(h + path);
       if (first.ok() && !s.ok()) first = s;
     }
   }
@@ -229,21 +268,38 @@ Status RemovePodCgroup(const PodCgroupConfig& config, const std::string& uid) {
 
 std::set<std::string> PodCgroupUids(const PodCgroupConfig& config) {
   std::set<std::string> out;
-  for (const auto& h : CgroupHierarchies(config.fs_root)) {
-    for (const char* parent : kQosParents) {
-      const std::string dir = h + Kubepods(config) + parent;
+  for (const auto& parent : kQosParents) {
+    const CgroupName parent_name = KubepodsAnd(config, parent);
+    // A pod's cgroup is "pod<UID>", or with systemd "<parent slice's stem>-pod<UID>.slice".
+    std::string prefix = "pod";
+    std::string suffix;
+    if (config.systemd) {
+      const std::string slice = SystemdSliceName(parent_name);
+      prefix = slice.substr(0, slice.size() - 6) + "-pod";
+      suffix = ".slice";
+    }
+    for (const auto& h : CgroupHierarchies(config.fs_root)) {
+      const std::string dir = h + Path(config, parent_name);
       DIR* d = opendir(dir.c_str());
       if (d == nullptr) continue;
       while (dirent* e = readdir(d)) {
         std::string name = e->d_name;
-        if (name.size() > 3 && name.rfind("pod", 0) == 0 && IsPlainCgroupComponent(name)) {
-          out.insert(name.substr(3));
+        if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+            IsPlainCgroupComponent(name)) {
+          std::string uid = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+          // An escaped UID has no '-': a name with one is not a pod slice nodelet made.
+          if (!config.systemd || uid.find('-') == std::string::npos) out.insert(uid);
         }
       }
       closedir(d);
     }
   }
   return out;
+}
+
+std::string PodCgroupKey(const PodCgroupConfig& config, const std::string& uid) {
+  return config.systemd ? EscapeSystemdComponent(uid) : uid;
 }
 
 }  // namespace nodelet::podworkerd

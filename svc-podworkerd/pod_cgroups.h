@@ -18,9 +18,18 @@
 //
 // Removal is rmdir only, deepest first, in every hierarchy: it removes nothing that still has a
 // process, and an error names what stayed.
+//
+// With the systemd driver (--cgroup-driver systemd) the same cgroups are slice units named as the
+// kubelet names them (lib/service/cgroup_names.h): kubepods.slice, kubepods-burstable.slice,
+// kubepods-besteffort.slice and kubepods[-QOS]-pod<UID with '_' for '-'>.slice. systemd makes
+// them and writes their limits (CPUShares or CPUWeight, CPUQuotaPerSecUSec, MemoryLimit or
+// MemoryMax) through SliceManager, and removes them when they are stopped; CRI gets the slice's
+// full path as the sandbox's cgroup_parent, under which containerd (SystemdCgroup = true) puts
+// each container in a cri-containerd-<ID>.scope.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +38,7 @@
 #include "lib/common/status.h"
 #include "lib/pod/node_resources.h"
 #include "lib/pod/pod.h"
+#include "svc-podworkerd/systemd_slices.h"
 
 namespace nodelet::podworkerd {
 
@@ -36,14 +46,17 @@ struct PodCgroupConfig {
   bool enabled = false;                    // --cgroups-per-qos
   std::string root = "/";                  // --cgroup-root: an absolute cgroupfs path
   std::string fs_root = "/sys/fs/cgroup";  // where the hierarchies are mounted (tests: a tree)
+  bool systemd = false;                    // --cgroup-driver systemd
+  std::shared_ptr<SliceManager> slices;    // with systemd: how slices are made and removed
 };
 
 // Whether `root` is "/" or an absolute path of plain components ([A-Za-z0-9._-], no "." or
 // ".."), as --cgroup-root must be.
 Status ValidateCgroupRoot(const std::string& root);
 
-// "/ROOT/kubepods[/burstable|/besteffort]/pod<UID>" for the pod's QoS class; an error when the
-// UID is not a plain component.
+// "/ROOT/kubepods[/burstable|/besteffort]/pod<UID>" for the pod's QoS class (with systemd the
+// slice's path, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<UID>.slice"); an
+// error when the UID is not a plain component.
 Result<std::string> PodCgroupName(const PodCgroupConfig& config, const pod::Pod& pod);
 
 struct PodCgroupLimits {
@@ -56,11 +69,12 @@ inline constexpr int64_t kCpuPeriodUs = 100000;
 
 PodCgroupLimits PodLimits(const pod::Pod& pod);
 
-// Makes the pod's cgroup (and its parents) and writes its limits.
+// Makes the pod's cgroup (and its parents) and writes its limits; `name` is a path from
+// PodCgroupName, KubepodsName or the QoS cgroups'.
 Status EnsurePodCgroup(const PodCgroupConfig& config, const std::string& name,
                        const PodCgroupLimits& limits);
 
-// "/ROOT/kubepods".
+// "/ROOT/kubepods" ("/kubepods.slice" with systemd).
 std::string KubepodsName(const PodCgroupConfig& config);
 
 // The kubelet's limits of the kubepods cgroup (enforceNodeAllocatableCgroups): cpu shares for
@@ -82,7 +96,10 @@ int64_t BurstableCpuRequests(const std::vector<const pod::Pod*>& pods);
 // left inside it, in every hierarchy. OK when there was none.
 Status RemovePodCgroup(const PodCgroupConfig& config, const std::string& uid);
 
-// The UIDs that have a pod cgroup under the root (in any hierarchy).
+// The UIDs that have a pod cgroup under the root (in any hierarchy), as PodCgroupKey gives them.
 std::set<std::string> PodCgroupUids(const PodCgroupConfig& config);
+// How a pod's UID appears in its cgroup's name: itself, or with systemd each '-' as '_'.
+// RemovePodCgroup takes either form.
+std::string PodCgroupKey(const PodCgroupConfig& config, const std::string& uid);
 
 }  // namespace nodelet::podworkerd

@@ -422,17 +422,18 @@ void PodworkerdService::SweepPodCgroups() {
   // is in that set (the set is updated before a new pod's sync can make its cgroup).
   std::set<std::string> uids = PodCgroupUids(config_.pod_cgroups);
   if (uids.empty()) return;
+  // UIDs as the cgroups name them (PodCgroupKey).
   std::set<std::string> keep;
   {
     std::lock_guard<std::mutex> lock(cgroup_mu_);
     if (!cgroup_desired_) return;  // no desired set yet: nothing is known to be gone
-    keep = *cgroup_desired_;
+    for (const auto& uid : *cgroup_desired_) keep.insert(PodCgroupKey(config_.pod_cgroups, uid));
   }
   auto sandboxes = cri_.ListPodSandbox({});
   if (!sandboxes.ok()) return;
   for (const auto& s : *sandboxes) {
     auto it = s.labels().find(kPodUidLabel);
-    if (it != s.labels().end()) keep.insert(it->second);
+    if (it != s.labels().end()) keep.insert(PodCgroupKey(config_.pod_cgroups, it->second));
   }
   auto log = GetLogger("podworkerd");
   for (const auto& uid : uids) {
@@ -947,6 +948,16 @@ ServiceSpec MakeSpec() {
         std::max(*ParseDuration(container_logs->monitor_interval), std::chrono::milliseconds(100));
     c.pod_cgroups.enabled = cgroups->per_qos;
     c.pod_cgroups.root = cgroups->root;
+    c.pod_cgroups.systemd = cgroups->driver == "systemd";
+    if (c.pod_cgroups.enabled && c.pod_cgroups.systemd) {
+      // As the kubelet: with the systemd driver systemd must be there to make the slices.
+      auto slices = OpenSystemdSlices(ctx.clock, std::chrono::seconds(10));
+      if (!slices.ok()) {
+        return FailedPrecondition("--cgroup-driver systemd needs systemd on the system bus: " +
+                                  slices.status().message());
+      }
+      c.pod_cgroups.slices = *slices;
+    }
     c.enforce_pods_allocatable = cgroups->EnforcePods();
     if (c.enforce_pods_allocatable && !c.pod_cgroups.enabled) {
       return InvalidArgument(

@@ -1,12 +1,14 @@
-// The kubelet's pod cgroup flags: --cgroups-per-qos (default true), --cgroup-driver (cgroupfs;
-// the default, and the only driver nodelet has so far: docs/resources.md) and --cgroup-root
-// (default "/"). The supervisor (nodelet) takes them and passes them to podworkerd, which takes
-// the same flags and makes the pod cgroups (svc-podworkerd/pod_cgroups.h). Header-only.
+// The kubelet's pod cgroup flags: --cgroups-per-qos (default true), --cgroup-driver (cgroupfs, the
+// default, or systemd: docs/resources.md) and --cgroup-root (default "/"). The supervisor (nodelet)
+// takes them and passes them to podworkerd, which takes the same flags and makes the pod cgroups
+// (svc-podworkerd/pod_cgroups.h). Header-only.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "lib/service/cgroup_names.h"
 
 namespace nodelet {
 
@@ -26,38 +28,17 @@ struct CgroupFlags {
   }
 };
 
-// A cgroup path component nodelet writes or removes: letters, digits, '.', '_', '-', at most 255
-// bytes, not "." or "..". Shared by --cgroup-root, the pod cgroups and the leftover-cgroup
-// clean-up (svc-podworkerd).
-inline bool IsPlainCgroupComponent(const std::string& c) {
-  if (c.empty() || c == "." || c == ".." || c.size() > 255) return false;
-  for (char ch : c) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-    if (!ok) return false;
-  }
-  return true;
+// "" when `root` is a valid --cgroup-root for some driver (the syntax of a path of plain
+// components), else the reason; CgroupFlagsProblem checks it against the chosen driver.
+inline std::string CgroupRootProblem(const std::string& root) {
+  return ParseCgroupRoot(root, false, nullptr);
 }
 
-// "" when `root` is a valid --cgroup-root ("/" or an absolute path of plain components), else
-// the reason.
-inline std::string CgroupRootProblem(const std::string& root) {
-  if (root == "/") return "";
-  if (root.empty() || root[0] != '/' || root.back() == '/') {
-    return "\"" + root + "\" must be \"/\" or an absolute path without a trailing \"/\"";
-  }
-  size_t start = 1;
-  while (start <= root.size()) {
-    size_t end = root.find('/', start);
-    if (end == std::string::npos) end = root.size();
-    if (!IsPlainCgroupComponent(root.substr(start, end - start))) {
-      return "\"" + root +
-             "\": each component must be letters, digits, '.', '_' or '-' (not "
-             "\".\" or \"..\")";
-    }
-    start = end + 1;
-  }
-  return "";
+// "" when the flags go together, else the reason: with the systemd driver --cgroup-root must be
+// "/" or a slice's path.
+inline std::string CgroupFlagsProblem(const CgroupFlags& flags) {
+  std::string problem = ParseCgroupRoot(flags.root, flags.driver == "systemd", nullptr);
+  return problem.empty() ? "" : "--cgroup-root " + problem;
 }
 
 inline void AddCgroupOptions(CLI::App& app, CgroupFlags& flags) {
@@ -66,16 +47,13 @@ inline void AddCgroupOptions(CLI::App& app, CgroupFlags& flags) {
                  "kubepods/besteffort/ and run the pod's containers in it (true/false)")
       ->default_str("true");
   app.add_option("--cgroup-driver", flags.driver,
-                 "How pod cgroups are made: cgroupfs (the runtime must use cgroupfs too; "
-                 "containerd: SystemdCgroup = false)")
+                 "How pod cgroups are made: cgroupfs (directories written directly) or systemd "
+                 "(slices made through systemd's D-Bus API); the runtime must use the same "
+                 "(containerd: SystemdCgroup = false or true)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            if (text == "cgroupfs") return "";
-            if (text == "systemd") {
-              return "\"systemd\" is not supported by nodelet yet (slices through systemd's "
-                     "D-Bus API); use cgroupfs with a runtime on cgroupfs";
-            }
-            return "\"" + text + "\" is not a cgroup driver (cgroupfs)";
+            if (text == "cgroupfs" || text == "systemd") return "";
+            return "\"" + text + "\" is not a cgroup driver (cgroupfs, systemd)";
           },
           "DRIVER"))
       ->capture_default_str();
@@ -95,9 +73,17 @@ inline void AddCgroupOptions(CLI::App& app, CgroupFlags& flags) {
           "LEVEL"))
       ->default_str("pods");
   app.add_option("--cgroup-root", flags.root,
-                 "The cgroup under which kubepods/ is made (a cgroupfs path)")
+                 "The cgroup under which kubepods is made: a cgroupfs path, or with the systemd "
+                 "driver a slice's path (/a.slice/a-b.slice)")
       ->check(CLI::Validator([](std::string& text) { return CgroupRootProblem(text); }, "PATH"))
       ->capture_default_str();
+  // The root's form depends on the driver: checked once both are read (flags or config file),
+  // before anything is made.
+  app.parse_complete_callback([&flags] {
+    if (std::string problem = CgroupFlagsProblem(flags); !problem.empty()) {
+      throw CLI::ValidationError(problem);
+    }
+  });
 }
 
 }  // namespace nodelet

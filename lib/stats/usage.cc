@@ -250,16 +250,20 @@ CgroupUsage ReadCgroupUsage(const std::string& fs_root, const std::string& cgrou
 }
 
 std::optional<std::string> FindPodCgroup(const std::string& fs_root, const std::string& cgroup_root,
-                                         const std::string& uid) {
+                                         const std::string& uid, bool systemd) {
   if (!IsPlainCgroupComponent("pod" + uid)) return std::nullopt;
-  auto root = CgroupSuffix(cgroup_root);
-  if (!root) return std::nullopt;
+  CgroupName root;
+  if (!ParseCgroupRoot(cgroup_root, systemd, &root).empty()) return std::nullopt;
   const Hierarchies h = FindHierarchies(fs_root);
   // podworkerd makes the pod cgroup in cpu, memory and pids (v1) before the sandbox.
   std::vector<std::string> hierarchies = {h.memory};
   if (!h.unified) hierarchies.push_back(fs_root + "/cpu");
-  for (const char* qos : {"", "/burstable", "/besteffort"}) {
-    const std::string path = *root + "/kubepods" + qos + "/pod" + uid;
+  for (const CgroupName& qos : std::vector<CgroupName>{{}, {"burstable"}, {"besteffort"}}) {
+    CgroupName name = root;
+    name.push_back("kubepods");
+    name.insert(name.end(), qos.begin(), qos.end());
+    name.push_back("pod" + uid);
+    const std::string path = CgroupPath(systemd, name);
     for (const auto& dir : hierarchies) {
       if (IsDirectory(dir + path)) return path;
     }

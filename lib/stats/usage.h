@@ -42,10 +42,12 @@ struct CgroupUsage {
 CgroupUsage ReadCgroupUsage(const std::string& fs_root, const std::string& cgroup);
 
 // The pod's cgroup path under `cgroup_root` ("/" or "/a/b"): ROOT/kubepods/pod<UID>,
-// ROOT/kubepods/burstable/pod<UID> or ROOT/kubepods/besteffort/pod<UID>, whichever exists;
-// nullopt when none does or `uid` is not a plain cgroup component.
+// ROOT/kubepods/burstable/pod<UID> or ROOT/kubepods/besteffort/pod<UID>, whichever exists (with
+// `systemd`, the slices' paths: /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-
+// pod<UID>.slice, lib/service/cgroup_names.h); nullopt when none does or `uid` is not a plain
+// cgroup component.
 std::optional<std::string> FindPodCgroup(const std::string& fs_root, const std::string& cgroup_root,
-                                         const std::string& uid);
+                                         const std::string& uid, bool systemd = false);
 
 struct NodeMemory {
   int64_t capacity_bytes = 0;     // MemTotal

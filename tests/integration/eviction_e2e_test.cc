@@ -35,11 +35,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/nodelet_fixture.h"
 
 namespace nodelet::testing {
@@ -273,9 +275,42 @@ TEST_F(DiskEvictionE2eTest, TheFillerIsEvictedAfterAReclaimAndItsEmptyDirGivesTh
   // emptyDir within a second of starting would be ranked on a walk made before it filled.
   Write("quiet.yaml", FillerYaml("quiet", 1));
   Write("filler.yaml", FillerYaml("filler", 44));
-  StartNodelet({"--eviction-hard", "", "--eviction-monitoring-period", "1s"});
+  // nodefs here is the tmpfs, containerd's root (the image filesystem) is elsewhere: a dedicated
+  // imagefs. This pod writes 80 MiB to its writable layer, more than the filler's emptyDir, so
+  // it would be ranked first if nodefs.available counted writable layers; as the kubelet, with a
+  // dedicated imagefs nodefs signals count logs and local volumes only (docs/resources.md).
+  {
+    std::string yaml = FillerYaml("layered", 80);
+    const std::string to = "of=/data/fill";
+    yaml.replace(yaml.find(to), to.size(), "of=/layer");
+    Write("layered.yaml", yaml);
+  }
+  const int port = FreeLoopbackPort();
+  StartNodelet({"--eviction-hard", "", "--eviction-monitoring-period", "1s", "--http-address",
+                "127.0.0.1:" + std::to_string(port)});
   ASSERT_TRUE(WaitFor([&] { return !RunningContainer("quiet-node1").empty(); }, 60s));
   ASSERT_TRUE(WaitFor([&] { return !RunningContainer("filler-node1").empty(); }, 60s));
+  ASSERT_TRUE(WaitFor([&] { return !RunningContainer("layered-node1").empty(); }, 60s));
+  // The layer is measured (CRI's writable-layer figure) before eviction is turned on.
+  nlohmann::json summary;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        summary =
+            nlohmann::json::parse(HttpGetBody("127.0.0.1", port, "/stats/summary"), nullptr, false);
+        if (summary.is_discarded() || !summary.contains("pods")) return false;
+        for (const auto& p : summary["pods"]) {
+          if (p["podRef"].value("name", "") != "layered-node1") continue;
+          for (const auto& c : p.value("containers", nlohmann::json::array())) {
+            if (c.contains("rootfs") &&
+                c["rootfs"].value("usedBytes", int64_t{0}) >= (int64_t{80} << 20)) {
+              return true;
+            }
+          }
+        }
+        return false;
+      },
+      60s))
+      << summary.dump(2);
   const std::string filled_uid = PodJson("filler-node1")["metadata"].value("uid", "");
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -310,6 +345,8 @@ TEST_F(DiskEvictionE2eTest, TheFillerIsEvictedAfterAReclaimAndItsEmptyDirGivesTh
             "The node had condition: [DiskPressure]. ");
   EXPECT_FALSE(RunningContainer("quiet-node1").empty());
   EXPECT_EQ(Phase("quiet"), "Running");
+  EXPECT_FALSE(RunningContainer("layered-node1").empty());
+  EXPECT_EQ(Phase("layered"), "Running");
   EXPECT_EQ(Count("nodelet-2.log", "Evicting pod"), 1u);
 }
 

@@ -225,10 +225,7 @@ CgroupFigures ReadCgroupFigures(const std::string& cgroup) {
 
 // The body of GET `path` on nodelet's HTTP endpoint at 127.0.0.1:`port` ("" when it fails).
 std::string HttpBody(int port, const std::string& path) {
-  std::string answer = HttpGetOnce("127.0.0.1", port, path);
-  auto end = answer.find("\r\n\r\n");
-  if (answer.rfind("HTTP/1.1 200", 0) != 0 || end == std::string::npos) return "";
-  return answer.substr(end + 4);
+  return HttpGetBody("127.0.0.1", port, path);
 }
 
 nlohmann::json FindPod(const nlohmann::json& summary, const std::string& name) {

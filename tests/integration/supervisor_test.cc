@@ -685,24 +685,41 @@ TEST_F(SupervisorTest, AdminGroupMemberIsServedAndOthersAreRefused) {
                                          "/ctl.sock (needs root or group 4242)"));
 }
 
-// The cgroup flags are checked at start, by nodelet and by podworkerd alike: the systemd driver
-// is refused with the reason (docs/resources.md), and so is a --cgroup-root that is not an
-// absolute path of plain components.
+// The cgroup flags are checked at start, by nodelet and by podworkerd alike: a --cgroup-root
+// that is not an absolute path of plain components, or with the systemd driver not a slice's
+// path, is refused naming the flag (docs/resources.md); podworkerd refuses the systemd driver
+// when no systemd answers on the system bus (this machine's PID 1 is not systemd).
 TEST_F(SupervisorTest, UnsupportedCgroupFlagsAreStartupErrorsNamingTheFlag) {
   for (const std::string bin : {"nodelet", "nodelet-podworkerd"}) {
     auto driver = RunCommand({BinDir() + "/" + bin, "--root-dir", dir_.Sub("root"), "--run-dir",
-                              dir_.Sub("run"), "--cgroup-driver", "systemd"},
+                              dir_.Sub("run"), "--cgroup-driver", "upstart"},
                              15s);
     EXPECT_EQ(driver.exit_code, 2) << driver.output;
     EXPECT_THAT(driver.output, HasSubstr("--cgroup-driver"));
-    EXPECT_THAT(driver.output, HasSubstr("\"systemd\" is not supported by nodelet yet"));
+    EXPECT_THAT(driver.output, HasSubstr("\"upstart\" is not a cgroup driver (cgroupfs, systemd)"));
     auto root = RunCommand({BinDir() + "/" + bin, "--root-dir", dir_.Sub("root"), "--run-dir",
                             dir_.Sub("run"), "--cgroup-root", "/a/../b"},
                            15s);
     EXPECT_EQ(root.exit_code, 2) << root.output;
     EXPECT_THAT(root.output, HasSubstr("--cgroup-root"));
+    auto slice = RunCommand(
+        {BinDir() + "/" + bin, "--root-dir", dir_.Sub("root"), "--run-dir", dir_.Sub("run"),
+         "--cgroup-driver", "systemd", "--cgroup-root", "/nodelet-test/x"},
+        15s);
+    EXPECT_NE(slice.exit_code, 0) << slice.output;
+    EXPECT_THAT(slice.output,
+                HasSubstr("--cgroup-root \"/nodelet-test/x\": with the systemd driver"));
   }
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("run"))) << "nothing is made or bound";
+  if (!std::filesystem::exists("/run/systemd/system")) {
+    auto no_systemd =
+        RunCommand({BinDir() + "/nodelet-podworkerd", "--root-dir", dir_.Sub("root"), "--run-dir",
+                    dir_.Sub("run-systemd"), "--cgroup-driver", "systemd"},
+                   15s);
+    EXPECT_NE(no_systemd.exit_code, 0) << no_systemd.output;
+    EXPECT_THAT(no_systemd.output,
+                HasSubstr("--cgroup-driver systemd needs systemd on the system bus"));
+  }
   auto levels = RunCommand({BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"), "--run-dir",
                             dir_.Sub("run"), "--enforce-node-allocatable", "pods,system-reserved"},
                            15s);

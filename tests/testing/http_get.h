@@ -39,4 +39,12 @@ inline std::string HttpGetOnce(const std::string& ip, int port, const std::strin
   return answer;
 }
 
+// The body of a 200 answer to GET `path` at ip:port; "" for any other answer or none.
+inline std::string HttpGetBody(const std::string& ip, int port, const std::string& path) {
+  std::string answer = HttpGetOnce(ip, port, path);
+  auto end = answer.find("\r\n\r\n");
+  if (answer.rfind("HTTP/1.1 200", 0) != 0 || end == std::string::npos) return "";
+  return answer.substr(end + 4);
+}
+
 }  // namespace nodelet::testing

@@ -7,12 +7,17 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/pod/defaults.h"
 #include "lib/pod/manifest_parser.h"
+#include "lib/service/cgroup_flags.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -198,6 +203,132 @@ TEST(KubepodsTest, LimitsOfTheAllocatable) {
   PodCgroupConfig config;
   config.root = "/a/b";
   EXPECT_EQ(KubepodsName(config), "/a/b/kubepods");
+}
+
+// The systemd driver's calls, recorded; the stand-in tree plays systemd's part of making and
+// removing the directories.
+class FakeSlices : public SliceManager {
+ public:
+  explicit FakeSlices(std::string fs) : fs_(std::move(fs)) {}
+  Status Ensure(const std::string& unit, const std::string&, const SliceLimits& limits) override {
+    ensured[unit] = limits;
+    return ensure_error.empty() ? Status::Ok() : Unavailable(ensure_error);
+  }
+  Status Stop(const std::string& unit) override {
+    stopped.push_back(unit);
+    // systemd removes the cgroup it made (the memory hierarchy's here), not runc's others.
+    for (const auto& e : std::filesystem::recursive_directory_iterator(fs_ + "/memory")) {
+      if (e.path().filename() == unit) {
+        std::filesystem::remove_all(e.path());
+        break;
+      }
+    }
+    return Status::Ok();
+  }
+  std::map<std::string, SliceLimits> ensured;
+  std::vector<std::string> stopped;
+  std::string ensure_error;
+
+ private:
+  std::string fs_;
+};
+
+class SystemdDriverTest : public PodCgroupsTest {
+ protected:
+  void SetUp() override {
+    PodCgroupsTest::SetUp();
+    slices_ = std::make_shared<FakeSlices>(fs_);
+    config_.root = "/";
+    config_.systemd = true;
+    config_.slices = slices_;
+  }
+  std::shared_ptr<FakeSlices> slices_;
+};
+
+TEST_F(SystemdDriverTest, NamesAreTheKubeletsSlices) {
+  // The UID's dashes become underscores: '-' separates a slice's ancestors.
+  EXPECT_EQ(*PodCgroupName(config_, PodOf(One("{limits: {cpu: 1, memory: 1Gi}}"))),
+            "/kubepods.slice/kubepods-podu_1.slice");
+  EXPECT_EQ(*PodCgroupName(config_, PodOf(One("{requests: {cpu: 1}}"))),
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice");
+  EXPECT_EQ(KubepodsName(config_), "/kubepods.slice");
+  config_.root = "/system.slice/system-node.slice";
+  EXPECT_EQ(*PodCgroupName(config_, PodOf(One("{}"))),
+            "/system.slice/system-node.slice/system-node-kubepods.slice/"
+            "system-node-kubepods-besteffort.slice/system-node-kubepods-besteffort-podu_1.slice");
+  EXPECT_EQ(PodCgroupKey(config_, "a-b-c"), "a_b_c");
+  config_.systemd = false;
+  EXPECT_EQ(PodCgroupKey(config_, "a-b-c"), "a-b-c");
+}
+
+TEST_F(SystemdDriverTest, EnsureGivesSystemdTheLimits) {
+  const pod::Pod pod = PodOf(One("{limits: {cpu: 250m, memory: 64Mi}}"));
+  auto name = PodCgroupName(config_, pod);
+  ASSERT_TRUE(name.ok());
+  ASSERT_TRUE(EnsurePodCgroup(config_, *name, PodLimits(pod)).ok());
+  ASSERT_EQ(slices_->ensured.count("kubepods-podu_1.slice"), 1u);
+  const SliceLimits& got = slices_->ensured["kubepods-podu_1.slice"];
+  EXPECT_EQ(got.cpu_shares, 256u);
+  // 25 ms of every 100 ms: 250 ms per second, which systemd writes back as a 25000 µs quota.
+  EXPECT_EQ(got.cpu_quota_per_sec_usec, 250000u);
+  EXPECT_EQ(got.memory_bytes, uint64_t{64} << 20);
+  EXPECT_FALSE(got.cgroup_v2);  // the stand-in tree is not a cgroup2 mount
+  // Nothing written by nodelet itself: systemd owns the files.
+  EXPECT_FALSE(std::filesystem::exists(fs_ + "/cpu/kubepods.slice"));
+
+  ASSERT_TRUE(EnsureQosCgroups(config_, 100).ok());
+  EXPECT_EQ(slices_->ensured["kubepods-burstable.slice"].cpu_shares, 102u);
+  EXPECT_FALSE(slices_->ensured["kubepods-burstable.slice"].cpu_quota_per_sec_usec.has_value());
+  EXPECT_FALSE(slices_->ensured["kubepods-burstable.slice"].memory_bytes.has_value());
+  EXPECT_EQ(slices_->ensured["kubepods-besteffort.slice"].cpu_shares, 2u);
+
+  slices_->ensure_error = "systemd is gone";
+  Status s = EnsurePodCgroup(config_, *name, PodLimits(pod));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("systemd is gone"), std::string::npos);
+  config_.slices = nullptr;
+  EXPECT_FALSE(EnsurePodCgroup(config_, *name, PodLimits(pod)).ok());
+}
+
+TEST_F(SystemdDriverTest, RemovalStopsTheSliceThenTakesWhatRuncLeft) {
+  const std::string pod_path =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_2.slice";
+  for (const char* c : {"cpu", "memory", "pids", "blkio"}) {
+    std::filesystem::create_directories(fs_ + "/" + c + pod_path + "/cri-containerd-abc.scope");
+    std::filesystem::create_directories(fs_ + "/" + c + "/kubepods.slice/kubepods-podu_3.slice");
+  }
+  // Not a pod slice: the QoS slices and a name with a dash where the UID should be.
+  std::filesystem::create_directories(fs_ + "/memory/kubepods.slice/kubepods-pod-x.slice");
+  EXPECT_EQ(PodCgroupUids(config_), (std::set<std::string>{"u_2", "u_3"}));
+  // Either form of the UID names the same slice.
+  ASSERT_TRUE(RemovePodCgroup(config_, "u-2").ok());
+  EXPECT_NE(std::find(slices_->stopped.begin(), slices_->stopped.end(),
+                      "kubepods-burstable-podu_2.slice"),
+            slices_->stopped.end());
+  for (const char* c : {"cpu", "memory", "pids", "blkio"}) {
+    EXPECT_FALSE(std::filesystem::exists(fs_ + "/" + c + pod_path)) << c;
+  }
+  EXPECT_TRUE(
+      std::filesystem::is_directory(fs_ + "/blkio/kubepods.slice/kubepods-burstable.slice"));
+  ASSERT_TRUE(RemovePodCgroup(config_, "u_3").ok());
+  EXPECT_EQ(PodCgroupUids(config_), std::set<std::string>{});
+}
+
+TEST(CgroupRootTest, SystemdRootsAreSlicePaths) {
+  CgroupName name;
+  EXPECT_EQ(ParseCgroupRoot("/", true, &name), "");
+  EXPECT_TRUE(name.empty());
+  EXPECT_EQ(ParseCgroupRoot("/a.slice/a-b.slice", true, &name), "");
+  EXPECT_EQ(name, (CgroupName{"a", "b"}));
+  for (const char* bad : {"/a", "/a/b", "/a.slice/b.slice", "/a-b.slice", "/.slice", "/a.slice/"}) {
+    EXPECT_NE(ParseCgroupRoot(bad, true, nullptr), "") << bad;
+  }
+  CgroupFlags flags;
+  flags.driver = "systemd";
+  flags.root = "/nodelet-test/x";
+  EXPECT_NE(CgroupFlagsProblem(flags).find("--cgroup-root"), std::string::npos);
+  flags.driver = "cgroupfs";
+  EXPECT_EQ(CgroupFlagsProblem(flags), "");
 }
 
 }  // namespace

@@ -184,6 +184,18 @@ TEST_F(UsageTest, FindPodCgroupLooksInEachQosClass) {
   EXPECT_EQ(FindPodCgroup(root(), croot + "/..", "aaa"), std::nullopt);
 }
 
+TEST_F(UsageTest, FindPodCgroupKnowsTheSystemdDriversSlices) {
+  const std::string burstable =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice";
+  fs::create_directories(root() + "/memory" + burstable);
+  fs::create_directories(root() + "/cpu/kubepods.slice/kubepods-podu_2.slice");
+  EXPECT_EQ(FindPodCgroup(root(), "/", "u-1", true), burstable);
+  EXPECT_EQ(FindPodCgroup(root(), "/", "u-2", true), "/kubepods.slice/kubepods-podu_2.slice");
+  EXPECT_EQ(FindPodCgroup(root(), "/", "u-1", false), std::nullopt) << "the cgroupfs names";
+  // A root that is no slice path.
+  EXPECT_EQ(FindPodCgroup(root(), "/a/b", "u-1", true), std::nullopt);
+}
+
 TEST_F(UsageTest, FindPodCgroupOnV2) {
   testing::WriteTextFile(root() + "/cgroup.controllers", "cpu memory\n");
   fs::create_directories(root() + "/kubepods/burstable/podeee");

@@ -353,5 +353,29 @@ TEST_F(StatsCollectorTest, WritableLayersFromTheRuntimeCountInThePodsEphemeralSt
   EXPECT_EQ(collector.Sample().pods[0].containers[0].rootfs->used_bytes, 5 * kMiB);
 }
 
+// The disk figures eviction ranks by (stats_collector.h, PodDiskUseFor), from a sample's pod:
+// a writable layer of 300 bytes and 3 inodes, logs and volumes making up the rest.
+TEST(PodDiskUseTest, ADedicatedImageFilesystemSplitsThePodsUseByFilesystem) {
+  PodStats pod;
+  ContainerStats c;
+  c.rootfs = stats::DirUsage{300, 3};
+  c.logs = stats::DirUsage{100, 1};
+  pod.containers.push_back(c);
+  pod.ephemeral_storage = stats::DirUsage{1000, 10};
+  using pod::EvictionSignal;
+  for (auto signal : {EvictionSignal::kNodeFsAvailable, EvictionSignal::kImageFsAvailable,
+                      EvictionSignal::kImageFsInodesFree}) {
+    // One filesystem: every signal counts all of it.
+    EXPECT_EQ(PodDiskUseFor(signal, false, pod).used_bytes, 1000);
+  }
+  EXPECT_EQ(PodDiskUseFor(EvictionSignal::kNodeFsAvailable, true, pod).used_bytes, 700);
+  EXPECT_EQ(PodDiskUseFor(EvictionSignal::kNodeFsInodesFree, true, pod).inodes_used, 7);
+  EXPECT_EQ(PodDiskUseFor(EvictionSignal::kImageFsAvailable, true, pod).used_bytes, 300);
+  EXPECT_EQ(PodDiskUseFor(EvictionSignal::kImageFsInodesFree, true, pod).inodes_used, 3);
+  // A layer measured after the total (figures of different moments): never below zero.
+  pod.ephemeral_storage = stats::DirUsage{200, 2};
+  EXPECT_EQ(PodDiskUseFor(EvictionSignal::kNodeFsAvailable, true, pod).used_bytes, 0);
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
