@@ -39,42 +39,172 @@ std::string NodeReady(const std::string& node_json) {
   return "Unknown";
 }
 
-int64_t ParseTime(const json& v) {
-  if (!v.is_string()) return 0;
-  auto t = pod::ParseRfc3339(v.get<std::string>());
-  return t ? t->seconds : 0;
+// The pieces of a v1 Pod's JSON that PodRecordFromJson reads. Values come from etcd (any
+// node's writes): a field of the wrong type is an error naming it, an absent one its default.
+Status WrongType(const std::string& field, const char* want) {
+  return InvalidArgument(field + ": not " + want);
 }
 
-// One row of `fleet pods` from a status value: READY, STATUS, RESTARTS, AGE as `pods` prints
-// them (the phase, or the reason a container waits or ended with).
-std::vector<std::string> PodRow(const std::string& node, const json& pod, int64_t now) {
+Status ReadString(const json& j, const std::string& path, const char* key, std::string* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  if (!j[key].is_string()) return WrongType(path + "." + key, "a string");
+  *out = j[key].get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadTime(const json& j, const std::string& path, const char* key, int64_t* out) {
+  std::string text;
+  if (Status s = ReadString(j, path, key, &text); !s.ok() || text.empty()) return s;
+  auto t = pod::ParseRfc3339(text);
+  if (!t) return InvalidArgument(path + "." + key + ": \"" + text + "\" is not an RFC 3339 time");
+  *out = t->seconds;
+  return Status::Ok();
+}
+
+Status ReadState(const json& j, const std::string& path, status::ContainerState* out) {
+  if (j.is_null()) return Status::Ok();
+  if (!j.is_object()) return WrongType(path, "an object");
+  if (j.contains("waiting") && j["waiting"].is_object()) {
+    status::ContainerStateWaiting w;
+    if (Status s = ReadString(j["waiting"], path + ".waiting", "reason", &w.reason); !s.ok()) {
+      return s;
+    }
+    if (Status s = ReadString(j["waiting"], path + ".waiting", "message", &w.message); !s.ok()) {
+      return s;
+    }
+    out->waiting = w;
+  }
+  if (j.contains("running") && j["running"].is_object()) {
+    status::ContainerStateRunning r;
+    if (Status s = ReadTime(j["running"], path + ".running", "startedAt", &r.started_at_unix_s);
+        !s.ok()) {
+      return s;
+    }
+    out->running = r;
+  }
+  if (j.contains("terminated") && j["terminated"].is_object()) {
+    const json& t = j["terminated"];
+    const std::string at = path + ".terminated";
+    status::ContainerStateTerminated term;
+    if (!t.value("exitCode", json(0)).is_number_integer() ||
+        !t.value("signal", json(0)).is_number_integer()) {
+      return WrongType(at + ".exitCode/signal", "an integer");
+    }
+    term.exit_code = t.value("exitCode", 0);
+    term.signal = t.value("signal", 0);
+    for (auto [key, field] :
+         {std::pair{"reason", &term.reason}, std::pair{"message", &term.message},
+          std::pair{"containerID", &term.container_id}}) {
+      if (Status s = ReadString(t, at, key, field); !s.ok()) return s;
+    }
+    if (Status s = ReadTime(t, at, "startedAt", &term.started_at_unix_s); !s.ok()) return s;
+    if (Status s = ReadTime(t, at, "finishedAt", &term.finished_at_unix_s); !s.ok()) return s;
+    out->terminated = term;
+  }
+  return Status::Ok();
+}
+
+Status ReadContainers(const json& st, const char* key, std::vector<status::ContainerStatus>* out) {
+  const std::string path = std::string("status.") + key;
+  if (!st.contains(key) || st[key].is_null()) return Status::Ok();
+  if (!st[key].is_array()) return WrongType(path, "a list");
+  for (size_t i = 0; i < st[key].size(); ++i) {
+    const json& c = st[key][i];
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) return WrongType(at, "an object");
+    status::ContainerStatus cs;
+    if (Status s = ReadString(c, at, "name", &cs.name); !s.ok()) return s;
+    if (Status s = ReadState(c.value("state", json()), at + ".state", &cs.state); !s.ok()) return s;
+    if (Status s = ReadState(c.value("lastState", json()), at + ".lastState", &cs.last_state);
+        !s.ok()) {
+      return s;
+    }
+    if (!c.value("ready", json(false)).is_boolean() ||
+        !c.value("restartCount", json(0)).is_number_integer()) {
+      return WrongType(at + ".ready/restartCount", "a boolean and an integer");
+    }
+    cs.ready = c.value("ready", false);
+    cs.restart_count = c.value("restartCount", 0);
+    out->push_back(std::move(cs));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<status::PodStatusRecord> PodRecordFromJson(const json& pod) {
+  if (!pod.is_object()) return InvalidArgument("not a JSON object");
+  status::PodStatusRecord r;
   const json meta = pod.value("metadata", json::object());
   const json st = pod.value("status", json::object());
-  int ready = 0, total = 0, restarts = 0;
-  std::string reason = st.value("reason", "");
-  std::string phase = st.value("phase", "Unknown");
-  if (st.contains("containerStatuses") && st["containerStatuses"].is_array()) {
-    for (const auto& c : st["containerStatuses"]) {
-      ++total;
-      if (c.value("ready", false)) ++ready;
-      restarts += c.value("restartCount", 0);
-      const json state = c.value("state", json::object());
-      if (state.contains("waiting") && reason.empty()) {
-        reason = state["waiting"].value("reason", "");
-      } else if (state.contains("terminated") && reason.empty()) {
-        reason = state["terminated"].value("reason", "");
-      }
+  if (!meta.is_object()) return WrongType("metadata", "an object");
+  if (!st.is_object()) return WrongType("status", "an object");
+  for (auto [key, field] :
+       {std::pair{"name", &r.pod.name}, std::pair{"namespace", &r.pod.namespace_},
+        std::pair{"uid", &r.pod.uid}}) {
+    if (Status s = ReadString(meta, "metadata", key, field); !s.ok()) return s;
+  }
+  if (Status s = ReadTime(meta, "metadata", "creationTimestamp", &r.pod.creation_time_unix_s);
+      !s.ok()) {
+    return s;
+  }
+  std::string version;
+  if (Status s = ReadString(meta, "metadata", "resourceVersion", &version); !s.ok()) return s;
+  r.version = std::strtoull(version.c_str(), nullptr, 10);
+  std::string phase;
+  if (Status s = ReadString(st, "status", "phase", &phase); !s.ok()) return s;
+  r.status.phase = status::PodPhase::kUnknown;
+  for (auto p : {status::PodPhase::kPending, status::PodPhase::kRunning,
+                 status::PodPhase::kSucceeded, status::PodPhase::kFailed}) {
+    if (status::PhaseName(p) == phase) r.status.phase = p;
+  }
+  if (Status s = ReadString(st, "status", "reason", &r.status.reason); !s.ok()) return s;
+  if (Status s = ReadString(st, "status", "message", &r.status.message); !s.ok()) return s;
+  if (st.contains("conditions") && st["conditions"].is_array()) {
+    for (const auto& c : st["conditions"]) {
+      if (!c.is_object()) continue;
+      status::PodCondition cond;
+      if (Status s = ReadString(c, "status.conditions", "type", &cond.type); !s.ok()) return s;
+      std::string value;
+      if (Status s = ReadString(c, "status.conditions", "status", &value); !s.ok()) return s;
+      cond.status = value == "True"    ? status::ConditionStatus::kTrue
+                    : value == "False" ? status::ConditionStatus::kFalse
+                                       : status::ConditionStatus::kUnknown;
+      r.status.conditions.push_back(std::move(cond));
     }
   }
-  const std::string status = !reason.empty() && phase != "Running" ? reason : phase;
-  const int64_t created = ParseTime(meta.value("creationTimestamp", json()));
+  if (Status s = ReadContainers(st, "initContainerStatuses", &r.status.init_container_statuses);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = ReadContainers(st, "containerStatuses", &r.status.container_statuses); !s.ok()) {
+    return s;
+  }
+  return r;
+}
+
+namespace {
+
+// One row of `fleet pods` from a status value, with the columns `nodeletctl pods` computes from
+// statusd's records (ReadyColumn, StatusColumn, RestartsColumn); a value that does not decode
+// shows why in STATUS.
+std::vector<std::string> PodRow(const std::string& node, const json& pod, int64_t now) {
+  auto record = PodRecordFromJson(pod);
+  if (!record.ok()) {
+    const json meta = pod.is_object() ? pod.value("metadata", json::object()) : json::object();
+    const std::string ns = meta.is_object() ? meta.value("namespace", "") : "";
+    const std::string name = meta.is_object() ? meta.value("name", "") : "";
+    return {node, ns, name, "-", "<invalid: " + record.status().message() + ">", "-", "-"};
+  }
+  const auto& r = *record;
   return {node,
-          meta.value("namespace", ""),
-          meta.value("name", ""),
-          std::to_string(ready) + "/" + std::to_string(total),
-          status,
-          std::to_string(restarts),
-          created == 0 ? "<unknown>" : HumanDuration(now - created)};
+          r.pod.namespace_,
+          r.pod.name,
+          ReadyColumn(r),
+          StatusColumn(r),
+          RestartsColumn(r, now),
+          r.pod.creation_time_unix_s == 0 ? "<unknown>"
+                                          : HumanDuration(now - r.pod.creation_time_unix_s)};
 }
 
 Result<std::unique_ptr<etcd::Client>> Connect(const FleetOptions& o) {

@@ -4,8 +4,8 @@
 //   fleet nodes                     NAME READY LEASE PODS: every node the keyspace names (its
 //                                   Node, its pods or its statuses); NotReady when its Node (on
 //                                   its lease) is gone
-//   fleet pods [--node N]           the table `nodeletctl pods` prints, from the status keys,
-//                                   with the node first
+//   fleet pods [--node N]           the table `nodeletctl pods` prints (the same column
+//                                   rules), from the status keys, with the node first
 //   fleet apply -f FILE (--node N | --all)
 //                                   each Pod, ConfigMap and Secret of FILE to its key; a pod that
 //                                   does not decode is refused with the file and the field, and
@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "lib/common/status.h"
 #include "lib/etcd/etcd_client.h"
 #include "lib/etcd/etcd_flags.h"
+#include "lib/status/pod_status.h"
 
 namespace nodelet::ctl {
 
@@ -49,8 +51,13 @@ std::vector<FleetNodeRow> FleetNodeRows(const std::map<std::string, std::string>
                                         const std::map<std::string, int>& status_counts,
                                         const std::vector<std::string>& pod_nodes);
 std::string FormatFleetNodes(const std::vector<FleetNodeRow>& rows);
+// A status value (v1 Pod JSON, as statusd's etcd sink writes it) as statusd's record, so that
+// `fleet pods` computes its columns as `nodeletctl pods` does. A field of the wrong type is an
+// error naming it; an absent one keeps its default.
+Result<status::PodStatusRecord> PodRecordFromJson(const nlohmann::json& pod);
+
 // `fleet pods`: NODE NAMESPACE NAME READY STATUS RESTARTS AGE from the status values (v1 Pod
-// JSON), by node.
+// JSON), by node, the columns as `nodeletctl pods` prints them.
 std::string FormatFleetPods(const std::map<std::string, std::vector<std::string>>& by_node,
                             int64_t now_unix_s);
 

@@ -30,9 +30,23 @@ uint64_t SinkSyncer::SyncedVersion(const std::string& uid) const {
 std::vector<Status> SinkSyncer::SyncChanged() { return Sync(false); }
 
 std::vector<Status> SinkSyncer::Tick() {
-  if (clock_.Now() < next_full_pass_) return {};
-  next_full_pass_ = clock_.Now() + full_pass_;
-  return Sync(true);
+  const MonoTime now = clock_.Now();
+  if (now >= next_full_pass_) {
+    next_full_pass_ = now + full_pass_;
+    return Sync(true);
+  }
+  if (retry_at_ && now >= *retry_at_) return Sync(false);
+  return {};
+}
+
+void SinkSyncer::Backoff(bool failed) {
+  if (!failed) {
+    retry_at_.reset();
+    retry_delay_ = kSinkFirstRetry;
+    return;
+  }
+  retry_at_ = clock_.Now() + retry_delay_;
+  retry_delay_ = std::min<Duration>(retry_delay_ * 2, full_pass_);
 }
 
 std::vector<Status> SinkSyncer::Sync(bool all) {
@@ -81,6 +95,7 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
       errors.push_back(s);
     }
   }
+  Backoff(!errors.empty());
   return errors;
 }
 
@@ -126,7 +141,7 @@ void SinkWorker::Run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       MonoTime next = MonoTime::max();
-      for (const auto& s : syncers_) next = std::min(next, s->NextFullPass());
+      for (const auto& s : syncers_) next = std::min(next, s->NextWake());
       Duration wait =
           next == MonoTime::max() ? Duration(std::chrono::seconds(60)) : next - clock_.Now();
       wait = std::clamp<Duration>(wait, Duration::zero(), std::chrono::seconds(60));

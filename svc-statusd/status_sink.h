@@ -4,7 +4,9 @@
 //     sink's (changes are pushed as they are committed);
 //   - every full-pass interval (10 s) every pod is looked at again: what is newer, what failed
 //     before, and what the sink says needs reconciling (its copy drifted) is synced again;
-//   - a failed sync leaves the sink's version where it was, so the next pass retries it.
+//   - a failed sync leaves the sink's version where it was; what failed is tried again with
+//     back-off (250 ms, doubling up to the full-pass interval, back to 250 ms after a sync that
+//     fails nothing), and by every full pass.
 // SinkSyncer holds that logic for one sink and is driven by a caller-supplied clock (unit
 // tests use a fake). SinkWorker runs syncers on their own thread, so a slow sink never stalls
 // statusd's main loop.
@@ -28,6 +30,7 @@
 namespace nodelet::statusd {
 
 inline constexpr Duration kSinkFullPassInterval = std::chrono::seconds(10);
+inline constexpr Duration kSinkFirstRetry = std::chrono::milliseconds(250);
 
 class StatusSink {
  public:
@@ -70,9 +73,14 @@ class SinkSyncer {
   // Syncs every pod whose version is newer than the sink's, and pending removals (the
   // kubelet's syncBatch(all=false)). Returns the failures, one Status per pod.
   std::vector<Status> SyncChanged();
-  // Runs a full pass when it is due (the kubelet's syncBatch(all=true)); returns its failures.
+  // Runs a full pass when it is due (the kubelet's syncBatch(all=true)), else retries what
+  // failed when its back-off is up; returns the failures.
   std::vector<Status> Tick();
   MonoTime NextFullPass() const { return next_full_pass_; }
+  // When Tick has something to do: the next full pass, or the retry of what failed.
+  MonoTime NextWake() const {
+    return retry_at_ && *retry_at_ < next_full_pass_ ? *retry_at_ : next_full_pass_;
+  }
 
   // The sink's version of a pod (0: never synced).
   uint64_t SyncedVersion(const std::string& uid) const;
@@ -82,6 +90,8 @@ class SinkSyncer {
 
  private:
   std::vector<Status> Sync(bool all);
+  // Schedules (after failures) or clears (after none) the retry.
+  void Backoff(bool failed);
 
   StatusSink& sink_;
   const Clock& clock_;
@@ -94,6 +104,8 @@ class SinkSyncer {
   std::optional<status::NodeStatusRecord> node_;
   uint64_t synced_node_ = 0;
   bool pruned_ = false;  // the sink's Prune succeeded once
+  std::optional<MonoTime> retry_at_;
+  Duration retry_delay_ = kSinkFirstRetry;
 };
 
 // Runs SinkSyncers on one thread: Push() hands committed changes over without waiting, the

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "ctl/pods_command.h"
+#include "lib/status/pod_status_json.h"
+
 namespace nodelet::ctl {
 namespace {
 
@@ -95,6 +98,75 @@ TEST(FleetCommandTest, PodsTableHasTheNodeFirstAndThePodsColumns) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("ErrImagePull"), std::string::npos) << out;
+}
+
+// What statusd's etcd sink writes (PodToJson) reads back as the record it came from, so that
+// `fleet pods` shows what `nodeletctl pods` shows for every kind of STATUS.
+TEST(FleetCommandTest, PodsColumnsAreTheSameAsNodeletctlPodsFromTheSinksJson) {
+  std::vector<status::PodStatusRecord> cases;
+  status::PodStatusRecord r;
+  // As statusd holds them: every container has a status (a regular one waits
+  // PodInitializing while the init containers run).
+  r.pod = {"shop", "web", "u1", status::RestartPolicy::kAlways, 1767225600, 1, 1};
+  r.version = 7;
+  r.status.phase = status::PodPhase::kPending;
+  status::ContainerStatus init;
+  init.name = "setup";
+  init.state.terminated = status::ContainerStateTerminated{};
+  init.state.terminated->exit_code = 3;
+  init.state.terminated->started_at_unix_s = 1767225601;
+  init.state.terminated->finished_at_unix_s = 1767225602;
+  r.status.init_container_statuses = {init};
+  status::ContainerStatus waiting;
+  waiting.name = "app";
+  waiting.state.waiting = status::ContainerStateWaiting{"PodInitializing", ""};
+  r.status.container_statuses = {waiting};
+  cases.push_back(r);  // Init:ExitCode:3
+  r.status.init_container_statuses.clear();
+  r.pod.init_container_count = 0;
+  r.pod.container_count = 2;
+  status::ContainerStatus app;
+  app.name = "app";
+  app.restart_count = 4;
+  app.state.waiting = status::ContainerStateWaiting{"CrashLoopBackOff", "back-off 40s"};
+  app.last_state.terminated = status::ContainerStateTerminated{};
+  app.last_state.terminated->exit_code = 1;
+  app.last_state.terminated->finished_at_unix_s = 1767225650;
+  status::ContainerStatus side;
+  side.name = "side";
+  side.ready = true;
+  side.state.running = status::ContainerStateRunning{1767225610};
+  r.status.phase = status::PodPhase::kRunning;
+  r.status.container_statuses = {app, side};
+  cases.push_back(r);  // CrashLoopBackOff, 1/2, 4 (restarts ... ago)
+  r.status.reason = "Evicted";
+  r.status.phase = status::PodPhase::kFailed;
+  cases.push_back(r);
+  for (const auto& want : cases) {
+    auto got = PodRecordFromJson(status::PodToJson(want));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const int64_t now = 1767225700;
+    EXPECT_EQ(StatusColumn(*got), StatusColumn(want)) << StatusColumn(want);
+    EXPECT_EQ(ReadyColumn(*got), ReadyColumn(want));
+    EXPECT_EQ(RestartsColumn(*got, now), RestartsColumn(want, now));
+    EXPECT_EQ(got->version, 7u);
+    EXPECT_EQ(got->pod.creation_time_unix_s, want.pod.creation_time_unix_s);
+  }
+  EXPECT_EQ(StatusColumn(*PodRecordFromJson(status::PodToJson(cases[0]))), "Init:ExitCode:3");
+
+  // Garbage from etcd is refused naming the field; the table says so in the pod's row.
+  auto bad = nlohmann::json::parse(
+      R"({"metadata":{"name":"x","namespace":"d"},"status":{"containerStatuses":[)"
+      R"({"name":"a","restartCount":"many"}]}})");
+  auto refused = PodRecordFromJson(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("status.containerStatuses[0]"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(
+      PodRecordFromJson(nlohmann::json::parse(R"({"metadata":{"creationTimestamp":"yesterday"}})"))
+          .ok());
+  const std::string table = FormatFleetPods({{"node-a", {bad.dump()}}}, 0);
+  EXPECT_NE(table.find("<invalid: status.containerStatuses[0]"), std::string::npos) << table;
 }
 
 }  // namespace

@@ -125,21 +125,45 @@ TEST_F(SinkSyncerTest, FailedSyncIsRetriedAndFullPassRunsEveryTenSeconds) {
   EXPECT_NE(errors[0].message().find("sink down for a"), std::string::npos);
   EXPECT_EQ(syncer_.SyncedVersion("a"), 0u);
 
-  sink_.failing.clear();
-  // Not due yet.
-  clock_.Advance(std::chrono::seconds(9));
-  EXPECT_TRUE(syncer_.Tick().empty());
+  // Retried with back-off while it fails: 250 ms, then 500 ms, 1 s, 2 s, ...
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(250));
+  clock_.Advance(std::chrono::milliseconds(249));
+  EXPECT_TRUE(syncer_.Tick().empty()) << "not due yet";
   EXPECT_EQ(sink_.sync_calls["a"], 1);
-  // Due: the pass retries what failed.
+  clock_.Advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(syncer_.Tick().size(), 1u);
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(500));
+  clock_.Advance(std::chrono::milliseconds(500));
+  EXPECT_EQ(syncer_.Tick().size(), 1u);
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::seconds(1));
+
+  sink_.failing.clear();
   clock_.Advance(std::chrono::seconds(1));
   EXPECT_TRUE(syncer_.Tick().empty());
-  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.sync_calls["a"], 4);
   EXPECT_EQ(syncer_.SyncedVersion("a"), 1u);
-  // The next pass is 10 s later, and sends nothing that is current.
-  EXPECT_EQ(syncer_.NextFullPass(), clock_.Now() + std::chrono::seconds(10));
-  clock_.Advance(std::chrono::seconds(10));
+  // Nothing failed: no retry, only the full pass, 10 s after the start, which sends nothing
+  // that is current.
+  EXPECT_EQ(syncer_.NextWake(), syncer_.NextFullPass());
+  clock_.Advance(syncer_.NextFullPass() - clock_.Now());
   syncer_.Tick();
-  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.sync_calls["a"], 4);
+  EXPECT_EQ(syncer_.NextFullPass(), clock_.Now() + std::chrono::seconds(10));
+
+  // The back-off starts over at 250 ms, and never waits past the full-pass interval.
+  sink_.failing.insert("a");
+  syncer_.Apply(Updated("a", 2));
+  syncer_.SyncChanged();
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(250));
+  Duration last{};
+  for (int i = 0; i < 12; ++i) {
+    const MonoTime before = clock_.Now();
+    clock_.Advance(syncer_.NextWake() - clock_.Now());
+    syncer_.Tick();
+    last = clock_.Now() - before;
+  }
+  EXPECT_LE(last, std::chrono::seconds(10));
 }
 
 TEST_F(SinkSyncerTest, FullPassReconcilesDrift) {
