@@ -248,12 +248,21 @@ struct StatsCollector::Impl {
         cs.name = c.name;
         cs.id = c.id;
         cs.start_time_unix_s = c.start_time_unix_s;
-        // containerd (cgroupfs driver) makes each container's cgroup by its id inside the
-        // sandbox's cgroup_parent, the pod's cgroup.
+        // The runtime makes each container's cgroup inside the sandbox's cgroup_parent, the
+        // pod's cgroup: by its id with cgroupfs; with systemd a scope, containerd's
+        // "cri-containerd-<id>.scope" (CRI-O's "crio-<id>.scope").
         if (cgroup && IsPlainCgroupComponent(c.id)) {
-          auto usage = stats::ReadCgroupUsage(fs_root, *cgroup + "/" + c.id);
-          cs.cpu = usage.cpu;
-          cs.memory = usage.memory;
+          std::vector<std::string> names = {c.id};
+          if (options.cgroup_systemd) {
+            names = {"cri-containerd-" + c.id + ".scope", "crio-" + c.id + ".scope"};
+          }
+          for (const auto& name : names) {
+            auto usage = stats::ReadCgroupUsage(fs_root, *cgroup + "/" + name);
+            if (!usage.cpu && !usage.memory) continue;
+            cs.cpu = usage.cpu;
+            cs.memory = usage.memory;
+            break;
+          }
         }
         p.containers.push_back(std::move(cs));
       }

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -186,6 +187,31 @@ TEST_F(StatsCollectorTest, NodeAndPodAndContainerCountersFromTheirCgroups) {
   EXPECT_EQ(p.containers[0].cpu->usage_core_nanoseconds, 2000000000u);
   EXPECT_EQ(p.containers[0].memory->working_set_bytes, 45 * kMiB);
   EXPECT_EQ(p.containers[1].memory->working_set_bytes, 19 * kMiB);
+}
+
+// With the systemd driver the pod's cgroup is its slice and each container's a scope in it,
+// containerd's "cri-containerd-<id>.scope" (lib/service/cgroup_names.h).
+TEST_F(StatsCollectorTest, TheSystemdDriversSlicesAndScopes) {
+  opts_.cgroup_root = "/";
+  opts_.cgroup_systemd = true;
+  std::string uid = kUid;
+  std::replace(uid.begin(), uid.end(), '-', '_');
+  const std::string slice =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid + ".slice";
+  Counters(slice, 7000000000, 60 * kMiB, 0);
+  Counters(slice + "/cri-containerd-" + kAppId + ".scope", 4000000000, 30 * kMiB, 0);
+  StatsCollector collector(clock_, opts_);
+  collector.SetPods(pods_);
+  NodeStats s = collector.Sample();
+  ASSERT_EQ(s.pods.size(), 1u);
+  const PodStats& p = s.pods[0];
+  ASSERT_TRUE(p.cpu.has_value());
+  EXPECT_EQ(p.cpu->usage_core_nanoseconds, 7000000000u);
+  ASSERT_EQ(p.containers.size(), 2u);
+  ASSERT_TRUE(p.containers[0].cpu.has_value());
+  EXPECT_EQ(p.containers[0].cpu->usage_core_nanoseconds, 4000000000u);
+  EXPECT_EQ(p.containers[0].memory->working_set_bytes, 30 * kMiB);
+  EXPECT_FALSE(p.containers[1].cpu.has_value()) << "no scope of that container";
 }
 
 TEST_F(StatsCollectorTest, PodsWithoutACgroupHaveNoCountersButStillTheirFiles) {
