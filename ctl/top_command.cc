@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ctl/ctl_client.h"
+#include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "lib/common/fs.h"
 #include "lib/common/unique_fd.h"
@@ -29,24 +30,6 @@ using nlohmann::json;
 
 // /stats/summary of a node with many pods is a few MB at most.
 constexpr size_t kMaxBody = 64 << 20;
-
-// Rows in columns three spaces apart, as kubectl's tabwriter lays them out.
-std::string Columns(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      out += row[i];
-      if (i + 1 < row.size()) out += std::string(width[i] - row[i].size() + 3, ' ');
-    }
-    out += "\n";
-  }
-  return out;
-}
 
 std::optional<uint64_t> NanoCores(const json& stats) {
   if (!stats.is_object()) return std::nullopt;
