@@ -11,7 +11,8 @@
 // 200-399 is a success, anything else a failure. Every connection says `Connection: close`.
 // HTTPS (`tls`) runs TLS (1.2 or later, OpenSSL) on the same non-blocking socket under the same
 // deadline, without checking the server's certificate, as the kubelet's prober does; redirects
-// may switch between http and https on the same host.
+// may switch between http and https on the same host. The transport (socket, TLS, caps,
+// deadline) is lib/http's http::Exchange; what is here is the prober's rules.
 #pragma once
 
 #include <chrono>

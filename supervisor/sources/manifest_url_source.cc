@@ -1,10 +1,13 @@
 #include "supervisor/sources/manifest_url_source.h"
 
-#include <httplib.h>
+#include <strings.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "lib/common/check.h"
+#include "lib/http/http_client.h"
 
 namespace nodelet::supervisor {
 
@@ -19,12 +22,50 @@ Result<UrlParts> ParseHttpUrl(const std::string& url) {
   if (url.find_first_of(" \r\n\t") != std::string::npos) {
     return InvalidArgument("manifest URL '" + url + "' contains whitespace");
   }
-  auto slash = url.find('/', scheme.size());
+  auto end = url.find_first_of("/?#", scheme.size());
   UrlParts p;
-  p.scheme_host_port = url.substr(0, slash);
-  p.path = slash == std::string::npos ? "/" : url.substr(slash);
-  if (p.scheme_host_port.size() == scheme.size()) {
+  p.tls = scheme == "https://";
+  p.scheme_host_port = url.substr(0, end);
+  p.authority = p.scheme_host_port.substr(scheme.size());
+  if (p.authority.empty()) {
     return InvalidArgument("manifest URL '" + url + "' has no host");
+  }
+  if (p.authority.find('@') != std::string::npos) {
+    return InvalidArgument("manifest URL '" + url +
+                           "' holds credentials: send them with --manifest-url-header");
+  }
+  std::string port;
+  if (p.authority.front() == '[') {
+    auto close = p.authority.find(']');
+    if (close == std::string::npos) return InvalidArgument("manifest URL '" + url + "': bad host");
+    p.host = p.authority.substr(1, close - 1);
+    port = p.authority.substr(close + 1);
+  } else {
+    auto colon = p.authority.find(':');
+    p.host = p.authority.substr(0, colon);
+    if (colon != std::string::npos) port = p.authority.substr(colon);
+  }
+  if (p.host.empty()) return InvalidArgument("manifest URL '" + url + "' has no host");
+  p.port = p.tls ? 443 : 80;
+  if (!port.empty()) {
+    if (port.size() < 2 || port.size() > 6 || port[0] != ':' ||
+        !std::all_of(port.begin() + 1, port.end(), ::isdigit) || std::stoi(port.substr(1)) == 0 ||
+        std::stoi(port.substr(1)) > 65535) {
+      return InvalidArgument("manifest URL '" + url + "' has a bad port");
+    }
+    p.port = std::stoi(port.substr(1));
+  }
+  // The path and query as the request line carries them: no fragment, bytes outside printable
+  // ASCII %-encoded.
+  std::string rest = end == std::string::npos ? "" : url.substr(end, url.find('#', end) - end);
+  if (rest.empty() || rest.front() != '/') rest = "/" + rest;
+  static const char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : rest) {
+    if (c < 0x21 || c > 0x7e) {
+      p.path += {'%', kHex[c >> 4], kHex[c & 15]};
+    } else {
+      p.path += static_cast<char>(c);
+    }
   }
   return p;
 }
@@ -94,30 +135,36 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
   }
   ++fetches_;
   failure_reason_.clear();
-  httplib::Client client(parts_.scheme_host_port);
-  if (parts_.scheme_host_port.rfind("https://", 0) == 0) {
-    // Verified always (chain and host name); the system's CAs unless a bundle is given.
-    client.enable_server_certificate_verification(true);
-    if (!options_.ca_file.empty()) client.set_ca_cert_path(options_.ca_file.c_str());
+  http::Request request;
+  request.host = parts_.host;
+  request.port = parts_.port;
+  request.path = parts_.path;
+  request.host_header = parts_.authority;
+  // Verified always (chain and host name); the system's CAs unless a bundle is given.
+  request.tls = {parts_.tls, /*verify=*/true, options_.ca_file};
+  request.headers = options_.headers;
+  if (!etag_.empty()) request.headers.emplace_back("If-None-Match", etag_);
+  // The body goes to the parser as it arrives, under the size limit: no compressed answers.
+  if (std::none_of(request.headers.begin(), request.headers.end(), [](const auto& h) {
+        return h.first.size() == 15 && strncasecmp(h.first.c_str(), "Accept-Encoding", 15) == 0;
+      })) {
+    request.headers.emplace_back("Accept-Encoding", "identity");
   }
-  auto secs = [](std::chrono::milliseconds ms) {
-    return std::make_pair(static_cast<time_t>(ms.count() / 1000),
-                          static_cast<time_t>((ms.count() % 1000) * 1000));
-  };
-  auto [cs, cus] = secs(options_.timeout);
-  client.set_connection_timeout(cs, cus);
-  client.set_read_timeout(cs, cus);
-  client.set_write_timeout(cs, cus);
-  httplib::Headers headers;
-  for (const auto& [name, value] : options_.headers) headers.emplace(name, value);
-  if (!etag_.empty()) headers.emplace("If-None-Match", etag_);
   const MonoTime started = clock_.Now();
-  UrlResponse response(url_, options_.max_bytes, started + options_.deadline);
-  auto res = client.Get(
-      parts_.path.c_str(), headers, [](const httplib::Response&) { return true; },
-      [&](const char* data, size_t len) { return response.OnData(data, len, clock_.Now()); });
-  auto outcome = res ? response.Finish("", res->status, res->get_header_value("ETag"), have_last_)
-                     : response.Finish(httplib::to_string(res.error()), 0, "", have_last_);
+  const MonoTime deadline = started + options_.deadline;
+  http::Exchange exchange(clock_, {deadline, options_.timeout});
+  UrlResponse response(url_, options_.max_bytes, deadline);
+  http::ResponseHead head;
+  // Only a 200's body is worth reading: any other status fails the fetch whatever it carries.
+  const bool answered =
+      exchange.Start(request, head) &&
+      (head.status != 200 || exchange.ReadBody(SIZE_MAX, [&](const char* data, size_t len) {
+        return response.OnData(data, len, clock_.Now());
+      }));
+  const http::Error& error = exchange.error();
+  if (!answered && error.kind == http::ErrorKind::kDeadline) response.OnDeadline();
+  auto outcome = answered ? response.Finish("", head.status, head.Header("ETag"), have_last_)
+                          : response.Finish(error.message, 0, "", have_last_);
   if (!outcome.ok()) {
     switch (outcome.status().code()) {
       case StatusCode::kResourceExhausted:
@@ -130,20 +177,9 @@ Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
         failure_reason_ = "http_status";
         break;
       default:
-        if (res) {
-          failure_reason_ = "fetch";
-        } else if (res.error() == httplib::Error::SSLConnection ||
-                   res.error() == httplib::Error::SSLServerVerification ||
-                   res.error() == httplib::Error::SSLLoadingCerts) {
-          failure_reason_ = "tls";
-        } else if (res.error() == httplib::Error::ConnectionTimeout ||
-                   (res.error() == httplib::Error::Read &&
-                    clock_.Now() - started >= options_.timeout)) {
-          // httplib says Read for a read that timed out: told apart by the time it took.
-          failure_reason_ = "timeout";
-        } else {
-          failure_reason_ = "fetch";
-        }
+        failure_reason_ = error.kind == http::ErrorKind::kTls       ? "tls"
+                          : error.kind == http::ErrorKind::kTimeout ? "timeout"
+                                                                    : "fetch";
     }
     return outcome.status();
   }

@@ -5,11 +5,12 @@
 // is cut off (the transfer is aborted) with a clear error; the size limit is the parser's
 // (pod::kMaxManifestBytes), so a body that arrives whole is never refused for its size later.
 // https is verified against the system's CAs or `ca_file` (host name included); `headers` are
-// sent with every request. A fetch that fails in any way yields a snapshot with `failure` (and
-// no manifests): the pods the URL served last stay. Snapshots are handed to the
-// supervisor's loop through `on_snapshot` (EventLoop::Post). UrlResponse is the network-free half
-// of one fetch (body collection under the limits, the status code, the snapshot), fuzzed by
-// fuzz/url_response.
+// sent with every request. The client is lib/http's (one connection per fetch); a redirect is
+// not followed (it fails as its status), and only a 200's body is read. A fetch that fails in any
+// way yields a snapshot with `failure` (and no manifests): the pods the URL served last stay.
+// Snapshots are handed to the supervisor's loop through `on_snapshot` (EventLoop::Post).
+// UrlResponse is the network-free half of one fetch (body collection under the limits, the status
+// code, the snapshot), fuzzed by fuzz/url_response.
 #pragma once
 
 #include <atomic>
@@ -32,10 +33,15 @@ namespace nodelet::supervisor {
 
 struct UrlParts {
   std::string scheme_host_port;  // "http://127.0.0.1:8080" or "https://host"
-  std::string path;              // "/pods.yaml"
+  std::string path;              // "/pods.yaml", with the query; bytes outside ASCII %-encoded
+  std::string authority;         // "127.0.0.1:8080" or "host": what Host says
+  std::string host;              // "127.0.0.1", "host", "::1" (no brackets)
+  int port = 80;                 // the URL's, or the scheme's (80, 443)
+  bool tls = false;              // https
 };
 
-// Splits an http:// or https:// URL.
+// Splits an http:// or https:// URL (no user:password@; --manifest-url-header carries
+// credentials).
 Result<UrlParts> ParseHttpUrl(const std::string& url);
 
 // Parses one `--manifest-url-header` value, "Name: value". The name must be an HTTP token and
@@ -63,6 +69,8 @@ class UrlResponse {
       : url_(std::move(url)), max_bytes_(max_bytes), deadline_(deadline) {}
   // One piece of the body arriving at `now`; false to abort the transfer (too large, too late).
   bool OnData(const char* data, size_t len, Time now);
+  // The deadline passed while the transfer waited for the server (no piece arrived to say so).
+  void OnDeadline() { too_late_ = true; }
   // The transfer ended: `transport_error` is empty when a response arrived, else why not (then
   // `status` is ignored). `have_previous`: a 304 may answer a conditional request.
   struct Outcome {
