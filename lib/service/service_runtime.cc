@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "lib/common/fs.h"
+#include "lib/common/heap.h"
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
 #include "lib/ipc/endpoints.h"
@@ -74,6 +75,8 @@ class Runtime {
     sources.push_back(loop_.AddSocket(control_.raw(), [this] { HandleControl(); }));
     EventLoop::Timer heartbeat = loop_.AddTimer([this] { SendHeartbeat(); });
     heartbeat.ArmRepeating(std::chrono::milliseconds(opts_.heartbeat_interval_ms));
+    EventLoop::Timer release_heap = loop_.AddTimer(ReleaseFreeHeap);
+    release_heap.ArmRepeating(kHeapReleasePeriod);
     loop_.SetWatchdog(&watchdog_);
     started_ = clock_.Now();
     SendHello();
@@ -230,6 +233,7 @@ class Runtime {
 }  // namespace
 
 int RunService(const ServiceSpec& spec, int argc, char** argv) {
+  UseOneMallocArena();
   BlockServiceSignals();
   CLI::App app{spec.description, "nodelet-" + spec.name};
   CommonOptions opts;
