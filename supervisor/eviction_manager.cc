@@ -140,16 +140,27 @@ Status EvictionManager::Start() {
 void EvictionManager::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    const bool with_pods = want_pods_;
+    want_pods_now_ = false;
     lock.unlock();
-    auto sample = std::make_shared<NodeStats>(stats_.Sample());
+    auto sample = std::make_shared<NodeStats>(with_pods ? stats_.Sample() : stats_.SampleNode());
     lock.lock();
     if (stopping_) break;
     loop_.Post([this, alive = std::weak_ptr<bool>(alive_), sample] {
       auto still = alive.lock();
       if (still && *still) Decide(*sample);
     });
-    cv_.wait_for(lock, options_.monitoring_period, [this] { return stopping_; });
+    cv_.wait_for(lock, options_.monitoring_period, [this] { return stopping_ || want_pods_now_; });
   }
+}
+
+void EvictionManager::WantPods(bool want, bool now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    want_pods_ = want;
+    want_pods_now_ = want_pods_now_ || now;
+  }
+  if (now) cv_.notify_all();
 }
 
 bool NodePressure::Get(std::string_view condition) const {
@@ -225,6 +236,19 @@ void EvictionManager::Decide(const NodeStats& sample) {
     }
     return;
   }
+  // The pods are read only for a round that may evict: a threshold met, or a pod with a
+  // local-storage limit to check. A node-only sample that finds one asks for a whole sample at
+  // once, and this round decides nothing more.
+  const bool need_pods = !act.empty() || AnyLocalStorageLimits();
+  if (!sample.pods_sampled) {
+    if (need_pods) WantPods(true, true);
+    if (act.empty() && sample.time_unix_ms >= decide_after_ms_) {
+      reclaimed_ = false;
+      last_refusal_.clear();
+    }
+    return;
+  }
+  WantPods(need_pods, false);
   if (sample.time_unix_ms < decide_after_ms_) return;
   // Pods past their own local-storage limits go first, whatever the node's state (the kubelet's
   // localStorageEviction); the thresholds wait for the next round.
@@ -362,6 +386,13 @@ std::vector<std::pair<std::string, const pod::Pod*>> EvictionManager::Evictable(
   const std::set<std::string> terminal = pods_.TerminalPods();
   std::erase_if(out, [&terminal](const auto& e) { return terminal.count(e.first) > 0; });
   return out;
+}
+
+bool EvictionManager::AnyLocalStorageLimits() const {
+  for (const auto& [_, p] : pods_.admitted()) {
+    if (pod::HasLocalStorageLimits(*p)) return true;
+  }
+  return false;
 }
 
 bool EvictionManager::EvictPastLocalStorageLimits(const NodeStats& sample) {

@@ -1,8 +1,11 @@
 // EvictionManager: the kubelet's eviction manager, in the supervisor (docs/resources.md,
 // "Eviction").
 //
-// Every monitoring period (10 s, as the kubelet's) a thread samples the node and its pods
-// (StatsSource) and posts the sample to the supervisor's loop, where the manager:
+// Every monitoring period (10 s, as the kubelet's) a thread samples the node (StatsSource) and
+// posts the sample to the supervisor's loop. Its pods are sampled too while a round may evict:
+// a threshold met, or a pod with a local-storage limit (else a node-only sample, which costs
+// nothing per pod; one that finds a threshold met asks for a whole sample at once). There the
+// manager:
 // - observes memory.available, nodefs.available, nodefs.inodesFree, imagefs.available and
 //   imagefs.inodesFree and pid.available, and holds MemoryPressure / DiskPressure /
 //   PIDPressure (node conditions and admission)
@@ -112,6 +115,10 @@ class EvictionManager {
   bool CleanedUp(const std::string& uid) const;
   void EvictOne(const pod::EvictionThreshold& t, const pod::SignalObservation& observed,
                 const NodeStats& sample);
+  // Whether the next samples read the pods (`want`), and whether one is taken at once (`now`).
+  void WantPods(bool want, bool now);
+  // Some admitted pod has an emptyDir sizeLimit or an ephemeral-storage limit.
+  bool AnyLocalStorageLimits() const;
   // Evicts every pod past an emptyDir sizeLimit or an ephemeral-storage limit; whether any.
   bool EvictPastLocalStorageLimits(const NodeStats& sample);
   // Records the eviction (ROOT/evictions), then has the pod manager carry it out; false when
@@ -149,6 +156,11 @@ class EvictionManager {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  // Whether the thread's samples read the pods (a whole sample), from the first on until a
+  // round finds no threshold met and no pod with a local-storage limit; and whether a round
+  // asked for one at once.
+  bool want_pods_ = true;
+  bool want_pods_now_ = false;
   std::thread thread_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

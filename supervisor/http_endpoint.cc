@@ -411,7 +411,7 @@ Status HttpEndpoint::Start() {
   });
   server_->Get("/metrics", [this, snapshot] {
     std::string text = RenderMetrics(snapshot());
-    if (usage_) text += RenderUsageMetrics(&usage_->Last()->stats);
+    if (usage_) text += RenderUsageMetrics(&usage_->Recent()->stats);
     return HttpReply{200, "text/plain; version=0.0.4", std::move(text)};
   });
   if (usage_) {

@@ -3,8 +3,9 @@
 // merges the sources' snapshots (PodConfig: ADD, UPDATE, DELETE, REMOVE), admits new pods
 // (maxPods, CPU and memory requests against the node's allocatable; a rejected pod gets phase
 // Failed with reason OutOfpods, OutOfcpu or OutOfmemory in statusd), and sends the whole
-// desired set to podworkerd (podwork.fbs) whenever it changes, on every housekeeping tick (2 s)
-// and when podworkerd (re)starts: level-triggered, so nothing lost in a crash stays lost.
+// desired set to podworkerd (podwork.fbs) whenever it changes, every housekeeping tick (2 s) until
+// podworkerd acknowledges it, every minute after that, and when podworkerd or volumed (re)starts:
+// level-triggered, so nothing lost in a crash stays lost.
 //
 // Runs on the supervisor's EventLoop: Start() registers the sockets to podworkerd and volumed and
 // the manifest directory's inotify fd there, and the URL source's thread posts its snapshots to
@@ -94,7 +95,13 @@ struct PodManagerOptions {
   std::vector<std::string> allowed_unsafe_sysctls;  // --allowed-unsafe-sysctls
   std::optional<bool> apparmor;  // whether the kernel enforces AppArmor; default: AppArmorEnabled()
   std::optional<NodeResources> allocatable;  // default: ReadNodeCapacity()
+  // How soon the desired set goes again while podworkerd has not acknowledged its generation
+  // (or statuses and events wait for statusd).
   std::chrono::milliseconds housekeeping{2000};
+  // How often an acknowledged, unchanged set goes again: a safety net only (the kubelet's
+  // --sync-frequency). A change goes at once, and a podworkerd or volumed that (re)starts says
+  // hello and is sent the set then.
+  std::chrono::milliseconds resync{60000};
   // The eviction manager's admission (node pressure), asked after the other checks pass; may be
   // empty.
   std::function<AdmissionResult(const pod::Pod&)> admit_under_pressure;

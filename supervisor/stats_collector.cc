@@ -214,6 +214,32 @@ struct StatsCollector::Impl {
     return *fs;
   }
 
+  // The node's counters, then (when asked) its pods' counters, close together in time.
+  NodeStats SampleCounters() {
+    const std::string& fs_root = options.cgroup_fs_root;
+    NodeStats s;
+    s.node_name = options.node_name;
+    s.time_unix_ms = clock.WallNanos() / 1000000;
+    if (auto cpu = stats::ReadNodeCpu(fs_root, options.proc); cpu.ok()) s.cpu = *cpu;
+    if (auto mem = stats::ReadNodeMemory(fs_root, options.proc); mem.ok()) s.memory = *mem;
+    if (auto pids = stats::ReadNodePids(options.proc); pids.ok()) s.pids = *pids;
+    return s;
+  }
+
+  void SampleFilesystems(NodeStats& s) {
+    if (auto fs = stats::StatFilesystem(options.root_dir); fs.ok()) s.nodefs = *fs;
+    s.imagefs = ImageFs();
+    s.dedicated_image_fs = dedicated_image_fs;
+  }
+
+  NodeStats SampleNode() {
+    std::lock_guard<std::mutex> lock(sample_mu);
+    NodeStats s = SampleCounters();
+    s.pods_sampled = false;
+    SampleFilesystems(s);
+    return s;
+  }
+
   NodeStats Sample() {
     std::lock_guard<std::mutex> lock(sample_mu);
     std::vector<PodRef> refs;
@@ -222,13 +248,7 @@ struct StatsCollector::Impl {
       refs = pods;
     }
     const std::string& fs_root = options.cgroup_fs_root;
-    NodeStats s;
-    s.node_name = options.node_name;
-    s.time_unix_ms = clock.WallNanos() / 1000000;
-    // The counters first, close together in time, then the filesystems.
-    if (auto cpu = stats::ReadNodeCpu(fs_root, options.proc); cpu.ok()) s.cpu = *cpu;
-    if (auto mem = stats::ReadNodeMemory(fs_root, options.proc); mem.ok()) s.memory = *mem;
-    if (auto pids = stats::ReadNodePids(options.proc); pids.ok()) s.pids = *pids;
+    NodeStats s = SampleCounters();
     for (const auto& ref : refs) {
       PodStats p;
       p.uid = ref.uid;
@@ -268,9 +288,7 @@ struct StatsCollector::Impl {
       }
       s.pods.push_back(std::move(p));
     }
-    if (auto fs = stats::StatFilesystem(options.root_dir); fs.ok()) s.nodefs = *fs;
-    s.imagefs = ImageFs();
-    s.dedicated_image_fs = dedicated_image_fs;
+    SampleFilesystems(s);
 
     // The pods' directories: LOG-DIR/pods/NS_NAME_UID (one walk, split by container), the local
     // volumes and ROOT/pods/UID/etc-hosts.
@@ -375,6 +393,8 @@ void StatsCollector::UpdateFromPleg(const pleg::PlegMirror& mirror) {
 }
 
 NodeStats StatsCollector::Sample() { return impl_->Sample(); }
+
+NodeStats StatsCollector::SampleNode() { return impl_->SampleNode(); }
 
 uint64_t StatsCollector::truncated_walks() const { return impl_->truncated.load(); }
 uint64_t StatsCollector::deferred_walks() const { return impl_->deferred.load(); }

@@ -72,6 +72,9 @@ struct NodeStats {
   std::optional<stats::FsStats> nodefs;   // the filesystem of --root-dir
   std::optional<stats::FsStats> imagefs;  // the runtime's image filesystem (CRI ImageFsInfo)
   bool dedicated_image_fs = false;        // imagefs is not nodefs's filesystem
+  // False in a node-only sample (StatsSource::SampleNode): `pods` is then empty because no pod
+  // was read, not because there is none.
+  bool pods_sampled = true;
   std::vector<PodStats> pods;
 };
 
@@ -87,6 +90,10 @@ class StatsSource {
  public:
   virtual ~StatsSource() = default;
   virtual NodeStats Sample() = 0;
+  // The node's own figures only (CPU, memory, PIDs, the filesystems), which the eviction
+  // thresholds are judged on: no pod's cgroup or directory is read (pods_sampled false). A
+  // source without a cheaper way gives a whole sample.
+  virtual NodeStats SampleNode() { return Sample(); }
 };
 
 // A pod as the runtime runs it: what StatsCollector samples.
@@ -145,6 +152,7 @@ class StatsCollector : public StatsSource {
   // (the loop's) thread, cheap when nothing changed.
   void UpdateFromPleg(const pleg::PlegMirror& mirror);
   NodeStats Sample() override;
+  NodeStats SampleNode() override;
 
   // Walks a limit cut short, and walks postponed to a later sample, since the start.
   uint64_t truncated_walks() const;

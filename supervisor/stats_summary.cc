@@ -260,22 +260,9 @@ std::string RenderUsageMetrics(const NodeStats* s) {
 }
 
 UsageSampler::UsageSampler(const Clock& clock, StatsSource& source,
-                           std::chrono::milliseconds period)
-    : clock_(clock), source_(source), period_(period) {
+                           std::chrono::milliseconds fresh_for)
+    : clock_(clock), source_(source), fresh_for_(fresh_for) {
   if (auto boot = stats::ReadBootTime(); boot.ok()) node_start_unix_s_ = *boot;
-}
-
-UsageSampler::~UsageSampler() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void UsageSampler::Start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
 }
 
 std::shared_ptr<const RatedSample> UsageSampler::Fresh() {
@@ -290,30 +277,12 @@ std::shared_ptr<const RatedSample> UsageSampler::Fresh() {
   return sample;
 }
 
-std::shared_ptr<const RatedSample> UsageSampler::Last() {
+std::shared_ptr<const RatedSample> UsageSampler::Recent() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (last_) return last_;
+    if (last_ && clock_.Now() - last_at_ < fresh_for_) return last_;
   }
   return Fresh();
-}
-
-void UsageSampler::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    // Sampled by someone else (the eviction manager, /stats/summary) lately: that sample will
-    // do. "Lately" is half a period longer than the period, so that an eviction manager sampling
-    // every period (10 s, as this thread) keeps this thread idle instead of the two taking turns
-    // and sampling twice as often (at 100 pods that was a fifth of an idle supervisor's CPU).
-    const auto stale_after = period_ + period_ / 2;
-    if (!last_ || clock_.Now() - last_at_ >= stale_after) {
-      lock.unlock();
-      (void)Fresh();
-      lock.lock();
-    }
-    const MonoTime next = last_at_ + stale_after;
-    cv_.wait_for(lock, TimeUntil(clock_, next), [&] { return stopping_; });
-  }
 }
 
 }  // namespace nodelet::supervisor

@@ -6,14 +6,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "lib/common/clock.h"
 #include "supervisor/stats_collector.h"
@@ -69,45 +67,41 @@ std::string SummaryJson(const RatedSample& s, int64_t node_start_unix_s);
 std::string RenderUsageMetrics(const NodeStats* sample);
 
 // The supervisor's one sampler of a StatsSource, shared by the eviction manager (which samples
-// through it as its own StatsSource, every monitoring period) and the HTTP endpoint (/metrics
-// reads the last sample, /stats/summary takes a fresh one). Its own thread samples when nobody
-// else did for 1.5 × `period` (as cAdvisor's housekeeping: the rates need a recent earlier
-// sample, /metrics a recent one); every sample goes through one CpuRateTracker.
+// through it as its own StatsSource) and the HTTP endpoint (/metrics renders a recent sample,
+// /stats/summary takes a fresh one). It samples only when asked: nothing reads the pods'
+// cgroups while nobody looks (at 100 idle pods a periodic sample was half of an idle
+// supervisor's CPU). Every whole sample goes through one CpuRateTracker, so a rate spans the
+// time since the sample before it, whoever asked for that one.
 class UsageSampler : public StatsSource {
  public:
   UsageSampler(const Clock& clock, StatsSource& source,
-               std::chrono::milliseconds period = std::chrono::seconds(10));
-  ~UsageSampler() override;
+               std::chrono::milliseconds fresh_for = std::chrono::seconds(10));
   UsageSampler(const UsageSampler&) = delete;
   UsageSampler& operator=(const UsageSampler&) = delete;
 
-  // Starts the periodic samples (the first at once).
-  void Start();
   // A new sample with its rates.
   std::shared_ptr<const RatedSample> Fresh();
-  // The newest sample taken (periodic or on demand), or a new one when there is none yet.
-  std::shared_ptr<const RatedSample> Last();
+  // The last sample when it is younger than `fresh_for` (cAdvisor's housekeeping interval, so
+  // that a burst of scrapes reads the cgroups once), else a fresh one.
+  std::shared_ptr<const RatedSample> Recent();
   // StatsSource: a fresh sample (kept as the last one).
   NodeStats Sample() override { return Fresh()->stats; }
+  // StatsSource: the source's node-only sample, passed through (no rates; not kept).
+  NodeStats SampleNode() override { return source_.SampleNode(); }
   uint64_t samples() const { return samples_.load(); }
   int64_t node_start_unix_s() const { return node_start_unix_s_; }
 
  private:
-  void Run();
-
   const Clock& clock_;
   StatsSource& source_;
-  const std::chrono::milliseconds period_;
+  const std::chrono::milliseconds fresh_for_;
   int64_t node_start_unix_s_ = 0;
   CpuRateTracker rates_;
   std::mutex sample_mu_;  // one sample and its rates at a time, so the counters come in order
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
   std::shared_ptr<const RatedSample> last_;
   MonoTime last_at_{};  // when last_ was taken
   std::atomic<uint64_t> samples_{0};
-  std::thread thread_;  // last: started after everything it uses
 };
 
 }  // namespace nodelet::supervisor

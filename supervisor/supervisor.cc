@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lib/common/fs.h"
+#include "lib/common/heap.h"
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
 #include "lib/cri/grpc_cri_client.h"
@@ -210,7 +211,8 @@ class Supervisor::Impl {
     stats_opts.cgroup_systemd = options_.cgroups.driver == "systemd";
     stats_ =
         std::make_unique<StatsCollector>(clock_, stats_opts, cri_client_.get(), cri_client_.get());
-    // One sampler for the eviction manager and the HTTP endpoint: a sample every 10 s, not two.
+    // One sampler for the eviction manager and the HTTP endpoint: pods are read only when one
+    // of them needs their figures (stats_summary.h).
     usage_ = std::make_unique<UsageSampler>(clock_, *stats_);
     EvictionManagerOptions eviction_opts;
     eviction_opts.thresholds = *thresholds;
@@ -227,7 +229,6 @@ class Supervisor::Impl {
       http_ = std::make_unique<HttpEndpoint>(
           *ctx_, clock_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
           options_.enable_debugging_handlers ? c.log_dir : "", usage_.get());
-      usage_->Start();  // keeps /metrics' figures recent also with a long monitoring period
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http_->Start(); !s.ok()) {
         log_->error("HTTP endpoint disabled: {}", s.message());
@@ -399,6 +400,8 @@ class Supervisor::Impl {
     backend_->StartServices();
     after_ = AfterIterationWork(loop_, [this] { AfterIteration(); });
     after_.WakeAt(pods_->NextTick());
+    EventLoop::Timer release_heap = loop_.AddTimer(ReleaseFreeHeap);
+    release_heap.ArmRepeating(kHeapReleasePeriod);
     Report();
     Status run = loop_.Run();
     loop_.SetWatchdog(nullptr);

@@ -94,7 +94,10 @@ void GarbageCollector::Loop() {
       cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || desired_pods_; });
       continue;
     }
-    if (sweep_ && next_sweep == MonoTime::max()) next_sweep = clock_.Now() + sweep_period_;
+    if (sweep_ && next_sweep == MonoTime::max()) {
+      next_sweep = clock_.Now() +
+                   std::min<std::chrono::milliseconds>(sweep_period_, std::chrono::seconds(5));
+    }
     cv_.wait_for(lock, TimeUntil(clock_, std::min({next_image, next_containers, next_sweep})),
                  [&] { return stopping_ || reclaim_; });
     if (stopping_) break;

@@ -52,7 +52,8 @@ class GarbageCollector {
   GarbageCollector& operator=(const GarbageCollector&) = delete;
 
   // A further periodic pass on the same thread (podworkerd's orphaned-shim sweep): `sweep` runs
-  // every `period`, the first time one period after the first SetDesired. Before Start().
+  // every `period`, the first time soon after the first SetDesired (at most 5 s, as the first
+  // image pass: a restart must not postpone it by a whole period). Before Start().
   void set_periodic_sweep(std::chrono::milliseconds period, std::function<void()> sweep) {
     sweep_period_ = period;
     sweep_ = std::move(sweep);

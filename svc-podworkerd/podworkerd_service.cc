@@ -840,7 +840,7 @@ ServiceSpec MakeSpec() {
   auto container_gc_period = std::make_shared<std::string>("1m");
   auto image_gc_period = std::make_shared<std::string>("5m");
   auto image_min_age = std::make_shared<std::string>("2m");
-  auto orphan_shim_period = std::make_shared<std::string>("10s");
+  auto orphan_shim_period = std::make_shared<std::string>("1m");
   auto container_logs = std::make_shared<ContainerLogFlags>();
   auto cgroups = std::make_shared<CgroupFlags>();
   ServiceSpec spec;

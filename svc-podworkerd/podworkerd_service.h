@@ -60,7 +60,9 @@ struct PodworkerdConfig {
   std::chrono::milliseconds resync_period{60000};
   // How often shims of the runtime that nothing can reach are looked for (orphan_shims.h); an
   // orphan is ended at its second sighting, and at podworkerd's stop.
-  std::chrono::milliseconds orphan_shim_period{std::chrono::seconds(10)};
+  // Also the pod cgroup sweep's. A minute: each sweep reads every process's /proc entry and
+  // every pod cgroup, and what it finds is rare (docs/runtime.md, "Orphaned shims").
+  std::chrono::milliseconds orphan_shim_period{std::chrono::minutes(1)};
   // Container log rotation: --container-log-max-size, --container-log-max-files,
   // --container-log-monitor-interval (container_log_manager.h).
   ContainerLogPolicy container_logs;

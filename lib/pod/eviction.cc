@@ -337,6 +337,25 @@ std::string EvictionMessage(const EvictionThreshold& t, const SignalObservation&
   return message;
 }
 
+namespace {
+
+bool AnyEphemeralStorageLimit(const Pod& pod) {
+  auto has_limit = [](const Container& c) {
+    return c.resources.limits.count("ephemeral-storage") > 0;
+  };
+  return std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), has_limit) ||
+         std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(), has_limit);
+}
+
+}  // namespace
+
+bool HasLocalStorageLimits(const Pod& pod) {
+  for (const auto& v : pod.spec.volumes) {
+    if (v.empty_dir && v.empty_dir->size_limit) return true;
+  }
+  return AnyEphemeralStorageLimit(pod);
+}
+
 std::optional<std::string> LocalStorageViolation(const Pod& pod, const PodStorageUsage& usage) {
   for (const auto& v : pod.spec.volumes) {
     if (!v.empty_dir || !v.empty_dir->size_limit) continue;
@@ -347,11 +366,7 @@ std::optional<std::string> LocalStorageViolation(const Pod& pod, const PodStorag
              v.empty_dir->size_limit->text() + "\". ";
     }
   }
-  auto has_limit = [](const Container& c) {
-    return c.resources.limits.count("ephemeral-storage") > 0;
-  };
-  if (std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), has_limit) ||
-      std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(), has_limit)) {
+  if (AnyEphemeralStorageLimit(pod)) {
     const int64_t limit = PodResourceTotal(pod, "ephemeral-storage", false, false);
     if (usage.total > limit) {
       return "Pod ephemeral local storage usage exceeds the total limit of containers " +

@@ -170,6 +170,10 @@ struct PodStorageUsage {
 // writable layer past its own limit. Nothing when within every limit.
 std::optional<std::string> LocalStorageViolation(const Pod& pod, const PodStorageUsage& usage);
 
+// Whether the pod has a local-storage limit LocalStorageViolation would check: an emptyDir's
+// sizeLimit or a container's (or init container's) ephemeral-storage limit.
+bool HasLocalStorageLimits(const Pod& pod);
+
 // Bytes in the kubelet's style: the largest binary suffix that divides the value ("100Mi",
 // "51200Ki", "7").
 std::string FormatBytes(int64_t bytes);

@@ -712,8 +712,8 @@ void Soak::CheckLeaks() {
       left.push_back("pod directory " + e.path().string());
     }
     // A pod cgroup whose sandbox an earlier podworkerd made and a later one removed as an
-    // orphan goes with podworkerd's periodic sweep (--orphan-shim-period, 10 s, counted from
-    // each podworkerd start; pod_cgroups.h): within the deadline, not at once.
+    // orphan goes with podworkerd's periodic sweep (5 s after each podworkerd start, then every
+    // --orphan-shim-period, 1 min; pod_cgroups.h): within the deadline, not at once.
     for (const auto& cg : testing::PodCgroupsUnder(testing::TestCgroupRoot(dir_))) {
       left.push_back("pod cgroup " + cg);
     }

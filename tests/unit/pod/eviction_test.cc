@@ -169,6 +169,24 @@ struct Pod PodOf(const std::string& spec) {
   return pod;
 }
 
+// What decides whether the eviction manager must read a pod's disk use every round.
+TEST(LocalStorageTest, HasLocalStorageLimitsSeesSizeLimitsAndEphemeralStorageLimits) {
+  EXPECT_FALSE(HasLocalStorageLimits(
+      PodOf("  volumes:\n  - {name: free, emptyDir: {}}\n"
+            "  containers:\n  - name: app\n    image: busybox\n"
+            "    resources: {limits: {memory: 64Mi}, requests: {ephemeral-storage: 1Mi}}\n")));
+  EXPECT_TRUE(
+      HasLocalStorageLimits(PodOf("  volumes:\n  - {name: data, emptyDir: {sizeLimit: 2Mi}}\n"
+                                  "  containers:\n  - name: app\n    image: busybox\n")));
+  EXPECT_TRUE(
+      HasLocalStorageLimits(PodOf("  containers:\n  - name: app\n    image: busybox\n"
+                                  "    resources: {limits: {ephemeral-storage: 1Mi}}\n")));
+  EXPECT_TRUE(
+      HasLocalStorageLimits(PodOf("  initContainers:\n  - name: init\n    image: busybox\n"
+                                  "    resources: {limits: {ephemeral-storage: 1Mi}}\n"
+                                  "  containers:\n  - name: app\n    image: busybox\n")));
+}
+
 TEST(LocalStorageTest, AnEmptyDirPastItsSizeLimitComesFirst) {
   const auto pod = PodOf(
       "  volumes:\n  - {name: data, emptyDir: {sizeLimit: 2Mi}}\n  - {name: free, emptyDir: {}}\n"

@@ -214,6 +214,21 @@ TEST_F(GarbageCollectorTest, TheSweepRunsEveryPeriodOnceTheDesiredPodsAreKnown) 
   ASSERT_TRUE(WaitFor([&] { return sweeps.load() >= 3; }));
 }
 
+// A long period (the default is a minute) must not postpone the first sweep after a start: it
+// comes 5 s after the desired pods are known, then every period.
+TEST_F(GarbageCollectorTest, TheFirstSweepComesWithinFiveSecondsWhateverThePeriod) {
+  std::atomic<int> sweeps{0};
+  auto gc = Make(Config());
+  gc->set_periodic_sweep(std::chrono::hours(1), [&] { ++sweeps; });
+  gc->Start();
+  const auto start = std::chrono::steady_clock::now();
+  gc->SetDesired({}, {});
+  ASSERT_TRUE(WaitFor([&] { return sweeps.load() >= 1; }, 10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 4s) << "not before its 5 s";
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(sweeps.load(), 1) << "then an hour to the next";
+}
+
 TEST_F(GarbageCollectorTest, DestructionDoesNotWaitOutAPeriod) {
   auto gc = Make(Config());
   gc->Start();

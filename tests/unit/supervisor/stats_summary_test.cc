@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "lib/common/clock.h"
 #include "tests/fakes/fake_clock.h"
@@ -225,67 +224,56 @@ class CountingSource : public StatsSource {
   int n_ = 0;
 };
 
-TEST(UsageSamplerTest, SamplesAtOnceThenPeriodicallyAndOnDemandWithRates) {
+TEST(UsageSamplerTest, FreshSamplesCarryRatesAndTheBootTime) {
   CountingSource source;
-  UsageSampler sampler(RealClock::Get(), source, 20ms);
-  sampler.Start();
-  ASSERT_TRUE(source.WaitFor(3, 5s)) << "periodic samples";
+  UsageSampler sampler(RealClock::Get(), source);
+  EXPECT_FALSE(sampler.Fresh()->rates.node.has_value()) << "no earlier point yet";
   auto fresh = sampler.Fresh();
   ASSERT_TRUE(fresh->rates.node.has_value());
   EXPECT_EQ(*fresh->rates.node, 1000000000u) << "one CPU-second per second";
-  auto last = sampler.Last();
-  EXPECT_GE(last->stats.time_unix_ms, fresh->stats.time_unix_ms);
   EXPECT_GT(sampler.node_start_unix_s(), 0) << "the machine's boot time";
 }
 
-TEST(UsageSamplerTest, LastTakesASampleWhenThereIsNone) {
+// /metrics asks for a recent sample: one younger than fresh_for is reused, an older one (or
+// none) is replaced by a new one. Nothing samples on its own.
+TEST(UsageSamplerTest, RecentReusesAYoungSampleAndTakesOneWhenItIsOld) {
   CountingSource source;
-  UsageSampler sampler(RealClock::Get(), source, 1h);  // never started
-  auto last = sampler.Last();
-  EXPECT_EQ(last->stats.time_unix_ms, 1000);
-  EXPECT_EQ(sampler.Last()->stats.time_unix_ms, 1000) << "the same one";
+  testing::FakeClock clock;
+  UsageSampler sampler(clock, source, 10s);
+  EXPECT_EQ(source.count(), 0) << "no sample before one is asked for";
+  EXPECT_EQ(sampler.Recent()->stats.time_unix_ms, 1000) << "none yet: one is taken";
+  clock.Advance(9s);
+  EXPECT_EQ(sampler.Recent()->stats.time_unix_ms, 1000) << "9 s old: reused";
   EXPECT_EQ(source.count(), 1);
-  EXPECT_EQ(sampler.Fresh()->stats.time_unix_ms, 2000);
+  clock.Advance(1s);
+  auto recent = sampler.Recent();
+  EXPECT_EQ(recent->stats.time_unix_ms, 2000) << "10 s old: replaced";
+  ASSERT_TRUE(recent->rates.node.has_value()) << "rated against the one before";
+  EXPECT_EQ(sampler.samples(), 2u);
 }
 
-// The eviction manager samples through the sampler (a StatsSource): its own thread then has
-// nothing to do, and /metrics sees those samples.
-TEST(UsageSamplerTest, SamplesTakenThroughItCountAndItsThreadSkipsThePeriodTheyCover) {
-  CountingSource source;
+// The eviction manager samples through the sampler (a StatsSource): its whole samples are what
+// /metrics then renders, with rates; its node-only ones pass through and are not kept.
+TEST(UsageSamplerTest, WholeSamplesThroughItAreKeptNodeOnlyOnesPassThrough) {
+  class NodeOnlySource : public CountingSource {
+   public:
+    NodeStats SampleNode() override {
+      NodeStats s = Sample();
+      s.pods_sampled = false;
+      return s;
+    }
+  };
+  NodeOnlySource source;
   testing::FakeClock clock;
   UsageSampler sampler(clock, source, 10s);
   StatsSource& as_source = sampler;
   EXPECT_EQ(as_source.Sample().time_unix_ms, 1000);
-  EXPECT_EQ(sampler.Last()->stats.time_unix_ms, 1000) << "kept as the last sample";
-  sampler.Start();
-  // Its thread's first look finds a sample of this period: it takes none. (A fake clock: it
-  // then waits 10 s of real time, past this test's end.)
-  EXPECT_FALSE(source.WaitFor(2, 200ms));
+  EXPECT_EQ(sampler.Recent()->stats.time_unix_ms, 1000) << "kept: /metrics reads it";
+  NodeStats node = as_source.SampleNode();
+  EXPECT_FALSE(node.pods_sampled);
+  EXPECT_EQ(node.time_unix_ms, 2000);
+  EXPECT_EQ(sampler.Recent()->stats.time_unix_ms, 1000) << "a node-only sample is not kept";
   EXPECT_EQ(sampler.samples(), 1u);
-  clock.Advance(10s);
-  EXPECT_EQ(as_source.Sample().time_unix_ms, 2000);
-  ASSERT_TRUE(sampler.Last()->rates.node.has_value());
-}
-
-// An eviction manager that samples every period through the sampler keeps its thread idle:
-// before, the two took turns and the cgroups were read twice per period.
-TEST(UsageSamplerTest, ACallerSamplingEveryPeriodKeepsItsThreadIdle) {
-  CountingSource source;
-  UsageSampler sampler(RealClock::Get(), source, 200ms);
-  StatsSource& as_source = sampler;
-  sampler.Start();
-  ASSERT_TRUE(source.WaitFor(1, 5s)) << "the thread's first sample, at once";
-  const auto start = std::chrono::steady_clock::now();
-  int mine = 0;
-  for (auto next = start; next < start + 2s; next += 200ms) {
-    std::this_thread::sleep_until(next);  // the caller's own period, as the eviction manager's
-    (void)as_source.Sample();
-    ++mine;
-  }
-  // Each of the caller's samples came within the period of the one before it; the thread only
-  // samples when none came for 1.5 periods, which only a badly delayed caller lets happen.
-  const int by_thread = source.count() - mine;
-  EXPECT_LE(by_thread, 3) << mine << " samples by the caller";
 }
 
 }  // namespace
