@@ -603,6 +603,47 @@ class TmpfsMount {
   std::string error_;
 };
 
+// Health goes with every heartbeat, the counters with the first after a hello and then with
+// every fifth (lib/service/service_runtime.cc), and again right after the supervisor asks for a
+// hello (a restarted supervisor has none of them).
+TEST_F(StatusdTest, HeartbeatsCarryTheCountersEveryFifthTimeAndAfterEachHello) {
+  FakeSupervisor supervisor(ctx_, run());
+  auto statusd = Start();
+  ASSERT_TRUE(statusd->ready());
+  // (The first beats after the start may go before the connection is up: ZMQ_IMMEDIATE.)
+  std::vector<size_t> with;
+  std::string peer;
+  for (size_t i = 0; i < 16; ++i) {
+    auto beat = supervisor.NextHeartbeat(5000ms);
+    ASSERT_TRUE(beat.has_value()) << "no heartbeat; log:\n" << Log();
+    EXPECT_EQ(beat->health, ipc::control::Health::Ok);
+    if (beat->has_counters) {
+      EXPECT_GT(beat->counters, 0u);
+      with.push_back(i);
+    }
+    peer = beat->peer;
+  }
+  ASSERT_GE(with.size(), 2u) << "at most one of 16 heartbeats had the counters";
+  for (size_t k = 1; k < with.size(); ++k) {
+    EXPECT_EQ(with[k] - with[k - 1], 5u) << "beats " << with[k - 1] << " and " << with[k];
+  }
+  // Asked for a hello right after a beat with the counters, when the next four would carry
+  // none: one of the next two does (the first may have been on its way).
+  for (bool had = false; !had;) {
+    auto beat = supervisor.NextHeartbeat(5000ms);
+    ASSERT_TRUE(beat.has_value());
+    had = beat->has_counters;
+  }
+  ASSERT_TRUE(supervisor.AskHello(peer));
+  bool counters_soon = false;
+  for (int i = 0; i < 2 && !counters_soon; ++i) {
+    auto beat = supervisor.NextHeartbeat(5000ms);
+    ASSERT_TRUE(beat.has_value());
+    counters_soon = beat->has_counters;
+  }
+  EXPECT_TRUE(counters_soon) << "the counters did not follow the hello";
+}
+
 TEST_F(StatusdTest, FullDiskFailsWritesClearlyAndRecoversWithoutRestart) {
   if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   const std::string small_root = dir_.Sub("small-root");

@@ -13,6 +13,7 @@
 #include "control_generated.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
 
 namespace nodelet::testing {
@@ -41,8 +42,40 @@ class FakeSupervisor {
   }
   const std::string& last_reason() const { return last_reason_; }
 
+  // The next heartbeat (hellos and other messages are skipped), or nullopt at the deadline.
+  struct Beat {
+    std::string peer;
+    ipc::control::Health health;
+    bool has_counters = false;
+    size_t counters = 0;
+  };
+  std::optional<Beat> NextHeartbeat(std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      auto in = router_.Receive(std::chrono::milliseconds(100));
+      if (!in.ok()) continue;
+      auto m = ipc::DecodeMessage<ipc::control::ControlMessage>(
+          in->payload.data(), in->payload.size(), ipc::control::ControlMessageIdentifier());
+      if (!m.ok() || (*m)->body_type() != ipc::control::Body::Heartbeat) continue;
+      const auto* hb = (*m)->body_as_Heartbeat();
+      Beat b{in->peer, hb->health(), hb->counters() != nullptr,
+             hb->counters() ? hb->counters()->size() : 0};
+      return b;
+    }
+    return std::nullopt;
+  }
+
+  // Asks `peer` to say hello again, as the supervisor does after it restarts.
+  bool AskHello(const std::string& peer) {
+    flatbuffers::FlatBufferBuilder fbb(128);
+    auto cmd = ipc::control::CreateCommand(fbb, 1, ipc::control::CommandKind::Hello);
+    return ipc::SendMessage(router_, peer, fbb, envelope_, ipc::control::Body::Command, cmd.Union())
+        .ok();
+  }
+
  private:
   ipc::RouterServer router_;
+  ipc::EnvelopeWriter envelope_{ipc::ServiceId::Supervisor, ipc::NewIncarnation()};
   std::string last_reason_;
 };
 
