@@ -43,7 +43,7 @@ Result<std::unique_ptr<ContainerdTasks>> ContainerdTasks::Create(
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
-  auto channel = grpc::CreateChannel("unix://" + *path, grpc::InsecureChannelCredentials());
+  auto channel = RuntimeChannel(*path);
   if (channel == nullptr)
     return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
   return std::unique_ptr<ContainerdTasks>(

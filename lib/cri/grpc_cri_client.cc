@@ -151,6 +151,17 @@ Status StatusFromGrpc(const std::string& call, const grpc::Status& status) {
   return GrpcCallStatus("CRI " + call, status);
 }
 
+std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kCriMaxMessageBytes);
+  args.SetMaxSendMessageSize(kCriMaxMessageBytes);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
+  return grpc::CreateCustomChannel("unix://" + socket_path, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
 Result<std::unique_ptr<GrpcCriClient>> GrpcCriClient::Create(const std::string& endpoint,
                                                              CriTimeouts timeouts) {
   auto path = ParseCriEndpoint(endpoint);
@@ -158,14 +169,7 @@ Result<std::unique_ptr<GrpcCriClient>> GrpcCriClient::Create(const std::string& 
   if (timeouts.call.count() <= 0 || timeouts.query.count() <= 0) {
     return InvalidArgument("CRI timeouts must be positive");
   }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kCriMaxMessageBytes);
-  args.SetMaxSendMessageSize(kCriMaxMessageBytes);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
-  auto channel =
-      grpc::CreateCustomChannel("unix://" + *path, grpc::InsecureChannelCredentials(), args);
+  auto channel = RuntimeChannel(*path);
   if (channel == nullptr)
     return Internal("CRI endpoint '" + endpoint + "': cannot create a gRPC channel");
   return std::unique_ptr<GrpcCriClient>(new GrpcCriClient(endpoint, timeouts, std::move(channel)));

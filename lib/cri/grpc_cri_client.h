@@ -36,6 +36,13 @@ inline constexpr int kCriMaxMessageBytes = 16 * 1024 * 1024;
 // and what is wrong with it.
 Result<std::string> ParseCriEndpoint(const std::string& endpoint);
 
+// The gRPC channel to the runtime's socket (a path, from ParseCriEndpoint) that every client of
+// it uses, CRI and containerd's own services alike: messages up to kCriMaxMessageBytes, and a
+// reconnect back-off of 100 ms to 1 s, so that a restarted runtime is reached again within about
+// a second (gRPC's default grows to two minutes while the socket is away). nullptr when gRPC
+// cannot make one.
+std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path);
+
 // "CRI <call> failed: <GRPC_CODE>: <message>", with the gRPC code mapped onto StatusCode
 // (NOT_FOUND -> kNotFound, DEADLINE_EXCEEDED -> kDeadlineExceeded, UNAVAILABLE -> kUnavailable,
 // ...; codes without a counterpart map to kInternal or kFailedPrecondition).

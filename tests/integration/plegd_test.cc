@@ -399,6 +399,33 @@ TEST_F(PlegdTest, RuntimeEventsMakeALongPeriodRelistAtOnceAlsoAfterAContainerdRe
   EXPECT_TRUE(plegd.process().running());
 }
 
+// A runtime that stays away a while: gRPC's own reconnect back-off (1 s growing by 1.6 up to
+// 2 min by default) must not keep plegd's event stream from coming back once containerd does.
+// Down 16 s, a default channel's next attempt comes about 10 s after containerd is back; every
+// channel to the runtime's socket backs off at most 1 s (lib/cri/grpc_cri_client.h), so the
+// stream is back within plegd's own back-off (at most 5 s).
+TEST_F(PlegdTest, TheEventStreamComesBackSoonAfterALongRuntimeOutage) {
+  PlegdProcess plegd(dir_, containerd_->endpoint(), "60s");
+  ASSERT_TRUE(plegd.ready());
+  Watcher w(ctx_, dir_.Sub("run"));
+  ASSERT_TRUE(w.PumpUntil([&] { return w.mirror().in_sync(); }, 10s));
+  std::string sandbox = RunSandbox("outage");
+  ASSERT_TRUE(containerd_
+                  ->Restart(60s,
+                            [] {
+                              std::this_thread::sleep_for(
+                                  16s);  // the outage itself, not a wait for an event
+                            })
+                  .ok());
+  const auto back = std::chrono::steady_clock::now();
+  std::string cid = RunContainer(sandbox, "outage", "after", {"sleep", "1000"});
+  ASSERT_FALSE(cid.empty());
+  ASSERT_TRUE(w.PumpUntil([&] { return w.Saw(EventType::ContainerStarted, cid); }, 20s))
+      << w.Describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - back, 8s)
+      << "the container's start was seen only through a late resubscription";
+}
+
 // `nodeletctl runtime` prints plegd's view, served from its snapshot through the supervisor.
 TEST_F(PlegdTest, NodeletctlRuntimeShowsPlegdViewThroughSupervisor) {
   NotifyListener notify(dir_.Sub("nodelet-notify.sock"));
