@@ -246,6 +246,7 @@ void PodDispatcher::Execute(Work<pod::Pod> work, std::optional<ipc::pleg::PodRec
   d.desired = entry.desired;
   // The first sync of a pod in this incarnation carries readiness over from statusd.
   d.seed_readiness = work.kind == WorkKind::kSync && !entry.seeded;
+  d.arrival = entry.arrival;
   entry.seeded = entry.seeded || d.seed_readiness;
   d.work = std::move(work);
   d.record = std::move(record);

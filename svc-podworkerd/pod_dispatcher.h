@@ -52,6 +52,9 @@ struct DispatchedWork {
   bool desired = false;
   // The first sync of this pod in this incarnation: carry readiness over from statusd.
   bool seed_readiness = false;
+  // The pod's place in arrival order (from 1): its work runs before that of pods that came
+  // later (WorkerPool's priority).
+  uint64_t arrival = 0;
 };
 
 // What a worker reports back when its work is done.

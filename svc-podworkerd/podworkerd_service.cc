@@ -695,6 +695,7 @@ std::string PodworkerdService::ApplyDesired(const ipc::podwork::DesiredPods& des
 }
 
 void PodworkerdService::RunWork(DispatchedWork dispatched) {
+  const uint64_t arrival = dispatched.arrival;
   auto job = [this, d = std::move(dispatched)]() {
     const Work<pod::Pod>& work = d.work;
     WorkDone done;
@@ -731,7 +732,8 @@ void PodworkerdService::RunWork(DispatchedWork dispatched) {
       WakeTick();
     });
   };
-  pool_->Submit(std::move(job));
+  // Before the work of pods that came later; stream requests (priority 0) go first of all.
+  pool_->Submit(std::move(job), arrival);
 }
 
 void PodworkerdService::EnsureProbes(const std::string& uid, const pod::Pod& p) {

@@ -10,11 +10,11 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() { Stop(); }
 
-void WorkerPool::Submit(std::function<void()> job) {
+void WorkerPool::Submit(std::function<void()> job, uint64_t priority) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    jobs_.push_back(std::move(job));
+    jobs_.emplace(std::make_pair(priority, ++submitted_), std::move(job));
   }
   cv_.notify_one();
 }
@@ -34,8 +34,9 @@ void WorkerPool::Loop() {
   for (;;) {
     cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
+    auto first = jobs_.begin();
+    auto job = std::move(first->second);
+    jobs_.erase(first);
     lock.unlock();
     job();
     lock.lock();

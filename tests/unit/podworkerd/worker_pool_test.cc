@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace nodelet::podworkerd {
 namespace {
@@ -37,6 +38,43 @@ TEST(WorkerPoolTest, RunsEveryJobOnItsThreads) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_LE(threads.size(), 3u);
   EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+}
+
+// podworkerd's order: a pod that came earlier has its next step run before a later pod's work.
+TEST(WorkerPoolTest, LowerPriorityFirstThenInOrderOfSubmission) {
+  WorkerPool pool(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false, started = false;
+  std::vector<int> order;
+  // The one thread is busy while the others are queued.
+  pool.Submit([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    started = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  ASSERT_TRUE(WaitFor(mu, cv, [&] { return started; }));
+  auto job = [&](int id) {
+    return [&, id] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+      cv.notify_all();
+    };
+  };
+  pool.Submit(job(50), 5);
+  pool.Submit(job(30), 3);
+  pool.Submit(job(31), 3);
+  pool.Submit(job(10), 1);
+  pool.Submit(job(0));  // no priority given: before any pod's
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(WaitFor(mu, cv, [&] { return order.size() == 5; }));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order, (std::vector<int>{0, 10, 30, 31, 50}));
 }
 
 TEST(WorkerPoolTest, JobsRunInParallelUpToTheThreadCount) {
