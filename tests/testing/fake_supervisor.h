@@ -24,28 +24,11 @@ class FakeSupervisor {
     std::filesystem::create_directories(run_dir);
     EXPECT_TRUE(router_.Bind(ipc::kControlEndpoint.Uri(run_dir)).ok());
   }
-  // Waits for a heartbeat with this health; returns its reason, or nullopt at the deadline.
-  std::optional<std::string> WaitForHealth(ipc::control::Health health,
-                                           std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      auto in = router_.Receive(std::chrono::milliseconds(100));
-      if (!in.ok()) continue;
-      auto m = ipc::DecodeMessage<ipc::control::ControlMessage>(
-          in->payload.data(), in->payload.size(), ipc::control::ControlMessageIdentifier());
-      if (!m.ok() || (*m)->body_type() != ipc::control::Body::Heartbeat) continue;
-      const auto* hb = (*m)->body_as_Heartbeat();
-      last_reason_ = hb->reason() ? hb->reason()->str() : "";
-      if (hb->health() == health) return last_reason_;
-    }
-    return std::nullopt;
-  }
-  const std::string& last_reason() const { return last_reason_; }
-
   // The next heartbeat (hellos and other messages are skipped), or nullopt at the deadline.
   struct Beat {
     std::string peer;
     ipc::control::Health health;
+    std::string reason;
     bool has_counters = false;
     size_t counters = 0;
   };
@@ -58,12 +41,26 @@ class FakeSupervisor {
           in->payload.data(), in->payload.size(), ipc::control::ControlMessageIdentifier());
       if (!m.ok() || (*m)->body_type() != ipc::control::Body::Heartbeat) continue;
       const auto* hb = (*m)->body_as_Heartbeat();
-      Beat b{in->peer, hb->health(), hb->counters() != nullptr,
-             hb->counters() ? hb->counters()->size() : 0};
-      return b;
+      return Beat{in->peer, hb->health(), hb->reason() ? hb->reason()->str() : "",
+                  hb->counters() != nullptr, hb->counters() ? hb->counters()->size() : 0};
     }
     return std::nullopt;
   }
+
+  // Waits for a heartbeat with this health; returns its reason, or nullopt at the deadline.
+  std::optional<std::string> WaitForHealth(ipc::control::Health health,
+                                           std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    for (auto now = std::chrono::steady_clock::now(); now < end;
+         now = std::chrono::steady_clock::now()) {
+      auto beat = NextHeartbeat(std::chrono::duration_cast<std::chrono::milliseconds>(end - now));
+      if (!beat) break;
+      last_reason_ = beat->reason;
+      if (beat->health == health) return last_reason_;
+    }
+    return std::nullopt;
+  }
+  const std::string& last_reason() const { return last_reason_; }
 
   // Asks `peer` to say hello again, as the supervisor does after it restarts.
   bool AskHello(const std::string& peer) {
