@@ -240,24 +240,17 @@ void EvictionManager::Decide(const NodeStats& sample) {
   // local-storage limit to check. A node-only sample that finds one asks for a whole sample at
   // once, and this round decides nothing more.
   const bool need_pods = !act.empty() || AnyLocalStorageLimits();
-  if (!sample.pods_sampled) {
-    if (need_pods) WantPods(true, true);
-    if (act.empty() && sample.time_unix_ms >= decide_after_ms_) {
-      reclaimed_ = false;
-      last_refusal_.clear();
-    }
-    return;
-  }
-  WantPods(need_pods, false);
+  WantPods(need_pods, need_pods && !sample.pods_sampled);
   if (sample.time_unix_ms < decide_after_ms_) return;
-  // Pods past their own local-storage limits go first, whatever the node's state (the kubelet's
-  // localStorageEviction); the thresholds wait for the next round.
-  if (EvictPastLocalStorageLimits(sample)) return;
   if (act.empty()) {
     reclaimed_ = false;
     last_refusal_.clear();
-    return;
   }
+  if (!sample.pods_sampled) return;
+  // Pods past their own local-storage limits go first, whatever the node's state (the kubelet's
+  // localStorageEviction); the thresholds wait for the next round.
+  if (EvictPastLocalStorageLimits(sample)) return;
+  if (act.empty()) return;
   std::stable_sort(act.begin(), act.end(), [](const auto& a, const auto& b) {
     return SignalOrder(a.signal) < SignalOrder(b.signal);
   });
