@@ -81,10 +81,12 @@ void GarbageCollector::RequestReclaim() {
 }
 
 void GarbageCollector::Loop() {
-  // The first image GC soon after start (the kubelet waits a minute; a restart of podworkerd
-  // should not postpone it by a whole period either).
-  MonoTime next_image = clock_.Now() + std::min<std::chrono::milliseconds>(config_.image_gc_period,
-                                                                           std::chrono::seconds(5));
+  // The first image GC and the first sweep soon after start (the kubelet waits a minute; a
+  // restart of podworkerd should not postpone them by a whole period either).
+  auto first_within = [](std::chrono::milliseconds period) {
+    return std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5));
+  };
+  MonoTime next_image = clock_.Now() + first_within(config_.image_gc_period);
   MonoTime next_containers = clock_.Now();
   MonoTime next_sweep = MonoTime::max();
   std::unique_lock<std::mutex> lock(mu_);
@@ -95,8 +97,7 @@ void GarbageCollector::Loop() {
       continue;
     }
     if (sweep_ && next_sweep == MonoTime::max()) {
-      next_sweep = clock_.Now() +
-                   std::min<std::chrono::milliseconds>(sweep_period_, std::chrono::seconds(5));
+      next_sweep = clock_.Now() + first_within(sweep_period_);
     }
     cv_.wait_for(lock, TimeUntil(clock_, std::min({next_image, next_containers, next_sweep})),
                  [&] { return stopping_ || reclaim_; });
