@@ -151,10 +151,11 @@ Status StatusFromGrpc(const std::string& call, const grpc::Status& status) {
   return GrpcCallStatus("CRI " + call, status);
 }
 
-std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path) {
+std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path,
+                                              int max_message_bytes) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kCriMaxMessageBytes);
-  args.SetMaxSendMessageSize(kCriMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(max_message_bytes);
+  args.SetMaxSendMessageSize(max_message_bytes);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);

@@ -40,8 +40,10 @@ Result<std::string> ParseCriEndpoint(const std::string& endpoint);
 // it uses, CRI and containerd's own services alike: messages up to kCriMaxMessageBytes, and a
 // reconnect back-off of 100 ms to 1 s, so that a restarted runtime is reached again within about
 // a second (gRPC's default grows to two minutes while the socket is away). nullptr when gRPC
-// cannot make one.
-std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path);
+// cannot make one. (The tests' CRI fault proxy passes a larger `max_message_bytes`, so that only
+// the client's own limit is tested.)
+std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path,
+                                              int max_message_bytes = kCriMaxMessageBytes);
 
 // "CRI <call> failed: <GRPC_CODE>: <message>", with the gRPC code mapped onto StatusCode
 // (NOT_FOUND -> kNotFound, DEADLINE_EXCEEDED -> kDeadlineExceeded, UNAVAILABLE -> kUnavailable,

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/cri/grpc_cri_client.h"
+
 namespace nodelet::testing {
 namespace {
 
@@ -22,10 +24,6 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr int kMaxMessageBytes = 64 * 1024 * 1024;
-// The upstream reconnects quickly after the runtime restarts (as nodelet's own CRI client does),
-// so the proxy adds no backoff of its own to a restart window.
-constexpr int kReconnectBackoffMinMs = 100;
-constexpr int kReconnectBackoffMaxMs = 1000;
 
 // Metadata gRPC sets by itself; everything else (e.g. containerd's "containerd-namespace") is
 // forwarded as the client sent it.
@@ -304,14 +302,11 @@ Result<std::unique_ptr<CriFaultProxy>> CriFaultProxy::Start(const CriFaultProxyO
   std::unique_ptr<CriFaultProxy> proxy(new CriFaultProxy(options.listen_path));
   Impl& impl = *proxy->impl_;
   impl.options = options;
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
-  impl.channel = grpc::CreateCustomChannel(options.upstream_endpoint,
-                                           grpc::InsecureChannelCredentials(), args);
+  // nodelet's own channel to the runtime (its quick reconnects: the proxy adds no back-off of
+  // its own to a restart window), with room for any message: the client's limit is under test.
+  auto upstream = cri::ParseCriEndpoint(options.upstream_endpoint);
+  if (!upstream.ok()) return upstream.status();
+  impl.channel = cri::RuntimeChannel(*upstream, kMaxMessageBytes);
   if (impl.channel == nullptr)
     return Internal("cannot create a channel to " + options.upstream_endpoint);
   impl.stub = std::make_unique<grpc::GenericStub>(impl.channel);
