@@ -70,8 +70,7 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cmdline = ReadTextFile(entry.path() / "cmdline");
     if (cmdline.find(needle) != std::string::npos) found.push_back(std::stoi(name));
   }
   return found;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,7 +41,7 @@ using ::testing::HasSubstr;
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
 long PeakRssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::istringstream in(ReadTextFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);

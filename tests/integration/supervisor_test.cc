@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "lib/ipc/endpoints.h"
@@ -322,7 +323,7 @@ bool WaitClosedByPeer(int fd, std::chrono::milliseconds timeout) {
 
 // The resident set of a process, in MiB.
 long RssMiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::istringstream in(ReadTextFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6) / 1024;

@@ -49,8 +49,8 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle, pid_t except) 
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == getpid() || pid == except) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // read(2): a filebuf throws when the process exits mid-read (ESRCH).
+    const std::string cmd = ReadTextFile(e.path() / "cmdline");
     if (cmd.find(needle) != std::string::npos && ProcessAlive(pid)) out.push_back(pid);
   }
   return out;
