@@ -62,13 +62,14 @@ std::string Milli(int64_t m) {
 }  // namespace
 
 std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ctx,
-                                                                const std::string& run_dir) {
+                                                                const std::string& run_dir,
+                                                                NodeStoredCallback stored) {
   struct State {
     std::unique_ptr<status::StatusClient> client;
     std::string last_error;
   };
   auto state = std::make_shared<State>();
-  return [&ctx, run_dir, state](const std::string& json) {
+  return [&ctx, run_dir, state, stored](const std::string& json) {
     auto log = GetLogger("node");
     if (!state->client) {
       status::StatusClientOptions opts;
@@ -94,6 +95,12 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
     }
     if (!state->last_error.empty()) log->info("the node status reaches statusd again");
     state->last_error.clear();
+    if (stored) {
+      status::NodeStatusRecord record;
+      record.node_json = json;
+      record.version = r->version;
+      stored(record);
+    }
     return true;
   };
 }

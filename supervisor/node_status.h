@@ -30,6 +30,7 @@
 #include "lib/ipc/sockets.h"
 #include "lib/pod/eviction.h"
 #include "lib/pod/node_resources.h"
+#include "lib/status/pod_status.h"
 #include "supervisor/service_control.h"
 
 namespace nodelet::supervisor {
@@ -57,15 +58,20 @@ struct NodeStatusOptions {
   double pid_available_min_fraction = 0.10;
   // Called from the manager's thread with the node's JSON after each periodic rebuild (and
   // again at every runtime check while it returns false): the supervisor hands it to statusd,
-  // whose sinks carry it on. May be empty.
+  // and then to the status sinks. May be empty.
   std::function<bool(const std::string& node_json)> publish;
 };
 
+// Called with the node's status as statusd stored it (its version), for the status sinks.
+using NodeStoredCallback = std::function<void(const status::NodeStatusRecord&)>;
+
 // A publisher for NodeStatusOptions::publish that sends the node's status to statusd
-// (SetNodeStatus) in `run_dir`, over a client made on first use on the calling thread. Returns
-// false, to be retried, while statusd does not answer; logs each new failure once.
+// (SetNodeStatus) in `run_dir`, over a client made on first use on the calling thread, and
+// then to `stored` when set. Returns false, to be retried, while statusd does not answer; logs
+// each new failure once.
 std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ctx,
-                                                                const std::string& run_dir);
+                                                                const std::string& run_dir,
+                                                                NodeStoredCallback stored = {});
 
 class NodeStatusManager : public NodeView {
  public:

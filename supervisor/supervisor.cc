@@ -25,6 +25,7 @@
 #include "supervisor/after_iteration_work.h"
 #include "supervisor/child_process_backend.h"
 #include "supervisor/ctl_server.h"
+#include "supervisor/etcd_status_sink.h"
 #include "supervisor/eviction_manager.h"
 #include "supervisor/http_endpoint.h"
 #include "supervisor/node_status.h"
@@ -32,6 +33,7 @@
 #include "supervisor/pod_manager.h"
 #include "supervisor/service_backend.h"
 #include "supervisor/stats_collector.h"
+#include "supervisor/status_sink.h"
 #include "supervisor/systemd_bus.h"
 #include "supervisor/systemd_unit_backend.h"
 
@@ -159,7 +161,13 @@ class Supervisor::Impl {
       if (t.hard) node_opts.hard_eviction.push_back(t);
     }
     node_opts.pressure = [p = pressure_](std::string_view c) { return p->Get(c); };
-    node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir);
+    // The fleet's status sink (docs/fleet.md): statusd's statuses and the node's go to etcd.
+    if (options_.etcd.enabled()) {
+      if (Status s = StartStatusSinks(); !s.ok()) return s;
+    }
+    NodeStoredCallback stored;
+    if (sinks_) stored = [w = sinks_.get()](const status::NodeStatusRecord& n) { w->PushNode(n); };
+    node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir, std::move(stored));
     node_ = std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(),
                                                 cri_client_.get());
     node_->Start();
@@ -240,6 +248,58 @@ class Supervisor::Impl {
       }
     }
     return Status::Ok();
+  }
+
+  // The status sinks' worker, fed with statusd's watch stream from the loop; it lists statusd's
+  // statuses on its own thread, over a client made there.
+  Status StartStatusSinks() {
+    auto client = etcd::Client::Connect(options_.etcd.ToClientOptions(), clock_);
+    if (!client.ok()) return client.status();
+    EtcdSinkOptions sink;
+    sink.prefix = options_.etcd.prefix;
+    sink.node_name = options_.node_name;
+    sink.lease_ttl = std::chrono::seconds(options_.etcd.lease_seconds);
+    sink.lease_renew = std::chrono::seconds(options_.etcd.lease_seconds / 4);
+    std::vector<std::unique_ptr<StatusSink>> sinks;
+    sinks.push_back(std::make_unique<EtcdStatusSink>(std::move(*client), clock_, sink));
+    auto list =
+        [ctx = ctx_.get(), run_dir = options_.common.run_dir,
+         statusd =
+             std::shared_ptr<status::StatusClient>()]() mutable -> Result<status::PodStatusList> {
+      if (!statusd) {
+        status::StatusClientOptions opts;
+        opts.sender = ipc::ServiceId::Supervisor;
+        auto made = std::make_shared<status::StatusClient>(*ctx, run_dir, opts);
+        if (Status s = made->Connect(); !s.ok()) return s;
+        statusd = std::move(made);
+      }
+      return statusd->ListPodStatuses();
+    };
+    auto on_error = [log = log_](const std::string& name, const Status& error) {
+      // From the worker's thread: spdlog loggers are thread-safe.
+      log->warn("Status sink '{}': {}", name, error.message());
+    };
+    sinks_ = std::make_unique<SinkWorker>(std::move(sinks), clock_, std::move(list), on_error);
+    status_watch_ = std::make_unique<status::StatusWatcher>(*ctx_, options_.common.run_dir);
+    if (Status s = status_watch_->Connect(); !s.ok()) return s;
+    sources_.push_back(loop_.AddSocket(status_watch_->raw(), [this] { OnStatusWatch(); }));
+    return Status::Ok();
+  }
+
+  // Hands what statusd published to the sinks' worker (a gap makes it list again).
+  void OnStatusWatch() {
+    for (int i = 0; i < 256; ++i) {
+      auto event = status_watch_->Next(std::chrono::milliseconds(0));
+      if (event.ok()) {
+        sinks_->Push(*event);
+      } else if (event.status().code() == StatusCode::kDeadlineExceeded) {
+        return;
+      } else {
+        // Unreadable, so dropped: what it said comes with the next list.
+        log_->warn("{}", event.status().message());
+        sinks_->RequestList();
+      }
+    }
   }
 
   // The mode's backend, which registers its own sources on the loop.
@@ -436,6 +496,10 @@ class Supervisor::Impl {
   std::unique_ptr<PlegRuntimeView> runtime_view_;
   std::unique_ptr<PodManager> pods_;
   std::unique_ptr<cri::GrpcCriClient> cri_client_;
+  // The fleet's status sinks and the watch stream that feeds them (with --etcd-endpoints);
+  // before the node status, whose thread hands them the node's: destroyed after it.
+  std::unique_ptr<SinkWorker> sinks_;
+  std::unique_ptr<status::StatusWatcher> status_watch_;
   std::unique_ptr<NodeStatusManager> node_;
   // Node pressure as the eviction manager holds it, read by the node status and admission.
   std::shared_ptr<NodePressure> pressure_ = std::make_shared<NodePressure>();

@@ -100,11 +100,6 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
         }
         if (!o.kube_reserved.empty()) spec.argv.push_back("--kube-reserved=" + o.kube_reserved);
       }
-      if (svc.name == "statusd" && o.etcd.enabled()) {
-        // The fleet's status sink runs in statusd (docs/fleet.md).
-        for (auto& a : o.etcd.ToArgs()) spec.argv.push_back(std::move(a));
-        spec.argv.push_back("--node-name=" + o.node_name);
-      }
       if (svc.name == "plegd") {
         if (!o.runtime_events) spec.argv.push_back("--runtime-events=false");
         if (!o.relist_period.empty()) {

@@ -48,7 +48,7 @@ struct SupervisorOptions {
   std::string manifest_url_ca;                    // --manifest-url-ca
   std::vector<std::string> manifest_url_headers;  // --manifest-url-header 'Name: value'
   std::string node_name;                          // default: the hostname, lowercased
-  // The fleet (docs/fleet.md): pods from etcd and statuses back to it (passed on to statusd).
+  // The fleet (docs/fleet.md): pods from etcd and statuses back to it (supervisor/status_sink.h).
   etcd::EtcdFlags etcd;
   // --node-ip as given (passed on to podworkerd when set); node_ip is the address chosen from
   // it (lib/common/node_ip.h).

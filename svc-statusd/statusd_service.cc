@@ -1,16 +1,9 @@
 #include "svc-statusd/statusd_service.h"
 
-#include <unistd.h>
-
-#include <atomic>
-
 #include "lib/common/logging.h"
-#include "lib/etcd/etcd_flags.h"
 #include "lib/ipc/endpoints.h"
-#include "lib/pod/static_pod.h"
 #include "lib/service/options.h"
 #include "lib/status/status_client.h"
-#include "svc-statusd/etcd_status_sink.h"
 
 namespace nodelet::statusd {
 namespace {
@@ -26,13 +19,11 @@ StatusdService::StatusdService(const CommonOptions& options,
                                std::chrono::milliseconds db_check_period)
     : options_(options), db_check_period_(db_check_period), log_(GetLogger("statusd")) {}
 
-StatusdService::~StatusdService() { Stop(); }
+StatusdService::~StatusdService() = default;
 
 Result<std::unique_ptr<StatusdService>> StatusdService::Create(
-    ServiceContext& ctx, std::chrono::milliseconds db_check_period,
-    std::vector<std::unique_ptr<StatusSink>> sinks) {
+    ServiceContext& ctx, std::chrono::milliseconds db_check_period) {
   std::unique_ptr<StatusdService> service(new StatusdService(ctx.options, db_check_period));
-  service->pending_sinks_ = std::move(sinks);
   if (Status s = service->Start(ctx); !s.ok()) return s;
   service->Register(ctx.loop);
   return service;
@@ -89,18 +80,6 @@ Status StatusdService::Start(ServiceContext& ctx) {
                                             status::kWatchQueueBudgetBytes);
   if (Status s = watch_->Bind(ipc::kStatusWatchEndpoint.Uri(options_.run_dir)); !s.ok()) return s;
 
-  if (!pending_sinks_.empty()) {
-    auto on_error = [this](const std::string& sink, const Status& error) {
-      // From the sink thread: spdlog loggers are thread-safe.
-      log_->warn("Failed to sync to sink '{}': {}", sink, error.message());
-    };
-    sinks_ = std::make_unique<SinkWorker>(std::move(pending_sinks_), ctx.clock, on_error);
-    pending_sinks_.clear();
-    std::vector<StatusChange> all;
-    for (const auto* rec : manager_->List()) all.push_back({StatusChange::Kind::kUpdated, *rec});
-    sinks_->Push(all);
-    if (node_->Get()) sinks_->PushNode(*node_->Get());
-  }
   return Status::Ok();
 }
 
@@ -123,8 +102,6 @@ void StatusdService::HandleRequests() {
   for (const auto& msg : result.watch_messages) {
     if (Status s = watch_->Publish(msg.data(), msg.size()); !s.ok()) ++send_failures_;
   }
-  if (sinks_ && !result.committed.empty()) sinks_->Push(result.committed);
-  if (sinks_ && result.node_changed) sinks_->PushNode(*result.node_changed);
   for (const auto& [peer, bytes] : result.replies) {
     // A peer that left (or whose queue is full) loses its reply; it resends.
     if (Status s = router_->Send(peer, bytes.data(), bytes.size()); !s.ok()) ++send_failures_;
@@ -243,52 +220,20 @@ CounterList StatusdService::Counters() const {
   return out;
 }
 
-void StatusdService::Stop() {
-  if (sinks_) sinks_->Stop();
-  sinks_.reset();
-}
-
 ServiceSpec MakeSpec() {
   ServiceSpec spec;
   spec.name = "statusd";
   spec.id = ipc::ServiceId::Statusd;
   spec.description = "nodelet-statusd: versioned, durable pod statuses (ROOT/statusd/status.db)";
   auto check_period = std::make_shared<std::string>("10m");
-  // The fleet's etcd (docs/fleet.md): statuses and the Node are written there too.
-  struct FleetFlags {
-    etcd::EtcdFlags etcd;
-    std::string node_name;
-  };
-  auto fleet = std::make_shared<FleetFlags>();
-  spec.add_flags = [check_period, fleet](CLI::App& app) {
+  spec.add_flags = [check_period](CLI::App& app) {
     app.add_option("--db-check-period", *check_period,
                    "How often the status database is checked (PRAGMA quick_check); 0: never")
         ->check(DurationValidator())
         ->capture_default_str();
-    etcd::AddEtcdFlags(app, &fleet->etcd, /*node=*/true);
-    app.add_option("--node-name", fleet->node_name,
-                   "This node's name (the status keys': default the hostname)");
   };
-  spec.create = [check_period, fleet](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
-    std::vector<std::unique_ptr<StatusSink>> sinks;
-    if (fleet->etcd.enabled()) {
-      if (Status s = fleet->etcd.Check(); !s.ok()) return s;
-      auto client = etcd::Client::Connect(fleet->etcd.ToClientOptions(), ctx.clock);
-      if (!client.ok()) return client.status();
-      EtcdSinkOptions sink;
-      sink.prefix = fleet->etcd.prefix;
-      std::string node = fleet->node_name;
-      if (node.empty()) {
-        char host[256] = {};
-        gethostname(host, sizeof host - 1);
-        node = host;
-      }
-      sink.node_name = pod::NormalizeNodeName(node);
-      sink.lease_ttl = std::chrono::seconds(fleet->etcd.lease_seconds);
-      sink.lease_renew = std::chrono::seconds(fleet->etcd.lease_seconds / 4);
-      sinks.push_back(std::make_unique<EtcdStatusSink>(std::move(*client), ctx.clock, sink));
-    }
-    auto service = StatusdService::Create(ctx, *ParseDuration(*check_period), std::move(sinks));
+  spec.create = [check_period](ServiceContext& ctx) -> Result<std::unique_ptr<Service>> {
+    auto service = StatusdService::Create(ctx, *ParseDuration(*check_period));
     if (!service.ok()) return service.status();
     return std::unique_ptr<Service>(std::move(service).value());
   };

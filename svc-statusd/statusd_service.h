@@ -20,7 +20,6 @@
 #include "svc-statusd/sqlite_db.h"
 #include "svc-statusd/status_manager.h"
 #include "svc-statusd/status_server.h"
-#include "svc-statusd/status_sink.h"
 #include "svc-statusd/status_store.h"
 
 namespace nodelet::statusd {
@@ -56,16 +55,14 @@ std::string DatabasePath(const std::string& root_dir);
 class StatusdService : public Service {
  public:
   // Opens the store, binds statusd's sockets and registers on ctx.loop. db_check_period: how
-  // often the open database is checked (PRAGMA quick_check); 0: never. `sinks` get every change
-  // (none are built in yet; an API-server sink plugs in here).
+  // often the open database is checked (PRAGMA quick_check); 0: never. Status sinks (the
+  // fleet's etcd) follow the watch stream from the supervisor (supervisor/status_sink.h).
   static Result<std::unique_ptr<StatusdService>> Create(
-      ServiceContext& ctx, std::chrono::milliseconds db_check_period = std::chrono::minutes(10),
-      std::vector<std::unique_ptr<StatusSink>> sinks = {});
+      ServiceContext& ctx, std::chrono::milliseconds db_check_period = std::chrono::minutes(10));
   ~StatusdService() override;
 
   HealthReport Health() const override;
   CounterList Counters() const override;
-  void Stop() override;
 
  private:
   StatusdService(const CommonOptions& options, std::chrono::milliseconds db_check_period);
@@ -94,8 +91,6 @@ class StatusdService : public Service {
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> watch_;
-  std::vector<std::unique_ptr<StatusSink>> pending_sinks_;
-  std::unique_ptr<SinkWorker> sinks_;
 
   // Health.
   std::string store_error_;        // the last commit error; empty when the last commit worked
@@ -104,7 +99,6 @@ class StatusdService : public Service {
   std::unordered_set<std::string> logged_;
   uint64_t send_failures_ = 0;
   uint64_t unreadable_rows_ = 0;
-  uint64_t sink_errors_ = 0;
   EventLoop::Handle router_source_;
   EventLoop::Timer db_check_;
 };

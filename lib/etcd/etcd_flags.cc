@@ -25,18 +25,6 @@ ClientOptions EtcdFlags::ToClientOptions() const {
   return o;
 }
 
-std::vector<std::string> EtcdFlags::ToArgs() const {
-  std::string joined;
-  for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
-  std::vector<std::string> args = {
-      "--etcd-endpoints=" + joined, "--etcd-prefix=" + prefix,
-      "--node-lease-duration-seconds=" + std::to_string(lease_seconds)};
-  if (!cafile.empty()) args.push_back("--etcd-cafile=" + cafile);
-  if (!certfile.empty()) args.push_back("--etcd-certfile=" + certfile);
-  if (!keyfile.empty()) args.push_back("--etcd-keyfile=" + keyfile);
-  return args;
-}
-
 void AddEtcdFlags(CLI::App& app, EtcdFlags* flags, bool node) {
   app.add_option("--etcd-endpoints", flags->endpoints,
                  "etcd members of the fleet (docs/fleet.md), comma-separated: http://HOST:PORT, "

@@ -23,8 +23,6 @@ struct EtcdFlags {
   // What the TLS files and the prefix must be: refused with the flag's name.
   Status Check() const;
   ClientOptions ToClientOptions() const;
-  // The flags again, for a child process (nodelet → statusd), each as "--flag=value".
-  std::vector<std::string> ToArgs() const;
 };
 
 // Adds the flags to `app`, bound to `flags`; `node`: also --node-lease-duration-seconds.

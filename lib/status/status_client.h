@@ -178,6 +178,8 @@ class StatusWatcher {
   // The next change; DeadlineExceeded when none came within `timeout`; InvalidArgument for a
   // message that failed verification (it is dropped).
   Result<WatchEvent> Next(std::chrono::milliseconds timeout);
+  // The socket, for a poll loop (lib/service/event_loop.h).
+  zmq::socket_t& raw() { return subscriber_.raw(); }
 
  private:
   std::string uri_;

@@ -1,17 +1,13 @@
 // The node status in statusd: NodeStore on a real SQLite file (versions grow with content,
-// survive a reopen, bad JSON is refused), the server's SetNodeStatus/GetNodeStatus, and the
-// sinks receiving it (retried after a failure) as they receive pod statuses.
+// survive a reopen, bad JSON is refused) and the server's SetNodeStatus/GetNodeStatus. The status
+// sinks' side is tests/unit/supervisor/status_sink_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <condition_variable>
-#include <mutex>
 
 #include "lib/status/status_client.h"
 #include "lib/status/status_codec.h"
 #include "svc-statusd/node_store.h"
 #include "svc-statusd/status_server.h"
-#include "svc-statusd/status_sink.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_status_store.h"
 #include "tests/testing/harness.h"
@@ -172,102 +168,6 @@ TEST_F(NodeStatusServerTest, BadNodeStatusGetsAClearErrorAndTheStoredOneStays) {
   EXPECT_THAT(Reply(r, 1)->body_as_ErrorReply()->message()->str(), HasSubstr("metadata.name"));
   ASSERT_EQ(r.refused.size(), 1u);
   EXPECT_EQ(node_->Get()->node_json, NodeJson("n1", "True"));
-}
-
-// A sink that records the node statuses it was sent and can fail.
-class NodeSink : public StatusSink {
- public:
-  std::string Name() const override { return "node-sink"; }
-  Status Sync(const PodStatusRecord&) override { return Status::Ok(); }
-  Status Remove(const PodIdentity&) override { return Status::Ok(); }
-  Status SyncNode(const status::NodeStatusRecord& node) override {
-    ++calls;
-    if (failing) return Unavailable("sink down");
-    versions.push_back(node.version);
-    return Status::Ok();
-  }
-  int calls = 0;
-  bool failing = false;
-  std::vector<uint64_t> versions;
-};
-
-status::NodeStatusRecord Node(uint64_t version) {
-  status::NodeStatusRecord r;
-  r.node_json = NodeJson("n1", version % 2 ? "True" : "False");
-  r.version = version;
-  return r;
-}
-
-TEST(NodeStatusSinkTest, SyncsTheLatestNodeStatusAndRetriesAFailure) {
-  nodelet::testing::FakeClock clock;
-  NodeSink sink;
-  SinkSyncer syncer(sink, clock);
-  // Nothing known yet: nothing sent.
-  EXPECT_TRUE(syncer.SyncChanged().empty());
-  EXPECT_EQ(sink.calls, 0);
-
-  syncer.ApplyNode(Node(1));
-  syncer.ApplyNode(Node(2));
-  EXPECT_TRUE(syncer.SyncChanged().empty());
-  EXPECT_EQ(sink.versions, std::vector<uint64_t>{2});
-  EXPECT_EQ(syncer.SyncedNodeVersion(), 2u);
-  // Already synced: not sent again, also not in a full pass.
-  clock.Advance(kSinkFullPassInterval);
-  EXPECT_TRUE(syncer.Tick().empty());
-  EXPECT_EQ(sink.calls, 1);
-
-  sink.failing = true;
-  syncer.ApplyNode(Node(3));
-  auto errors = syncer.SyncChanged();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_THAT(errors[0].message(), HasSubstr("sink down"));
-  EXPECT_EQ(syncer.SyncedNodeVersion(), 2u);
-  // The next full pass retries it.
-  sink.failing = false;
-  clock.Advance(kSinkFullPassInterval);
-  EXPECT_TRUE(syncer.Tick().empty());
-  EXPECT_EQ(sink.versions, (std::vector<uint64_t>{2, 3}));
-  EXPECT_EQ(syncer.SyncedNodeVersion(), 3u);
-}
-
-// A thread-safe sink for the worker: the test waits on its condition variable.
-class WaitableNodeSink : public StatusSink {
- public:
-  std::string Name() const override { return "waitable"; }
-  Status Sync(const PodStatusRecord&) override { return Status::Ok(); }
-  Status Remove(const PodIdentity&) override { return Status::Ok(); }
-  Status SyncNode(const status::NodeStatusRecord& node) override {
-    std::lock_guard<std::mutex> lock(mu);
-    versions.push_back(node.version);
-    cv.notify_all();
-    return Status::Ok();
-  }
-  std::vector<uint64_t> WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, std::chrono::seconds(10), [&] { return versions.size() >= n; });
-    return versions;
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<uint64_t> versions;
-};
-
-TEST(NodeStatusSinkTest, WorkerHandsNodeStatusToEverySink) {
-  nodelet::testing::FakeClock clock;
-  auto a = std::make_unique<WaitableNodeSink>();
-  auto b = std::make_unique<WaitableNodeSink>();
-  WaitableNodeSink* pa = a.get();
-  WaitableNodeSink* pb = b.get();
-  std::vector<std::unique_ptr<StatusSink>> sinks;
-  sinks.push_back(std::move(a));
-  sinks.push_back(std::move(b));
-  SinkWorker worker(std::move(sinks), clock, [](const std::string&, const Status&) {});
-  worker.PushNode(Node(5));
-  EXPECT_EQ(pa->WaitFor(1), std::vector<uint64_t>{5});
-  EXPECT_EQ(pb->WaitFor(1), std::vector<uint64_t>{5});
-  worker.PushNode(Node(6));
-  EXPECT_EQ(pa->WaitFor(2), (std::vector<uint64_t>{5, 6}));
-  worker.Stop();
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// EtcdStatusSink: statusd's sink to the fleet's etcd cluster (docs/fleet.md), driven by the
+// EtcdStatusSink: the supervisor's sink to the fleet's etcd cluster (docs/fleet.md), driven by the
 // SinkSyncer like any sink (status_sink.h: newest version first, failed syncs retried, a full
 // pass every 10 s):
 //
@@ -30,9 +30,9 @@
 #include "lib/common/clock.h"
 #include "lib/etcd/etcd_client.h"
 #include "lib/etcd/fleet_keys.h"
-#include "svc-statusd/status_sink.h"
+#include "supervisor/status_sink.h"
 
-namespace nodelet::statusd {
+namespace nodelet::supervisor {
 
 struct EtcdSinkOptions {
   std::string prefix = etcd::kDefaultFleetPrefix;
@@ -83,4 +83,4 @@ class EtcdStatusSink : public StatusSink {
   std::thread renewer_;
 };
 
-}  // namespace nodelet::statusd
+}  // namespace nodelet::supervisor

@@ -1,4 +1,4 @@
-#include "svc-statusd/etcd_status_sink.h"
+#include "supervisor/etcd_status_sink.h"
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -7,7 +7,7 @@
 
 #include "lib/status/pod_status_json.h"
 
-namespace nodelet::statusd {
+namespace nodelet::supervisor {
 
 namespace {
 
@@ -175,4 +175,4 @@ void EtcdStatusSink::RenewLoop() {
   }
 }
 
-}  // namespace nodelet::statusd
+}  // namespace nodelet::supervisor

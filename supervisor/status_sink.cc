@@ -1,21 +1,33 @@
-#include "svc-statusd/status_sink.h"
+#include "supervisor/status_sink.h"
 
 #include <algorithm>
 
-namespace nodelet::statusd {
+namespace nodelet::supervisor {
 
 SinkSyncer::SinkSyncer(StatusSink& sink, const Clock& clock, Duration full_pass)
     : sink_(sink), clock_(clock), full_pass_(full_pass), next_full_pass_(clock.Now() + full_pass) {}
 
-void SinkSyncer::Apply(const StatusChange& change) {
+void SinkSyncer::Apply(const WatchEvent& change) {
   const std::string& uid = change.record.pod.uid;
-  if (change.kind == StatusChange::Kind::kUpdated) {
+  if (change.kind == WatchEvent::Kind::kChanged) {
     removed_.erase(uid);
     latest_[uid] = change.record;
   } else {
     latest_.erase(uid);
     removed_[uid] = change.record.pod;
   }
+}
+
+void SinkSyncer::Resync(const std::vector<PodStatusRecord>& records) {
+  std::unordered_map<std::string, PodStatusRecord> listed;
+  for (const auto& record : records) {
+    removed_.erase(record.pod.uid);
+    listed[record.pod.uid] = record;
+  }
+  for (auto& [uid, record] : latest_) {
+    if (listed.count(uid) == 0) removed_[uid] = record.pod;
+  }
+  latest_ = std::move(listed);
 }
 
 void SinkSyncer::ApplyNode(const status::NodeStatusRecord& node) {
@@ -51,8 +63,8 @@ void SinkSyncer::Backoff(bool failed) {
 
 std::vector<Status> SinkSyncer::Sync(bool all) {
   std::vector<Status> errors;
-  // At the first full pass statusd's every pod has been applied (its store's contents are pushed
-  // when the worker starts): what the sink holds of any other pod is left from before.
+  // At the first full pass statusd's every pod has been applied (the worker makes the syncer at
+  // its first list): what the sink holds of any other pod is left from before.
   if (all && !pruned_) {
     std::set<std::string> uids;
     for (const auto& [uid, _] : latest_) uids.insert(uid);
@@ -100,9 +112,12 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
 }
 
 SinkWorker::SinkWorker(std::vector<std::unique_ptr<StatusSink>> sinks, const Clock& clock,
-                       ErrorCallback on_error)
-    : sinks_(std::move(sinks)), clock_(clock), on_error_(std::move(on_error)) {
-  for (auto& sink : sinks_) syncers_.push_back(std::make_unique<SinkSyncer>(*sink, clock_));
+                       Lister list, ErrorCallback on_error)
+    : sinks_(std::move(sinks)),
+      clock_(clock),
+      list_(std::move(list)),
+      on_error_(std::move(on_error)),
+      next_list_(clock.Now()) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -117,11 +132,11 @@ void SinkWorker::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SinkWorker::Push(const std::vector<StatusChange>& changes) {
-  if (changes.empty()) return;
+void SinkWorker::Push(const WatchEvent& event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.insert(queue_.end(), changes.begin(), changes.end());
+    queue_.push_back(event);
+    if (event.gap) list_requested_ = true;
   }
   cv_.notify_one();
 }
@@ -134,35 +149,82 @@ void SinkWorker::PushNode(const status::NodeStatusRecord& node) {
   cv_.notify_one();
 }
 
-void SinkWorker::Run() {
-  for (;;) {
-    std::vector<StatusChange> batch;
-    std::optional<status::NodeStatusRecord> node;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      MonoTime next = MonoTime::max();
-      for (const auto& s : syncers_) next = std::min(next, s->NextWake());
-      Duration wait =
-          next == MonoTime::max() ? Duration(std::chrono::seconds(60)) : next - clock_.Now();
-      wait = std::clamp<Duration>(wait, Duration::zero(), std::chrono::seconds(60));
-      cv_.wait_for(lock, wait,
-                   [this] { return stop_ || !queue_.empty() || node_queue_.has_value(); });
-      if (stop_) return;
-      batch.swap(queue_);
-      node.swap(node_queue_);
-    }
-    const bool changed = !batch.empty() || node.has_value();
-    for (auto& syncer : syncers_) {
-      for (const auto& change : batch) syncer->Apply(change);
-      if (node) syncer->ApplyNode(*node);
-      std::vector<Status> errors = changed ? syncer->SyncChanged() : syncer->Tick();
-      if (changed) {
-        auto more = syncer->Tick();
-        errors.insert(errors.end(), more.begin(), more.end());
-      }
-      for (const auto& e : errors) on_error_(syncer->sink().Name(), e);
-    }
+void SinkWorker::RequestList() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    list_requested_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool SinkWorker::List() {
+  auto list = list_();
+  const MonoTime now = clock_.Now();
+  if (!list.ok()) {
+    if (list.status().message() != last_list_error_) on_error_("statusd", list.status());
+    last_list_error_ = list.status().message();
+    next_list_ = now + list_retry_;
+    list_retry_ = std::min<Duration>(list_retry_ * 2, kSinkFullPassInterval);
+    return false;
+  }
+  last_list_error_.clear();
+  list_retry_ = kSinkFirstListRetry;
+  next_list_ = now + kSinkRelistInterval;
+  ++lists_;
+  if (syncers_.empty()) {
+    for (auto& sink : sinks_) syncers_.push_back(std::make_unique<SinkSyncer>(*sink, clock_));
+  }
+  for (auto& syncer : syncers_) syncer->Resync(list->records);
+  listed_ = true;
+  listed_incarnation_ = list->watch_incarnation;
+  listed_sequence_ = list->watch_sequence;
+  return true;
+}
+
+void SinkWorker::ApplyEvents(const std::vector<WatchEvent>& events) {
+  for (const auto& event : events) {
+    // Covered by the list: at or before its sequence. An event of another statusd (one newer
+    // than the list's) is the first after a restart: it shows as a gap and brings another list.
+    if (event.incarnation == listed_incarnation_ && event.sequence <= listed_sequence_) continue;
+    for (auto& syncer : syncers_) syncer->Apply(event);
   }
 }
 
-}  // namespace nodelet::statusd
+void SinkWorker::Run() {
+  for (;;) {
+    std::vector<WatchEvent> batch;
+    std::optional<status::NodeStatusRecord> node;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      MonoTime next = next_list_;
+      for (const auto& s : syncers_) next = std::min(next, s->NextWake());
+      Duration wait =
+          std::clamp<Duration>(next - clock_.Now(), Duration::zero(), std::chrono::seconds(60));
+      cv_.wait_for(lock, wait, [this] {
+        return stop_ || !queue_.empty() || node_queue_.has_value() || list_requested_;
+      });
+      if (stop_) return;
+      batch.swap(queue_);
+      node.swap(node_queue_);
+      if (list_requested_) next_list_ = std::min(next_list_, clock_.Now());
+      list_requested_ = false;
+    }
+    if (node) held_node_ = node;
+    // What came before a list is in it: statusd published it before it answered the list.
+    bool listed_now = false;
+    if (clock_.Now() >= next_list_) listed_now = List();
+    if (!listed_) continue;
+    if (!listed_now) ApplyEvents(batch);
+    const bool changed = listed_now || !batch.empty() || held_node_.has_value();
+    for (auto& syncer : syncers_) {
+      if (held_node_) syncer->ApplyNode(*held_node_);
+      std::vector<Status> errors = changed ? syncer->SyncChanged() : std::vector<Status>{};
+      auto more = syncer->Tick();
+      errors.insert(errors.end(), more.begin(), more.end());
+      for (const auto& e : errors) on_error_(syncer->sink().Name(), e);
+    }
+    held_node_.reset();
+  }
+}
+
+}  // namespace nodelet::supervisor

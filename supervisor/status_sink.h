@@ -1,7 +1,7 @@
-// Status sinks: where statusd pushes committed statuses besides its store and watch stream
-// (a Kubernetes API server later). The sync follows the kubelet's status manager:
+// Status sinks: where the supervisor pushes statusd's committed statuses (the fleet's etcd; a
+// Kubernetes API server later). The sync follows the kubelet's status manager:
 //   - a sink has its own version per pod; a pod is synced when its version is newer than the
-//     sink's (changes are pushed as they are committed);
+//     sink's (changes are pushed as statusd commits them, through its watch stream);
 //   - every full-pass interval (10 s) every pod is looked at again: what is newer, what failed
 //     before, and what the sink says needs reconciling (its copy drifted) is synced again;
 //   - a failed sync leaves the sink's version where it was; what failed is tried again with
@@ -9,9 +9,11 @@
 //     fails nothing), and by every full pass.
 // SinkSyncer holds that logic for one sink and is driven by a caller-supplied clock (unit
 // tests use a fake). SinkWorker runs syncers on their own thread, so a slow sink never stalls
-// statusd's main loop.
+// the supervisor's loop, and keeps them in step with statusd: it lists every status before it
+// syncs anything, and again after a gap in the watch stream (docs/fleet.md).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -25,12 +27,23 @@
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
-#include "svc-statusd/status_manager.h"
+#include "lib/status/pod_status.h"
+#include "lib/status/status_client.h"
 
-namespace nodelet::statusd {
+namespace nodelet::supervisor {
+
+using status::PodIdentity;
+using status::PodStatusRecord;
+using status::WatchEvent;
 
 inline constexpr Duration kSinkFullPassInterval = std::chrono::seconds(10);
 inline constexpr Duration kSinkFirstRetry = std::chrono::milliseconds(250);
+// The worker lists every status again this often, though no gap showed: the stream shows a
+// gap only with the next message, so messages dropped at the end of a burst would otherwise
+// wait for the next change.
+inline constexpr Duration kSinkRelistInterval = std::chrono::seconds(60);
+// A failed list is tried again after this, doubling up to the full-pass interval.
+inline constexpr Duration kSinkFirstListRetry = std::chrono::seconds(1);
 
 class StatusSink {
  public:
@@ -67,7 +80,10 @@ class SinkSyncer {
   SinkSyncer(StatusSink& sink, const Clock& clock, Duration full_pass = kSinkFullPassInterval);
 
   // Takes a committed change into the syncer's view (does not sync yet).
-  void Apply(const StatusChange& change);
+  void Apply(const WatchEvent& change);
+  // Takes statusd's whole list into the syncer's view: every record as a change, and every pod
+  // the syncer knew that is not in it as removed (does not sync yet).
+  void Resync(const std::vector<PodStatusRecord>& records);
   // Takes a newer node status into the syncer's view (does not sync yet).
   void ApplyNode(const status::NodeStatusRecord& node);
   // Syncs every pod whose version is newer than the sink's, and pending removals (the
@@ -108,36 +124,63 @@ class SinkSyncer {
   Duration retry_delay_ = kSinkFirstRetry;
 };
 
-// Runs SinkSyncers on one thread: Push() hands committed changes over without waiting, the
-// thread syncs them and runs the full passes. Failures go to `on_error` (from that thread).
+// Runs SinkSyncers on one thread, fed from the supervisor's loop: Push() hands each watch event
+// over without waiting. The thread syncs nothing before `list` (statusd's ListPodStatuses, made
+// on the thread) has given it every status; it lists again after a gap in the stream (Push of
+// an event with `gap`, or RequestList), every kSinkRelistInterval, and after a failed list
+// (kSinkFirstListRetry, doubling). Events the list already covers (all that came before it, and
+// those after it up to its watch sequence) are dropped. The syncers are made at the first list, so
+// their first full pass, which prunes what the sink keeps of other pods, comes once the whole list
+// is known. Failures go to `on_error` (from that thread).
 class SinkWorker {
  public:
   using ErrorCallback = std::function<void(const std::string& sink, const Status& error)>;
+  using Lister = std::function<Result<status::PodStatusList>()>;
 
-  SinkWorker(std::vector<std::unique_ptr<StatusSink>> sinks, const Clock& clock,
+  SinkWorker(std::vector<std::unique_ptr<StatusSink>> sinks, const Clock& clock, Lister list,
              ErrorCallback on_error);
   ~SinkWorker();
   SinkWorker(const SinkWorker&) = delete;
   SinkWorker& operator=(const SinkWorker&) = delete;
 
-  void Push(const std::vector<StatusChange>& changes);
+  void Push(const WatchEvent& event);
   void PushNode(const status::NodeStatusRecord& node);
+  // Lists again soon (a watch message that could not be read).
+  void RequestList();
   // Stops the thread (also done by the destructor).
   void Stop();
+  // Lists taken so far (for tests and logs).
+  uint64_t lists() const { return lists_.load(); }
 
  private:
   void Run();
+  // Lists and resyncs every syncer (making them at the first list); false when the list failed.
+  bool List();
+  // Applies `events`, which came after the last list, skipping what that list covers.
+  void ApplyEvents(const std::vector<WatchEvent>& events);
 
   std::vector<std::unique_ptr<StatusSink>> sinks_;
-  std::vector<std::unique_ptr<SinkSyncer>> syncers_;
   const Clock& clock_;
+  Lister list_;
   ErrorCallback on_error_;
+  // The worker thread's own.
+  std::vector<std::unique_ptr<SinkSyncer>> syncers_;
+  MonoTime next_list_;
+  Duration list_retry_ = kSinkFirstListRetry;
+  bool listed_ = false;
+  uint64_t listed_incarnation_ = 0;
+  uint64_t listed_sequence_ = 0;
+  std::optional<status::NodeStatusRecord> held_node_;
+  std::string last_list_error_;
+  std::atomic<uint64_t> lists_{0};
+  // Shared with Push and PushNode.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<StatusChange> queue_;
+  std::vector<WatchEvent> queue_;
   std::optional<status::NodeStatusRecord> node_queue_;
+  bool list_requested_ = false;
   bool stop_ = false;
   std::thread thread_;
 };
 
-}  // namespace nodelet::statusd
+}  // namespace nodelet::supervisor

@@ -1,0 +1,471 @@
+#include "supervisor/status_sink.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "tests/fakes/fake_clock.h"
+#include "tests/unit/statusd/status_samples.h"
+
+namespace nodelet::supervisor {
+namespace {
+
+using namespace nodelet::statusd::testing;  // NOLINT: the sample pods
+using nodelet::testing::FakeClock;
+using ::testing::HasSubstr;
+
+// A sink that records what it was sent, can fail for chosen pods, and can report drift.
+class FakeSink : public StatusSink {
+ public:
+  std::string Name() const override { return "fake"; }
+  Status Sync(const PodStatusRecord& record) override {
+    ++sync_calls[record.pod.uid];
+    if (failing.count(record.pod.uid)) return Unavailable("sink down for " + record.pod.uid);
+    stored[record.pod.uid] = record.version;
+    return Status::Ok();
+  }
+  Status Remove(const PodIdentity& pod) override {
+    ++remove_calls[pod.uid];
+    if (failing.count(pod.uid)) return Unavailable("sink down for " + pod.uid);
+    stored.erase(pod.uid);
+    return Status::Ok();
+  }
+  bool NeedsReconcile(const PodStatusRecord& record) override {
+    return drifted.count(record.pod.uid) != 0;
+  }
+  Status Prune(const std::set<std::string>& uids) override {
+    prunes.push_back(uids);
+    if (prune_fails) return Unavailable("sink down");
+    for (auto it = stored.begin(); it != stored.end();) {
+      it = uids.count(it->first) ? std::next(it) : stored.erase(it);
+    }
+    return Status::Ok();
+  }
+
+  std::map<std::string, uint64_t> stored;
+  std::map<std::string, int> sync_calls;
+  std::map<std::string, int> remove_calls;
+  std::set<std::string> failing;
+  std::set<std::string> drifted;
+  std::vector<std::set<std::string>> prunes;
+  bool prune_fails = false;
+};
+
+WatchEvent Updated(const std::string& uid, uint64_t version) {
+  PodStatusRecord r;
+  r.pod = SamplePod(uid);
+  r.status = RunningStatus("v" + std::to_string(version));
+  r.version = version;
+  WatchEvent e;
+  e.kind = WatchEvent::Kind::kChanged;
+  e.record = r;
+  return e;
+}
+
+WatchEvent Removed(const std::string& uid, uint64_t version) {
+  WatchEvent e = Updated(uid, version);
+  e.kind = WatchEvent::Kind::kRemoved;
+  return e;
+}
+
+// As the watch stream numbers it: statusd `incarnation`'s message `sequence`.
+WatchEvent At(WatchEvent e, uint64_t sequence, uint64_t incarnation = 7, bool gap = false) {
+  e.sequence = sequence;
+  e.incarnation = incarnation;
+  e.gap = gap;
+  return e;
+}
+
+class SinkSyncerTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  FakeSink sink_;
+  SinkSyncer syncer_{sink_, clock_};
+};
+
+TEST_F(SinkSyncerTest, SyncsOnlyWhatIsNewerThanTheSinksVersion) {
+  syncer_.Apply(Updated("a", 1));
+  syncer_.Apply(Updated("b", 1));
+  EXPECT_TRUE(syncer_.SyncChanged().empty());
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  EXPECT_EQ(sink_.sync_calls["b"], 1);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 1u);
+
+  // Nothing newer: nothing sent.
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+
+  // Several versions between two syncs: only the latest is sent.
+  syncer_.Apply(Updated("a", 2));
+  syncer_.Apply(Updated("a", 3));
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.stored["a"], 3u);
+  EXPECT_EQ(sink_.sync_calls["b"], 1);
+}
+
+// What the sink kept of pods statusd no longer holds (removed while statusd was down) goes at
+// the first full pass, with every pod statusd holds; a failed prune is tried again at the next.
+TEST_F(SinkSyncerTest, TheFirstFullPassPrunesWhatStatusdNoLongerHolds) {
+  sink_.stored["gone"] = 4;  // from before this statusd
+  sink_.prune_fails = true;
+  syncer_.Apply(Updated("a", 1));
+  syncer_.SyncChanged();
+  EXPECT_TRUE(sink_.prunes.empty()) << "not before the first full pass";
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_EQ(syncer_.Tick().size(), 1u) << "the failed prune";
+  sink_.prune_fails = false;
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  ASSERT_EQ(sink_.prunes.size(), 2u);
+  EXPECT_EQ(sink_.prunes[1], (std::set<std::string>{"a"}));
+  EXPECT_EQ(sink_.stored.count("gone"), 0u);
+  EXPECT_EQ(sink_.stored.count("a"), 1u);
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.prunes.size(), 2u) << "once it succeeded";
+}
+
+TEST_F(SinkSyncerTest, FailedSyncIsRetriedAndFullPassRunsEveryTenSeconds) {
+  sink_.failing.insert("a");
+  syncer_.Apply(Updated("a", 1));
+  auto errors = syncer_.SyncChanged();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message().find("sink down for a"), std::string::npos);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 0u);
+
+  // Retried with back-off while it fails: 250 ms, then 500 ms, 1 s, 2 s, ...
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(250));
+  clock_.Advance(std::chrono::milliseconds(249));
+  EXPECT_TRUE(syncer_.Tick().empty()) << "not due yet";
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  clock_.Advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(syncer_.Tick().size(), 1u);
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(500));
+  clock_.Advance(std::chrono::milliseconds(500));
+  EXPECT_EQ(syncer_.Tick().size(), 1u);
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::seconds(1));
+
+  sink_.failing.clear();
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  EXPECT_EQ(sink_.sync_calls["a"], 4);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 1u);
+  // Nothing failed: no retry, only the full pass, 10 s after the start, which sends nothing
+  // that is current.
+  EXPECT_EQ(syncer_.NextWake(), syncer_.NextFullPass());
+  clock_.Advance(syncer_.NextFullPass() - clock_.Now());
+  syncer_.Tick();
+  EXPECT_EQ(sink_.sync_calls["a"], 4);
+  EXPECT_EQ(syncer_.NextFullPass(), clock_.Now() + std::chrono::seconds(10));
+
+  // The back-off starts over at 250 ms, and never waits past the full-pass interval.
+  sink_.failing.insert("a");
+  syncer_.Apply(Updated("a", 2));
+  syncer_.SyncChanged();
+  EXPECT_EQ(syncer_.NextWake(), clock_.Now() + std::chrono::milliseconds(250));
+  Duration last{};
+  for (int i = 0; i < 12; ++i) {
+    const MonoTime before = clock_.Now();
+    clock_.Advance(syncer_.NextWake() - clock_.Now());
+    syncer_.Tick();
+    last = clock_.Now() - before;
+  }
+  EXPECT_LE(last, std::chrono::seconds(10));
+}
+
+TEST_F(SinkSyncerTest, FullPassReconcilesDrift) {
+  syncer_.Apply(Updated("a", 4));
+  syncer_.SyncChanged();
+  sink_.drifted.insert("a");
+  // Only full passes ask about drift.
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.sync_calls["a"], 1);
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.sync_calls["a"], 2);
+  EXPECT_EQ(sink_.stored["a"], 4u);
+}
+
+TEST_F(SinkSyncerTest, RemovalsReachTheSinkAndAreRetried) {
+  syncer_.Apply(Updated("a", 2));
+  syncer_.SyncChanged();
+  sink_.failing.insert("a");
+  syncer_.Apply(Removed("a", 2));
+  EXPECT_EQ(syncer_.SyncChanged().size(), 1u);
+  EXPECT_EQ(sink_.stored.count("a"), 1u);
+  sink_.failing.clear();
+  clock_.Advance(std::chrono::seconds(10));
+  EXPECT_TRUE(syncer_.Tick().empty());
+  EXPECT_EQ(sink_.stored.count("a"), 0u);
+  EXPECT_EQ(sink_.remove_calls["a"], 2);
+  EXPECT_EQ(syncer_.SyncedVersion("a"), 0u);
+  // A reused uid starts again at version 1 and is synced.
+  syncer_.Apply(Updated("a", 1));
+  syncer_.SyncChanged();
+  EXPECT_EQ(sink_.stored["a"], 1u);
+}
+
+// Statuses changed while the sinks' worker was not there to see them (removed, or newer):
+// a list brings them, as changes and removals.
+TEST_F(SinkSyncerTest, AResyncTakesTheListAndRemovesWhatIsNotInIt) {
+  syncer_.Apply(Updated("a", 1));
+  syncer_.Apply(Updated("b", 1));
+  syncer_.SyncChanged();
+  syncer_.Resync({Updated("b", 3).record, Updated("c", 1).record});
+  EXPECT_TRUE(syncer_.SyncChanged().empty());
+  EXPECT_EQ(sink_.stored, (std::map<std::string, uint64_t>{{"b", 3}, {"c", 1}}));
+  EXPECT_EQ(sink_.remove_calls["a"], 1);
+}
+
+// A sink that records the node statuses it was sent and can fail.
+class NodeSink : public StatusSink {
+ public:
+  std::string Name() const override { return "node-sink"; }
+  Status Sync(const PodStatusRecord&) override { return Status::Ok(); }
+  Status Remove(const PodIdentity&) override { return Status::Ok(); }
+  Status SyncNode(const status::NodeStatusRecord& node) override {
+    ++calls;
+    if (failing) return Unavailable("sink down");
+    versions.push_back(node.version);
+    return Status::Ok();
+  }
+  int calls = 0;
+  bool failing = false;
+  std::vector<uint64_t> versions;
+};
+
+status::NodeStatusRecord Node(uint64_t version) {
+  status::NodeStatusRecord r;
+  r.node_json = version % 2 ? R"({"ready":true})" : R"({"ready":false})";
+  r.version = version;
+  return r;
+}
+
+TEST(NodeStatusSinkTest, SyncsTheLatestNodeStatusAndRetriesAFailure) {
+  FakeClock clock;
+  NodeSink sink;
+  SinkSyncer syncer(sink, clock);
+  // Nothing known yet: nothing sent.
+  EXPECT_TRUE(syncer.SyncChanged().empty());
+  EXPECT_EQ(sink.calls, 0);
+
+  syncer.ApplyNode(Node(1));
+  syncer.ApplyNode(Node(2));
+  EXPECT_TRUE(syncer.SyncChanged().empty());
+  EXPECT_EQ(sink.versions, std::vector<uint64_t>{2});
+  EXPECT_EQ(syncer.SyncedNodeVersion(), 2u);
+  // Already synced: not sent again, also not in a full pass.
+  clock.Advance(kSinkFullPassInterval);
+  EXPECT_TRUE(syncer.Tick().empty());
+  EXPECT_EQ(sink.calls, 1);
+
+  sink.failing = true;
+  syncer.ApplyNode(Node(3));
+  auto errors = syncer.SyncChanged();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("sink down"));
+  EXPECT_EQ(syncer.SyncedNodeVersion(), 2u);
+  // The next full pass retries it.
+  sink.failing = false;
+  clock.Advance(kSinkFullPassInterval);
+  EXPECT_TRUE(syncer.Tick().empty());
+  EXPECT_EQ(sink.versions, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(syncer.SyncedNodeVersion(), 3u);
+}
+
+// A sink for SinkWorker's thread: records synced versions under a lock and wakes the test.
+class ThreadSafeSink : public StatusSink {
+ public:
+  std::string Name() const override { return "threaded"; }
+  Status Sync(const PodStatusRecord& record) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_[record.pod.uid] = record.version;
+    ++syncs_;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  Status Remove(const PodIdentity& pod) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_.erase(pod.uid);
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  Status SyncNode(const status::NodeStatusRecord& node) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_.push_back(node.version);
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  // Waits (with a deadline) until `pred(synced)` holds.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return pred(synced_); });
+  }
+  bool WaitForNodes(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return nodes_.size() >= n; });
+  }
+  std::map<std::string, uint64_t> synced() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return synced_;
+  }
+  int syncs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return syncs_;
+  }
+  std::vector<uint64_t> nodes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return nodes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, uint64_t> synced_;
+  int syncs_ = 0;
+  std::vector<uint64_t> nodes_;
+};
+
+// What statusd answers to the worker's lists: set by the test, read by the worker's thread.
+struct FakeStatusd {
+  std::mutex mu;
+  Status error = Status::Ok();
+  status::PodStatusList list;
+  int calls = 0;
+
+  SinkWorker::Lister Lister() {
+    return [this]() -> Result<status::PodStatusList> {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls;
+      if (!error.ok()) return error;
+      return list;
+    };
+  }
+  void Set(std::vector<WatchEvent> records, uint64_t sequence, uint64_t incarnation = 7) {
+    std::lock_guard<std::mutex> lock(mu);
+    error = Status::Ok();
+    list.records.clear();
+    for (auto& e : records) list.records.push_back(e.record);
+    list.watch_sequence = sequence;
+    list.watch_incarnation = incarnation;
+  }
+};
+
+struct Worker {
+  explicit Worker(FakeStatusd& statusd) {
+    auto sink = std::make_unique<ThreadSafeSink>();
+    raw = sink.get();
+    std::vector<std::unique_ptr<StatusSink>> sinks;
+    sinks.push_back(std::move(sink));
+    worker = std::make_unique<SinkWorker>(std::move(sinks), RealClock::Get(), statusd.Lister(),
+                                          [this](const std::string&, const Status& s) {
+                                            std::lock_guard<std::mutex> lock(mu);
+                                            errors.push_back(s.message());
+                                            cv.notify_all();
+                                          });
+  }
+  bool WaitForErrors(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(5), [&] { return errors.size() >= n; });
+  }
+  ThreadSafeSink* raw = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> errors;
+  std::unique_ptr<SinkWorker> worker;
+};
+
+TEST(SinkWorkerTest, ListsFirstThenPushedChangesReachTheSinkFromItsThread) {
+  FakeStatusd statusd;
+  statusd.Set({Updated("a", 1)}, 3);
+  Worker w(statusd);
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") && m.at("a") == 1; }));
+  w.worker->Push(At(Updated("a", 2), 4));
+  w.worker->Push(At(Updated("b", 1), 5));
+  w.worker->Push(At(Updated("a", 3), 6));
+  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) {
+    return m.count("a") && m.at("a") == 3 && m.count("b") && m.at("b") == 1;
+  }));
+  w.worker->Push(At(Removed("b", 1), 7));
+  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("b") == 0; }));
+  w.worker->Stop();
+  EXPECT_TRUE(w.errors.empty());
+}
+
+// Until statusd answers a list nothing is synced (a sink must not be pruned against a partial
+// view); what was pushed meanwhile is in the list when it comes.
+TEST(SinkWorkerTest, NothingIsSyncedBeforeTheFirstListAndAFailedListIsRetried) {
+  FakeStatusd statusd;
+  statusd.error = Unavailable("statusd is not there");
+  Worker w(statusd);
+  w.worker->Push(At(Updated("a", 1), 1));
+  w.worker->PushNode({"{}", 4, 0});
+  ASSERT_TRUE(w.WaitForErrors(1));
+  EXPECT_TRUE(w.raw->synced().empty()) << "synced before any list";
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    ASSERT_EQ(w.errors.size(), 1u) << "each new failure once";
+    EXPECT_THAT(w.errors[0], HasSubstr("statusd is not there"));
+  }
+  statusd.Set({Updated("a", 2)}, 2);
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") && m.at("a") == 2; }));
+  ASSERT_TRUE(w.raw->WaitForNodes(1)) << "the node status held until the list";
+  EXPECT_EQ(w.raw->nodes(), std::vector<uint64_t>{4});
+  EXPECT_EQ(w.worker->lists(), 1u);
+}
+
+// After a list, what the stream says up to the list's sequence is old news and skipped; a gap
+// brings another list, which also removes what statusd no longer holds.
+TEST(SinkWorkerTest, EventsTheListCoversAreSkippedAndAGapListsAgain) {
+  FakeStatusd statusd;
+  statusd.Set({Updated("a", 2), Updated("b", 1)}, 10);
+  Worker w(statusd);
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.size() == 2; }));
+  const int syncs = w.raw->syncs();
+  // Published before the list answered (sequence 9): an older version of a.
+  w.worker->Push(At(Updated("a", 1), 9));
+  w.worker->Push(At(Updated("c", 1), 11));
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("c") == 1; }));
+  EXPECT_EQ(w.raw->synced()["a"], 2u);
+  EXPECT_EQ(w.raw->syncs(), syncs + 1) << "only c";
+
+  // Messages missed: statusd now holds a (newer) and c; b went meanwhile.
+  statusd.Set({Updated("a", 5), Updated("c", 1)}, 20);
+  w.worker->Push(At(Updated("c", 1), 20, 7, /*gap=*/true));
+  EXPECT_TRUE(w.raw->WaitFor(
+      [](const auto& m) { return m.size() == 2 && m.at("a") == 5 && m.count("b") == 0; }));
+  EXPECT_EQ(w.worker->lists(), 2u);
+
+  // A statusd restarted (another incarnation) numbers from 1 again: its first message is a
+  // gap, and the new list's sequence is what counts from then on.
+  statusd.Set({Updated("a", 5), Updated("c", 1), Updated("d", 1)}, 1, 8);
+  w.worker->Push(At(Updated("d", 1), 1, 8, /*gap=*/true));
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("d") == 1; }));
+  EXPECT_EQ(w.worker->lists(), 3u);
+  w.worker->Push(At(Updated("d", 2), 2, 8));
+  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("d") && m.at("d") == 2; }));
+  w.worker->Stop();
+}
+
+// The node's status goes to every sink, the newest first.
+TEST(SinkWorkerTest, NodeStatusReachesTheSinkAfterTheList) {
+  FakeStatusd statusd;
+  statusd.Set({Updated("a", 1)}, 1);
+  Worker w(statusd);
+  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") == 1; }));
+  w.worker->PushNode({"{}", 5, 0});
+  ASSERT_TRUE(w.raw->WaitForNodes(1));
+  w.worker->PushNode({"{}", 6, 0});
+  ASSERT_TRUE(w.raw->WaitForNodes(2));
+  EXPECT_EQ(w.raw->nodes(), (std::vector<uint64_t>{5, 6}));
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
