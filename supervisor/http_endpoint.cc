@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <future>
 #include <sstream>
 
 #include "lib/common/fs.h"
@@ -378,9 +379,25 @@ HttpEndpoint::~HttpEndpoint() {
   if (!address_file_.empty()) unlink(address_file_.c_str());
 }
 
-void HttpEndpoint::Update(HttpSnapshot snapshot) {
+void HttpEndpoint::SetSnapshotSource(EventLoop& loop, std::function<HttpSnapshot()> take) {
+  loop_ = &loop;
+  take_ = std::move(take);
+}
+
+HttpSnapshot HttpEndpoint::Snapshot() {
+  if (loop_ != nullptr) {
+    auto promise = std::make_shared<std::promise<HttpSnapshot>>();
+    std::future<HttpSnapshot> taken = promise->get_future();
+    loop_->Post([promise, take = take_] { promise->set_value(take()); });
+    if (taken.wait_for(kSnapshotWait) == std::future_status::ready) {
+      HttpSnapshot snapshot = taken.get();
+      std::lock_guard<std::mutex> lock(mu_);
+      last_ = snapshot;
+      return snapshot;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  snapshot_ = std::move(snapshot);
+  return last_;
 }
 
 Status HttpEndpoint::Start() {
@@ -392,10 +409,7 @@ Status HttpEndpoint::Start() {
     host = host.substr(1, host.size() - 2);
   const int port = std::atoi(address_.c_str() + colon + 1);
   server_ = std::make_unique<HttpServer>(clock_, server_options_);
-  auto snapshot = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return snapshot_;
-  };
+  auto snapshot = [this] { return Snapshot(); };
   server_->Get("/healthz", [snapshot] {
     HttpSnapshot s = snapshot();
     bool ok = !s.services.empty();

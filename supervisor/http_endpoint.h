@@ -15,6 +15,8 @@
 // supervisor's loop hands it a snapshot after each iteration.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,12 +26,16 @@
 
 #include "lib/common/status.h"
 #include "lib/ipc/sockets.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
 #include "supervisor/http_server.h"
 #include "supervisor/service_control.h"
 #include "supervisor/stats_summary.h"
 
 namespace nodelet::supervisor {
+
+// How long a request waits for the loop to take a snapshot.
+inline constexpr std::chrono::milliseconds kSnapshotWait{2000};
 
 struct HttpSnapshot {
   std::vector<ServiceInfo> services;
@@ -55,12 +61,17 @@ class HttpEndpoint {
   Status Start();
   // /containerLogs/NAMESPACE/POD/CONTAINER (exposed for tests).
   HttpReply ContainerLogs(const HttpRequest& request);
-  void Update(HttpSnapshot snapshot);
+  // Where /healthz and /metrics get the services' state: `take` runs on `loop`'s thread (posted
+  // there when a request comes), so nothing is copied while nobody asks. Set before Start.
+  void SetSnapshotSource(EventLoop& loop, std::function<HttpSnapshot()> take);
   int port() const { return port_; }
 
  private:
   // Every pod status from statusd, through this thread's client.
   Result<status::PodStatusList> ListPodStatuses();
+  // A snapshot taken on the loop's thread; the last one taken when the loop does not answer
+  // within kSnapshotWait (a loop that hangs is ended by its watchdog).
+  HttpSnapshot Snapshot();
 
   ipc::Context& ctx_;
   const Clock& clock_;
@@ -71,8 +82,10 @@ class HttpEndpoint {
   UsageSampler* usage_ = nullptr;  // null: no /stats/summary nor usage metrics
   std::string address_file_;       // RUN-DIR/http-address, once written
   int port_ = 0;
+  EventLoop* loop_ = nullptr;
+  std::function<HttpSnapshot()> take_;
   std::mutex mu_;
-  HttpSnapshot snapshot_;
+  HttpSnapshot last_;  // the last snapshot taken
   HttpServerOptions server_options_;
   std::unique_ptr<HttpServer> server_;
 };

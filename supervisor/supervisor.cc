@@ -237,6 +237,7 @@ class Supervisor::Impl {
       http_ = std::make_unique<HttpEndpoint>(
           *ctx_, clock_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
           options_.enable_debugging_handlers ? c.log_dir : "", usage_.get());
+      http_->SetSnapshotSource(loop_, [this] { return HttpSnapshotNow(); });
       // Not fatal: the node keeps running its pods without the endpoint.
       if (Status s = http_->Start(); !s.ok()) {
         log_->error("HTTP endpoint disabled: {}", s.message());
@@ -437,17 +438,20 @@ class Supervisor::Impl {
   }
 
   // What the loop runs after every iteration, after the backend's own after-iteration work
-  // (reaping or reading the bus, the services' timers): the pod manager's timers, the snapshots
-  // the HTTP endpoint and the node status read, the summary.
+  // (reaping or reading the bus, the services' timers): the pod manager's timers, what the
+  // stats and the node status read, the summary. (The HTTP endpoint's snapshot is taken when a
+  // request asks for it: HttpSnapshotNow.)
+  // What /healthz and /metrics show, taken on the loop's thread when a request comes.
+  HttpSnapshot HttpSnapshotNow() {
+    HttpSnapshot snap{services().List(), service_counters_, service_messages_,
+                      bad_control_.count()};
+    snap.source_failures = pods_->source_failures();
+    return snap;
+  }
+
   void AfterIteration() {
     if (!stopping_) pods_->Tick();
     stats_->UpdateFromPleg(*mirror_);
-    if (http_) {
-      HttpSnapshot snap{services().List(), service_counters_, service_messages_,
-                        bad_control_.count()};
-      snap.source_failures = pods_->source_failures();
-      http_->Update(std::move(snap));
-    }
     node_->SetServices(services().AllRunning(), services().Summary());
     after_.WakeAt(pods_->NextTick());
     Report();
