@@ -134,6 +134,7 @@ Status ChildLauncher::Add(ChildSpec spec) {
   c.spec = std::move(spec);
   std::string name = c.spec.name;
   children_[name] = std::move(c);
+  ++generation_;
   return Status::Ok();
 }
 
@@ -205,6 +206,7 @@ Result<pid_t> ChildLauncher::Spawn(const std::string& name) {
     if (c.pipe_fd >= 0) close(c.pipe_fd);
   }
   c.pipe_fd = fds[0];
+  ++generation_;
   return pid;
 }
 
@@ -241,6 +243,7 @@ void ChildLauncher::PumpLog(const std::string& name) {
     if (n == 0) {  // every writer closed it: the process (and its children) are gone
       close(c.pipe_fd);
       c.pipe_fd = -1;
+      ++generation_;
     }
     break;
   }

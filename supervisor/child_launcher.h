@@ -77,6 +77,8 @@ class ChildLauncher : public ProcessLauncher {
     bool is_notify;
   };
   std::vector<Pollable> Pollables() const;
+  // Grows whenever Pollables() changes (a service added, a process spawned, a pipe closed).
+  uint64_t generation() const { return generation_; }
   // Copies what is in a log pipe to the log file; closes the pipe at EOF.
   void PumpLog(const std::string& name);
   NotifySocket* Notify(const std::string& name);
@@ -93,6 +95,7 @@ class ChildLauncher : public ProcessLauncher {
   size_t log_max_bytes_;
   int log_backups_;
   std::map<std::string, Child> children_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace nodelet::supervisor

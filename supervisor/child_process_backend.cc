@@ -91,6 +91,7 @@ void ChildProcessBackend::Reap() {
 }
 
 void ChildProcessBackend::WatchChildren() {
+  watched_generation_ = launcher_->generation();
   std::set<std::tuple<int, std::string, bool>> now;
   for (const auto& p : launcher_->Pollables()) {
     auto key = std::make_tuple(p.fd, p.name, p.is_notify);
@@ -111,7 +112,7 @@ void ChildProcessBackend::WatchChildren() {
 void ChildProcessBackend::AfterIteration() {
   Reap();
   manager_->Tick();
-  WatchChildren();
+  if (launcher_->generation() != watched_generation_) WatchChildren();
   after_.WakeAt(manager_->NextDeadline());
 }
 

@@ -68,6 +68,7 @@ class ChildProcessBackend : public ServiceBackend {
   std::vector<EventLoop::Handle> sources_;
   // By (fd, service, is the notify socket): the log pipes change as the services restart.
   std::map<std::tuple<int, std::string, bool>, EventLoop::Handle> child_sources_;
+  uint64_t watched_generation_ = 0;  // the launcher's generation child_sources_ follows
   AfterIterationWork after_;
 };
 

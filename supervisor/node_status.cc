@@ -1,16 +1,17 @@
 #include "supervisor/node_status.h"
 
-#include <dirent.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "lib/common/logging.h"
 #include "lib/pod/quantity.h"
 #include "lib/pod/rfc3339.h"
+#include "lib/stats/usage.h"
 #include "lib/status/status_client.h"
 #include "supervisor/pod_manager.h"
 
@@ -41,17 +42,12 @@ std::string OsImage() {
   return "Linux";
 }
 
-std::pair<int64_t, int64_t> Pids() {  // (in use, max)
-  int64_t max = 32768;
-  std::ifstream("/proc/sys/kernel/pid_max") >> max;
-  int64_t used = 0;
-  if (DIR* d = opendir("/proc")) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') ++used;
-    }
-    closedir(d);
-  }
-  return {used, max};
+// (in use, max) as the eviction manager counts them (tasks against pid_max and threads-max,
+// stats::ReadNodePids); (0, 32768) when /proc cannot be read.
+std::pair<int64_t, int64_t> Pids() {
+  auto pids = stats::ReadNodePids();
+  if (!pids.ok()) return {0, 32768};
+  return {pids->in_use, pids->max};
 }
 
 std::string Ki(int64_t bytes) { return std::to_string(bytes / 1024) + "Ki"; }
@@ -162,15 +158,25 @@ void NodeStatusManager::CheckRuntime() {
   if (runtime_ == nullptr) {
     error = "no container runtime configured (--runtime-endpoint)";
   } else {
-    auto v = runtime_->Version();
-    if (stopping_) return;  // each call may take its whole timeout while the runtime hangs
+    // The version is asked again only after a failed check (a runtime that came back may be
+    // another one) and once a minute (one restarted between two checks); Status every time.
+    std::optional<Result<runtime::v1::VersionResponse>> v;
+    if (!runtime_ready_ || ++checks_since_version_ >= kVersionEvery) {
+      checks_since_version_ = 0;
+      v = runtime_->Version();
+      if (stopping_) return;  // each call may take its whole timeout while the runtime hangs
+    }
     auto st = runtime_->RuntimeStatus(false);
-    if (!v.ok()) {
-      error = "container runtime is down: " + v.status().message();
+    if (v && !v->ok()) {
+      error = "container runtime is down: " + v->status().message();
     } else if (!st.ok()) {
-      error = "container runtime status check failed: " + st.status().message();
+      error = (st.status().code() == StatusCode::kUnavailable ||
+                       st.status().code() == StatusCode::kDeadlineExceeded
+                   ? "container runtime is down: "
+                   : "container runtime status check failed: ") +
+              st.status().message();
     } else {
-      version = v->runtime_name() + "://" + v->runtime_version();
+      if (v) version = (*v)->runtime_name() + "://" + (*v)->runtime_version();
       for (const auto& c : st->status().conditions()) {
         if (c.type() == "RuntimeReady") {
           ready = c.status();

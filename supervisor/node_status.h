@@ -38,6 +38,9 @@ namespace nodelet::supervisor {
 using pod::NodeResourceList;
 using pod::ParseReservation;
 
+// The runtime's version is asked at every this many runtime checks (and after a failed one).
+inline constexpr int kVersionEvery = 12;
+
 struct NodeStatusOptions {
   std::string node_name;
   std::string node_ip;  // status.addresses InternalIP (lib/common/node_ip.h)
@@ -113,6 +116,8 @@ class NodeStatusManager : public NodeView {
   bool network_ready_ = false;
   std::string network_error_;
   std::string runtime_version_;
+  // Runtime checks since the runtime's version was last asked (CheckRuntime, its thread only).
+  int checks_since_version_ = 0;
   std::atomic<bool> runtime_ready_{false};
   // type -> (status, last transition)
   std::map<std::string, std::pair<bool, int64_t>> transitions_;

@@ -532,6 +532,8 @@ void ContainerLogManager::Loop() {
   auto log = GetLogger("podworkerd");
   std::string last_rotation_error, last_cleanup_error;
   MonoTime next = clock_.Now() + policy_.monitor_interval;
+  // The first clean-up comes with the first pass after the desired pods are known.
+  int passes_to_cleanup = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     cv_.wait_for(lock, TimeUntil(clock_, next), [&] { return stopping_; });
@@ -552,7 +554,8 @@ void ContainerLogManager::Loop() {
     }
     last_rotation_error = r.status.ok() ? "" : r.status.message();
     // Until the desired pods are known, no pod's logs may be taken for a removed pod's.
-    if (live) {
+    if (live && --passes_to_cleanup <= 0) {
+      passes_to_cleanup = kLogCleanupEveryPasses;
       LogCleanupResult c = CleanUp(*live);
       pod_dirs_removed_ += static_cast<uint64_t>(c.pod_dirs_removed);
       symlinks_removed_ += static_cast<uint64_t>(c.symlinks_removed);

@@ -49,6 +49,10 @@ struct ContainerLogPolicy {
   std::chrono::milliseconds monitor_interval{std::chrono::seconds(10)};
 };
 
+// The clean-up of removed pods' and containers' logs runs at every this many rotation passes
+// (every minute by default, as the kubelet's container GC, which does it).
+inline constexpr int kLogCleanupEveryPasses = 6;
+
 // LOG-DIR/containers/POD_NAMESPACE_CONTAINER-ID.log for a container; an error when a name
 // could not be one path component.
 Result<std::string> ContainerLogSymlinkPath(const std::string& log_dir, const std::string& pod_name,

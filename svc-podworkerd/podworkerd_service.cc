@@ -500,7 +500,9 @@ void PodworkerdService::HandleVolumeEvents() {
 
 void PodworkerdService::OnTick() {
   dispatcher_->OnTick();
-  ReportInUse();
+  // The pods in use change only with what wakes the tick (work done, plegd's view, probes, the
+  // desired pods) and as statuses are sent: an idle tick does not compute them again.
+  if (in_use_stale_ || statuses_waiting_) ReportInUse();
   tick_at_ = NextTickAt();
   tick_.ArmAt(tick_at_);
 }
@@ -508,13 +510,14 @@ void PodworkerdService::OnTick() {
 MonoTime PodworkerdService::NextTickAt() const {
   const MonoTime now = ctx_.clock.Now();
   // Parked syncs, and statuses not yet sent (the in-use set shrinks once they are): soon.
-  if (dispatcher_->parked() != 0 || (status_ && !status_->Unsent().empty())) return now + kTick;
+  if (dispatcher_->parked() != 0 || (status_ && !status_->Idle())) return now + kTick;
   MonoTime next = now + kIdleTick;
   if (auto due = dispatcher_->NextDue(); due && *due < next) next = std::max(*due, now + kTick);
   return next;
 }
 
 void PodworkerdService::WakeTick() {
+  in_use_stale_ = true;
   const MonoTime at = NextTickAt();
   if (at < tick_at_) {
     tick_at_ = at;
@@ -561,6 +564,8 @@ void PodworkerdService::SendAck(const std::string& peer, const std::set<std::str
 }
 
 void PodworkerdService::ReportInUse() {
+  in_use_stale_ = false;
+  statuses_waiting_ = status_ && !status_->Idle();
   if (work_peer_.empty()) return;
   std::set<std::string> in_use = InUse();
   if (in_use == acked_in_use_ && dispatcher_->known_complete() == acked_complete_) return;

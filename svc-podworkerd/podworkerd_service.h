@@ -206,6 +206,10 @@ class PodworkerdService : public Service {
   EventLoop::Handle router_source_, volume_source_;
   EventLoop::Timer tick_;
   MonoTime tick_at_{};  // when tick_ is armed for
+  // Something that may change the pods in use happened since ReportInUse last ran (WakeTick).
+  bool in_use_stale_ = true;
+  // Statuses were waiting to be sent when ReportInUse last ran: the set shrinks as they go.
+  bool statuses_waiting_ = false;
   // Pods to ask plegd to relist alone (after this podworkerd changed them), sent together.
   std::set<std::string> relist_pending_;
   EventLoop::Timer relist_flush_;

@@ -45,6 +45,11 @@ std::set<std::string> StatusSender::Unsent() const {
   return uids;
 }
 
+bool StatusSender::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.empty() && in_flight_.empty();
+}
+
 void StatusSender::Loop() {
   status::StatusClientOptions options;
   options.sender = ipc::ServiceId::Podworkerd;

@@ -44,6 +44,8 @@ class StatusSender {
   void SendEvents(std::vector<status::PodEvent> events);
   // The pods whose status is queued or being sent now. Thread-safe.
   std::set<std::string> Unsent() const;
+  // True when nothing is queued or being sent (Unsent() is empty). Thread-safe.
+  bool Idle() const;
   uint64_t sent() const { return sent_.load(); }
   uint64_t failed() const { return failed_.load(); }
 
