@@ -761,20 +761,23 @@ void PodworkerdService::EnsureProbes(const std::string& uid, const pod::Pod& p) 
 }
 
 void PodworkerdService::SeedReadiness(const std::string& uid) {
-  // One client per worker thread (a ZeroMQ socket belongs to one thread).
-  thread_local std::unique_ptr<status::StatusClient> client;
-  if (!client) {
-    status::StatusClientOptions opts;
-    opts.sender = ipc::ServiceId::Podworkerd;
-    opts.attempt_timeout = std::chrono::milliseconds(300);
-    opts.deadline = std::chrono::milliseconds(600);
-    client = std::make_unique<status::StatusClient>(ctx_.ipc, ctx_.options.run_dir, opts);
-    if (!client->Connect().ok()) {
-      client.reset();
-      return;
+  // One client for every worker thread, used by one at a time (a ZeroMQ socket may move between
+  // threads across the lock's barrier): each connection costs both sides buffers, about 100 KiB,
+  // and a client per thread was 16 of them.
+  Result<status::PodStatusRecord> prior = Unavailable("statusd not connected");
+  {
+    std::lock_guard<std::mutex> lock(seed_mu_);
+    if (!seed_client_) {
+      status::StatusClientOptions opts;
+      opts.sender = ipc::ServiceId::Podworkerd;
+      opts.attempt_timeout = std::chrono::milliseconds(300);
+      opts.deadline = std::chrono::milliseconds(600);
+      auto client = std::make_unique<status::StatusClient>(ctx_.ipc, ctx_.options.run_dir, opts);
+      if (!client->Connect().ok()) return;
+      seed_client_ = std::move(client);
     }
+    prior = seed_client_->GetPodStatus(uid);
   }
-  auto prior = client->GetPodStatus(uid);
   if (!prior.ok()) return;
   // activeDeadlineSeconds counts from the start time statusd kept, across restarts.
   syncer_->SeedStartTime(uid, prior->status.start_time_unix_s);

@@ -26,6 +26,7 @@
 #include "lib/pod/pod.h"
 #include "lib/service/service_runtime.h"
 #include "lib/status/pod_status.h"
+#include "lib/status/status_client.h"
 #include "podwork_generated.h"
 #include "svc-podworkerd/container_log_manager.h"
 #include "svc-podworkerd/counting_runtime.h"
@@ -195,6 +196,9 @@ class PodworkerdService : public Service {
   // The kubepods cgroup's limits (pod_cgroups.h, KubepodsLimits), at start.
   Status EnforceKubepods(const std::string& root_dir);
   std::mutex cgroup_mu_;
+  // SeedReadiness's client to statusd, shared by the worker threads under seed_mu_.
+  std::mutex seed_mu_;
+  std::unique_ptr<status::StatusClient> seed_client_;
   std::optional<std::set<std::string>> cgroup_desired_;
   std::set<std::string> cgroup_sweep_warned_;
   ipc::BadMessageCounter bad_messages_;
