@@ -159,6 +159,9 @@ std::shared_ptr<grpc::Channel> RuntimeChannel(const std::string& socket_path,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
+  // A local socket has no bandwidth-delay product to measure: without the probe, a reply no
+  // longer brings an HTTP/2 ping and its round of wake-ups in gRPC's threads.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   return grpc::CreateCustomChannel("unix://" + socket_path, grpc::InsecureChannelCredentials(),
                                    args);
 }
