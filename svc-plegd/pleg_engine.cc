@@ -100,12 +100,12 @@ void PlegEngine::RelistLoop() {
     // pod changed again), or the pods of runtime events whose time has come.
     std::set<std::string> pods = std::move(pod_requests_);
     pod_requests_.clear();
-    std::vector<std::pair<std::string, int>> ids;
+    std::vector<std::pair<std::string, IdRequest>> ids;
     MonoTime next_id = MonoTime::max();
     const MonoTime ids_due = std::max(now, ids_due_by);
     for (auto it = id_requests_.begin(); it != id_requests_.end();) {
       if (it->second.due <= ids_due) {
-        ids.emplace_back(it->first, it->second.attempt);
+        ids.emplace_back(it->first, it->second);
         it = id_requests_.erase(it);
       } else {
         next_id = std::min(next_id, it->second.due);
@@ -115,7 +115,7 @@ void PlegEngine::RelistLoop() {
     if (!pods.empty() || !ids.empty()) {
       lock.unlock();
       for (const auto& uid : pods) RelistPod(uid, true);
-      for (const auto& [id, attempt] : ids) HandleRuntimeId(id, attempt);
+      for (const auto& [id, request] : ids) HandleRuntimeId(id, request);
       lock.lock();
       continue;
     }
@@ -140,11 +140,14 @@ void PlegEngine::Nudge() {
   stop_cv_.notify_all();
 }
 
-void PlegEngine::NudgeRuntimeId(const std::string& id) {
+void PlegEngine::NudgeRuntimeId(const std::string& id, bool exit) {
   if (id.empty()) return Nudge();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    id_requests_[id] = IdRequest{clock_.Now(), 0};
+    auto it = id_requests_.find(id);
+    // An exit waiting for its look stays one when another event of the id comes.
+    const bool was_exit = it != id_requests_.end() && it->second.exit;
+    id_requests_[id] = IdRequest{clock_.Now(), 0, exit || was_exit};
     woken_ = true;
   }
   stop_cv_.notify_all();
@@ -159,7 +162,20 @@ void PlegEngine::RelistPods(const std::vector<std::string>& uids) {
   stop_cv_.notify_all();
 }
 
-void PlegEngine::HandleRuntimeId(const std::string& id, int attempt) {
+bool PlegEngine::ViewShowsExited(const std::string& uid, const std::string& id) const {
+  const PodView* view = diff_.Find(uid);
+  if (view == nullptr) return false;
+  if (auto c = view->containers.find(id); c != view->containers.end()) {
+    return c->second == ContainerState::Exited;
+  }
+  if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
+    return s->second != SandboxState::Ready;
+  }
+  return false;
+}
+
+void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request) {
+  const int attempt = request.attempt;
   std::optional<std::string> uid = diff_.UidOf(id);
   bool foreign = false;
   if (!uid) {
@@ -173,11 +189,18 @@ void PlegEngine::HandleRuntimeId(const std::string& id, int attempt) {
   if (foreign) return;  // not nodelet's: the full relist reports it
   if (uid && RelistPod(*uid, false)) return;
   // The runtime's CRI view may not have taken the event in yet (containerd publishes a task's
-  // exit before its CRI plugin has handled it): look again, 10 ms doubling, about 1.3 s in all.
-  if (attempt + 1 >= kEventAttempts) return;  // the full relist is the safety net
+  // exit before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in
+  // all; an exit sooner, and only until the view shows it (a relist may have seen it first).
+  if (request.exit && uid && ViewShowsExited(*uid, id)) return;
+  const bool exit = request.exit;
+  if (attempt + 1 >= (exit ? static_cast<int>(kExitRetryDelays.size()) + 1 : kEventAttempts)) {
+    return;  // the full relist is the safety net
+  }
   ++event_retries_;
   std::lock_guard<std::mutex> lock(mu_);
-  const IdRequest retry{clock_.Now() + kEventRetryFirst * (1 << attempt), attempt + 1};
+  const Duration delay = exit ? Duration(kExitRetryDelays[static_cast<size_t>(attempt)])
+                              : kEventRetryFirst * (1 << attempt);
+  const IdRequest retry{clock_.Now() + delay, attempt + 1, exit};
   // A newer event for the same id has already asked for a fresh look.
   id_requests_.emplace(id, retry);
 }

@@ -16,6 +16,7 @@
 // the one thread, one after the other, so an event and a relist never race over the view.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -94,8 +95,10 @@ class PlegEngine {
   // A runtime event about this container or sandbox id: its pod is relisted alone (found by
   // the id in the last view, or else asked of the runtime); when that shows no change yet (the
   // runtime's CRI view can lag its events) it looks again 10 ms later, doubling, 7 times at
-  // most. An empty id is Nudge(). Thread-safe.
-  void NudgeRuntimeId(const std::string& id);
+  // most. An exit (`exit`: a task's exit) is looked at again sooner (kExitRetryDelays: every 5
+  // to 20 ms for the first 70 ms, where containerd's CRI plugin catches up) until the view
+  // shows the id exited, by this look or an earlier one. An empty id is Nudge(). Thread-safe.
+  void NudgeRuntimeId(const std::string& id, bool exit = false);
   // Relists these pods alone now, and publishes each one's record (inspected again) even when
   // nothing changed, with the listing's time. Thread-safe.
   void RelistPods(const std::vector<std::string>& uids);
@@ -126,6 +129,7 @@ class PlegEngine {
   struct IdRequest {
     MonoTime due{};
     int attempt = 0;
+    bool exit = false;  // a task's exit
   };
 
   void RelistLoop();
@@ -133,7 +137,9 @@ class PlegEngine {
   PodResult Inspect(const Job& job);
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
   bool RelistPod(const std::string& uid, bool force);
-  void HandleRuntimeId(const std::string& id, int attempt);
+  void HandleRuntimeId(const std::string& id, const IdRequest& request);
+  // Whether the last view shows this container exited (or this sandbox not ready).
+  bool ViewShowsExited(const std::string& uid, const std::string& id) const;
   // Under mu_: the changes' inspection jobs (removed pods go to `removed`), with the events of
   // pods waiting for a reinspection (every one, or `only_uid`'s). `counted`: the full relist
   // `relist` waits for these jobs. Returns how many were queued.
@@ -172,6 +178,13 @@ class PlegEngine {
   std::map<std::string, IdRequest> id_requests_;  // runtime ids of events
   static constexpr int kEventAttempts = 7;
   static constexpr std::chrono::milliseconds kEventRetryFirst{10};
+  // An exit's looks again (the n-th waits kExitRetryDelays[n]): a doubling from 10 ms overshot
+  // the CRI plugin's catching up by up to as much again (docs/plegd.md).
+  static constexpr std::array<std::chrono::milliseconds, 11> kExitRetryDelays{
+      std::chrono::milliseconds(5),   std::chrono::milliseconds(5),  std::chrono::milliseconds(10),
+      std::chrono::milliseconds(10),  std::chrono::milliseconds(20), std::chrono::milliseconds(20),
+      std::chrono::milliseconds(40),  std::chrono::milliseconds(80), std::chrono::milliseconds(160),
+      std::chrono::milliseconds(320), std::chrono::milliseconds(640)};
   std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0};
   MonoTime last_success_{};
   std::string last_error_;

@@ -68,7 +68,7 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   if (config_.runtime_events) {
     auto watcher = cri::ContainerdEventWatcher::Create(
         config_.runtime_endpoint, "k8s.io",
-        [this](const std::string& id) { engine_->NudgeRuntimeId(id); });
+        [this](const std::string& id, bool exit) { engine_->NudgeRuntimeId(id, exit); });
     if (!watcher.ok()) return watcher.status();
     events_ = std::move(*watcher);
     events_->Start();

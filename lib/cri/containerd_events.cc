@@ -42,7 +42,7 @@ struct ContainerdEventWatcher::Stub {
 
 Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
     const std::string& endpoint, std::string ns,
-    std::function<void(const std::string&)> on_change) {
+    std::function<void(const std::string&, bool)> on_change) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
@@ -54,9 +54,9 @@ Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
       new ContainerdEventWatcher(std::move(ns), std::move(on_change), std::move(channel)));
 }
 
-ContainerdEventWatcher::ContainerdEventWatcher(std::string ns,
-                                               std::function<void(const std::string&)> on_change,
-                                               std::shared_ptr<grpc::Channel> channel)
+ContainerdEventWatcher::ContainerdEventWatcher(
+    std::string ns, std::function<void(const std::string&, bool)> on_change,
+    std::shared_ptr<grpc::Channel> channel)
     : ns_(std::move(ns)),
       on_change_(std::move(on_change)),
       channel_(std::move(channel)),
@@ -94,7 +94,7 @@ void ContainerdEventWatcher::Loop() {
     auto reader = stub_->events->Subscribe(context.get(), request);
     ++subscriptions_;
     // Whatever changed while there was no stream: one relist covers it.
-    on_change_("");
+    on_change_("", false);
     events::Envelope envelope;
     bool any = false;
     while (reader->Read(&envelope)) {
@@ -109,7 +109,7 @@ void ContainerdEventWatcher::Loop() {
       if (!id) continue;  // an exec's exit
       ++events_;
       // An event without an id (a topic nodelet does not know) asks for a full relist.
-      on_change_(*id);
+      on_change_(*id, envelope.topic() == "/tasks/exit");
     }
     grpc::Status st = reader->Finish();
     std::unique_lock<std::mutex> lock(mu_);

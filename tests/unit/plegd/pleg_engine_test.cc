@@ -306,5 +306,42 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   e.engine.Stop();
 }
 
+// A task's exit is looked at again while the view lags it, and not once the view shows it:
+// when a relist of its pod saw the exit first (podworkerd asks for one after killing a
+// container), its event costs one look, where another event that finds nothing new is looked
+// at again.
+TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  rt.AddPod("b", {{"app", ContainerState::Running}});
+  EventedEngine e(rt);
+  rt.DeferState("a-app", ContainerState::Exited, 3);
+  e.engine.NudgeRuntimeId("a-app", /*exit=*/true);
+  auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-app", EventType::ContainerDied);
+  });
+  EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
+  EXPECT_EQ(rt.pod_lists(), 3);
+  EXPECT_EQ(e.engine.event_retries(), 2u);
+
+  // b's exit seen first by a relist of b.
+  rt.SetContainerState("b-app", ContainerState::Exited, 1);
+  e.engine.RelistPods({"b"});
+  auto seen = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "b-app", EventType::ContainerDied);
+  });
+  ASSERT_TRUE(HasEvent(seen, "b-app", EventType::ContainerDied));
+  const int lists = rt.pod_lists();
+  e.engine.NudgeRuntimeId("b-app", /*exit=*/true);
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), lists + 1) << "one look, then none";
+  EXPECT_EQ(e.engine.event_retries(), 2u);
+  // Another event of b's container that finds nothing new is looked at again.
+  e.engine.NudgeRuntimeId("b-app");
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_GT(e.engine.event_retries(), 2u);
+  e.engine.Stop();
+}
+
 }  // namespace
 }  // namespace nodelet::plegd
