@@ -437,10 +437,6 @@ class Supervisor::Impl {
     return loop_.AddFd(item.fd, std::move(callback));
   }
 
-  // What the loop runs after every iteration, after the backend's own after-iteration work
-  // (reaping or reading the bus, the services' timers): the pod manager's timers, what the
-  // stats and the node status read, the summary. (The HTTP endpoint's snapshot is taken when a
-  // request asks for it: HttpSnapshotNow.)
   // What /healthz and /metrics show, taken on the loop's thread when a request comes.
   HttpSnapshot HttpSnapshotNow() {
     HttpSnapshot snap{services().List(), service_counters_, service_messages_,
@@ -449,6 +445,10 @@ class Supervisor::Impl {
     return snap;
   }
 
+  // What the loop runs after every iteration, after the backend's own after-iteration work
+  // (reaping or reading the bus, the services' timers): the pod manager's timers, what the
+  // stats and the node status read, the summary. (The HTTP endpoint's snapshot is taken when a
+  // request asks for it: HttpSnapshotNow.)
   void AfterIteration() {
     if (!stopping_) pods_->Tick();
     stats_->UpdateFromPleg(*mirror_);
