@@ -261,24 +261,38 @@ ContainerLogManager::~ContainerLogManager() {
 
 LogRotationResult ContainerLogManager::RotateLogs() {
   LogRotationResult result;
-  v1::ContainerFilter filter;
-  filter.mutable_state()->set_state(v1::CONTAINER_RUNNING);
-  auto list = runtime_.ListContainers(filter);
-  if (!list.ok()) {
-    result.status = list.status();
-    return result;
+  // The running containers nodelet manages: plegd's view when podworkerd has handed it over,
+  // else the runtime's list.
+  std::optional<std::set<std::string>> running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running = running_;
+  }
+  if (!running) {
+    v1::ContainerFilter filter;
+    filter.mutable_state()->set_state(v1::CONTAINER_RUNNING);
+    auto list = runtime_.ListContainers(filter);
+    if (!list.ok()) {
+      result.status = list.status();
+      return result;
+    }
+    running.emplace();
+    for (const auto& c : *list) {
+      if (c.state() == v1::CONTAINER_RUNNING && !LabelOf(c.labels(), kManagedLabel).empty()) {
+        running->insert(c.id());
+      }
+    }
   }
   std::lock_guard<std::mutex> one_pass(rotate_mu_);
   std::map<std::string, std::string> paths;  // this pass's running containers
-  for (const auto& c : *list) {
-    if (c.state() != v1::CONTAINER_RUNNING || LabelOf(c.labels(), kManagedLabel).empty()) continue;
+  for (const auto& id : *running) {
     // A container's log path is fixed when it is created: asked of the runtime once per
     // container, not every pass (at 100 pods those calls were a tenth of an idle podworkerd).
     std::string log_path;
-    if (auto known = log_paths_.find(c.id()); known != log_paths_.end()) {
+    if (auto known = log_paths_.find(id); known != log_paths_.end()) {
       log_path = known->second;
     } else {
-      auto st = runtime_.ContainerStatus(c.id(), false);
+      auto st = runtime_.ContainerStatus(id, false);
       if (!st.ok()) {
         // Gone meanwhile: nothing to rotate.
         if (st.status().code() != StatusCode::kNotFound) Note(result.status, st.status());
@@ -287,9 +301,9 @@ LogRotationResult ContainerLogManager::RotateLogs() {
       if (st->status().state() != v1::CONTAINER_RUNNING) continue;
       log_path = st->status().log_path();
     }
-    paths[c.id()] = log_path;
+    paths[id] = log_path;
     if (log_path.empty()) continue;
-    LogRotationResult r = RotateLog(c.id(), log_path);
+    LogRotationResult r = RotateLog(id, log_path);
     result.rotated += r.rotated;
     result.compressed += r.compressed;
     result.removed += r.removed;
@@ -515,6 +529,11 @@ void ContainerLogManager::Start() {
 void ContainerLogManager::SetDesired(std::set<std::string> pod_uids) {
   std::lock_guard<std::mutex> lock(mu_);
   desired_pods_ = std::move(pod_uids);
+}
+
+void ContainerLogManager::SetRunning(std::set<std::string> container_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ = std::move(container_ids);
 }
 
 std::vector<std::pair<std::string, uint64_t>> ContainerLogManager::Counters() const {

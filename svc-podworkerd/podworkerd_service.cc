@@ -293,6 +293,10 @@ Status PodworkerdService::Start() {
     if (std::exchange(mirror_resynced_, false)) {
       changed.merge(dispatcher_->Known());
     }
+    // The log manager's running containers follow plegd's view (only when it changed).
+    if (container_logs_ && !changed.empty()) {
+      container_logs_->SetRunning(RunningContainers(mirror_->pods()));
+    }
     dispatcher_->SyncChanged(changed);
     ReportInUse();  // containers that stopped may free their pods
     WakeTick();
@@ -548,6 +552,17 @@ std::set<std::string> PodsWithLiveContainers(
     }
   }
   return uids;
+}
+
+std::set<std::string> RunningContainers(const std::map<std::string, ipc::pleg::PodRecordT>& pods) {
+  std::set<std::string> ids;
+  for (const auto& [uid, rec] : pods) {
+    if (rec.foreign || rec.removed) continue;
+    for (const auto& c : rec.containers) {
+      if (c->state == ipc::pleg::ContainerState::Running) ids.insert(c->id);
+    }
+  }
+  return ids;
 }
 
 void PodworkerdService::SendAck(const std::string& peer, const std::set<std::string>& in_use) {

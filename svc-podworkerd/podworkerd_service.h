@@ -89,6 +89,8 @@ Result<PodworkerdRuntime> ConnectRuntime(const PodworkerdConfig& config, const C
 
 // The pods of nodelet's (not foreign, not removed) with a container plegd's last relist shows
 // as not exited (running, created or unknown): in use, whatever the dispatcher knows.
+// The running containers of nodelet's pods in plegd's view (ids).
+std::set<std::string> RunningContainers(const std::map<std::string, ipc::pleg::PodRecordT>& pods);
 std::set<std::string> PodsWithLiveContainers(
     const std::map<std::string, ipc::pleg::PodRecordT>& pods);
 

@@ -214,6 +214,22 @@ TEST_F(ContainerLogManagerTest, EachContainersLogPathIsAskedOnce) {
   EXPECT_EQ(runtime_.ReopenedLogs(second), 1);
 }
 
+// Once podworkerd hands over plegd's running containers, a pass rotates those without listing
+// the runtime; a container no longer among them is left alone.
+TEST_F(ContainerLogManagerTest, WithPlegdsRunningContainersAPassDoesNotListTheRuntime) {
+  const std::string a = Run("u1", "app", 0, std::string(200, 'a'));
+  const std::string b = Run("u1", "side", 0, std::string(200, 'b'));
+  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  m.SetRunning({a});
+  const int lists = runtime_.CallCount(CriCall::kListContainers);
+  auto r = m.RotateLogs();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(runtime_.CallCount(CriCall::kListContainers), lists);
+  EXPECT_EQ(r.rotated, 1);
+  EXPECT_EQ(runtime_.ReopenedLogs(a), 1);
+  EXPECT_EQ(runtime_.ReopenedLogs(b), 0) << "not among plegd's running containers";
+}
+
 TEST_F(ContainerLogManagerTest, ALogPathOutsideThePodLogsIsRefused) {
   const std::string outside = root_ + "/outside.log";
   std::ofstream(outside) << std::string(100, 'o');
