@@ -174,6 +174,18 @@ bool PlegEngine::ViewShowsExited(const std::string& uid, const std::string& id) 
   return false;
 }
 
+Duration PlegEngine::ExitRetryDelay(int attempt, int exits) {
+  if (attempt < kExitPolls) return Duration(kExitPollEvery) * std::max(1, exits);
+  return Duration(kEventRetryFirst) * (1 << std::min(attempt - kExitPolls, 6));
+}
+
+bool PlegEngine::RuntimeShowsExited(const std::string& id) {
+  auto c = runtime_.InspectContainer(id);
+  // Not a container (a sandbox's task), gone, or unanswered: the pod's listing decides.
+  if (!c.ok()) return true;
+  return c->state != ContainerState::Running && c->state != ContainerState::Created;
+}
+
 void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request) {
   const int attempt = request.attempt;
   std::optional<std::string> uid = diff_.UidOf(id);
@@ -187,22 +199,33 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
     }
   }
   if (foreign) return;  // not nodelet's: the full relist reports it
-  if (uid && RelistPod(*uid, false)) return;
+  // An exit that the CRI view did not show at the first look: the container alone is asked
+  // (ContainerStatus costs a fraction of the pod's listing) until it shows the exit, and only
+  // then is the pod relisted.
+  const bool ask_pod = !(request.exit && attempt > 0 && uid && !RuntimeShowsExited(id));
+  if (uid && ask_pod && RelistPod(*uid, false)) return;
   // The runtime's CRI view may not have taken the event in yet (containerd publishes a task's
   // exit before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in
-  // all; an exit sooner, and only until the view shows it (a relist may have seen it first).
+  // all; an exit sooner (ExitRetryDelay), and only until the view shows it (a relist may have
+  // seen it first).
   if (request.exit && uid && ViewShowsExited(*uid, id)) return;
   const bool exit = request.exit;
-  if (attempt + 1 >= (exit ? static_cast<int>(kExitRetryDelays.size()) + 1 : kEventAttempts)) {
+  if (attempt + 1 >= (exit ? kExitAttempts : kEventAttempts)) {
     return;  // the full relist is the safety net
   }
   ++event_retries_;
   std::lock_guard<std::mutex> lock(mu_);
-  const Duration delay = exit ? Duration(kExitRetryDelays[static_cast<size_t>(attempt)])
-                              : kEventRetryFirst * (1 << attempt);
+  Duration delay = kEventRetryFirst * (1 << attempt);
+  if (exit) {
+    const auto exits = std::count_if(id_requests_.begin(), id_requests_.end(),
+                                     [](const auto& r) { return r.second.exit; });
+    delay = ExitRetryDelay(attempt, static_cast<int>(exits) + 1);
+  }
   const IdRequest retry{clock_.Now() + delay, attempt + 1, exit};
-  // A newer event for the same id has already asked for a fresh look.
-  id_requests_.emplace(id, retry);
+  // A newer event for the same id has already asked for a fresh look; if this one is an exit,
+  // that look stays one (the exit's task delete comes while it is looked at again).
+  auto [pending, fresh] = id_requests_.emplace(id, retry);
+  if (!fresh) pending->second.exit = pending->second.exit || exit;
 }
 
 bool PlegEngine::RelistPod(const std::string& uid, bool force) {
@@ -322,6 +345,8 @@ void PlegEngine::RelistOnce() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     QueueLocked(changes, relist, done.started_at_mono_ns, nullptr, true, &removed);
+    std::erase_if(inspected_,
+                  [this](const auto& entry) { return diff_.Find(entry.first) == nullptr; });
     last_success_ = clock_.Now();
     last_error_.clear();
     runtime_unreachable_ = false;
@@ -351,10 +376,20 @@ void PlegEngine::InspectorLoop() {
     if (stopping_) return;
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
+    InspectedContainers known;
+    if (auto it = inspected_.find(job.view.uid); it != inspected_.end()) {
+      known = std::move(it->second);
+      inspected_.erase(it);
+    }
     lock.unlock();
-    PodResult result = Inspect(job);
+    PodResult result = Inspect(job, known);
+    known.clear();
+    if (!result.inspect_failed) {
+      for (const auto& c : result.record.containers) known.emplace(c->id, *c);
+    }
     lock.lock();
     in_flight_.erase(job.view.uid);
+    if (!result.inspect_failed) inspected_[job.view.uid] = std::move(known);
     if (result.inspect_failed) {
       // Try again at the next relist; the events already go out with this (stale) result.
       reinspect_.emplace(job.view.uid, std::vector<PlegEvent>{});
@@ -378,7 +413,7 @@ void PlegEngine::InspectorLoop() {
   }
 }
 
-PodResult PlegEngine::Inspect(const Job& job) {
+PodResult PlegEngine::Inspect(const Job& job, const InspectedContainers& known) {
   ++inspections_;
   PodResult r;
   r.events = job.events;
@@ -400,6 +435,16 @@ PodResult PlegEngine::Inspect(const Job& job) {
   }
   if (!r.inspect_failed) {
     for (const auto& id : job.view.container_ids) {
+      auto listed = job.view.containers.find(id);
+      auto last = known.find(id);
+      if (listed != job.view.containers.end() && last != known.end() &&
+          listed->second != ipc::pleg::ContainerState::Unknown &&
+          last->second.state == listed->second) {
+        ++containers_reused_;
+        r.record.containers.push_back(std::make_unique<ipc::pleg::ContainerRecordT>(last->second));
+        continue;
+      }
+      ++containers_inspected_;
       auto c = runtime_.InspectContainer(id);
       if (!c.ok()) {
         if (c.status().code() == StatusCode::kNotFound) continue;

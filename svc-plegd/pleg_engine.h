@@ -116,6 +116,9 @@ class PlegEngine {
   uint64_t relist_errors() const { return relist_errors_.load(); }
   uint64_t inspections() const { return inspections_.load(); }
   uint64_t inspection_errors() const { return inspection_errors_.load(); }
+  // ContainerStatus calls made by inspections, and containers whose last record was kept.
+  uint64_t containers_inspected() const { return containers_inspected_.load(); }
+  uint64_t containers_reused() const { return containers_reused_.load(); }
   int64_t last_relist_duration_us() const { return last_duration_us_.load(); }
 
  private:
@@ -134,10 +137,18 @@ class PlegEngine {
 
   void RelistLoop();
   void InspectorLoop();
-  PodResult Inspect(const Job& job);
+  // A container's record from its pod's last inspection: ContainerStatus says nothing new while
+  // the container stays in the state the record shows (nodelet resizes no container).
+  using InspectedContainers = std::map<std::string, ipc::pleg::ContainerRecordT>;
+  // Inspects the pod: its sandboxes, and each container whose listed state differs from its
+  // record in `known` (the others keep that record).
+  PodResult Inspect(const Job& job, const InspectedContainers& known);
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
   bool RelistPod(const std::string& uid, bool force);
   void HandleRuntimeId(const std::string& id, const IdRequest& request);
+  // Whether the runtime's ContainerStatus of `id` shows it no longer running (true also when
+  // `id` is no container, or the call fails).
+  bool RuntimeShowsExited(const std::string& id);
   // Whether the last view shows this container exited (or this sandbox not ready).
   bool ViewShowsExited(const std::string& uid, const std::string& id) const;
   // Under mu_: the changes' inspection jobs (removed pods go to `removed`), with the events of
@@ -170,6 +181,10 @@ class PlegEngine {
   // events not yet delivered.
   std::map<std::string, std::vector<PlegEvent>> reinspect_;
   std::map<uint64_t, int> outstanding_;  // relist -> jobs not finished
+  // uid -> its containers' records at its last inspection that succeeded. A pod's entry is taken
+  // out while it is inspected (one inspection per pod at a time) and dropped at the first full
+  // relist without the pod.
+  std::map<std::string, InspectedContainers> inspected_;
   PlegOutput output_;
   bool stopping_ = false;
   bool nudged_ = false;                           // a full relist is wanted now
@@ -178,19 +193,20 @@ class PlegEngine {
   std::map<std::string, IdRequest> id_requests_;  // runtime ids of events
   static constexpr int kEventAttempts = 7;
   static constexpr std::chrono::milliseconds kEventRetryFirst{10};
-  // An exit's looks again (the n-th waits kExitRetryDelays[n]): a doubling from 10 ms overshot
-  // the CRI plugin's catching up by up to as much again (docs/plegd.md).
-  static constexpr std::array<std::chrono::milliseconds, 11> kExitRetryDelays{
-      std::chrono::milliseconds(5),   std::chrono::milliseconds(5),  std::chrono::milliseconds(10),
-      std::chrono::milliseconds(10),  std::chrono::milliseconds(20), std::chrono::milliseconds(20),
-      std::chrono::milliseconds(40),  std::chrono::milliseconds(80), std::chrono::milliseconds(160),
-      std::chrono::milliseconds(320), std::chrono::milliseconds(640)};
+  // An exit's looks again: kExitPolls polls of its container kExitPollEvery apart (times the
+  // exits waiting, so a burst of exits polls no faster in all), where containerd's CRI plugin
+  // catches up; then 10 ms doubling to 640 ms (docs/plegd.md).
+  static constexpr int kExitPolls = 40;
+  static constexpr std::chrono::milliseconds kExitPollEvery{2};
+  static constexpr int kExitAttempts = kExitPolls + 8;
+  static Duration ExitRetryDelay(int attempt, int exits);
   std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;
 
   std::atomic<uint64_t> relists_{0}, relist_errors_{0}, inspections_{0}, inspection_errors_{0};
+  std::atomic<uint64_t> containers_inspected_{0}, containers_reused_{0};
   std::atomic<int64_t> last_duration_us_{0};
   std::thread relist_thread_;
   std::vector<std::thread> inspectors_;

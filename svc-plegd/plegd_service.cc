@@ -223,6 +223,8 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("relist_errors", engine_->relist_errors());
   c.emplace_back("inspections", engine_->inspections());
   c.emplace_back("inspection_errors", engine_->inspection_errors());
+  c.emplace_back("containers_inspected", engine_->containers_inspected());
+  c.emplace_back("containers_reused", engine_->containers_reused());
   c.emplace_back("relist_duration_us", static_cast<uint64_t>(engine_->last_relist_duration_us()));
   c.emplace_back("events_published", events_published_);
   c.emplace_back("snapshots_served", snapshots_served_);

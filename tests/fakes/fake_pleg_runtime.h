@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -74,25 +75,16 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   }
   // The managed pod's sandboxes and the containers in them (the fake has no labels on
   // containers: a container is the pod's when its sandbox is).
-  // The container takes `state` only once ListPod has been called `pod_lists` times in all: a
-  // runtime whose view lags the event that announced the change.
-  void DeferState(const std::string& id, plegd::ContainerState state, int pod_lists) {
+  // The container takes `state` only at the `looks`-th look at it from now: a ListPod call, or
+  // an InspectContainer of it. A runtime whose view lags the event that announced the change.
+  void DeferState(const std::string& id, plegd::ContainerState state, int looks) {
     std::lock_guard<std::mutex> lock(mu_);
-    deferred_.push_back({id, state, pod_lists});
+    deferred_.push_back({id, state, looks});
   }
   Result<plegd::RuntimeListing> ListPod(const std::string& uid) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++pod_lists_;
-    for (auto it = deferred_.begin(); it != deferred_.end();) {
-      if (pod_lists_ < it->after) {
-        ++it;
-        continue;
-      }
-      for (auto& c : listing_.containers) {
-        if (c.id == it->id) c.state = it->state;
-      }
-      it = deferred_.erase(it);
-    }
+    LookedLocked(nullptr);
     if (list_error_) return *list_error_;
     plegd::RuntimeListing out;
     std::set<std::string> sandboxes;
@@ -129,6 +121,10 @@ class FakePlegRuntime : public plegd::PlegRuntime {
     std::lock_guard<std::mutex> lock(mu_);
     return pod_lists_;
   }
+  int container_inspections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return container_inspections_;
+  }
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return hanging_.count(id) == 0; });
@@ -143,8 +139,14 @@ class FakePlegRuntime : public plegd::PlegRuntime {
     }
     return NotFound("sandbox " + id);
   }
+  // Called (without the fake's lock) at each InspectContainer, before it answers; set it before
+  // the engine starts.
+  std::function<void(const std::string& id)> on_inspect_container;
   Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) override {
+    if (on_inspect_container) on_inspect_container(id);
     std::lock_guard<std::mutex> lock(mu_);
+    ++container_inspections_;
+    LookedLocked(&id);
     for (const auto& c : listing_.containers) {
       if (c.id != id) continue;
       ipc::pleg::ContainerRecordT r;
@@ -159,14 +161,33 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   }
 
  private:
+  // A look at every container (`id` null: a pod's listing) or at `id` alone.
+  void LookedLocked(const std::string* id) {
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+      if (id != nullptr && *id != it->id) {
+        ++it;
+        continue;
+      }
+      if (++it->looked < it->after) {
+        ++it;
+        continue;
+      }
+      for (auto& c : listing_.containers) {
+        if (c.id == it->id) c.state = it->state;
+      }
+      it = deferred_.erase(it);
+    }
+  }
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   plegd::RuntimeListing listing_;
-  int lists_ = 0, pod_lists_ = 0;
+  int lists_ = 0, pod_lists_ = 0, container_inspections_ = 0;
   struct Deferred {
     std::string id;
     plegd::ContainerState state;
     int after;
+    int looked = 0;
   };
   std::vector<Deferred> deferred_;
   std::map<std::string, int> exit_codes_;

@@ -306,6 +306,65 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   e.engine.Stop();
 }
 
+// A pod's inspection asks ContainerStatus only of the containers whose listed state moved since
+// its last inspection (or that are new); the record still holds every container in full.
+TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"one", ContainerState::Running},
+                  {"two", ContainerState::Running},
+                  {"three", ContainerState::Running}});
+  EventedEngine e(rt);
+  EXPECT_EQ(rt.container_inspections(), 3) << "the first relist inspects all";
+  EXPECT_EQ(e.engine.containers_inspected(), 3u);
+  rt.SetContainerState("a-two", ContainerState::Exited, 7);
+  e.engine.RelistPods({"a"});
+  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-two", EventType::ContainerDied);
+  });
+  EXPECT_EQ(rt.container_inspections(), 4) << "only a-two asked again";
+  EXPECT_EQ(e.engine.containers_reused(), 2u);
+  ASSERT_FALSE(out.pods.empty());
+  const auto& record = out.pods.back().record;
+  ASSERT_EQ(record.containers.size(), 3u);
+  for (const auto& c : record.containers) {
+    EXPECT_FALSE(c->name.empty()) << c->id << " kept in full";
+    EXPECT_EQ(c->state, c->id == "a-two" ? ContainerState::Exited : ContainerState::Running);
+    EXPECT_EQ(c->exit_code, c->id == "a-two" ? 7 : 0);
+  }
+  // Asked by name with nothing new: published, and nothing asked of the runtime.
+  e.engine.RelistPods({"a"});
+  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  ASSERT_EQ(again.pods.size(), 1u);
+  EXPECT_EQ(again.pods[0].record.containers.size(), 3u);
+  EXPECT_EQ(rt.container_inspections(), 4);
+  e.engine.Stop();
+}
+
+// Another event of the container (the task's delete) that comes while its exit is being looked
+// at again keeps the look an exit's: the container alone is polled, the pod not relisted.
+TEST(PlegEngineTest, AnEventDuringAnExitsLookAgainKeepsItAnExit) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  PlegEngine* engine = nullptr;
+  std::atomic<bool> armed{false};
+  rt.on_inspect_container = [&](const std::string& id) {
+    if (id == "a-app" && armed.exchange(false)) engine->NudgeRuntimeId(id);  // not an exit
+  };
+  EventedEngine e(rt);
+  engine = &e.engine;
+  rt.DeferState("a-app", ContainerState::Exited, 6);
+  armed = true;
+  e.engine.NudgeRuntimeId("a-app", /*exit=*/true);
+  auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-app", EventType::ContainerDied);
+  });
+  EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
+  // The exit's first look, the delete's first look, and the listing once the container showed
+  // the exit; relisted at each look (10 ms doubling), it would be five.
+  EXPECT_EQ(rt.pod_lists(), 3);
+  e.engine.Stop();
+}
+
 // A task's exit is looked at again while the view lags it, and not once the view shows it:
 // when a relist of its pod saw the exit first (podworkerd asks for one after killing a
 // container), its event costs one look, where another event that finds nothing new is looked
@@ -315,13 +374,17 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   rt.AddPod("a", {{"app", ContainerState::Running}});
   rt.AddPod("b", {{"app", ContainerState::Running}});
   EventedEngine e(rt);
+  const int inspections = rt.container_inspections();
   rt.DeferState("a-app", ContainerState::Exited, 3);
   e.engine.NudgeRuntimeId("a-app", /*exit=*/true);
   auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
     return HasEvent(o, "a-app", EventType::ContainerDied);
   });
   EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
-  EXPECT_EQ(rt.pod_lists(), 3);
+  // The pod listed at the first look; then the container alone asked, twice, the second time
+  // showing the exit; then the pod listed and the container inspected.
+  EXPECT_EQ(rt.pod_lists(), 2);
+  EXPECT_EQ(rt.container_inspections() - inspections, 3);
   EXPECT_EQ(e.engine.event_retries(), 2u);
 
   // b's exit seen first by a relist of b.
