@@ -4,9 +4,10 @@
 // CreateContainer, StartContainer) with the same concurrency as podworkerd's pool: the
 // runtime's floor. Runs a real nodelet (all services) on a private containerd.
 //
-// A size of 1 is measured --one-pod-rounds times (default 9), each round one pod through
-// nodelet and then one through CRI, and its figures are over those rounds: one pod's start is
-// a single sample otherwise, and a ratio of two single samples swung from 0.96 to 1.65x.
+// A size of 1 is measured --one-pod-rounds times (default 15), each round one pod through
+// nodelet and one through CRI (the floor first every other round), each after a 0.5 s pause,
+// and its figures are over those rounds: one pod's start is a single sample otherwise, and a
+// ratio of two single samples swung from 0.96 to 1.65x.
 //
 // With --data-dir, each size's per-pod latencies go to startup-N-nodelet.dat and
 // startup-N-floor.dat (sorted, with the cumulative fraction) for bench/plots/startup.gp.
@@ -46,6 +47,10 @@ namespace v1 = ::runtime::v1;
 namespace {
 
 constexpr int kConcurrency = 16;  // podworkerd's default --pod-workers
+// A pause before each measurement (not a wait for an event): after the runtime lists nothing,
+// the last run's cleanup goes on for a while (shims exiting, snapshots removed, nodelet's
+// housekeeping) and would fall on whichever side is measured next.
+constexpr milliseconds kSettle{500};
 
 std::string PodYaml(const std::string& name) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
@@ -189,7 +194,7 @@ bool MeasureFloor(ContainerdInstance& containerd, const std::string& log_dir, in
 int main(int argc, char** argv) {
   std::string bin_dir, images_dir, json_path, data_dir, sizes_arg = "1,30,100", relist;
   std::string events = "true", label;
-  int one_pod_rounds = 9;
+  int one_pod_rounds = 15;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--bin-dir" && i + 1 < argc)
@@ -272,15 +277,28 @@ int main(int argc, char** argv) {
     double nodelet_all = 0, floor_all = 0;
     for (int r = 0; r < rounds; ++r) {
       Figures via_nodelet, floor;
-      if (!MeasureNodelet(manifests, dir.Sub("run"), n, ++round, via_nodelet)) return 1;
-      if (!WaitRuntimeEmpty(containerd->cri(), milliseconds(120000))) {
-        std::fprintf(stderr, "nodelet did not remove the pods\n");
-        return 1;
-      }
-      if (!MeasureFloor(*containerd, dir.Sub("floor-logs"), n, floor)) {
-        std::fprintf(stderr, "the CRI floor run failed\n");
-        return 1;
-      }
+      auto through_nodelet = [&] {
+        std::this_thread::sleep_for(kSettle);
+        if (!MeasureNodelet(manifests, dir.Sub("run"), n, ++round, via_nodelet)) return false;
+        if (!WaitRuntimeEmpty(containerd->cri(), milliseconds(120000))) {
+          std::fprintf(stderr, "nodelet did not remove the pods\n");
+          return false;
+        }
+        return true;
+      };
+      auto through_cri = [&] {
+        std::this_thread::sleep_for(kSettle);
+        if (!MeasureFloor(*containerd, dir.Sub("floor-logs"), n, floor)) {
+          std::fprintf(stderr, "the CRI floor run failed\n");
+          return false;
+        }
+        return true;
+      };
+      // Every other round the floor goes first: what one side leaves behind falls on the other
+      // side as often as the other way round.
+      const bool ok = r % 2 == 0 ? through_nodelet() && through_cri()
+                                 : through_cri() && through_nodelet();
+      if (!ok) return 1;
       nodelet_ms.insert(nodelet_ms.end(), via_nodelet.ms.begin(), via_nodelet.ms.end());
       floor_ms.insert(floor_ms.end(), floor.ms.begin(), floor.ms.end());
       nodelet_all = std::max(nodelet_all, via_nodelet.all);
