@@ -179,11 +179,15 @@ Duration PlegEngine::ExitRetryDelay(int attempt, int exits) {
   return Duration(kEventRetryFirst) * (1 << std::min(attempt - kExitPolls, 6));
 }
 
-bool PlegEngine::RuntimeShowsExited(const std::string& id) {
+bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id, bool exit) {
   auto c = runtime_.InspectContainer(id);
   // Not a container (a sandbox's task), gone, or unanswered: the pod's listing decides.
   if (!c.ok()) return true;
-  return c->state != ContainerState::Running && c->state != ContainerState::Created;
+  if (exit) return c->state != ContainerState::Running && c->state != ContainerState::Created;
+  const PodView* view = diff_.Find(uid);
+  if (view == nullptr) return true;
+  auto known = view->containers.find(id);
+  return known == view->containers.end() || known->second != c->state;
 }
 
 void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request) {
@@ -198,17 +202,22 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
       foreign = of.status().code() == StatusCode::kFailedPrecondition;
     }
   }
-  if (foreign) return;  // not nodelet's: the full relist reports it
-  // An exit that the CRI view did not show at the first look: the container alone is asked
-  // (ContainerStatus costs a fraction of the pod's listing) until it shows the exit, and only
-  // then is the pod relisted.
-  const bool ask_pod = !(request.exit && attempt > 0 && uid && !RuntimeShowsExited(id));
-  if (uid && ask_pod && RelistPod(*uid, false)) return;
-  // The runtime's CRI view may not have taken the event in yet (containerd publishes a task's
-  // exit before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in
-  // all; an exit sooner (ExitRetryDelay), and only until the view shows it (a relist may have
-  // seen it first).
-  if (request.exit && uid && ViewShowsExited(*uid, id)) return;
+  // Not nodelet's (the full relist reports it), or an id CRI does not know (yet): a sandbox or
+  // container being created, whose containerd events come before RunPodSandbox or
+  // CreateContainer has stored it in CRI. podworkerd asks for a relist of its pod once its sync
+  // is done, and the full relist covers anyone else's; looking again cost 14 CRI calls per new
+  // id (docs/plegd.md).
+  if (foreign || !uid) return;
+  // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
+  // listing) until it shows something the view does not, and only then is the pod relisted.
+  const bool ask_pod = attempt == 0 || RuntimeMovedOn(*uid, id, request.exit);
+  if (ask_pod && RelistPod(*uid, false)) return;
+  // Nothing new in the pod's listing: the runtime's CRI view may not have taken the event in
+  // yet (containerd publishes a task's start before StartContainer has stored it, and its exit
+  // before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in all; an
+  // exit sooner (ExitRetryDelay), and only until the view shows it (a relist may have seen it
+  // first).
+  if (request.exit && ViewShowsExited(*uid, id)) return;
   const bool exit = request.exit;
   if (attempt + 1 >= (exit ? kExitAttempts : kEventAttempts)) {
     return;  // the full relist is the safety net

@@ -93,11 +93,12 @@ class PlegEngine {
   // come while a relist runs make one more. Thread-safe.
   void Nudge();
   // A runtime event about this container or sandbox id: its pod is relisted alone (found by
-  // the id in the last view, or else asked of the runtime); when that shows no change yet (the
-  // runtime's CRI view can lag its events) it looks again 10 ms later, doubling, 7 times at
-  // most. An exit (`exit`: a task's exit) is looked at again sooner (kExitRetryDelays: every 5
-  // to 20 ms for the first 70 ms, where containerd's CRI plugin catches up) until the view
-  // shows the id exited, by this look or an earlier one. An empty id is Nudge(). Thread-safe.
+  // the id in the last view, or else asked of the runtime; an id the runtime does not know yet
+  // is left to podworkerd's relist requests and the full relist). When that shows no change yet
+  // (containerd's CRI view lags its events) the container alone is asked again 10 ms later,
+  // doubling, 7 times at most, and the pod relisted when it shows a change. An exit (`exit`: a
+  // task's exit) is asked again sooner (ExitRetryDelay) until the view shows the id exited, by
+  // this look or an earlier one. An empty id is Nudge(). Thread-safe.
   void NudgeRuntimeId(const std::string& id, bool exit = false);
   // Relists these pods alone now, and publishes each one's record (inspected again) even when
   // nothing changed, with the listing's time. Thread-safe.
@@ -146,9 +147,10 @@ class PlegEngine {
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
   bool RelistPod(const std::string& uid, bool force);
   void HandleRuntimeId(const std::string& id, const IdRequest& request);
-  // Whether the runtime's ContainerStatus of `id` shows it no longer running (true also when
-  // `id` is no container, or the call fails).
-  bool RuntimeShowsExited(const std::string& id);
+  // Whether the runtime's ContainerStatus of `id` shows what the view of pod `uid` does not: for
+  // an exit, the container no longer running; else another state than the view's (true also
+  // when `id` is no container, or the call fails).
+  bool RuntimeMovedOn(const std::string& uid, const std::string& id, bool exit);
   // Whether the last view shows this container exited (or this sandbox not ready).
   bool ViewShowsExited(const std::string& uid, const std::string& id) const;
   // Under mu_: the changes' inspection jobs (removed pods go to `removed`), with the events of

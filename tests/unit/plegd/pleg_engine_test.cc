@@ -272,16 +272,26 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   rt.AddPod("a", {{"app", ContainerState::Running}});
   rt.AddPod("b", {{"app", ContainerState::Running}});
   EventedEngine e(rt);
-  // The event comes before the runtime's listing shows the exit: the third look sees it.
+  // The event comes before the runtime shows the change: the pod listed at the first look, the
+  // container alone asked at the second and third, which shows it; then the pod listed again.
   rt.DeferState("a-app", ContainerState::Exited, 3);
   e.engine.NudgeRuntimeId("a-app");
   auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
     return HasEvent(o, "a-app", EventType::ContainerDied);
   });
   EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
-  EXPECT_EQ(rt.pod_lists(), 3);
+  EXPECT_EQ(rt.pod_lists(), 2);
   EXPECT_EQ(e.engine.event_retries(), 2u);
   EXPECT_EQ(rt.lists(), 1) << "no full relist";
+
+  // An id the runtime does not know (yet): a sandbox or container being created. One question,
+  // nothing listed, not asked again: podworkerd asks for a relist once it has made it, and the
+  // full relist sees what others make.
+  const int lists = rt.pod_lists();
+  e.engine.NudgeRuntimeId("new-sandbox");
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), lists);
+  EXPECT_EQ(e.engine.event_retries(), 2u);
 
   // An id the last view does not hold: its pod is found through the runtime.
   rt.AddPod("c", {{"app", ContainerState::Running}});
@@ -360,7 +370,8 @@ TEST(PlegEngineTest, AnEventDuringAnExitsLookAgainKeepsItAnExit) {
   });
   EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
   // The exit's first look, the delete's first look, and the listing once the container showed
-  // the exit; relisted at each look (10 ms doubling), it would be five.
+  // the exit. (Had the delete's look been taken for another event's, the container would have
+  // been asked only 10 ms doubling apart.)
   EXPECT_EQ(rt.pod_lists(), 3);
   e.engine.Stop();
 }
@@ -399,10 +410,14 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists + 1) << "one look, then none";
   EXPECT_EQ(e.engine.event_retries(), 2u);
-  // Another event of b's container that finds nothing new is looked at again.
+  // Another event of b's container that finds nothing new is looked at again (the container
+  // alone).
+  const int asked = rt.container_inspections();
   e.engine.NudgeRuntimeId("b-app");
   EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
   EXPECT_GT(e.engine.event_retries(), 2u);
+  EXPECT_EQ(rt.pod_lists(), lists + 2) << "the pod listed at the first look only";
+  EXPECT_GT(rt.container_inspections(), asked);
   e.engine.Stop();
 }
 
