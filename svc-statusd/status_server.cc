@@ -151,7 +151,6 @@ void StatusServer::Decode(ipc::Incoming& in, Pending& p, std::vector<StatusChang
       auto r = node_->Set(req->node_json()->str(), now, &p.node_changed);
       if (!r.ok()) return refuse(r.status());
       p.node = std::move(*r);
-      if (p.node_changed) out.node_changed = p.node;
       return;
     }
     case fb::Body::GetNodeStatusRequest: {

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,8 +34,6 @@ struct BatchResult {
   // Requests refused for their content (garbage, invalid, illegal transition, unknown pod),
   // for the caller to log.
   std::vector<Status> refused;
-  // The node status, when a SetNodeStatusRequest in the batch changed it (the last one).
-  std::optional<status::NodeStatusRecord> node_changed;
 };
 
 struct StatusServerCounters {
