@@ -296,8 +296,8 @@ int main(int argc, char** argv) {
       };
       // Every other round the floor goes first: what one side leaves behind falls on the other
       // side as often as the other way round.
-      const bool ok = r % 2 == 0 ? through_nodelet() && through_cri()
-                                 : through_cri() && through_nodelet();
+      const bool ok =
+          r % 2 == 0 ? through_nodelet() && through_cri() : through_cri() && through_nodelet();
       if (!ok) return 1;
       nodelet_ms.insert(nodelet_ms.end(), via_nodelet.ms.begin(), via_nodelet.ms.end());
       floor_ms.insert(floor_ms.end(), floor.ms.begin(), floor.ms.end());
