@@ -26,8 +26,9 @@ class CriPlegRuntime final : public PlegRuntime {
       : owned_(std::move(owned)), runtime_(*owned_) {}
 
   Result<RuntimeListing> List() override;
-  Result<RuntimeListing> ListPod(const std::string& uid) override;
-  Result<std::string> PodOf(const std::string& runtime_id) override;
+  Result<RuntimeListing> ListPod(const std::string& uid,
+                                 const std::vector<std::string>& known_sandboxes) override;
+  Result<PodRef> PodOf(const std::string& runtime_id) override;
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override;
   Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) override;
 

@@ -194,10 +194,12 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
   const int attempt = request.attempt;
   std::optional<std::string> uid = diff_.UidOf(id);
   bool foreign = false;
+  std::string sandbox;  // the id's sandbox, when the runtime named it
   if (!uid) {
     auto of = runtime_.PodOf(id);
     if (of.ok()) {
-      uid = *of;
+      uid = of->uid;
+      sandbox = of->sandbox_id;
     } else {
       foreign = of.status().code() == StatusCode::kFailedPrecondition;
     }
@@ -211,7 +213,7 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
   // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
   // listing) until it shows something the view does not, and only then is the pod relisted.
   const bool ask_pod = attempt == 0 || RuntimeMovedOn(*uid, id, request.exit);
-  if (ask_pod && RelistPod(*uid, false)) return;
+  if (ask_pod && RelistPod(*uid, false, sandbox)) return;
   // Nothing new in the pod's listing: the runtime's CRI view may not have taken the event in
   // yet (containerd publishes a task's start before StartContainer has stored it, and its exit
   // before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in all; an
@@ -237,11 +239,17 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
   if (!fresh) pending->second.exit = pending->second.exit || exit;
 }
 
-bool PlegEngine::RelistPod(const std::string& uid, bool force) {
+bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string& sandbox) {
   const PodView* known = diff_.Find(uid);
   if (known != nullptr && known->foreign) return false;  // listed by labels it does not have
   const int64_t listed_at = clock_.MonoNanos();
-  auto listing = runtime_.ListPod(uid);
+  std::vector<std::string> sandboxes;
+  if (known != nullptr) sandboxes = known->sandbox_ids;
+  if (!sandbox.empty() &&
+      std::find(sandboxes.begin(), sandboxes.end(), sandbox) == sandboxes.end()) {
+    sandboxes.push_back(sandbox);
+  }
+  auto listing = runtime_.ListPod(uid, sandboxes);
   if (!listing.ok()) {
     ++relist_errors_;
     return false;

@@ -145,7 +145,8 @@ class PlegEngine {
   // record in `known` (the others keep that record).
   PodResult Inspect(const Job& job, const InspectedContainers& known);
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
-  bool RelistPod(const std::string& uid, bool force);
+  // `sandbox`: a sandbox of the pod the last view may not hold (an event's).
+  bool RelistPod(const std::string& uid, bool force, const std::string& sandbox = "");
   void HandleRuntimeId(const std::string& id, const IdRequest& request);
   // Whether the runtime's ContainerStatus of `id` shows what the view of pod `uid` does not: for
   // an exit, the container no longer running; else another state than the view's (true also

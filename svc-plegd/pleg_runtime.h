@@ -50,16 +50,24 @@ struct RuntimeListing {
   std::vector<ContainerListing> containers;
 };
 
+struct PodRef {
+  std::string uid;
+  std::string sandbox_id;
+};
+
 class PlegRuntime {
  public:
   virtual ~PlegRuntime() = default;
   virtual Result<RuntimeListing> List() = 0;
   // One pod alone (its sandboxes, grouped as List() groups them, and their containers): a
-  // relist of that pod.
-  virtual Result<RuntimeListing> ListPod(const std::string& uid) = 0;
-  // The uid of the pod a container or sandbox id belongs to: NOT_FOUND when the runtime lists
-  // no such id, FAILED_PRECONDITION when the pod is not nodelet's (foreign).
-  virtual Result<std::string> PodOf(const std::string& runtime_id) = 0;
+  // relist of that pod. `known_sandboxes`: the ids of the pod's sandboxes in the last view, which
+  // a runtime that finds the pod's sandboxes by a label must look up as well (one made by hand
+  // may lack the label).
+  virtual Result<RuntimeListing> ListPod(const std::string& uid,
+                                         const std::vector<std::string>& known_sandboxes) = 0;
+  // The pod a container or sandbox id belongs to (its uid, and the sandbox's id): NOT_FOUND when
+  // the runtime lists no such id, FAILED_PRECONDITION when the pod is not nodelet's (foreign).
+  virtual Result<PodRef> PodOf(const std::string& runtime_id) = 0;
   // PodSandboxStatus.
   virtual Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) = 0;
   // ContainerStatus.

@@ -81,7 +81,9 @@ class FakePlegRuntime : public plegd::PlegRuntime {
     std::lock_guard<std::mutex> lock(mu_);
     deferred_.push_back({id, state, looks});
   }
-  Result<plegd::RuntimeListing> ListPod(const std::string& uid) override {
+  // The fake groups by uid alone and needs no `known_sandboxes`.
+  Result<plegd::RuntimeListing> ListPod(const std::string& uid,
+                                        const std::vector<std::string>& known_sandboxes) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++pod_lists_;
     LookedLocked(nullptr);
@@ -98,7 +100,7 @@ class FakePlegRuntime : public plegd::PlegRuntime {
     }
     return out;
   }
-  Result<std::string> PodOf(const std::string& runtime_id) override {
+  Result<plegd::PodRef> PodOf(const std::string& runtime_id) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::string sandbox_id = runtime_id;
     for (const auto& c : listing_.containers) {
@@ -109,7 +111,7 @@ class FakePlegRuntime : public plegd::PlegRuntime {
       if (s.labels.count(plegd::kManagedLabel) == 0) {
         return Status(StatusCode::kFailedPrecondition, "foreign");
       }
-      return s.pod_uid;
+      return plegd::PodRef{s.pod_uid, s.id};
     }
     return NotFound("no " + runtime_id);
   }

@@ -111,7 +111,7 @@ TEST(RelistDiffTest, APodRelistedAloneThenInFullEndsAsAFullRelistAlone) {
   rt.SetContainerState("u1-app", ContainerState::Exited);
   rt.SetContainerState("u2-app", ContainerState::Exited);
   const RuntimeListing after = *rt.List();
-  const RuntimeListing pod1 = *rt.ListPod("u1");
+  const RuntimeListing pod1 = *rt.ListPod("u1", {});
 
   RelistDiff full_only, evented;
   full_only.Update(before);
