@@ -185,6 +185,7 @@ Status PodworkerdService::Start() {
     std::string socket = config_.runtime_endpoint;
     if (socket.rfind("unix://", 0) == 0) socket = socket.substr(7);
     counting_->set_after_sandbox_removal([this, socket](const std::vector<std::string>& ids) {
+      const std::vector<ShimProcess> shims = ListShims(socket);  // once for all the ids
       for (const auto& id : ids) {
         bool existed = false;
         Status s = tasks_->KillAndDelete(id, &existed);
@@ -193,7 +194,7 @@ Status PodworkerdService::Start() {
               ->warn("Removed the task {} that containerd kept after removing its sandbox: {}", id,
                      s.ok() ? "deleted" : s.message());
         }
-        for (const auto& shim : ListShims(socket)) {
+        for (const auto& shim : shims) {
           if (shim.id != id) continue;
           GetLogger("podworkerd")
               ->warn(

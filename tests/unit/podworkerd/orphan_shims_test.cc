@@ -35,6 +35,9 @@ class FakeProc {
     std::string raw;
     for (const auto& a : argv) raw += a + std::string(1, '\0');
     std::ofstream(dir + "/cmdline") << raw;
+    // The kernel's comm: the executable's base name, at most 15 bytes.
+    const std::string exe = argv.empty() ? "" : argv[0].substr(argv[0].rfind('/') + 1);
+    std::ofstream(dir + "/comm") << exe.substr(0, 15) << "\n";
     // Fields 3..22 after "(comm)"; a comm with a space and a parenthesis, as comm may be.
     std::ofstream(dir + "/stat") << pid << " (a b) c) S 1 " << pid
                                  << " 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " << start_time << " 0 0\n";
@@ -50,8 +53,8 @@ std::vector<std::string> Shim(const std::string& id, const std::string& address,
   return {"/usr/bin/containerd-shim-runc-v2", "-namespace", ns, "-id", id, "-address", address};
 }
 
-// A shim is found by its argv (containerd-shim*, -id, -address) with its namespace and start
-// time; a shim of another containerd, and any other process, are not.
+// A shim is found by its comm and argv (containerd-shim*, -id, -address) with its namespace and
+// start time; a shim of another containerd, and any other process, are not.
 TEST(OrphanShimsTest, ShimsAreFoundByTheirContainerdSocket) {
   FakeProc proc;
   const std::string id(64, 'd');
@@ -59,6 +62,9 @@ TEST(OrphanShimsTest, ShimsAreFoundByTheirContainerdSocket) {
   proc.Add(101, Shim(id, "/run/b/containerd.sock"));
   proc.Add(102, Shim(std::string(64, 'e'), "/run/a/containerd.sock", "moby"));
   proc.Add(103, {"/bin/sh", "-id", id, "-address", "/run/a/containerd.sock"});
+  // A process that rewrote its argv to look like a shim: its comm is still its own.
+  proc.Add(104, Shim(id, "/run/a/containerd.sock"));
+  std::ofstream(proc.root() + "/104/comm") << "sleep\n";
   ASSERT_EQ(mkdir((proc.root() + "/self").c_str(), 0755), 0);
   auto shims = ListShims("/run/a/containerd.sock", proc.root());
   ASSERT_EQ(shims.size(), 2u);
