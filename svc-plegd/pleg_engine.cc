@@ -393,16 +393,17 @@ void PlegEngine::InspectorLoop() {
     if (stopping_) return;
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
-    InspectedContainers known;
+    InspectedPod known;
     if (auto it = inspected_.find(job.view.uid); it != inspected_.end()) {
       known = std::move(it->second);
       inspected_.erase(it);
     }
     lock.unlock();
     PodResult result = Inspect(job, known);
-    known.clear();
+    known = InspectedPod{};
     if (!result.inspect_failed) {
-      for (const auto& c : result.record.containers) known.emplace(c->id, *c);
+      for (const auto& c : result.record.containers) known.containers.emplace(c->id, *c);
+      for (const auto& s : result.record.sandboxes) known.sandboxes.emplace(s->id, *s);
     }
     lock.lock();
     in_flight_.erase(job.view.uid);
@@ -430,7 +431,7 @@ void PlegEngine::InspectorLoop() {
   }
 }
 
-PodResult PlegEngine::Inspect(const Job& job, const InspectedContainers& known) {
+PodResult PlegEngine::Inspect(const Job& job, const InspectedPod& known) {
   ++inspections_;
   PodResult r;
   r.events = job.events;
@@ -441,6 +442,13 @@ PodResult PlegEngine::Inspect(const Job& job, const InspectedContainers& known) 
   r.record.relist = job.relist;
   r.record.listed_at_mono_ns = job.listed_at_mono_ns;
   for (const auto& id : job.view.sandbox_ids) {
+    auto listed = job.view.sandboxes.find(id);
+    auto last = known.sandboxes.find(id);
+    if (listed != job.view.sandboxes.end() && last != known.sandboxes.end() &&
+        last->second.state == listed->second) {
+      r.record.sandboxes.push_back(std::make_unique<ipc::pleg::SandboxRecordT>(last->second));
+      continue;
+    }
     auto s = runtime_.InspectSandbox(id);
     if (!s.ok()) {
       if (s.status().code() == StatusCode::kNotFound) continue;  // removed meanwhile
@@ -453,8 +461,8 @@ PodResult PlegEngine::Inspect(const Job& job, const InspectedContainers& known) 
   if (!r.inspect_failed) {
     for (const auto& id : job.view.container_ids) {
       auto listed = job.view.containers.find(id);
-      auto last = known.find(id);
-      if (listed != job.view.containers.end() && last != known.end() &&
+      auto last = known.containers.find(id);
+      if (listed != job.view.containers.end() && last != known.containers.end() &&
           listed->second != ipc::pleg::ContainerState::Unknown &&
           last->second.state == listed->second) {
         ++containers_reused_;

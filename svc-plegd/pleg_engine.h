@@ -117,7 +117,8 @@ class PlegEngine {
   uint64_t relist_errors() const { return relist_errors_.load(); }
   uint64_t inspections() const { return inspections_.load(); }
   uint64_t inspection_errors() const { return inspection_errors_.load(); }
-  // ContainerStatus calls made by inspections, and containers whose last record was kept.
+  // ContainerStatus calls made by inspections, and containers whose last record was kept
+  // (sandboxes' records are kept the same way, not counted).
   uint64_t containers_inspected() const { return containers_inspected_.load(); }
   uint64_t containers_reused() const { return containers_reused_.load(); }
   int64_t last_relist_duration_us() const { return last_duration_us_.load(); }
@@ -138,12 +139,16 @@ class PlegEngine {
 
   void RelistLoop();
   void InspectorLoop();
-  // A container's record from its pod's last inspection: ContainerStatus says nothing new while
-  // the container stays in the state the record shows (nodelet resizes no container).
-  using InspectedContainers = std::map<std::string, ipc::pleg::ContainerRecordT>;
-  // Inspects the pod: its sandboxes, and each container whose listed state differs from its
-  // record in `known` (the others keep that record).
-  PodResult Inspect(const Job& job, const InspectedContainers& known);
+  // A pod's records from its last inspection, by id: ContainerStatus and PodSandboxStatus say
+  // nothing new while the container or sandbox stays in the state its record shows (nodelet
+  // resizes no container; a sandbox's IPs are set when it is made).
+  struct InspectedPod {
+    std::map<std::string, ipc::pleg::ContainerRecordT> containers;
+    std::map<std::string, ipc::pleg::SandboxRecordT> sandboxes;
+  };
+  // Inspects the pod: each sandbox and container whose listed state differs from its record in
+  // `known` (the others keep that record).
+  PodResult Inspect(const Job& job, const InspectedPod& known);
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
   // `sandbox`: a sandbox of the pod the last view may not hold (an event's).
   bool RelistPod(const std::string& uid, bool force, const std::string& sandbox = "");
@@ -187,7 +192,7 @@ class PlegEngine {
   // uid -> its containers' records at its last inspection that succeeded. A pod's entry is taken
   // out while it is inspected (one inspection per pod at a time) and dropped at the first full
   // relist without the pod.
-  std::map<std::string, InspectedContainers> inspected_;
+  std::map<std::string, InspectedPod> inspected_;
   PlegOutput output_;
   bool stopping_ = false;
   bool nudged_ = false;                           // a full relist is wanted now

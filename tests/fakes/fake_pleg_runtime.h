@@ -123,12 +123,17 @@ class FakePlegRuntime : public plegd::PlegRuntime {
     std::lock_guard<std::mutex> lock(mu_);
     return pod_lists_;
   }
+  int sandbox_inspections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sandbox_inspections_;
+  }
   int container_inspections() const {
     std::lock_guard<std::mutex> lock(mu_);
     return container_inspections_;
   }
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override {
     std::unique_lock<std::mutex> lock(mu_);
+    ++sandbox_inspections_;
     cv_.wait(lock, [&] { return hanging_.count(id) == 0; });
     for (const auto& s : listing_.sandboxes) {
       if (s.id != id) continue;
@@ -184,7 +189,7 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   plegd::RuntimeListing listing_;
-  int lists_ = 0, pod_lists_ = 0, container_inspections_ = 0;
+  int lists_ = 0, pod_lists_ = 0, container_inspections_ = 0, sandbox_inspections_ = 0;
   struct Deferred {
     std::string id;
     plegd::ContainerState state;

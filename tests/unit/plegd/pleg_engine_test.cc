@@ -317,7 +317,8 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
 }
 
 // A pod's inspection asks ContainerStatus only of the containers whose listed state moved since
-// its last inspection (or that are new); the record still holds every container in full.
+// its last inspection (or that are new), and PodSandboxStatus likewise; the record still holds
+// every container and sandbox in full.
 TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"one", ContainerState::Running},
@@ -325,6 +326,7 @@ TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
                   {"three", ContainerState::Running}});
   EventedEngine e(rt);
   EXPECT_EQ(rt.container_inspections(), 3) << "the first relist inspects all";
+  EXPECT_EQ(rt.sandbox_inspections(), 1);
   EXPECT_EQ(e.engine.containers_inspected(), 3u);
   rt.SetContainerState("a-two", ContainerState::Exited, 7);
   e.engine.RelistPods({"a"});
@@ -332,10 +334,13 @@ TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
     return HasEvent(o, "a-two", EventType::ContainerDied);
   });
   EXPECT_EQ(rt.container_inspections(), 4) << "only a-two asked again";
+  EXPECT_EQ(rt.sandbox_inspections(), 1) << "the sandbox is still ready";
   EXPECT_EQ(e.engine.containers_reused(), 2u);
   ASSERT_FALSE(out.pods.empty());
   const auto& record = out.pods.back().record;
   ASSERT_EQ(record.containers.size(), 3u);
+  ASSERT_EQ(record.sandboxes.size(), 1u);
+  EXPECT_EQ(record.sandboxes[0]->id, "a-sb");
   for (const auto& c : record.containers) {
     EXPECT_FALSE(c->name.empty()) << c->id << " kept in full";
     EXPECT_EQ(c->state, c->id == "a-two" ? ContainerState::Exited : ContainerState::Running);
