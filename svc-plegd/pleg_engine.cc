@@ -193,7 +193,9 @@ bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id, b
 void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request) {
   const int attempt = request.attempt;
   std::optional<std::string> uid = diff_.UidOf(id);
-  bool foreign = false;
+  // A pod the view holds as not nodelet's: its relist could never change it.
+  const PodView* view = uid ? diff_.Find(*uid) : nullptr;
+  bool foreign = view != nullptr && view->foreign;
   std::string sandbox;  // the id's sandbox, when the runtime named it
   if (!uid) {
     auto of = runtime_.PodOf(id);
