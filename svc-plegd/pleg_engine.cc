@@ -114,8 +114,7 @@ void PlegEngine::RelistLoop() {
     }
     if (!pods.empty() || !ids.empty()) {
       lock.unlock();
-      for (const auto& uid : pods) RelistPod(uid, true);
-      for (const auto& [id, request] : ids) HandleRuntimeId(id, request);
+      HandleRound(pods, ids);
       lock.lock();
       continue;
     }
@@ -190,38 +189,127 @@ bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id, b
   return known == view->containers.end() || known->second != c->state;
 }
 
-void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request) {
-  const int attempt = request.attempt;
-  std::optional<std::string> uid = diff_.UidOf(id);
-  // A pod the view holds as not nodelet's: its relist could never change it.
-  const PodView* view = uid ? diff_.Find(*uid) : nullptr;
-  bool foreign = view != nullptr && view->foreign;
-  std::string sandbox;  // the id's sandbox, when the runtime named it
-  if (!uid) {
-    auto of = runtime_.PodOf(id);
-    if (of.ok()) {
-      uid = of->uid;
-      sandbox = of->sandbox_id;
+int PlegEngine::ViewState(const std::string& uid, const std::string& id) const {
+  const PodView* view = diff_.Find(uid);
+  if (view == nullptr) return -1;
+  if (auto c = view->containers.find(id); c != view->containers.end()) {
+    return static_cast<int>(c->second);
+  }
+  if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
+    return 100 + static_cast<int>(s->second);
+  }
+  return -1;
+}
+
+PlegEngine::SharedListing PlegEngine::Index(RuntimeListing listing, int64_t listed_at) {
+  SharedListing out;
+  out.listed_at_mono_ns = listed_at;
+  // Each sandbox goes to the pod its metadata names (as ListPod keeps them), and each container
+  // to its sandbox's pod; a container whose sandbox is not listed belongs to no pod (PodOf:
+  // not found). Only nodelet's pods are named by id (PodOf: the others are foreign).
+  std::map<std::string, std::pair<std::string, bool>> pod_of_sandbox;  // id -> uid, managed
+  for (auto& sb : listing.sandboxes) {
+    const bool managed = sb.labels.count(kManagedLabel) != 0;
+    pod_of_sandbox[sb.id] = {sb.pod_uid, managed};
+    if (managed) out.refs[sb.id] = PodRef{sb.pod_uid, sb.id};
+    RuntimeListing& pod = out.pods[sb.pod_uid];
+    pod.sandboxes.push_back(std::move(sb));
+  }
+  for (auto& c : listing.containers) {
+    auto it = pod_of_sandbox.find(c.sandbox_id);
+    if (it == pod_of_sandbox.end()) continue;
+    const auto& [uid, managed] = it->second;
+    if (managed) out.refs[c.id] = PodRef{uid, c.sandbox_id};
+    out.pods[uid].containers.push_back(std::move(c));
+  }
+  return out;
+}
+
+void PlegEngine::HandleRound(const std::set<std::string>& pods,
+                             const std::vector<std::pair<std::string, IdRequest>>& ids) {
+  // The events whose pod is to be relisted, with what the view showed of their id before.
+  struct Look {
+    std::string id;
+    IdRequest request;
+    std::optional<std::string> uid;  // from the view; else the runtime names it
+    int before = -1;
+  };
+  std::vector<Look> looks;
+  std::set<std::string> wanted(pods.begin(), pods.end());
+  size_t unresolved = 0;
+  for (const auto& [id, request] : ids) {
+    std::optional<std::string> uid = diff_.UidOf(id);
+    const PodView* view = uid ? diff_.Find(*uid) : nullptr;
+    // A pod the view holds as not nodelet's: its relist could never change it.
+    if (view != nullptr && view->foreign) continue;
+    // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
+    // listing) until it shows something the view does not, and only then is the pod relisted.
+    if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.exit)) {
+      if (!(request.exit && ViewShowsExited(*uid, id))) LookAgain(id, request);
+      continue;
+    }
+    if (uid) {
+      wanted.insert(*uid);
     } else {
-      foreign = of.status().code() == StatusCode::kFailedPrecondition;
+      ++unresolved;
+    }
+    looks.push_back(Look{id, request, uid, uid ? ViewState(*uid, id) : -1});
+  }
+  std::optional<SharedListing> shared;
+  if (wanted.size() + unresolved >= kShareListingAt) {
+    const int64_t listed_at = clock_.MonoNanos();
+    auto listing = runtime_.List();
+    // When it fails, each pod is asked alone (and fails or not on its own).
+    if (listing.ok()) {
+      shared = Index(std::move(*listing), listed_at);
+      ++shared_listings_;
     }
   }
-  // Not nodelet's (the full relist reports it), or an id CRI does not know (yet): a sandbox or
-  // container being created, whose containerd events come before RunPodSandbox or
-  // CreateContainer has stored it in CRI. podworkerd asks for a relist of its pod once its sync
-  // is done, and the full relist covers anyone else's; looking again cost 14 CRI calls per new
-  // id (docs/plegd.md).
-  if (foreign || !uid) return;
-  // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
-  // listing) until it shows something the view does not, and only then is the pod relisted.
-  const bool ask_pod = attempt == 0 || RuntimeMovedOn(*uid, id, request.exit);
-  if (ask_pod && RelistPod(*uid, false, sandbox)) return;
-  // Nothing new in the pod's listing: the runtime's CRI view may not have taken the event in
-  // yet (containerd publishes a task's start before StartContainer has stored it, and its exit
-  // before its CRI plugin has handled it): look again, 10 ms doubling, about 0.6 s in all; an
-  // exit sooner (ExitRetryDelay), and only until the view shows it (a relist may have seen it
-  // first).
-  if (request.exit && ViewShowsExited(*uid, id)) return;
+  const SharedListing* from = shared ? &*shared : nullptr;
+  std::set<std::string> relisted;  // pods already taken from the shared listing
+  for (const auto& uid : pods) {
+    RelistPod(uid, true, "", from);
+    relisted.insert(uid);
+  }
+  for (const auto& look : looks) {
+    std::optional<std::string> uid = look.uid;
+    std::string sandbox;  // the id's sandbox, when the runtime named it
+    if (!uid && from != nullptr) {
+      if (auto ref = from->refs.find(look.id); ref != from->refs.end()) {
+        uid = ref->second.uid;
+        sandbox = ref->second.sandbox_id;
+      }
+    } else if (!uid) {
+      auto of = runtime_.PodOf(look.id);
+      if (of.ok()) {
+        uid = of->uid;
+        sandbox = of->sandbox_id;
+      }
+    }
+    // Not nodelet's (the full relist reports it), or an id CRI does not know (yet): a sandbox
+    // or container being created, whose containerd events come before RunPodSandbox or
+    // CreateContainer has stored it in CRI. podworkerd asks for a relist of its pod once its
+    // sync is done, and the full relist covers anyone else's; looking again cost 14 CRI calls
+    // per new id (docs/plegd.md).
+    if (!uid) continue;
+    bool changed = false;
+    if (from == nullptr || relisted.insert(*uid).second) {
+      changed = RelistPod(*uid, false, sandbox, from);
+    }
+    // Seen: the pod changed at this look, or the id moved in this round (another request's
+    // relist of its pod).
+    if (changed || ViewState(*uid, look.id) != look.before) continue;
+    if (look.request.exit && ViewShowsExited(*uid, look.id)) continue;
+    LookAgain(look.id, look.request);
+  }
+}
+
+void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
+  // Nothing new yet: the runtime's CRI view may not have taken the event in (containerd
+  // publishes a task's start before StartContainer has stored it, and its exit before its CRI
+  // plugin has handled it): look again, 10 ms doubling, about 0.6 s in all; an exit sooner
+  // (ExitRetryDelay), and only until the view shows it (a relist may have seen it first).
+  const int attempt = request.attempt;
   const bool exit = request.exit;
   if (attempt + 1 >= (exit ? kExitAttempts : kEventAttempts)) {
     return;  // the full relist is the safety net
@@ -241,17 +329,24 @@ void PlegEngine::HandleRuntimeId(const std::string& id, const IdRequest& request
   if (!fresh) pending->second.exit = pending->second.exit || exit;
 }
 
-bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string& sandbox) {
+bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string& sandbox,
+                           const SharedListing* shared) {
   const PodView* known = diff_.Find(uid);
   if (known != nullptr && known->foreign) return false;  // listed by labels it does not have
-  const int64_t listed_at = clock_.MonoNanos();
-  std::vector<std::string> sandboxes;
-  if (known != nullptr) sandboxes = known->sandbox_ids;
-  if (!sandbox.empty() &&
-      std::find(sandboxes.begin(), sandboxes.end(), sandbox) == sandboxes.end()) {
-    sandboxes.push_back(sandbox);
+  int64_t listed_at = clock_.MonoNanos();
+  Result<RuntimeListing> listing = RuntimeListing{};
+  if (shared != nullptr) {
+    listed_at = shared->listed_at_mono_ns;
+    if (auto it = shared->pods.find(uid); it != shared->pods.end()) listing = it->second;
+  } else {
+    std::vector<std::string> sandboxes;
+    if (known != nullptr) sandboxes = known->sandbox_ids;
+    if (!sandbox.empty() &&
+        std::find(sandboxes.begin(), sandboxes.end(), sandbox) == sandboxes.end()) {
+      sandboxes.push_back(sandbox);
+    }
+    listing = runtime_.ListPod(uid, sandboxes);
   }
-  auto listing = runtime_.ListPod(uid, sandboxes);
   if (!listing.ok()) {
     ++relist_errors_;
     return false;

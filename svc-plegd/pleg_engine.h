@@ -106,6 +106,8 @@ class PlegEngine {
   uint64_t pod_relists() const { return pod_relists_.load(); }
   uint64_t event_retries() const { return event_retries_.load(); }
   uint64_t nudged_relists() const { return nudged_relists_.load(); }
+  // Rounds of requests whose pods were relisted from one listing of the node (SharedListing).
+  uint64_t shared_listings() const { return shared_listings_.load(); }
   // Runs one relist on the calling thread. Waits for this relist's inspections up to
   // inspect_wait. Not to be mixed with Start()'s relist thread.
   void RelistOnce();
@@ -149,10 +151,28 @@ class PlegEngine {
   // Inspects the pod: each sandbox and container whose listed state differs from its record in
   // `known` (the others keep that record).
   PodResult Inspect(const Job& job, const InspectedPod& known);
+  // One listing of the whole node, indexed as ListPod and PodOf would answer: a round of
+  // requests that concerns several pods relists them all from it (docs/plegd.md, "One listing
+  // per round"). containerd builds every listing from all its sandboxes and containers whatever
+  // the filter, so a round's pods cost it one listing instead of one per pod.
+  struct SharedListing {
+    int64_t listed_at_mono_ns = 0;
+    std::map<std::string, RuntimeListing> pods;  // uid -> its sandboxes and their containers
+    std::map<std::string, PodRef> refs;          // container or sandbox id -> nodelet's pod
+  };
+  static SharedListing Index(RuntimeListing listing, int64_t listed_at);
+  // One round of requests: the pods asked for by name, then the runtime events' ids that are due.
+  void HandleRound(const std::set<std::string>& pods,
+                   const std::vector<std::pair<std::string, IdRequest>>& ids);
   // Relists one pod; whether it changed. `force`: inspect and publish it even when not.
-  // `sandbox`: a sandbox of the pod the last view may not hold (an event's).
-  bool RelistPod(const std::string& uid, bool force, const std::string& sandbox = "");
-  void HandleRuntimeId(const std::string& id, const IdRequest& request);
+  // `sandbox`: a sandbox of the pod the last view may not hold (an event's). `shared`: the
+  // round's listing to take the pod from, instead of asking the runtime.
+  bool RelistPod(const std::string& uid, bool force, const std::string& sandbox = "",
+                 const SharedListing* shared = nullptr);
+  // Queues the event of `id` to be looked at again, unless its looks have run out.
+  void LookAgain(const std::string& id, const IdRequest& request);
+  // The id's state in the pod's view: a container's, 100 + a sandbox's, -1 when it has none.
+  int ViewState(const std::string& uid, const std::string& id) const;
   // Whether the runtime's ContainerStatus of `id` shows what the view of pod `uid` does not: for
   // an exit, the container no longer running; else another state than the view's (true also
   // when `id` is no container, or the call fails).
@@ -199,6 +219,8 @@ class PlegEngine {
   bool woken_ = false;                            // pod relists are wanted
   std::set<std::string> pod_requests_;            // uids
   std::map<std::string, IdRequest> id_requests_;  // runtime ids of events
+  // A round that concerns this many pods (or more) lists the node once for them all.
+  static constexpr size_t kShareListingAt = 2;
   static constexpr int kEventAttempts = 7;
   static constexpr std::chrono::milliseconds kEventRetryFirst{10};
   // An exit's looks again: kExitPolls polls of its container kExitPollEvery apart (times the
@@ -208,7 +230,7 @@ class PlegEngine {
   static constexpr std::chrono::milliseconds kExitPollEvery{2};
   static constexpr int kExitAttempts = kExitPolls + 8;
   static Duration ExitRetryDelay(int attempt, int exits);
-  std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0};
+  std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0}, shared_listings_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

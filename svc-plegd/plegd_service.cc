@@ -219,6 +219,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
   c.emplace_back("pod_relists", engine_->pod_relists());
   c.emplace_back("event_retries", engine_->event_retries());
+  c.emplace_back("shared_listings", engine_->shared_listings());
   c.emplace_back("relist_requests", relist_requests_);
   c.emplace_back("relist_errors", engine_->relist_errors());
   c.emplace_back("inspections", engine_->inspections());

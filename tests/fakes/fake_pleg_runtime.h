@@ -70,20 +70,26 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   Result<plegd::RuntimeListing> List() override {
     std::lock_guard<std::mutex> lock(mu_);
     ++lists_;
+    LookedLocked(nullptr);
     if (list_error_) return *list_error_;
     return listing_;
   }
   // The managed pod's sandboxes and the containers in them (the fake has no labels on
   // containers: a container is the pod's when its sandbox is).
-  // The container takes `state` only at the `looks`-th look at it from now: a ListPod call, or
-  // an InspectContainer of it. A runtime whose view lags the event that announced the change.
+  // The container takes `state` only at the `looks`-th look at it from now: a List or ListPod
+  // call, or an InspectContainer of it. A runtime whose view lags the event that announced the
+  // change.
   void DeferState(const std::string& id, plegd::ContainerState state, int looks) {
     std::lock_guard<std::mutex> lock(mu_);
     deferred_.push_back({id, state, looks});
   }
+  // Called (without the fake's lock) at each ListPod, before it answers; set it before the
+  // engine starts.
+  std::function<void(const std::string& uid)> on_list_pod;
   // The fake groups by uid alone and needs no `known_sandboxes`.
   Result<plegd::RuntimeListing> ListPod(const std::string& uid,
                                         const std::vector<std::string>& known_sandboxes) override {
+    if (on_list_pod) on_list_pod(uid);
     std::lock_guard<std::mutex> lock(mu_);
     ++pod_lists_;
     LookedLocked(nullptr);

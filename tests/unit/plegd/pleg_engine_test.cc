@@ -438,5 +438,70 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   e.engine.Stop();
 }
 
+// A round of requests that concerns several pods (they came while the last round ran) lists the
+// node once and relists each pod from that listing: the same events and records as a listing
+// per pod, an id the view does not hold found in it too, and an event whose id another request
+// of the round already showed moved not looked at again.
+TEST(PlegEngineTest, ARoundOfSeveralPodsSharesOneListing) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  rt.AddPod("b", {{"app", ContainerState::Running}, {"side", ContainerState::Running}});
+  rt.AddPod("x", {{"app", ContainerState::Running}});
+  rt.AddPod("f", {{"app", ContainerState::Running}}, false);
+  PlegEngine* engine = nullptr;
+  std::atomic<bool> armed{false};
+  // While x's relist runs, the next round's requests come in.
+  rt.on_list_pod = [&](const std::string& uid) {
+    if (uid != "x" || !armed.exchange(false)) return;
+    engine->NudgeRuntimeId("a-app", /*exit=*/true);
+    engine->NudgeRuntimeId("b-app");
+    engine->NudgeRuntimeId("b-side");
+    engine->NudgeRuntimeId("c-app");  // a pod the view does not hold yet
+    engine->NudgeRuntimeId("f-app");  // foreign
+    engine->RelistPods({"b"});
+  };
+  EventedEngine e(rt);
+  engine = &e.engine;
+  ASSERT_EQ(rt.lists(), 1);
+  rt.SetContainerState("a-app", ContainerState::Exited, 9);
+  rt.SetContainerState("b-app", ContainerState::Exited, 2);
+  rt.SetContainerState("b-side", ContainerState::Exited, 3);
+  rt.AddPod("c", {{"app", ContainerState::Running}});
+  rt.SetContainerState("x-app", ContainerState::Exited, 1);
+  armed = true;
+  e.engine.NudgeRuntimeId("x-app");
+  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "x-app", EventType::ContainerDied) &&
+           HasEvent(o, "a-app", EventType::ContainerDied) &&
+           HasEvent(o, "b-app", EventType::ContainerDied) &&
+           HasEvent(o, "b-side", EventType::ContainerDied) &&
+           HasEvent(o, "c-app", EventType::ContainerStarted);
+  });
+  EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
+  EXPECT_TRUE(HasEvent(out, "b-app", EventType::ContainerDied));
+  EXPECT_TRUE(HasEvent(out, "b-side", EventType::ContainerDied));
+  EXPECT_TRUE(HasEvent(out, "c-app", EventType::ContainerStarted));
+  EXPECT_EQ(rt.lists(), 2) << "the second round listed the node once";
+  EXPECT_EQ(rt.pod_lists(), 1) << "x's alone, in the first round";
+  EXPECT_EQ(e.engine.shared_listings(), 1u);
+  EXPECT_EQ(e.engine.event_retries(), 0u) << "every event's id moved in its round";
+  for (const auto& p : out.pods) {
+    EXPECT_NE(p.record.uid, "f") << "a foreign pod is the full relist's";
+    if (p.record.uid != "a") continue;
+    ASSERT_EQ(p.record.containers.size(), 1u);
+    EXPECT_EQ(p.record.containers[0]->exit_code, 9);
+  }
+  // A round of one pod asks the runtime for that pod alone.
+  rt.SetContainerState("a-app", ContainerState::Running);
+  e.engine.NudgeRuntimeId("a-app");
+  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-app", EventType::ContainerStarted);
+  });
+  EXPECT_TRUE(HasEvent(again, "a-app", EventType::ContainerStarted));
+  EXPECT_EQ(rt.lists(), 2);
+  EXPECT_EQ(rt.pod_lists(), 2);
+  e.engine.Stop();
+}
+
 }  // namespace
 }  // namespace nodelet::plegd
