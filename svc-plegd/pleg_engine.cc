@@ -139,14 +139,33 @@ void PlegEngine::Nudge() {
   stop_cv_.notify_all();
 }
 
-void PlegEngine::NudgeRuntimeId(const std::string& id, bool exit) {
+std::optional<RuntimeChange> ChangeOfTopic(const std::string& topic) {
+  if (topic == "/containers/create" || topic == "/tasks/create") return std::nullopt;
+  if (topic == "/tasks/start") return RuntimeChange::kStarted;
+  if (topic == "/tasks/exit" || topic == "/tasks/delete") return RuntimeChange::kExited;
+  if (topic == "/containers/delete") return RuntimeChange::kRemoved;
+  return RuntimeChange::kAny;
+}
+
+void PlegEngine::OnRuntimeEvent(const std::string& id, const std::string& topic) {
+  if (id.empty()) return Nudge();
+  std::optional<RuntimeChange> change = ChangeOfTopic(topic);
+  if (!change) {
+    ++runtime_events_unlooked_;
+    return;
+  }
+  NudgeRuntimeId(id, *change);
+}
+
+void PlegEngine::NudgeRuntimeId(const std::string& id, RuntimeChange change) {
   if (id.empty()) return Nudge();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = id_requests_.find(id);
-    // An exit waiting for its look stays one when another event of the id comes.
-    const bool was_exit = it != id_requests_.end() && it->second.exit;
-    id_requests_[id] = IdRequest{clock_.Now(), 0, exit || was_exit};
+    // An exit waiting for its look stays one when another event of the id comes (its task's
+    // delete): the later of the two changes is looked for.
+    if (it != id_requests_.end()) change = std::max(change, it->second.change);
+    id_requests_[id] = IdRequest{clock_.Now(), 0, change};
     woken_ = true;
   }
   stop_cv_.notify_all();
@@ -161,16 +180,29 @@ void PlegEngine::RelistPods(const std::vector<std::string>& uids) {
   stop_cv_.notify_all();
 }
 
-bool PlegEngine::ViewShowsExited(const std::string& uid, const std::string& id) const {
+bool PlegEngine::ViewShows(const std::string& uid, const std::string& id,
+                           RuntimeChange change) const {
+  if (change == RuntimeChange::kAny) return false;
   const PodView* view = diff_.Find(uid);
-  if (view == nullptr) return false;
-  if (auto c = view->containers.find(id); c != view->containers.end()) {
-    return c->second == ContainerState::Exited;
+  if (view != nullptr) {
+    if (auto c = view->containers.find(id); c != view->containers.end()) {
+      switch (change) {
+        case RuntimeChange::kStarted:
+          return c->second == ContainerState::Running || c->second == ContainerState::Exited;
+        case RuntimeChange::kExited:
+          return c->second == ContainerState::Exited;
+        default:
+          return false;
+      }
+    }
+    if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
+      // CRI lists a sandbox only once it has started.
+      if (change == RuntimeChange::kStarted) return true;
+      return change == RuntimeChange::kExited && s->second != SandboxState::Ready;
+    }
   }
-  if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
-    return s->second != SandboxState::Ready;
-  }
-  return false;
+  // Not in the view: an exit or a removal leaves nothing more to see.
+  return change == RuntimeChange::kExited || change == RuntimeChange::kRemoved;
 }
 
 Duration PlegEngine::ExitRetryDelay(int attempt, int exits) {
@@ -178,15 +210,37 @@ Duration PlegEngine::ExitRetryDelay(int attempt, int exits) {
   return Duration(kEventRetryFirst) * (1 << std::min(attempt - kExitPolls, 6));
 }
 
-bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id, bool exit) {
-  auto c = runtime_.InspectContainer(id);
-  // Not a container (a sandbox's task), gone, or unanswered: the pod's listing decides.
-  if (!c.ok()) return true;
-  if (exit) return c->state != ContainerState::Running && c->state != ContainerState::Created;
+bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id,
+                                RuntimeChange change) {
   const PodView* view = diff_.Find(uid);
   if (view == nullptr) return true;
+  if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
+    auto status = runtime_.InspectSandbox(id);
+    if (!status.ok()) return true;  // gone, or unanswered: the pod's listing decides
+    switch (change) {
+      case RuntimeChange::kExited:
+        return status->state != SandboxState::Ready;
+      case RuntimeChange::kAny:
+        return status->state != s->second;
+      default:
+        return false;  // listed (started), and not removed yet
+    }
+  }
   auto known = view->containers.find(id);
-  return known == view->containers.end() || known->second != c->state;
+  if (known == view->containers.end()) return true;
+  auto c = runtime_.InspectContainer(id);
+  if (!c.ok()) return true;  // gone, or unanswered: the pod's listing decides
+  switch (change) {
+    case RuntimeChange::kStarted:
+      return c->state == ContainerState::Running || c->state == ContainerState::Exited;
+    case RuntimeChange::kExited:
+      return c->state != ContainerState::Running && c->state != ContainerState::Created;
+    case RuntimeChange::kRemoved:
+      return false;  // still there
+    case RuntimeChange::kAny:
+      break;
+  }
+  return known->second != c->state;
 }
 
 int PlegEngine::ViewState(const std::string& uid, const std::string& id) const {
@@ -242,10 +296,13 @@ void PlegEngine::HandleRound(const std::set<std::string>& pods,
     const PodView* view = uid ? diff_.Find(*uid) : nullptr;
     // A pod the view holds as not nodelet's: its relist could never change it.
     if (view != nullptr && view->foreign) continue;
+    // What the event says is in the view already (a relist saw it first: podworkerd asks for
+    // one after each change it makes, and a container's exit brings its task's delete).
+    if (uid && ViewShows(*uid, id, request.change)) continue;
     // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
-    // listing) until it shows something the view does not, and only then is the pod relisted.
-    if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.exit)) {
-      if (!(request.exit && ViewShowsExited(*uid, id))) LookAgain(id, request);
+    // listing) until it shows what the event says, and only then is the pod relisted.
+    if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.change)) {
+      LookAgain(id, request);
       continue;
     }
     if (uid) {
@@ -296,21 +353,25 @@ void PlegEngine::HandleRound(const std::set<std::string>& pods,
     if (from == nullptr || relisted.insert(*uid).second) {
       changed = RelistPod(*uid, false, sandbox, from);
     }
-    // Seen: the pod changed at this look, or the id moved in this round (another request's
-    // relist of its pod).
-    if (changed || ViewState(*uid, look.id) != look.before) continue;
-    if (look.request.exit && ViewShowsExited(*uid, look.id)) continue;
+    // Seen: the view shows what the event says; for an event that says nothing in particular,
+    // the pod changed at this look, or the id moved in this round (another request's relist of
+    // its pod). A start seen only as a new container still created is looked at again.
+    if (ViewShows(*uid, look.id, look.request.change)) continue;
+    if (look.request.change == RuntimeChange::kAny &&
+        (changed || ViewState(*uid, look.id) != look.before)) {
+      continue;
+    }
     LookAgain(look.id, look.request);
   }
 }
 
 void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
-  // Nothing new yet: the runtime's CRI view may not have taken the event in (containerd
-  // publishes a task's start before StartContainer has stored it, and its exit before its CRI
-  // plugin has handled it): look again, 10 ms doubling, about 0.6 s in all; an exit sooner
-  // (ExitRetryDelay), and only until the view shows it (a relist may have seen it first).
+  // Not seen yet: the runtime's CRI view may not have taken the event in (containerd publishes
+  // a task's start before StartContainer has stored it, and its exit before its CRI plugin has
+  // handled it): look again, 10 ms doubling, about 0.6 s in all; an exit sooner
+  // (ExitRetryDelay).
   const int attempt = request.attempt;
-  const bool exit = request.exit;
+  const bool exit = request.change == RuntimeChange::kExited;
   if (attempt + 1 >= (exit ? kExitAttempts : kEventAttempts)) {
     return;  // the full relist is the safety net
   }
@@ -318,15 +379,16 @@ void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   Duration delay = kEventRetryFirst * (1 << attempt);
   if (exit) {
-    const auto exits = std::count_if(id_requests_.begin(), id_requests_.end(),
-                                     [](const auto& r) { return r.second.exit; });
+    const auto exits = std::count_if(id_requests_.begin(), id_requests_.end(), [](const auto& r) {
+      return r.second.change == RuntimeChange::kExited;
+    });
     delay = ExitRetryDelay(attempt, static_cast<int>(exits) + 1);
   }
-  const IdRequest retry{clock_.Now() + delay, attempt + 1, exit};
-  // A newer event for the same id has already asked for a fresh look; if this one is an exit,
-  // that look stays one (the exit's task delete comes while it is looked at again).
+  const IdRequest retry{clock_.Now() + delay, attempt + 1, request.change};
+  // A newer event for the same id has already asked for a fresh look; it looks for the later
+  // of the two changes (an exit's task delete comes while the exit is looked at again).
   auto [pending, fresh] = id_requests_.emplace(id, retry);
-  if (!fresh) pending->second.exit = pending->second.exit || exit;
+  if (!fresh) pending->second.change = std::max(pending->second.change, request.change);
 }
 
 bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string& sandbox,

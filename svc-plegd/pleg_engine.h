@@ -72,6 +72,12 @@ struct PlegHealth {
   std::string reason;
 };
 
+// What an event of this containerd topic says of its container, or nothing when it says nothing
+// CRI shows by the time it comes: a container's create (CRI stores a new container or sandbox
+// only after containerd publishes its create) and a task's create (CRI shows a container
+// running, and stores a sandbox, only after its task has started). docs/plegd.md.
+std::optional<RuntimeChange> ChangeOfTopic(const std::string& topic);
+
 class PlegEngine {
  public:
   // `on_output` (required) is called from the engine's threads when Drain() has something after
@@ -92,14 +98,19 @@ class PlegEngine {
   // subscription to the runtime's events: what happened without one was not seen). Nudges that
   // come while a relist runs make one more. Thread-safe.
   void Nudge();
-  // A runtime event about this container or sandbox id: its pod is relisted alone (found by
-  // the id in the last view, or else asked of the runtime; an id the runtime does not know yet
-  // is left to podworkerd's relist requests and the full relist). When that shows no change yet
-  // (containerd's CRI view lags its events) the container alone is asked again 10 ms later,
-  // doubling, 7 times at most, and the pod relisted when it shows a change. An exit (`exit`: a
-  // task's exit) is asked again sooner (ExitRetryDelay) until the view shows the id exited, by
-  // this look or an earlier one. An empty id is Nudge(). Thread-safe.
-  void NudgeRuntimeId(const std::string& id, bool exit = false);
+  // A runtime event about this container or sandbox id, saying `change`: its pod is relisted
+  // alone (found by the id in the last view, or else asked of the runtime; an id the runtime
+  // does not know yet is left to podworkerd's relist requests and the full relist), unless the
+  // view already shows what the event says. While the view does not show it (containerd's CRI
+  // view lags its events; for kAny: while the pod's relist shows no change) the container alone
+  // is asked again 10 ms later, doubling, 7 times at most, and the pod relisted when it shows the
+  // change. An exit is asked again sooner (ExitRetryDelay). A newer event of the same id keeps
+  // the later of the two changes. An empty id is Nudge(). Thread-safe.
+  void NudgeRuntimeId(const std::string& id, RuntimeChange change = RuntimeChange::kAny);
+  // A containerd event (ContainerdEventWatcher): NudgeRuntimeId with ChangeOfTopic(topic), or
+  // nothing (counted) when the topic says nothing CRI shows yet. Thread-safe.
+  void OnRuntimeEvent(const std::string& id, const std::string& topic);
+  uint64_t runtime_events_unlooked() const { return runtime_events_unlooked_.load(); }
   // Relists these pods alone now, and publishes each one's record (inspected again) even when
   // nothing changed, with the listing's time. Thread-safe.
   void RelistPods(const std::vector<std::string>& uids);
@@ -136,7 +147,7 @@ class PlegEngine {
   struct IdRequest {
     MonoTime due{};
     int attempt = 0;
-    bool exit = false;  // a task's exit
+    RuntimeChange change = RuntimeChange::kAny;
   };
 
   void RelistLoop();
@@ -173,12 +184,14 @@ class PlegEngine {
   void LookAgain(const std::string& id, const IdRequest& request);
   // The id's state in the pod's view: a container's, 100 + a sandbox's, -1 when it has none.
   int ViewState(const std::string& uid, const std::string& id) const;
-  // Whether the runtime's ContainerStatus of `id` shows what the view of pod `uid` does not: for
-  // an exit, the container no longer running; else another state than the view's (true also
-  // when `id` is no container, or the call fails).
-  bool RuntimeMovedOn(const std::string& uid, const std::string& id, bool exit);
-  // Whether the last view shows this container exited (or this sandbox not ready).
-  bool ViewShowsExited(const std::string& uid, const std::string& id) const;
+  // Whether the runtime's ContainerStatus (PodSandboxStatus for a sandbox of the view) of `id`
+  // shows `change` where the view of pod `uid` does not (kAny: another state than the view's);
+  // true also when the id is gone, unknown to the view, or the call fails.
+  bool RuntimeMovedOn(const std::string& uid, const std::string& id, RuntimeChange change);
+  // Whether the view of pod `uid` shows `change` of this id: started (running or exited; a
+  // sandbox listed at all), exited (a sandbox not ready), removed; an exit or removal also when
+  // the id is not in the view. Never for kAny.
+  bool ViewShows(const std::string& uid, const std::string& id, RuntimeChange change) const;
   // Under mu_: the changes' inspection jobs (removed pods go to `removed`), with the events of
   // pods waiting for a reinspection (every one, or `only_uid`'s). `counted`: the full relist
   // `relist` waits for these jobs. Returns how many were queued.
@@ -230,7 +243,8 @@ class PlegEngine {
   static constexpr std::chrono::milliseconds kExitPollEvery{2};
   static constexpr int kExitAttempts = kExitPolls + 8;
   static Duration ExitRetryDelay(int attempt, int exits);
-  std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0}, shared_listings_{0};
+  std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0}, shared_listings_{0},
+      runtime_events_unlooked_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

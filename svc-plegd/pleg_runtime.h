@@ -50,6 +50,11 @@ struct RuntimeListing {
   std::vector<ContainerListing> containers;
 };
 
+// What a runtime event says of the container (or sandbox) it names, in the order of a
+// container's life (a later one implies the earlier ones): something (kAny), its start, its exit
+// (its task's exit or delete), its removal.
+enum class RuntimeChange { kAny = 0, kStarted = 1, kExited = 2, kRemoved = 3 };
+
 struct PodRef {
   std::string uid;
   std::string sandbox_id;

@@ -68,7 +68,9 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   if (config_.runtime_events) {
     auto watcher = cri::ContainerdEventWatcher::Create(
         config_.runtime_endpoint, "k8s.io",
-        [this](const std::string& id, bool exit) { engine_->NudgeRuntimeId(id, exit); });
+        [this](const std::string& id, const std::string& topic) {
+          engine_->OnRuntimeEvent(id, topic);
+        });
     if (!watcher.ok()) return watcher.status();
     events_ = std::move(*watcher);
     events_->Start();
@@ -216,6 +218,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("relists", engine_->relists());
   c.emplace_back("nudged_relists", engine_->nudged_relists());
   c.emplace_back("runtime_events", events_ ? events_->events() : 0);
+  c.emplace_back("runtime_events_unlooked", engine_->runtime_events_unlooked());
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
   c.emplace_back("pod_relists", engine_->pod_relists());
   c.emplace_back("event_retries", engine_->event_retries());

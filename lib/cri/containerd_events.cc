@@ -29,6 +29,13 @@ std::optional<std::string> EventContainerId(const std::string& topic, const std:
     if (!exit.id().empty() && exit.id() != exit.container_id()) return std::nullopt;
     return exit.container_id();
   }
+  if (topic == "/tasks/delete") {
+    events::TaskDeleteTarget deleted;
+    if (!deleted.ParseFromString(payload)) return std::nullopt;
+    // An exec's process deleted: the container's own task is still there.
+    if (!deleted.id().empty() && deleted.id() != deleted.container_id()) return std::nullopt;
+    return deleted.container_id();
+  }
   events::EventTarget target;
   if (!target.ParseFromString(payload)) return std::nullopt;
   return target.container_id();
@@ -42,7 +49,7 @@ struct ContainerdEventWatcher::Stub {
 
 Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
     const std::string& endpoint, std::string ns,
-    std::function<void(const std::string&, bool)> on_change) {
+    std::function<void(const std::string&, const std::string&)> on_change) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
@@ -55,7 +62,7 @@ Result<std::unique_ptr<ContainerdEventWatcher>> ContainerdEventWatcher::Create(
 }
 
 ContainerdEventWatcher::ContainerdEventWatcher(
-    std::string ns, std::function<void(const std::string&, bool)> on_change,
+    std::string ns, std::function<void(const std::string&, const std::string&)> on_change,
     std::shared_ptr<grpc::Channel> channel)
     : ns_(std::move(ns)),
       on_change_(std::move(on_change)),
@@ -94,7 +101,7 @@ void ContainerdEventWatcher::Loop() {
     auto reader = stub_->events->Subscribe(context.get(), request);
     ++subscriptions_;
     // Whatever changed while there was no stream: one relist covers it.
-    on_change_("", false);
+    on_change_("", "");
     events::Envelope envelope;
     bool any = false;
     while (reader->Read(&envelope)) {
@@ -109,7 +116,7 @@ void ContainerdEventWatcher::Loop() {
       if (!id) continue;  // an exec's exit
       ++events_;
       // An event without an id (a topic nodelet does not know) asks for a full relist.
-      on_change_(*id, envelope.topic() == "/tasks/exit");
+      on_change_(*id, envelope.topic());
     }
     grpc::Status st = reader->Finish();
     std::unique_lock<std::mutex> lock(mu_);

@@ -320,7 +320,7 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   const int asked_now = rt.container_inspections();
   const uint64_t retries_now = e.engine.event_retries();
   rt.SetContainerState("f-app", ContainerState::Exited, 1);
-  e.engine.NudgeRuntimeId("f-app", /*exit=*/true);
+  e.engine.NudgeRuntimeId("f-app", RuntimeChange::kExited);
   EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists_now);
   EXPECT_EQ(rt.container_inspections(), asked_now);
@@ -381,7 +381,7 @@ TEST(PlegEngineTest, AnEventDuringAnExitsLookAgainKeepsItAnExit) {
   engine = &e.engine;
   rt.DeferState("a-app", ContainerState::Exited, 6);
   armed = true;
-  e.engine.NudgeRuntimeId("a-app", /*exit=*/true);
+  e.engine.NudgeRuntimeId("a-app", RuntimeChange::kExited);
   auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
     return HasEvent(o, "a-app", EventType::ContainerDied);
   });
@@ -404,7 +404,7 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   EventedEngine e(rt);
   const int inspections = rt.container_inspections();
   rt.DeferState("a-app", ContainerState::Exited, 3);
-  e.engine.NudgeRuntimeId("a-app", /*exit=*/true);
+  e.engine.NudgeRuntimeId("a-app", RuntimeChange::kExited);
   auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
     return HasEvent(o, "a-app", EventType::ContainerDied);
   });
@@ -423,9 +423,9 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   });
   ASSERT_TRUE(HasEvent(seen, "b-app", EventType::ContainerDied));
   const int lists = rt.pod_lists();
-  e.engine.NudgeRuntimeId("b-app", /*exit=*/true);
+  e.engine.NudgeRuntimeId("b-app", RuntimeChange::kExited);
   EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
-  EXPECT_EQ(rt.pod_lists(), lists + 1) << "one look, then none";
+  EXPECT_EQ(rt.pod_lists(), lists) << "the view shows it already: no look";
   EXPECT_EQ(e.engine.event_retries(), 2u);
   // Another event of b's container that finds nothing new is looked at again (the container
   // alone).
@@ -433,7 +433,7 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   e.engine.NudgeRuntimeId("b-app");
   EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
   EXPECT_GT(e.engine.event_retries(), 2u);
-  EXPECT_EQ(rt.pod_lists(), lists + 2) << "the pod listed at the first look only";
+  EXPECT_EQ(rt.pod_lists(), lists + 1) << "the pod listed at the first look only";
   EXPECT_GT(rt.container_inspections(), asked);
   e.engine.Stop();
 }
@@ -453,7 +453,7 @@ TEST(PlegEngineTest, ARoundOfSeveralPodsSharesOneListing) {
   // While x's relist runs, the next round's requests come in.
   rt.on_list_pod = [&](const std::string& uid) {
     if (uid != "x" || !armed.exchange(false)) return;
-    engine->NudgeRuntimeId("a-app", /*exit=*/true);
+    engine->NudgeRuntimeId("a-app", RuntimeChange::kExited);
     engine->NudgeRuntimeId("b-app");
     engine->NudgeRuntimeId("b-side");
     engine->NudgeRuntimeId("c-app");  // a pod the view does not hold yet
@@ -501,6 +501,66 @@ TEST(PlegEngineTest, ARoundOfSeveralPodsSharesOneListing) {
   EXPECT_EQ(rt.lists(), 2);
   EXPECT_EQ(rt.pod_lists(), 2);
   e.engine.Stop();
+}
+
+// An event is looked at until the view shows what it says: a start until the container is
+// running (a new container that CRI lists still created is not taken for it), not at all when
+// the view shows it already; a removal once the container is gone.
+TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  EventedEngine e(rt);
+  // A new pod whose container CRI lists created when its task's start comes: the pod's relist
+  // changes the view (the pod is new), but the start is looked at again until it shows.
+  rt.AddPod("c", {{"app", ContainerState::Created}});
+  rt.DeferState("c-app", ContainerState::Running, 3);
+  e.engine.NudgeRuntimeId("c-app", RuntimeChange::kStarted);
+  auto started = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "c-app", EventType::ContainerStarted);
+  });
+  EXPECT_TRUE(HasEvent(started, "c-app", EventType::ContainerStarted));
+  EXPECT_EQ(rt.lists(), 1) << "seen without the full relist";
+  const uint64_t retries = e.engine.event_retries();
+  EXPECT_GE(retries, 1u) << "looked at again after the pod's relist";
+
+  // A start the view shows already (podworkerd's relist saw it first) costs nothing.
+  const int lists = rt.pod_lists();
+  const int asked = rt.container_inspections();
+  e.engine.NudgeRuntimeId("a-app", RuntimeChange::kStarted);
+  e.engine.NudgeRuntimeId("a-sb", RuntimeChange::kStarted);
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), lists);
+  EXPECT_EQ(rt.container_inspections(), asked);
+
+  // A removal: the pod relisted, the container gone, not looked at again.
+  rt.SetContainerState("a-app", ContainerState::Exited, 0);
+  rt.RemoveContainer("a-app");
+  e.engine.NudgeRuntimeId("a-app", RuntimeChange::kRemoved);
+  auto removed = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "a-app", EventType::ContainerRemoved);
+  });
+  EXPECT_TRUE(HasEvent(removed, "a-app", EventType::ContainerRemoved));
+  EXPECT_EQ(e.engine.event_retries(), retries);
+
+  // A container's create and a task's create say nothing CRI shows yet: not looked at.
+  const int lists_now = rt.pod_lists();
+  e.engine.OnRuntimeEvent("c-app", "/tasks/create");
+  e.engine.OnRuntimeEvent("c-new", "/containers/create");
+  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), lists_now);
+  EXPECT_EQ(e.engine.runtime_events_unlooked(), 2u);
+  e.engine.Stop();
+}
+
+TEST(PlegEngineTest, EachTopicSaysWhatItsEventMeans) {
+  EXPECT_EQ(ChangeOfTopic("/containers/create"), std::nullopt);
+  EXPECT_EQ(ChangeOfTopic("/tasks/create"), std::nullopt);
+  EXPECT_EQ(ChangeOfTopic("/tasks/start"), RuntimeChange::kStarted);
+  EXPECT_EQ(ChangeOfTopic("/tasks/exit"), RuntimeChange::kExited);
+  EXPECT_EQ(ChangeOfTopic("/tasks/delete"), RuntimeChange::kExited);
+  EXPECT_EQ(ChangeOfTopic("/containers/delete"), RuntimeChange::kRemoved);
+  EXPECT_EQ(ChangeOfTopic("/tasks/oom"), RuntimeChange::kAny);
+  EXPECT_EQ(ChangeOfTopic("/containers/update"), RuntimeChange::kAny);
 }
 
 }  // namespace
