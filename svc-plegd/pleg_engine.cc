@@ -165,7 +165,9 @@ void PlegEngine::NudgeRuntimeId(const std::string& id, RuntimeChange change) {
     // An exit waiting for its look stays one when another event of the id comes (its task's
     // delete): the later of the two changes is looked for.
     if (it != id_requests_.end()) change = std::max(change, it->second.change);
-    id_requests_[id] = IdRequest{clock_.Now(), 0, change};
+    MonoTime due = clock_.Now();
+    if (change == RuntimeChange::kStarted) due += kStartLookAfter;
+    id_requests_[id] = IdRequest{due, 0, change};
     woken_ = true;
   }
   stop_cv_.notify_all();
@@ -298,7 +300,10 @@ void PlegEngine::HandleRound(const std::set<std::string>& pods,
     if (view != nullptr && view->foreign) continue;
     // What the event says is in the view already (a relist saw it first: podworkerd asks for
     // one after each change it makes, and a container's exit brings its task's delete).
-    if (uid && ViewShows(*uid, id, request.change)) continue;
+    if (uid && ViewShows(*uid, id, request.change)) {
+      ++events_seen_already_;
+      continue;
+    }
     // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
     // listing) until it shows what the event says, and only then is the pod relisted.
     if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.change)) {

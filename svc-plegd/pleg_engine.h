@@ -104,13 +104,16 @@ class PlegEngine {
   // view already shows what the event says. While the view does not show it (containerd's CRI
   // view lags its events; for kAny: while the pod's relist shows no change) the container alone
   // is asked again 10 ms later, doubling, 7 times at most, and the pod relisted when it shows the
-  // change. An exit is asked again sooner (ExitRetryDelay). A newer event of the same id keeps
-  // the later of the two changes. An empty id is Nudge(). Thread-safe.
+  // change. An exit is asked again sooner (ExitRetryDelay); a start is first looked at
+  // kStartLookAfter later. A newer event of the same id keeps the later of the two changes. An
+  // empty id is Nudge(). Thread-safe.
   void NudgeRuntimeId(const std::string& id, RuntimeChange change = RuntimeChange::kAny);
   // A containerd event (ContainerdEventWatcher): NudgeRuntimeId with ChangeOfTopic(topic), or
   // nothing (counted) when the topic says nothing CRI shows yet. Thread-safe.
   void OnRuntimeEvent(const std::string& id, const std::string& topic);
   uint64_t runtime_events_unlooked() const { return runtime_events_unlooked_.load(); }
+  // Events whose change the view showed already when their look came (no call made).
+  uint64_t events_seen_already() const { return events_seen_already_.load(); }
   // Relists these pods alone now, and publishes each one's record (inspected again) even when
   // nothing changed, with the listing's time. Thread-safe.
   void RelistPods(const std::vector<std::string>& uids);
@@ -236,6 +239,10 @@ class PlegEngine {
   static constexpr size_t kShareListingAt = 2;
   static constexpr int kEventAttempts = 7;
   static constexpr std::chrono::milliseconds kEventRetryFirst{10};
+  // A start's first look waits this long: a start nodelet made (all but a few) is seen first by
+  // the relist podworkerd asks for once its sync is done, and the look then costs nothing
+  // (docs/plegd.md); what anyone else starts is seen this much later.
+  static constexpr std::chrono::milliseconds kStartLookAfter{500};
   // An exit's looks again: kExitPolls polls of its container kExitPollEvery apart (times the
   // exits waiting, so a burst of exits polls no faster in all), where containerd's CRI plugin
   // catches up; then 10 ms doubling to 640 ms (docs/plegd.md).
@@ -244,7 +251,7 @@ class PlegEngine {
   static constexpr int kExitAttempts = kExitPolls + 8;
   static Duration ExitRetryDelay(int attempt, int exits);
   std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0}, shared_listings_{0},
-      runtime_events_unlooked_{0};
+      runtime_events_unlooked_{0}, events_seen_already_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

@@ -219,6 +219,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("nudged_relists", engine_->nudged_relists());
   c.emplace_back("runtime_events", events_ ? events_->events() : 0);
   c.emplace_back("runtime_events_unlooked", engine_->runtime_events_unlooked());
+  c.emplace_back("events_seen_already", engine_->events_seen_already());
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
   c.emplace_back("pod_relists", engine_->pod_relists());
   c.emplace_back("event_retries", engine_->event_retries());
