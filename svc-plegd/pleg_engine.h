@@ -108,7 +108,7 @@ class PlegEngine {
   // kStartLookAfter later. A newer event of the same id keeps the later of the two changes. An
   // empty id is Nudge(). Thread-safe.
   void NudgeRuntimeId(const std::string& id, RuntimeChange change = RuntimeChange::kAny);
-  // A containerd event (ContainerdEventWatcher): NudgeRuntimeId with ChangeOfTopic(topic), or
+  // A runtime event (RuntimeEventWatcher): NudgeRuntimeId with ChangeOfTopic(topic), or
   // nothing (counted) when the topic says nothing CRI shows yet. Thread-safe.
   void OnRuntimeEvent(const std::string& id, const std::string& topic);
   uint64_t runtime_events_unlooked() const { return runtime_events_unlooked_.load(); }

@@ -66,11 +66,11 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
   if (config_.runtime_events) {
-    auto watcher = cri::ContainerdEventWatcher::Create(
-        config_.runtime_endpoint, "k8s.io",
-        [this](const std::string& id, const std::string& topic) {
-          engine_->OnRuntimeEvent(id, topic);
-        });
+    auto watcher =
+        cri::RuntimeEventWatcher::Create(config_.runtime_endpoint, "k8s.io",
+                                         [this](const std::string& id, const std::string& topic) {
+                                           engine_->OnRuntimeEvent(id, topic);
+                                         });
     if (!watcher.ok()) return watcher.status();
     events_ = std::move(*watcher);
     events_->Start();
@@ -221,6 +221,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("runtime_events_unlooked", engine_->runtime_events_unlooked());
   c.emplace_back("events_seen_already", engine_->events_seen_already());
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
+  c.emplace_back("cri_event_streams", events_ ? events_->cri_subscriptions() : 0);
   c.emplace_back("pod_relists", engine_->pod_relists());
   c.emplace_back("event_retries", engine_->event_retries());
   c.emplace_back("shared_listings", engine_->shared_listings());

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "lib/common/histogram.h"
-#include "lib/cri/containerd_events.h"
+#include "lib/cri/runtime_events.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
@@ -61,7 +61,7 @@ class PlegdService : public Service {
   PlegdConfig config_;
   std::unique_ptr<PlegRuntime> runtime_;
   std::unique_ptr<PlegEngine> engine_;
-  std::unique_ptr<cri::ContainerdEventWatcher> events_;  // null: relisting only
+  std::unique_ptr<cri::RuntimeEventWatcher> events_;  // null: relisting only
   std::unique_ptr<ipc::Publisher> publisher_;
   std::unique_ptr<ipc::RouterServer> snapshots_;
   std::unique_ptr<ipc::EnvelopeWriter> envelope_;

@@ -54,6 +54,7 @@
 #include "lib/status/status_client.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/httplib_listen.h"
 #include "tests/testing/leak_check.h"
 #include "tests/testing/loopback_server.h"
 #include "tests/testing/nodelet_fixture.h"
@@ -559,7 +560,7 @@ TEST_F(LifecycleE2eTest, HttpGetAndSleepPreStopHooksComeBeforeTheSigterm) {
   });
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
-  std::thread thread([&] { server.listen_after_bind(); });
+  std::thread thread = nodelet::testing::ListenInThread(server);
   struct Stop {
     std::function<void()> f;
     ~Stop() { f(); }
@@ -767,7 +768,7 @@ TEST_F(LifecycleE2eTest, ReadinessOverHttpsAndGrpc) {
   });
   const int https_port = https.bind_to_any_port("127.0.0.1");
   ASSERT_GT(https_port, 0);
-  std::thread https_thread([&] { https.listen_after_bind(); });
+  std::thread https_thread = nodelet::testing::ListenInThread(https);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::CallbackGenericService generic;
   grpc::ServerBuilder builder;

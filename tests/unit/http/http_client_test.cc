@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/testing/harness.h"
+#include "tests/testing/httplib_listen.h"
 #include "tests/testing/loopback_server.h"
 
 namespace nodelet::http {
@@ -204,7 +205,7 @@ class HttpClientTlsTest : public ::testing::Test {
     });
     s.port = s.server->bind_to_any_port("127.0.0.1");
     ASSERT_GT(s.port, 0);
-    s.thread = std::thread([&s] { s.server->listen_after_bind(); });
+    s.thread = nodelet::testing::ListenInThread(*s.server);
   }
   static Request Verified(const std::string& host, const Server& s, const std::string& ca) {
     Request r = To(host, s.port);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "svc-podworkerd/http_probe.h"
+#include "tests/testing/httplib_listen.h"
 #include "tests/testing/loopback_server.h"
 
 namespace nodelet::podworkerd {
@@ -40,7 +41,7 @@ class HttpsProbeTest : public ::testing::Test {
     server_->Get("/bad", [](const httplib::Request&, httplib::Response& res) { res.status = 503; });
     port_ = server_->bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
-    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    thread_ = nodelet::testing::ListenInThread(*server_);
   }
   void TearDown() override {
     if (server_) server_->stop();

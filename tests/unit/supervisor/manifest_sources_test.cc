@@ -12,6 +12,7 @@
 #include "supervisor/sources/manifest_url_source.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/httplib_listen.h"
 #include "tests/testing/wake_signal.h"
 
 namespace nodelet::supervisor {
@@ -134,7 +135,7 @@ class UrlServer {
       });
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    thread_ = nodelet::testing::ListenInThread(server_);
   }
   ~UrlServer() {
     {
@@ -362,7 +363,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
     res.set_content("kind: Pod", "application/yaml");
   });
   const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { server.listen_after_bind(); });
+  std::thread t = nodelet::testing::ListenInThread(server);
   const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/pods";
 
   UrlSourceOptions opts;

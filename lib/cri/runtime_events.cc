@@ -1,0 +1,162 @@
+#include "lib/cri/runtime_events.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "lib/common/logging.h"
+#include "lib/cri/api.grpc.pb.h"
+#include "lib/cri/containerd_events.grpc.pb.h"
+#include "lib/cri/containerd_events.h"
+#include "lib/cri/grpc_cri_client.h"
+
+namespace nodelet::cri {
+
+namespace events = ::containerd::services::events::v1;
+namespace v1 = ::runtime::v1;
+
+std::string TopicOfCriEvent(int type) {
+  switch (type) {
+    case v1::CONTAINER_CREATED_EVENT:
+      return "/containers/create";
+    case v1::CONTAINER_STARTED_EVENT:
+      return "/tasks/start";
+    case v1::CONTAINER_STOPPED_EVENT:
+      return "/tasks/exit";
+    case v1::CONTAINER_DELETED_EVENT:
+      return "/containers/delete";
+    default:
+      return "/cri/unknown";
+  }
+}
+
+struct RuntimeEventWatcher::Stubs {
+  explicit Stubs(const std::shared_ptr<grpc::Channel>& channel)
+      : runtime(v1::RuntimeService::NewStub(channel)), events(events::Events::NewStub(channel)) {}
+  std::unique_ptr<v1::RuntimeService::Stub> runtime;
+  std::unique_ptr<events::Events::Stub> events;
+};
+
+Result<std::unique_ptr<RuntimeEventWatcher>> RuntimeEventWatcher::Create(
+    const std::string& endpoint, std::string ns, OnChange on_change) {
+  auto path = ParseCriEndpoint(endpoint);
+  if (!path.ok()) return path.status();
+  if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
+  auto channel = RuntimeChannel(*path);
+  if (channel == nullptr) {
+    return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
+  }
+  return std::unique_ptr<RuntimeEventWatcher>(
+      new RuntimeEventWatcher(endpoint, std::move(ns), std::move(on_change), std::move(channel)));
+}
+
+RuntimeEventWatcher::RuntimeEventWatcher(std::string endpoint, std::string ns, OnChange on_change,
+                                         std::shared_ptr<grpc::Channel> channel)
+    : endpoint_(std::move(endpoint)),
+      ns_(std::move(ns)),
+      on_change_(std::move(on_change)),
+      channel_(std::move(channel)),
+      stubs_(std::make_unique<Stubs>(channel_)) {}
+
+RuntimeEventWatcher::~RuntimeEventWatcher() { Stop(); }
+
+void RuntimeEventWatcher::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void RuntimeEventWatcher::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (context_) context_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, bool& any) {
+  auto reader = stubs_->runtime->GetContainerEvents(&context, v1::GetEventsRequest());
+  // Whatever changed while there was no stream: one relist covers it.
+  on_change_("", "");
+  v1::ContainerEventResponse event;
+  while (reader->Read(&event)) {
+    FirstEvent(any);
+    ++events_;
+    on_change_(event.container_id(), TopicOfCriEvent(event.container_event_type()));
+  }
+  return reader->Finish();
+}
+
+grpc::Status RuntimeEventWatcher::ReadContainerd(grpc::ClientContext& context, bool& any) {
+  events::SubscribeRequest request;
+  request.add_filters("namespace==" + ns_);
+  auto reader = stubs_->events->Subscribe(&context, request);
+  on_change_("", "");
+  events::Envelope envelope;
+  while (reader->Read(&envelope)) {
+    FirstEvent(any);
+    if (envelope.namespace_() != ns_ || !TopicChangesRuntime(envelope.topic())) continue;
+    auto id = EventContainerId(envelope.topic(), envelope.event().value());
+    if (!id) continue;  // an exec's exit
+    ++events_;
+    // An event without an id (a topic nodelet does not know) asks for a full relist.
+    on_change_(*id, envelope.topic());
+  }
+  return reader->Finish();
+}
+
+void RuntimeEventWatcher::FirstEvent(bool& any) {
+  if (any) return;
+  any = true;
+  if (!last_error_.empty()) {
+    GetLogger("plegd")->info("runtime events: subscribed again after: {}", last_error_);
+    last_error_.clear();
+  }
+}
+
+void RuntimeEventWatcher::Loop() {
+  auto log = GetLogger("plegd");
+  std::chrono::milliseconds backoff{100};
+  bool cri = true;  // ask CRI's stream first
+  bool told_fallback = false;
+  while (true) {
+    auto context = std::make_shared<grpc::ClientContext>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      context_ = context;
+    }
+    source_ = cri ? Source::kCri : Source::kContainerd;
+    ++subscriptions_;
+    if (cri) ++cri_subscriptions_;
+    bool any = false;
+    grpc::Status st = cri ? ReadCri(*context, any) : ReadContainerd(*context, any);
+    std::unique_lock<std::mutex> lock(mu_);
+    context_.reset();
+    if (stopping_) return;
+    if (any) backoff = std::chrono::milliseconds(100);
+    if (cri && !any && st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      if (!told_fallback) {
+        log->info(
+            "runtime events: {} answered CRI GetContainerEvents UNIMPLEMENTED; reading "
+            "containerd's event service (namespace {})",
+            endpoint_, ns_);
+        told_fallback = true;
+      }
+      cri = false;
+      continue;
+    }
+    ++stream_errors_;
+    const std::string why = st.ok() ? std::string("the stream ended") : st.error_message();
+    if (why != last_error_) {
+      log->warn("runtime events: {} stream ended ({}); relisting only until it is back",
+                cri ? "CRI's" : "containerd's", why);
+      last_error_ = why;
+    }
+    cri = true;
+    cv_.wait_for(lock, backoff, [this] { return stopping_; });
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+  }
+}
+
+}  // namespace nodelet::cri
