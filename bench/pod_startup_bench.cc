@@ -43,7 +43,6 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/pod_cgroups.h"
 #include "svc-podworkerd/pod_dns.h"
-#include "svc-podworkerd/termination_message.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
 
@@ -197,21 +196,16 @@ Result<PodRequests> MakePodRequests(const SamePods& same, const std::string& nam
   if (podworkerd::ShouldMountHostsFile(c)) {
     auto hosts = ReadFileBounded("/etc/hosts", 10 << 20);
     if (!hosts.ok()) return hosts.status();
-    auto path = podworkerd::WriteEtcHostsFile(
+    auto m = podworkerd::EtcHostsFileMount(
         same.root_dir, pod.metadata.uid,
         podworkerd::HostNetworkHostsFileContent(*hosts, pod.spec.host_aliases));
-    if (!path.ok()) return path.status();
-    auto* m = out.container.add_mounts();
-    m->set_container_path("/etc/hosts");
-    m->set_host_path(*path);
+    if (!m.ok()) return m.status();
+    *out.container.add_mounts() = std::move(*m);
   }
   if (!c.termination_message_path.empty()) {
-    auto file = podworkerd::TerminationMessagePath(same.root_dir, pod.metadata.uid, c.name, 0);
-    if (!file.ok()) return file.status();
-    if (Status s = podworkerd::CreateTerminationMessageFile(*file); !s.ok()) return s;
-    auto* m = out.container.add_mounts();
-    m->set_container_path(c.termination_message_path);
-    m->set_host_path(*file);
+    auto m = podworkerd::TerminationMessageMount(same.root_dir, pod, c, 0);
+    if (!m.ok()) return m.status();
+    *out.container.add_mounts() = std::move(*m);
   }
   return out;
 }

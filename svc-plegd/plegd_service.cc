@@ -280,8 +280,9 @@ ServiceSpec MakeSpec() {
         ->check(DurationValidator())
         ->capture_default_str();
     app.add_option("--runtime-events", config->runtime_events,
-                   "Relist at once on each of the runtime's events (containerd's event service); "
-                   "the relist period stays as the safety net")
+                   "Relist a pod at once on each of the runtime's events (CRI GetContainerEvents, "
+                   "or containerd's event service where the runtime lacks it); the full relist "
+                   "stays as the safety net")
         ->capture_default_str();
     app.add_option("--runtime-request-timeout", *timeout, "Deadline of each list/status call")
         ->check(DurationValidator())

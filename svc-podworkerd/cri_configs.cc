@@ -13,6 +13,7 @@
 #include "lib/pod/canonical.h"
 #include "lib/pod/security.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
+#include "svc-podworkerd/termination_message.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -373,6 +374,29 @@ Result<std::vector<v1::Mount>> MakeMounts(const pod::Pod& pod, const pod::Contai
     mounts.push_back(std::move(m));
   }
   return mounts;
+}
+
+Result<v1::Mount> EtcHostsFileMount(const std::string& root_dir, const std::string& pod_uid,
+                                    const std::string& content) {
+  auto path = WriteEtcHostsFile(root_dir, pod_uid, content);
+  if (!path.ok()) return path.status();
+  v1::Mount m;
+  m.set_container_path("/etc/hosts");
+  m.set_host_path(*path);
+  m.set_readonly(false);
+  return m;
+}
+
+Result<v1::Mount> TerminationMessageMount(const std::string& root_dir, const pod::Pod& pod,
+                                          const pod::Container& container, uint32_t attempt) {
+  auto file = TerminationMessagePath(root_dir, pod.metadata.uid, container.name, attempt);
+  if (!file.ok()) return file.status();
+  if (Status s = CreateTerminationMessageFile(*file); !s.ok()) return s;
+  v1::Mount m;
+  m.set_container_path(container.termination_message_path);
+  m.set_host_path(*file);
+  m.set_readonly(false);
+  return m;
 }
 
 }  // namespace nodelet::podworkerd

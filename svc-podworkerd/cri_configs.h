@@ -129,4 +129,13 @@ Result<std::vector<cri::v1::Mount>> MakeMounts(
     const std::map<std::string, std::string>& volume_paths, const std::string& root_dir,
     const SubPathOptions& options = {});
 
+// `content` written as the pod's /etc/hosts under `root_dir` (WriteEtcHostsFile), and the mount
+// that puts it at /etc/hosts.
+Result<cri::v1::Mount> EtcHostsFileMount(const std::string& root_dir, const std::string& pod_uid,
+                                         const std::string& content);
+// The container's termination-message file for attempt `attempt` under `root_dir`, created
+// empty, and the read-write mount that puts it at the container's terminationMessagePath.
+Result<cri::v1::Mount> TerminationMessageMount(const std::string& root_dir, const pod::Pod& pod,
+                                               const pod::Container& container, uint32_t attempt);
+
 }  // namespace nodelet::podworkerd

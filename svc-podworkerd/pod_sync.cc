@@ -275,17 +275,13 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
   }
   if (*hosts) *config.add_mounts() = std::move(**hosts);
   if (!root_dir_.empty() && !c.termination_message_path.empty()) {
-    auto file = TerminationMessagePath(root_dir_, pod.metadata.uid, c.name, next_attempt);
-    Status made = file.ok() ? CreateTerminationMessageFile(*file) : file.status();
-    if (!made.ok()) {
-      waiting[c.name] = {"CreateContainerConfigError", made.message()};
-      out.error = "container " + c.name + ": " + made.message();
+    auto mount = TerminationMessageMount(root_dir_, pod, c, next_attempt);
+    if (!mount.ok()) {
+      waiting[c.name] = {"CreateContainerConfigError", mount.status().message()};
+      out.error = "container " + c.name + ": " + mount.status().message();
       return false;
     }
-    auto* m = config.add_mounts();
-    m->set_container_path(c.termination_message_path);
-    m->set_host_path(*file);
-    m->set_readonly(false);
+    *config.add_mounts() = std::move(*mount);
   }
   auto id = runtime_.CreateContainer(sandbox_id, config, sandbox_config);
   out.changed_runtime = true;
@@ -427,13 +423,9 @@ Result<std::optional<v1::Mount>> PodSyncer::EtcHostsMount(
     if (!name.ok()) return name.status();
     content = ManagedHostsFileContent(*ips, *name, pod.spec.host_aliases);
   }
-  auto path = WriteEtcHostsFile(root_dir_, pod.metadata.uid, content);
-  if (!path.ok()) return path.status();
-  v1::Mount m;
-  m.set_container_path("/etc/hosts");
-  m.set_host_path(*path);
-  m.set_readonly(false);
-  return std::optional<v1::Mount>(std::move(m));
+  auto m = EtcHostsFileMount(root_dir_, pod.metadata.uid, content);
+  if (!m.ok()) return m.status();
+  return std::optional<v1::Mount>(std::move(*m));
 }
 
 PodSyncer::StopResult PodSyncer::StopContainerGracefully(

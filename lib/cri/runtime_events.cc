@@ -80,6 +80,10 @@ grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, bool& an
   on_change_("", "");
   v1::ContainerEventResponse event;
   while (reader->Read(&event)) {
+    if (!any && !told_cri_) {
+      GetLogger("plegd")->info("runtime events: reading CRI GetContainerEvents of {}", endpoint_);
+      told_cri_ = true;
+    }
     FirstEvent(any);
     ++events_;
     on_change_(event.container_id(), TopicOfCriEvent(event.container_event_type()));

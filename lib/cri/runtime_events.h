@@ -66,7 +66,7 @@ class RuntimeEventWatcher {
   uint64_t events() const { return events_.load(); }                // that changed the runtime
   uint64_t subscriptions() const { return subscriptions_.load(); }  // streams started
   uint64_t cri_subscriptions() const { return cri_subscriptions_.load(); }  // of them CRI's
-  uint64_t stream_errors() const { return stream_errors_.load(); }  // streams that ended
+  uint64_t stream_errors() const { return stream_errors_.load(); }          // streams that ended
   // The stream being read (or, between two, the one last read).
   Source source() const { return source_.load(); }
 
@@ -91,7 +91,9 @@ class RuntimeEventWatcher {
   bool stopping_ = false;
   std::shared_ptr<grpc::ClientContext> context_;  // the stream in progress, to cancel it
   std::thread thread_;
-  std::string last_error_;  // why the last stream ended (the watcher's thread only)
+  // The watcher's thread only: why the last stream ended; whether CRI's stream was logged.
+  std::string last_error_;
+  bool told_cri_ = false;
   std::atomic<Source> source_{Source::kNone};
   std::atomic<uint64_t> events_{0}, subscriptions_{0}, cri_subscriptions_{0}, stream_errors_{0};
 };

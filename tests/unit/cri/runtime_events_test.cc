@@ -242,8 +242,8 @@ TEST_F(RuntimeEventWatcherTest, FallsBackToContainerdsEventsWhenCriHasNone) {
     EXPECT_EQ(containerd.filters, std::vector<std::string>{"namespace==k8s.io"});
   }
   containerd.stream.Push(Envelope("k8s.io", "/tasks/exit", ExitOf("c1", "probe-3")));  // an exec
-  containerd.stream.Push(Envelope("moby", "/tasks/exit", ExitOf("d1", "d1")));  // not CRI's
-  containerd.stream.Push(Envelope("k8s.io", "/images/create", ""));            // no change
+  containerd.stream.Push(Envelope("moby", "/tasks/exit", ExitOf("d1", "d1")));         // not CRI's
+  containerd.stream.Push(Envelope("k8s.io", "/images/create", ""));                    // no change
   containerd.stream.Push(Envelope("k8s.io", "/tasks/exit", ExitOf("c1", "c1")));
   const std::vector<Change> want = {{"c1", "/tasks/exit"}};
   EXPECT_EQ(changes_.WaitEvents(want.size()), want);
