@@ -76,7 +76,10 @@ void RuntimeEventWatcher::Stop() {
 
 grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, bool& any) {
   auto reader = stubs_->runtime->GetContainerEvents(&context, v1::GetEventsRequest());
-  // Whatever changed while there was no stream: one relist covers it.
+  // Whatever changed while there was no stream: one relist covers it. A runtime without this
+  // stream says so only in its answer, after this; the fallback's subscription then asks for a
+  // relist of its own, which is needed (changes between this relist and that subscription would
+  // be missed otherwise) and costs one more full relist per subscription on containerd 1.6.
   on_change_("", "");
   v1::ContainerEventResponse event;
   while (reader->Read(&event)) {
