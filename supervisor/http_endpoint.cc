@@ -351,6 +351,18 @@ std::string RenderMetrics(const HttpSnapshot& s) {
         << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
   }
   out << "nodelet_ipc_bad_messages_total{service=\"supervisor\"} " << s.bad_control << "\n";
+  // Every counter each service reported in its last heartbeat, under its own name (docs/ of each
+  // service names them): what the metrics above leave out, for whoever is chasing one service's
+  // work (a bench, an operator comparing two nodes).
+  out << "# HELP nodelet_service_stat A service's own counter or gauge (docs/ of each "
+         "service), as its last heartbeat reported it, by service and name.\n"
+      << "# TYPE nodelet_service_stat untyped\n";
+  for (const auto& [svc, counters] : s.counters) {
+    for (const auto& [name, v] : counters) {
+      out << "nodelet_service_stat{service=\"" << PrometheusLabel(svc) << "\",name=\""
+          << PrometheusLabel(name) << "\"} " << v << "\n";
+    }
+  }
   out << "# HELP nodelet_pod_source_failures_total Reads of a pod source that failed (its pods "
          "were kept), by source and reason.\n"
       << "# TYPE nodelet_pod_source_failures_total counter\n";

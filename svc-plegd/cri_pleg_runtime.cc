@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 namespace nodelet::plegd {
 namespace {
@@ -92,8 +93,10 @@ ipc::pleg::ContainerRecordT ToContainerRecord(const cri::v1::ContainerStatus& st
 }
 
 Result<RuntimeListing> CriPlegRuntime::List() {
+  Count("ListPodSandbox");
   auto sandboxes = runtime_.ListPodSandbox(cri::v1::PodSandboxFilter());
   if (!sandboxes.ok()) return sandboxes.status();
+  Count("ListContainers");
   auto containers = runtime_.ListContainers(cri::v1::ContainerFilter());
   if (!containers.ok()) return containers.status();
   RuntimeListing out;
@@ -121,6 +124,7 @@ Result<RuntimeListing> CriPlegRuntime::ListPod(const std::string& uid,
   // in containerd and here: at 100 pods starting, plegd took 2.3 s of CPU.
   cri::v1::PodSandboxFilter labelled;
   (*labelled.mutable_label_selector())[kPodUidLabel] = uid;
+  Count("ListPodSandbox");
   auto sandboxes = runtime_.ListPodSandbox(labelled);
   if (!sandboxes.ok()) return sandboxes.status();
   for (const auto& id : known_sandboxes) {
@@ -129,6 +133,7 @@ Result<RuntimeListing> CriPlegRuntime::ListPod(const std::string& uid,
     if (found) continue;
     cri::v1::PodSandboxFilter by_id;
     by_id.set_id(id);
+    Count("ListPodSandbox");
     auto one = runtime_.ListPodSandbox(by_id);
     if (!one.ok()) return one.status();
     for (auto& s : *one) sandboxes->push_back(std::move(s));
@@ -142,6 +147,7 @@ Result<RuntimeListing> CriPlegRuntime::ListPod(const std::string& uid,
   for (const auto& sb : out.sandboxes) {
     cri::v1::ContainerFilter cf;
     cf.set_pod_sandbox_id(sb.id);
+    Count("ListContainers");
     auto containers = runtime_.ListContainers(cf);
     if (!containers.ok()) return containers.status();
     for (const auto& c : *containers) {
@@ -159,6 +165,7 @@ Result<PodRef> CriPlegRuntime::PodOf(const std::string& runtime_id) {
   std::string sandbox_id = runtime_id;
   cri::v1::ContainerFilter cf;
   cf.set_id(runtime_id);
+  Count("ListContainers");
   auto containers = runtime_.ListContainers(cf);
   if (!containers.ok()) return containers.status();
   for (const auto& c : *containers) {
@@ -166,6 +173,7 @@ Result<PodRef> CriPlegRuntime::PodOf(const std::string& runtime_id) {
   }
   cri::v1::PodSandboxFilter sf;
   sf.set_id(sandbox_id);
+  Count("ListPodSandbox");
   auto sandboxes = runtime_.ListPodSandbox(sf);
   if (!sandboxes.ok()) return sandboxes.status();
   for (const auto& sb : *sandboxes) {
@@ -180,18 +188,32 @@ Result<PodRef> CriPlegRuntime::PodOf(const std::string& runtime_id) {
 }
 
 Result<ipc::pleg::SandboxRecordT> CriPlegRuntime::InspectSandbox(const std::string& id) {
+  Count("PodSandboxStatus");
   auto r = runtime_.PodSandboxStatus(id, false);
   if (!r.ok()) return r.status();
   return ToSandboxRecord(r->status());
 }
 
 Result<ipc::pleg::ContainerRecordT> CriPlegRuntime::InspectContainer(const std::string& id) {
+  Count("ContainerStatus");
   auto r = runtime_.ContainerStatus(id, false);
   if (!r.ok()) return r.status();
   ipc::pleg::ContainerRecordT rec = ToContainerRecord(r->status());
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = sandbox_of_.find(id); it != sandbox_of_.end()) rec.sandbox_id = it->second;
   return rec;
+}
+
+void CriPlegRuntime::Count(const char* call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = calls_.find(std::string_view(call));
+  if (it == calls_.end()) it = calls_.emplace(call, 0).first;
+  ++it->second;
+}
+
+std::map<std::string, uint64_t> CriPlegRuntime::CallCounts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {calls_.begin(), calls_.end()};
 }
 
 }  // namespace nodelet::plegd

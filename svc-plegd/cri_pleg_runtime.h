@@ -31,13 +31,17 @@ class CriPlegRuntime final : public PlegRuntime {
   Result<PodRef> PodOf(const std::string& runtime_id) override;
   Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) override;
   Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) override;
+  std::map<std::string, uint64_t> CallCounts() const override;
 
  private:
+  void Count(const char* call);
+
   std::unique_ptr<cri::RuntimeService> owned_;
   cri::RuntimeService& runtime_;
   // ContainerStatus does not name the sandbox; the last listing does.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::string> sandbox_of_;
+  std::map<std::string, uint64_t, std::less<>> calls_;  // CRI call -> calls made
 };
 
 // Converters, public for unit tests.

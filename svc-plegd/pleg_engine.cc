@@ -304,6 +304,13 @@ void PlegEngine::HandleRound(const std::set<std::string>& pods,
       ++events_seen_already_;
       continue;
     }
+    // A start of an id new to the view: most are of a sandbox or container podworkerd is
+    // making, whose pod it asks to have relisted once its sync is done; asking the runtime now
+    // would cost a listing of the node (or two calls) for what that relist shows anyway.
+    if (!uid && request.change == RuntimeChange::kStarted && !request.deferred) {
+      PutOff(id, request);
+      continue;
+    }
     // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
     // listing) until it shows what the event says, and only then is the pod relisted.
     if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.change)) {
@@ -389,10 +396,21 @@ void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
     });
     delay = ExitRetryDelay(attempt, static_cast<int>(exits) + 1);
   }
-  const IdRequest retry{clock_.Now() + delay, attempt + 1, request.change};
+  const IdRequest retry{clock_.Now() + delay, attempt + 1, request.change, request.deferred};
   // A newer event for the same id has already asked for a fresh look; it looks for the later
   // of the two changes (an exit's task delete comes while the exit is looked at again).
   auto [pending, fresh] = id_requests_.emplace(id, retry);
+  if (!fresh) pending->second.change = std::max(pending->second.change, request.change);
+}
+
+void PlegEngine::PutOff(const std::string& id, const IdRequest& request) {
+  ++event_looks_put_off_;
+  IdRequest later = request;
+  later.due = clock_.Now() + kNewStartLookAgain;
+  later.deferred = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  // A newer event of the id keeps its own look, with the later of the two changes.
+  auto [pending, fresh] = id_requests_.emplace(id, later);
   if (!fresh) pending->second.change = std::max(pending->second.change, request.change);
 }
 

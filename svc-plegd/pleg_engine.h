@@ -114,6 +114,8 @@ class PlegEngine {
   uint64_t runtime_events_unlooked() const { return runtime_events_unlooked_.load(); }
   // Events whose change the view showed already when their look came (no call made).
   uint64_t events_seen_already() const { return events_seen_already_.load(); }
+  // Starts of ids new to the view whose look was put off (kNewStartLookAgain).
+  uint64_t event_looks_put_off() const { return event_looks_put_off_.load(); }
   // Relists these pods alone now, and publishes each one's record (inspected again) even when
   // nothing changed, with the listing's time. Thread-safe.
   void RelistPods(const std::vector<std::string>& uids);
@@ -151,6 +153,7 @@ class PlegEngine {
     MonoTime due{};
     int attempt = 0;
     RuntimeChange change = RuntimeChange::kAny;
+    bool deferred = false;  // a start of an id new to the view, put off once (kNewStartLookAgain)
   };
 
   void RelistLoop();
@@ -185,6 +188,8 @@ class PlegEngine {
                  const SharedListing* shared = nullptr);
   // Queues the event of `id` to be looked at again, unless its looks have run out.
   void LookAgain(const std::string& id, const IdRequest& request);
+  // Queues a start of an id the view does not hold to be looked at kNewStartLookAgain later.
+  void PutOff(const std::string& id, const IdRequest& request);
   // The id's state in the pod's view: a container's, 100 + a sandbox's, -1 when it has none.
   int ViewState(const std::string& uid, const std::string& id) const;
   // Whether the runtime's ContainerStatus (PodSandboxStatus for a sandbox of the view) of `id`
@@ -243,6 +248,11 @@ class PlegEngine {
   // the relist podworkerd asks for once its sync is done, and the look then costs nothing
   // (docs/plegd.md); what anyone else starts is seen this much later.
   static constexpr std::chrono::milliseconds kStartLookAfter{500};
+  // A start whose id the view does not hold at its look (a new sandbox or container: podworkerd
+  // asks for its pod's relist only once its sync is done) is looked at again this much later,
+  // and only then asked of the runtime: during a start burst those looks were most of plegd's
+  // whole-node listings (docs/plegd.md).
+  static constexpr std::chrono::milliseconds kNewStartLookAgain{2000};
   // An exit's looks again: kExitPolls polls of its container kExitPollEvery apart (times the
   // exits waiting, so a burst of exits polls no faster in all), where containerd's CRI plugin
   // catches up; then 10 ms doubling to 640 ms (docs/plegd.md).
@@ -251,7 +261,7 @@ class PlegEngine {
   static constexpr int kExitAttempts = kExitPolls + 8;
   static Duration ExitRetryDelay(int attempt, int exits);
   std::atomic<uint64_t> nudged_relists_{0}, pod_relists_{0}, event_retries_{0}, shared_listings_{0},
-      runtime_events_unlooked_{0}, events_seen_already_{0};
+      runtime_events_unlooked_{0}, events_seen_already_{0}, event_looks_put_off_{0};
   MonoTime last_success_{};
   std::string last_error_;
   bool runtime_unreachable_ = false;

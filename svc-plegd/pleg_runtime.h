@@ -77,6 +77,10 @@ class PlegRuntime {
   virtual Result<ipc::pleg::SandboxRecordT> InspectSandbox(const std::string& id) = 0;
   // ContainerStatus.
   virtual Result<ipc::pleg::ContainerRecordT> InspectContainer(const std::string& id) = 0;
+  // The runtime's calls made so far, by call name (CRI's: ListPodSandbox, ContainerStatus...),
+  // exported as counters `runtime_operations:<call>` (the kubelet's
+  // kubelet_runtime_operations_total). Empty when the runtime does not count them.
+  virtual std::map<std::string, uint64_t> CallCounts() const { return {}; }
 };
 
 }  // namespace nodelet::plegd

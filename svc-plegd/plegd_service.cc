@@ -220,6 +220,7 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("runtime_events", events_ ? events_->events() : 0);
   c.emplace_back("runtime_events_unlooked", engine_->runtime_events_unlooked());
   c.emplace_back("events_seen_already", engine_->events_seen_already());
+  c.emplace_back("event_looks_put_off", engine_->event_looks_put_off());
   c.emplace_back("runtime_event_streams", events_ ? events_->subscriptions() : 0);
   c.emplace_back("cri_event_streams", events_ ? events_->cri_subscriptions() : 0);
   c.emplace_back("pod_relists", engine_->pod_relists());
@@ -255,6 +256,8 @@ CounterList PlegdService::Counters() const {
   c.emplace_back("last_relist_unix_ms", static_cast<uint64_t>(last_relist_started_ns_ / 1000000));
   relist_duration_.Export("relist_duration_seconds", c);
   relist_interval_.Export("relist_interval_seconds", c);
+  for (const auto& [call, n] : runtime_->CallCounts())
+    c.emplace_back("runtime_operations:" + call, n);
   return c;
 }
 

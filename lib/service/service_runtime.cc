@@ -111,6 +111,13 @@ class Runtime {
   void StopService() {
     if (!service_) return;
     service_->Stop();
+    // What it did, for whoever reads the log after it is gone (a bench, an operator after a
+    // restart): its counters as the last heartbeat would have sent them.
+    std::string counters;
+    for (const auto& [name, value] : service_->Counters()) {
+      counters += (counters.empty() ? "" : " ") + name + "=" + std::to_string(value);
+    }
+    log_->info("{} counters at stop: {}", spec_.name, counters);
     service_.reset();
   }
 

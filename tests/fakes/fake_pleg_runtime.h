@@ -108,6 +108,7 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   }
   Result<plegd::PodRef> PodOf(const std::string& runtime_id) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++pod_ofs_;
     std::string sandbox_id = runtime_id;
     for (const auto& c : listing_.containers) {
       if (c.id == runtime_id) sandbox_id = c.sandbox_id;
@@ -128,6 +129,10 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   int pod_lists() const {
     std::lock_guard<std::mutex> lock(mu_);
     return pod_lists_;
+  }
+  int pod_ofs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pod_ofs_;
   }
   int sandbox_inspections() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -195,7 +200,8 @@ class FakePlegRuntime : public plegd::PlegRuntime {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   plegd::RuntimeListing listing_;
-  int lists_ = 0, pod_lists_ = 0, container_inspections_ = 0, sandbox_inspections_ = 0;
+  int lists_ = 0, pod_lists_ = 0, pod_ofs_ = 0, container_inspections_ = 0,
+      sandbox_inspections_ = 0;
   struct Deferred {
     std::string id;
     plegd::ContainerState state;

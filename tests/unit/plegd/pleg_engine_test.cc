@@ -558,6 +558,50 @@ TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
   e.engine.Stop();
 }
 
+TEST(PlegEngineTest, AStartOfAnIdNewToTheViewIsPutOffThenLookedAt) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  EventedEngine e(rt);
+  // Two pods being started: their sandboxes' and containers' starts come before anyone asks
+  // for their relist.
+  rt.AddPod("b", {{"app", ContainerState::Running}});
+  rt.AddPod("c", {{"app", ContainerState::Running}});
+  const int lists = rt.lists();
+  const int pod_lists = rt.pod_lists();
+  const uint64_t seen = e.engine.events_seen_already();
+  for (const char* id : {"b-sb", "b-app", "c-sb", "c-app"}) {
+    e.engine.NudgeRuntimeId(id, RuntimeChange::kStarted);
+  }
+  // Their looks (half a second after the events) find ids the view does not hold: put off,
+  // nothing asked of the runtime.
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (e.engine.event_looks_put_off() < 4 && std::chrono::steady_clock::now() < end) {
+    WaitOutput(e.engine, e.woken, std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(e.engine.event_looks_put_off(), 4u);
+  EXPECT_EQ(rt.lists(), lists);
+  EXPECT_EQ(rt.pod_lists(), pod_lists);
+  EXPECT_EQ(rt.pod_ofs(), 0);
+
+  // b's maker asks for its relist (podworkerd, once its sync is done): b's starts are in the
+  // view when their looks come again, and cost nothing. c's are looked at then, and c is seen.
+  e.engine.RelistPods({"b"});
+  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+    return HasEvent(o, "b-app", EventType::ContainerStarted) &&
+           HasEvent(o, "c-app", EventType::ContainerStarted);
+  });
+  EXPECT_TRUE(HasEvent(out, "b-app", EventType::ContainerStarted));
+  EXPECT_TRUE(HasEvent(out, "c-app", EventType::ContainerStarted));
+  end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (e.engine.events_seen_already() < seen + 2 && std::chrono::steady_clock::now() < end) {
+    WaitOutput(e.engine, e.woken, std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(e.engine.events_seen_already(), seen + 2) << "b's starts";
+  EXPECT_EQ(e.engine.event_looks_put_off(), 4u) << "put off once only";
+  EXPECT_GE(rt.pod_ofs() + rt.lists() - lists, 1) << "c asked of the runtime at the second look";
+  e.engine.Stop();
+}
+
 TEST(PlegEngineTest, EachTopicSaysWhatItsEventMeans) {
   EXPECT_EQ(ChangeOfTopic("/containers/create"), std::nullopt);
   EXPECT_EQ(ChangeOfTopic("/tasks/create"), std::nullopt);
