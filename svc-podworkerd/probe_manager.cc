@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "svc-podworkerd/grpc_probe.h"
 #include "svc-podworkerd/http_probe.h"
@@ -213,6 +214,7 @@ void ProbeManager::RemovePod(const std::string& pod_uid) {
   for (auto it = probes_.begin(); it != probes_.end();) {
     it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
   }
+  cv_.notify_all();  // threads beyond what the probes left need may end
 }
 
 void ProbeManager::SeedReady(const std::string& container_id, bool ready) {
@@ -297,7 +299,10 @@ void ProbeManager::Loop() {
     if (alive_ > std::max(min_threads_, probes_.size())) break;
     // The earliest due probe that is not in flight and not held back by a startup probe.
     const MonoTime now = clock_.Now();
-    auto next_wake = now + std::chrono::seconds(1);
+    // The earliest time a probe that waits for its time is due; none: only a change (Ensure,
+    // Record, RemovePod, Stop, all of which notify) can make one due. Until session 25 it woke
+    // every second regardless: two idle threads' wakeups at 100 pods without a probe.
+    std::optional<MonoTime> next_wake;
     Probe* due = nullptr;
     for (auto& [key, p] : probes_) {
       if (p.running) continue;
@@ -310,10 +315,14 @@ void ProbeManager::Loop() {
         due = &p;
         break;
       }
-      next_wake = std::min(next_wake, p.next);
+      next_wake = next_wake ? std::min(*next_wake, p.next) : p.next;
     }
     if (due == nullptr) {
-      cv_.wait_for(lock, TimeUntil(clock_, next_wake));
+      if (next_wake) {
+        cv_.wait_for(lock, TimeUntil(clock_, *next_wake));
+      } else {
+        cv_.wait(lock);
+      }
       continue;
     }
     due->running = true;

@@ -23,8 +23,11 @@ struct CommonOptions {
   std::string run_dir = "/run/nodelet";
   std::string log_dir = "/var/log/nodelet";
   std::string log_level = "info";
-  // How often a service sends a heartbeat to the supervisor.
-  int heartbeat_interval_ms = 1000;
+  // How often a service sends a heartbeat to the supervisor. 2 s: each heartbeat wakes four
+  // threads (the service's loop and ZeroMQ I/O thread, the supervisor's), which at 100 idle pods
+  // were about a third of all nodelet's wakeups at 1 s (docs/bench.md); the supervisor's
+  // --heartbeat-deadline (5 s) still spans two of them.
+  int heartbeat_interval_ms = 2000;
   // --admin-group NAME|GID as given ("" when unset), and the gid it names (ResolveCommonOptions):
   // the group besides root (and the process's own uid) that may connect to the sockets in the
   // run directory (lib/ipc/peer_access.h).
