@@ -212,7 +212,7 @@ class NodeletTest : public ::testing::Test {
         auto j = nlohmann::json::parse(r.output, nullptr, false);
         if (j.is_array() && j.size() == 1 && j[0].value("health", "") == "ok") return true;
       }
-      // Polling a CLI, bounded by the deadline; the heartbeat that carries health is 1 s.
+      // Polling a CLI, bounded by the deadline; the heartbeat that carries health is 2 s.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     } while (std::chrono::steady_clock::now() < end);
     return false;
