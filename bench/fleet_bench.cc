@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   }
   auto node = BenchNodelet::Start(images_dir);
   if (!node ||
-      !node->StartNodelet(bin_dir, "fleet", {"--etcd-endpoints", cluster.endpoints_string()})) {
+      !node->StartNodelet(bin_dir, "fleet", {"--etcd-endpoints", cluster.endpoints_string(), "--etcd-allow-insecure"})) {
     return 1;
   }
   const etcd::FleetKeys keys;

@@ -10,10 +10,26 @@ Status EtcdFlags::Check() const {
   if (certfile.empty() != keyfile.empty()) {
     return InvalidArgument("--etcd-certfile and --etcd-keyfile go together");
   }
+  if (!allow_insecure) {
+    for (const auto& e : endpoints) {
+      if (PlainText(e)) {
+        return InvalidArgument("--etcd-endpoints " + e +
+                               ": plain text (no TLS), refused: use https:// (with "
+                               "--etcd-cafile), or pass --etcd-allow-insecure to allow it");
+      }
+    }
+  }
   if (prefix.empty() || prefix.front() != '/' || prefix.back() == '/') {
     return InvalidArgument("--etcd-prefix '" + prefix + "' must start with / and not end with /");
   }
   return Status::Ok();
+}
+
+bool EtcdFlags::PlainText(const std::string& endpoint) const {
+  if (endpoint.rfind("http://", 0) == 0) return true;
+  if (endpoint.rfind("https://", 0) == 0) return false;
+  // HOST:PORT: TLS when a TLS file is given (as the client dials it), else plain text.
+  return cafile.empty() && certfile.empty();
 }
 
 ClientOptions EtcdFlags::ToClientOptions() const {
@@ -31,6 +47,9 @@ void AddEtcdFlags(CLI::App& app, EtcdFlags* flags, bool node) {
                  "https://HOST:PORT or HOST:PORT")
       ->delimiter(',')
       ->allow_extra_args(false);
+  app.add_flag("--etcd-allow-insecure", flags->allow_insecure,
+               "Allow plain-text etcd endpoints (http://, or HOST:PORT without a TLS file); "
+               "refused without it, as anyone on the path could read and write the fleet's keys");
   app.add_option("--etcd-prefix", flags->prefix,
                  "The fleet's keys in etcd: PREFIX/pods/NODE/..., PREFIX/status/NODE/...")
       ->capture_default_str();

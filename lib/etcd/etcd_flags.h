@@ -18,10 +18,16 @@ struct EtcdFlags {
   std::string prefix = kDefaultFleetPrefix;  // --etcd-prefix
   std::string cafile, certfile, keyfile;     // --etcd-cafile, -certfile, -keyfile
   int lease_seconds = 40;                    // --node-lease-duration-seconds (nodes only)
+  // --etcd-allow-insecure: plain-text endpoints (http://, or HOST:PORT with no TLS file) are
+  // refused without it: the fleet's pods, ConfigMaps and Secrets would cross the network in the
+  // clear and anyone on the path could write this node's pods.
+  bool allow_insecure = false;
 
   bool enabled() const { return !endpoints.empty(); }
-  // What the TLS files and the prefix must be: refused with the flag's name.
+  // What the TLS files, the endpoints and the prefix must be: refused with the flag's name.
   Status Check() const;
+  // True when `endpoint` is dialled without TLS under these flags.
+  bool PlainText(const std::string& endpoint) const;
   ClientOptions ToClientOptions() const;
 };
 

@@ -155,6 +155,8 @@ class FleetE2eTest : public ::testing::Test {
                                      n.Endpoints(),
                                      "--node-lease-duration-seconds",
                                      "4"};
+    // The test's members speak plain text unless the cluster runs TLS.
+    if (!n.tls) argv.push_back("--etcd-allow-insecure");
     argv.insert(argv.end(), extra.begin(), extra.end());
     n.nodelet = std::make_unique<Subprocess>(
         argv, std::map<std::string, std::string>{{"NOTIFY_SOCKET", n.notify->path()}},
@@ -186,7 +188,7 @@ class FleetE2eTest : public ::testing::Test {
   // `nodeletctl fleet ARGS...` on the cluster: its output, or "" when it failed.
   std::string Fleet(std::vector<std::string> args) {
     std::vector<std::string> argv = {BinDir() + "/nodeletctl", "fleet", "--etcd-endpoints",
-                                     cluster_->endpoints_string()};
+                                     cluster_->endpoints_string(), "--etcd-allow-insecure"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = RunCommand(argv, 15s);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -217,6 +219,24 @@ class FleetE2eTest : public ::testing::Test {
 // Pods written for one node run there only; pods for all run everywhere; a pod moved between
 // nodes stops on one and starts on the other; statuses and Nodes come back, and go with their
 // pods.
+// The real nodelet refuses a plain-text etcd endpoint at start, naming the endpoint and the
+// flag that allows it, before it starts anything (no etcd is needed to see it).
+TEST(FleetPlainTextTest, NodeletRefusesAnHttpEndpointAtStart) {
+  TempDir dir;
+  auto r = RunCommand({BinDir() + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir",
+                       dir.Sub("run"), "--log-dir", dir.Sub("log"), "--etcd-endpoints",
+                       "http://127.0.0.1:1"},
+                      15s);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("http://127.0.0.1:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--etcd-allow-insecure"), std::string::npos) << r.output;
+  auto ctl = RunCommand({BinDir() + "/nodeletctl", "fleet", "--etcd-endpoints",
+                         "http://127.0.0.1:1", "nodes"},
+                        15s);
+  EXPECT_NE(ctl.exit_code, 0) << ctl.output;
+  EXPECT_NE(ctl.output.find("--etcd-allow-insecure"), std::string::npos) << ctl.output;
+}
+
 TEST_F(FleetE2eTest, PodsRunWhereTheirKeysSayAndStatusesAndNodesComeBack) {
   for (const char* name : {"node-a", "node-b", "node-c"}) AddNode(name);
   for (auto& n : nodes_) ASSERT_TRUE(StartNodelet(*n)) << n->name;

@@ -170,5 +170,32 @@ TEST(SupervisorOptionsTest, EvictionMinimumReclaimIsAFlagAndAConfigKey) {
   EXPECT_EQ(c.options.eviction_minimum_reclaim, "imagefs.available=5%");
 }
 
+TEST(SupervisorOptionsTest, PlainTextEtcdIsRefusedUnlessAllowed) {
+  // http://, and HOST:PORT with no TLS file, are plain text: refused, naming the endpoint and
+  // the flag that allows it.
+  for (const char* endpoint : {"http://10.0.0.1:2379", "10.0.0.1:2379"}) {
+    Parsed p = Parse({"--etcd-endpoints", std::string("https://10.0.0.2:2379,") + endpoint});
+    EXPECT_EQ(p.rc, 2) << endpoint;
+    EXPECT_THAT(p.stderr_text, HasSubstr(endpoint));
+    EXPECT_THAT(p.stderr_text, HasSubstr("--etcd-allow-insecure"));
+    Parsed allowed = Parse({"--etcd-endpoints", endpoint, "--etcd-allow-insecure"});
+    EXPECT_EQ(allowed.rc, -1) << allowed.stderr_text;
+    EXPECT_TRUE(allowed.options.etcd.allow_insecure);
+  }
+  // TLS needs no flag: https://, or HOST:PORT with a CA file.
+  Parsed tls = Parse({"--etcd-endpoints", "https://10.0.0.1:2379"});
+  EXPECT_EQ(tls.rc, -1) << tls.stderr_text;
+  testing::TempDir dir;
+  testing::WriteTextFile(dir.Sub("ca.pem"), "not read while parsing\n");
+  Parsed bare = Parse({"--etcd-endpoints", "10.0.0.1:2379", "--etcd-cafile", dir.Sub("ca.pem")});
+  EXPECT_EQ(bare.rc, -1) << bare.stderr_text;
+  // The config file's key of the same name allows it too.
+  testing::WriteTextFile(dir.Sub("nodelet.yaml"),
+                         "supervisor:\n  etcd-endpoints: http://10.0.0.1:2379\n"
+                         "  etcd-allow-insecure: true\n");
+  Parsed c = Parse({"--config", dir.Sub("nodelet.yaml")});
+  EXPECT_EQ(c.rc, -1) << c.stderr_text;
+}
+
 }  // namespace
 }  // namespace nodelet::supervisor
