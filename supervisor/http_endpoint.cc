@@ -422,7 +422,8 @@ Status HttpEndpoint::Start() {
   const int port = std::atoi(address_.c_str() + colon + 1);
   server_ = std::make_unique<HttpServer>(clock_, server_options_);
   auto snapshot = [this] { return Snapshot(); };
-  server_->Get("/healthz", [snapshot] {
+  // On the server's urgent lane: never queued behind /pods or a slow client.
+  server_->GetUrgent("/healthz", [snapshot] {
     HttpSnapshot s = snapshot();
     bool ok = !s.services.empty();
     std::string body;
@@ -443,7 +444,7 @@ Status HttpEndpoint::Start() {
   if (usage_) {
     server_->Get("/stats/summary", [this] {
       return HttpReply{200, "application/json",
-                       SummaryJson(*usage_->Fresh(), usage_->node_start_unix_s())};
+                       SummaryJson(*usage_->Recent(kSummaryMaxAge), usage_->node_start_unix_s())};
     });
   }
   server_->Get("/node", [this] {

@@ -7,11 +7,13 @@
 // query parameters: follow, previous, tailLines, timestamps, sinceSeconds, limitBytes; a follow
 // is streamed until the container ends or the client goes away). With a StatsSource, also
 // /stats/summary (the kubelet's Summary API) and the kubelet's resource metrics on /metrics
-// (stats_summary.h), from samples taken every 10 s and for each /stats/summary; the bound
+// (stats_summary.h), from a sample at most 10 s old for /metrics and kSummaryMaxAge (2 s) for
+// /stats/summary, taken when asked and shared by the requests that come meanwhile; the bound
 // address is written to RUN-DIR/http-address for `nodeletctl top`.
 //
-// It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, a deadline
-// per request and a cap on connections, so idle or slow clients cannot hold /healthz back); the
+// It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, deadlines
+// per request, per write and in the queue, caps on connections in all and per peer, and
+// /healthz on a lane of its own, so idle or slow clients cannot hold /healthz back); the
 // supervisor's loop hands it a snapshot after each iteration.
 #pragma once
 

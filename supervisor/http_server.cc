@@ -56,6 +56,25 @@ bool SendAll(const Clock& clock, int fd, std::string_view data, MonoTime deadlin
   return true;
 }
 
+// The peer's address (no port) that the per-peer cap counts; an IPv4-mapped IPv6 address is
+// its IPv4 address.
+std::string PeerKey(const sockaddr_storage& addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+      inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], text, sizeof text);
+    } else {
+      inet_ntop(AF_INET6, &a6->sin6_addr, text, sizeof text);
+    }
+  } else {
+    return "local";
+  }
+  return text;
+}
+
 int FromHex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -145,8 +164,18 @@ void HttpServer::Get(const std::string& path, Handler handler) {
   handlers_[path] = std::move(handler);
 }
 
+void HttpServer::GetUrgent(const std::string& path, Handler handler) {
+  handlers_[path] = std::move(handler);
+  urgent_paths_.insert(path);
+}
+
 void HttpServer::GetPrefix(const std::string& prefix, RequestHandler handler) {
   prefix_handlers_[prefix] = std::move(handler);
+}
+
+size_t HttpServer::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size() + urgent_jobs_.size();
 }
 
 size_t HttpServer::active_streams() const {
@@ -227,8 +256,9 @@ Result<int> HttpServer::Listen(const std::string& host, int port) {
   if (wake_fd_ < 0) return ErrnoStatus("eventfd", errno);
   event_thread_ = std::thread([this] { EventLoop(); });
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    workers_.emplace_back([this] { WorkerLoop(false); });
   }
+  if (!urgent_paths_.empty()) workers_.emplace_back([this] { WorkerLoop(true); });
   return bound;
 }
 
@@ -238,20 +268,34 @@ void HttpServer::Stop() {
     uint64_t v = 1;
     (void)!write(wake_fd_, &v, sizeof v);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // no worker is between its check and its wait
+  }
   cv_.notify_all();
+  urgent_cv_.notify_all();
   if (event_thread_.joinable()) event_thread_.join();
   for (auto& t : workers_) t.join();
   workers_.clear();
   ReapStreams(true);
-  for (auto& job : jobs_) CloseConn(job.fd);
-  jobs_.clear();
+  for (auto* queue : {&jobs_, &urgent_jobs_}) {
+    for (auto& job : *queue) CloseConn(job.fd);
+    queue->clear();
+  }
   if (listen_fd_ >= 0) close(listen_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
   listen_fd_ = wake_fd_ = -1;
 }
 
 void HttpServer::CloseConn(int fd) {
-  close(fd);
+  {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (auto it = peer_of_.find(fd); it != peer_of_.end()) {
+      auto count = per_peer_.find(it->second);
+      if (count != per_peer_.end() && --count->second == 0) per_peer_.erase(count);
+      peer_of_.erase(it);
+    }
+  }
+  close(fd);  // after the fd left peer_of_: accept may hand the same number out again
   --open_;
 }
 
@@ -272,17 +316,34 @@ void HttpServer::EventLoop() {
         0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
     if (stopping_) break;
-    // New connections: accept all that wait; one over the cap is closed at once.
+    // New connections: accept all that wait; one over a cap (all peers', or its peer's) is
+    // closed at once.
     if (fds[1].revents & POLLIN) {
       for (;;) {
-        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_storage addr{};
+        socklen_t len = sizeof addr;
+        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
-        if (open_.load() >= options_.max_connections) {
+        const std::string peer = PeerKey(addr);
+        bool admitted = open_.load() < options_.max_connections;
+        if (admitted) {
+          std::lock_guard<std::mutex> lock(peers_mu_);
+          size_t& mine = per_peer_[peer];
+          admitted = mine < options_.max_connections_per_peer;
+          if (admitted) {
+            ++mine;
+            peer_of_[fd] = peer;
+            ++open_;
+          } else if (mine == 0) {
+            per_peer_.erase(peer);
+          }
+        }
+        if (!admitted) {
           ++refused_;  // before the close, which whoever watches the peer sees at once
           close(fd);
           continue;
         }
-        ++open_;
         conns[fd] = Conn{fd, "", clock_.Now() + options_.request_deadline};
       }
     }
@@ -325,11 +386,13 @@ void HttpServer::EventLoop() {
         job.http10 = sp2 != std::string::npos && line.compare(sp2 + 1, 8, "HTTP/1.0") == 0;
       }
       conns.erase(it);
+      job.queued = clock_.Now();
+      const bool urgent = urgent_paths_.count(job.path) != 0;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        jobs_.push_back(std::move(job));
+        (urgent ? urgent_jobs_ : jobs_).push_back(std::move(job));
       }
-      cv_.notify_one();
+      (urgent ? urgent_cv_ : cv_).notify_one();
     }
     // Requests that did not arrive whole in time.
     now = clock_.Now();
@@ -346,15 +409,23 @@ void HttpServer::EventLoop() {
   for (auto& [fd, _] : conns) CloseConn(fd);
 }
 
-void HttpServer::WorkerLoop() {
+void HttpServer::WorkerLoop(bool urgent) {
+  std::deque<Job>& queue = urgent ? urgent_jobs_ : jobs_;
+  std::condition_variable& cv = urgent ? urgent_cv_ : cv_;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    cv.wait(lock, [&] { return stopping_ || !queue.empty(); });
     if (stopping_) return;
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
+    Job job = std::move(queue.front());
+    queue.pop_front();
     lock.unlock();
-    Serve(job);
+    if (clock_.Now() - job.queued > options_.queue_deadline) {
+      // Its client has waited long enough: a short answer now, the handler not run.
+      ++expired_;
+      Reply(job, {503, "text/plain", "busy: the request waited too long in the queue\n", nullptr});
+    } else {
+      Serve(job);
+    }
     lock.lock();
   }
 }
@@ -389,8 +460,12 @@ void HttpServer::Serve(const Job& job) {
     if (StartStream(job.fd, job.http10, head, std::move(reply))) return;
     reply = {503, "text/plain", "too many streams\n", nullptr};
   }
+  Reply(job, reply);
+}
+
+void HttpServer::Reply(const Job& job, const HttpReply& reply) {
   std::string out = Head(reply, "Content-Length: " + std::to_string(reply.body.size()) + "\r\n");
-  if (!head) out += reply.body;
+  if (job.method != "HEAD") out += reply.body;
   SendAll(clock_, job.fd, out, clock_.Now() + options_.write_deadline);
   shutdown(job.fd, SHUT_WR);
   CloseConn(job.fd);

@@ -5,9 +5,16 @@
 //     without blocking; a connection costs an fd, not a thread, until its request is complete;
 //   - each request must arrive whole (request line and headers, at most kMaxRequestHeadBytes)
 //     within `request_deadline` of the accept, or the connection is closed;
-//   - at most `max_connections` are open; one over the cap is closed at once;
+//   - at most `max_connections` are open, and at most `max_connections_per_peer` from one
+//     peer address; one over either cap is closed at once (counted in refused());
 //   - complete requests go to a small pool of `workers`, which run the handler and write the
-//     response under `write_deadline`; every response closes its connection;
+//     response under `write_deadline` (a client that does not read is closed when it passes;
+//     the response is one string, never more); every response closes its connection;
+//   - a request that waited in the queue longer than `queue_deadline` is answered 503 without
+//     running its handler (counted in expired()): a backlog drains at once instead of serving
+//     answers nobody waits for any more;
+//   - the paths registered with GetUrgent (/healthz) have a lane of their own, one thread that
+//     runs nothing else, so they are never queued behind slow handlers or slow clients;
 //   - a reply that streams (HttpReply::stream: a followed container log) is written from a
 //     thread of its own, at most `max_streams` at once (503 beyond), so that streams never hold
 //     the workers; each write has `write_deadline`, and Stop() tells the streams to end
@@ -25,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -39,9 +47,11 @@ inline constexpr size_t kMaxRequestHeadBytes = 16 * 1024;
 
 struct HttpServerOptions {
   int workers = 4;
-  size_t max_connections = 256;
+  size_t max_connections = 1024;
+  size_t max_connections_per_peer = 256;
   std::chrono::milliseconds request_deadline{5000};
   std::chrono::milliseconds write_deadline{5000};
+  std::chrono::milliseconds queue_deadline{5000};
 
   size_t max_streams = 8;
 };
@@ -89,6 +99,9 @@ class HttpServer {
   // Before Listen: the handler of every GET/HEAD path that starts with `prefix` (and of no path
   // that has an exact handler).
   void GetPrefix(const std::string& prefix, RequestHandler handler);
+  // Before Listen: as Get, served on the urgent lane (a thread of its own). For handlers that
+  // answer quickly and small (/healthz): a slow one would hold the lane.
+  void GetUrgent(const std::string& path, Handler handler);
   // Binds HOST:PORT (port 0: any free port) and starts the threads; returns the port.
   Result<int> Listen(const std::string& host, int port);
   void Stop();
@@ -97,6 +110,9 @@ class HttpServer {
   size_t open_connections() const { return open_.load(); }
   uint64_t refused() const { return refused_.load(); }
   uint64_t timed_out() const { return timed_out_.load(); }
+  uint64_t expired() const { return expired_.load(); }
+  // Requests waiting for a worker (both lanes).
+  size_t queued() const;
   size_t active_streams() const;
 
  private:
@@ -109,14 +125,18 @@ class HttpServer {
     int fd = -1;
     std::string method, path, query;
     bool http10 = false;
+    MonoTime queued;
   };
   struct StreamThread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
   void EventLoop();
-  void WorkerLoop();
+  // `urgent`: the lane of GetUrgent's paths, else the pool of `workers`.
+  void WorkerLoop(bool urgent);
   void Serve(const Job& job);
+  // Writes `reply` (not a stream) under the write deadline and closes the connection.
+  void Reply(const Job& job, const HttpReply& reply);
   void CloseConn(int fd);
   // Starts `reply.stream` on a thread of its own (false: too many streams).
   bool StartStream(int fd, bool http10, bool head, HttpReply reply);
@@ -125,15 +145,20 @@ class HttpServer {
   const Clock& clock_;
   HttpServerOptions options_;
   std::map<std::string, Handler> handlers_;
+  std::set<std::string> urgent_paths_;  // their handlers are in handlers_
   std::map<std::string, RequestHandler> prefix_handlers_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
-  std::atomic<uint64_t> refused_{0}, timed_out_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
+  std::atomic<uint64_t> refused_{0}, timed_out_{0}, expired_{0};
+  // Open connections by peer address, and each open fd's peer (closed from any thread).
+  std::mutex peers_mu_;
+  std::map<std::string, size_t> per_peer_;
+  std::map<int, std::string> peer_of_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, urgent_cv_;
+  std::deque<Job> jobs_, urgent_jobs_;
   std::thread event_thread_;
   std::vector<std::thread> workers_;
   mutable std::mutex streams_mu_;

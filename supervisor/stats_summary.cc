@@ -266,8 +266,12 @@ UsageSampler::UsageSampler(const Clock& clock, StatsSource& source,
 }
 
 std::shared_ptr<const RatedSample> UsageSampler::Fresh() {
-  auto sample = std::make_shared<RatedSample>();
   std::lock_guard<std::mutex> one_at_a_time(sample_mu_);
+  return FreshLocked();
+}
+
+std::shared_ptr<const RatedSample> UsageSampler::FreshLocked() {
+  auto sample = std::make_shared<RatedSample>();
   sample->stats = source_.Sample();
   sample->rates = rates_.Observe(sample->stats);
   ++samples_;
@@ -277,12 +281,17 @@ std::shared_ptr<const RatedSample> UsageSampler::Fresh() {
   return sample;
 }
 
-std::shared_ptr<const RatedSample> UsageSampler::Recent() {
-  {
+std::shared_ptr<const RatedSample> UsageSampler::Recent(std::chrono::milliseconds max_age) {
+  auto young = [&]() -> std::shared_ptr<const RatedSample> {
     std::lock_guard<std::mutex> lock(mu_);
-    if (last_ && clock_.Now() - last_at_ < fresh_for_) return last_;
-  }
-  return Fresh();
+    if (last_ && clock_.Now() - last_at_ < max_age) return last_;
+    return nullptr;
+  };
+  if (auto s = young()) return s;
+  std::lock_guard<std::mutex> one_at_a_time(sample_mu_);
+  // Another caller may have taken one while this one waited for the lock.
+  if (auto s = young()) return s;
+  return FreshLocked();
 }
 
 }  // namespace nodelet::supervisor

@@ -68,10 +68,14 @@ std::string RenderUsageMetrics(const NodeStats* sample);
 
 // The supervisor's one sampler of a StatsSource, shared by the eviction manager (which samples
 // through it as its own StatsSource) and the HTTP endpoint (/metrics renders a recent sample,
-// /stats/summary takes a fresh one). It samples only when asked: nothing reads the pods'
+// /stats/summary one at most kSummaryMaxAge old). It samples only when asked: nothing reads the pods'
 // cgroups while nobody looks (at 100 idle pods a periodic sample was half of an idle
 // supervisor's CPU). Every whole sample goes through one CpuRateTracker, so a rate spans the
 // time since the sample before it, whoever asked for that one.
+// How old the sample /stats/summary serves may be: a scrape or `nodeletctl top` sees figures
+// at most this old, and any number of requests within it read the cgroups once.
+inline constexpr std::chrono::milliseconds kSummaryMaxAge{2000};
+
 class UsageSampler : public StatsSource {
  public:
   UsageSampler(const Clock& clock, StatsSource& source,
@@ -83,7 +87,11 @@ class UsageSampler : public StatsSource {
   std::shared_ptr<const RatedSample> Fresh();
   // The last sample when it is younger than `fresh_for` (cAdvisor's housekeeping interval, so
   // that a burst of scrapes reads the cgroups once), else a fresh one.
-  std::shared_ptr<const RatedSample> Recent();
+  std::shared_ptr<const RatedSample> Recent() { return Recent(fresh_for_); }
+  // The last sample when it is younger than `max_age`, else a fresh one. Callers that ask at
+  // once share one sample: whoever waited for another's sample takes that one (no burst of
+  // requests reads the cgroups once per request).
+  std::shared_ptr<const RatedSample> Recent(std::chrono::milliseconds max_age);
   // StatsSource: a fresh sample (kept as the last one).
   NodeStats Sample() override { return Fresh()->stats; }
   // StatsSource: the source's node-only sample, passed through (no rates; not kept).
@@ -97,7 +105,9 @@ class UsageSampler : public StatsSource {
   const std::chrono::milliseconds fresh_for_;
   int64_t node_start_unix_s_ = 0;
   CpuRateTracker rates_;
-  std::mutex sample_mu_;  // one sample and its rates at a time, so the counters come in order
+  // One sample and its rates at a time, so the counters come in order.
+  std::shared_ptr<const RatedSample> FreshLocked();
+  std::mutex sample_mu_;
   std::mutex mu_;
   std::shared_ptr<const RatedSample> last_;
   MonoTime last_at_{};  // when last_ was taken

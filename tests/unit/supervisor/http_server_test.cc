@@ -17,14 +17,26 @@
 #include <thread>
 #include <vector>
 
+#include "tests/fakes/fake_clock.h"
+
 namespace nodelet::supervisor {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-int Connect(int port) {
+// A connection to 127.0.0.1:`port` from `source` (another loopback address is another peer).
+int Connect(int port, const char* source = nullptr) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (source != nullptr) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &from.sin_addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      close(fd);
+      return -1;
+    }
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -38,8 +50,9 @@ int Connect(int port) {
 
 // Sends `request` and reads the whole answer (the server closes every connection), up to
 // `timeout`; "" when nothing came.
-std::string Ask(int port, const std::string& request, std::chrono::milliseconds timeout = 5s) {
-  int fd = Connect(port);
+std::string Ask(int port, const std::string& request, std::chrono::milliseconds timeout = 5s,
+                const char* source = nullptr) {
+  int fd = Connect(port, source);
   if (fd < 0) return "";
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string out;
@@ -133,6 +146,78 @@ TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
     reply = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 500ms);
   }
   EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply;
+}
+
+// One peer address holds at most max_connections_per_peer connections: its next one is closed
+// at once, while another peer (127.0.0.2) is still served.
+TEST(HttpServerTest, APeerOverItsCapIsClosedAndOtherPeersAreServed) {
+  HttpServerOptions opts;
+  opts.max_connections_per_peer = 3;
+  HttpServer server(RealClock::Get(), opts);
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) held.push_back(Connect(*port));
+  int extra = Connect(*port);
+  ASSERT_GE(extra, 0);
+  EXPECT_TRUE(ClosedByPeer(extra, 2s)) << "the 4th connection of 127.0.0.1";
+  EXPECT_EQ(server.refused(), 1u);
+  close(extra);
+  const std::string other = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s, "127.0.0.2");
+  EXPECT_NE(other.find("ok\n"), std::string::npos) << other;
+  for (int fd : held) EXPECT_FALSE(ClosedByPeer(fd, 0ms)) << "the held ones stay open";
+  // A slot freed is the peer's again.
+  close(held.back());
+  held.pop_back();
+  std::string again;
+  for (int i = 0; i < 50 && again.empty(); ++i) {
+    again = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 500ms);
+  }
+  EXPECT_NE(again.find("ok\n"), std::string::npos) << again;
+  for (int fd : held) close(fd);
+}
+
+// A request that waited in the queue past queue_deadline is answered 503 without running its
+// handler; /healthz (GetUrgent) is answered on its own lane while the one worker is held.
+TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
+  testing::FakeClock clock;
+  HttpServerOptions opts;
+  opts.workers = 1;
+  opts.queue_deadline = 1s;
+  HttpServer server(clock, opts);
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  server.Get("/slow", [&] {
+    const auto end = Clock::now() + 5s;
+    while (!release && Clock::now() < end) std::this_thread::sleep_for(10ms);
+    return HttpReply{200, "text/plain", "slow\n"};
+  });
+  server.Get("/pods", [&] {
+    ++ran;
+    return HttpReply{200, "text/plain", "pods\n"};
+  });
+  server.GetUrgent("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
+  std::string stale;
+  std::thread queued([&] { stale = Ask(*port, "GET /pods HTTP/1.1\r\n\r\n", 10s); });
+  // The worker holds /slow and /pods waits behind it.
+  const auto end = Clock::now() + 5s;
+  while (server.queued() == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(server.queued(), 1u);
+  const std::string fast = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s);
+  EXPECT_NE(fast.find("ok\n"), std::string::npos) << "not behind the held worker: " << fast;
+  clock.Advance(1s + 1ms);
+  release = true;
+  slow.join();
+  queued.join();
+  EXPECT_EQ(stale.rfind("HTTP/1.1 503 ", 0), 0u) << stale;
+  EXPECT_EQ(ran.load(), 0) << "its handler was not run";
+  EXPECT_EQ(server.expired(), 1u);
+  // A request that did not wait long is served.
+  EXPECT_NE(Ask(*port, "GET /pods HTTP/1.1\r\n\r\n").find("pods\n"), std::string::npos);
 }
 
 TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {

@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "lib/common/clock.h"
 #include "tests/fakes/fake_clock.h"
@@ -250,6 +252,36 @@ TEST(UsageSamplerTest, RecentReusesAYoungSampleAndTakesOneWhenItIsOld) {
   EXPECT_EQ(recent->stats.time_unix_ms, 2000) << "10 s old: replaced";
   ASSERT_TRUE(recent->rates.node.has_value()) << "rated against the one before";
   EXPECT_EQ(sampler.samples(), 2u);
+}
+
+// /stats/summary: a burst of requests at once shares one sample (each that waited for another's
+// sample takes it), and the sample served is never older than the age asked for.
+TEST(UsageSamplerTest, ABurstOfSummariesReadsTheSourceOnce) {
+  class SlowSource : public CountingSource {
+   public:
+    NodeStats Sample() override {
+      // A sample's cost (the cgroups and directories read), so that the callers overlap.
+      std::this_thread::sleep_for(50ms);
+      return CountingSource::Sample();
+    }
+  };
+  SlowSource source;
+  testing::FakeClock clock;
+  UsageSampler sampler(clock, source, 10s);
+  std::vector<std::thread> callers;
+  std::atomic<int> served{0};
+  for (int i = 0; i < 16; ++i) {
+    callers.emplace_back([&] {
+      if (sampler.Recent(kSummaryMaxAge)->stats.time_unix_ms == 1000) ++served;
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(served.load(), 16) << "every caller got the one sample";
+  EXPECT_EQ(source.count(), 1) << "16 requests at once read the source once";
+  clock.Advance(kSummaryMaxAge - 1ms);
+  EXPECT_EQ(sampler.Recent(kSummaryMaxAge)->stats.time_unix_ms, 1000);
+  clock.Advance(1ms);
+  EXPECT_EQ(sampler.Recent(kSummaryMaxAge)->stats.time_unix_ms, 2000) << "too old: replaced";
 }
 
 // The eviction manager samples through the sampler (a StatsSource): its whole samples are what
