@@ -339,6 +339,7 @@ unsigned __int128 SnapshotKey(const SourceSnapshot& snapshot) {
   for (const auto& m : snapshot.manifests) {
     field(m.origin);
     field(m.content);
+    field(std::to_string(m.create_revision));
     field(m.error.ok() ? std::string() : m.error.message());
   }
   return pod::Fnv1a128(text);
@@ -377,6 +378,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
                                             : pod::PodSourceKind::kFile;
     // An etcd manifest's origin is "etcd:KEY"; the key is what names its pod.
     origin.source = from_etcd ? m.origin.substr(5) : m.origin;
+    origin.create_revision = m.create_revision;
     std::optional<PodKeyParts> pod_key;
     if (from_etcd) pod_key = ParsePodKey(options_.etcd_prefix, origin.source);
     origin.node_name = options_.node_name;

@@ -57,6 +57,17 @@ std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
   return Hex128(Fnv1a128(input));
 }
 
+std::string EtcdPodUid(const Pod& as_written, const StaticPodOrigin& origin) {
+  std::string input = "nodelet.etcd-pod-uid.v1\n";
+  input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
+  input += "etcd:" + origin.source + "\n";
+  input += "created:" + std::to_string(origin.create_revision) + "\n";
+  const std::string& ns = as_written.metadata.namespace_name;
+  input += "pod:" + (ns.empty() ? std::string(kDefaultNamespace) : ns) + "/" +
+           as_written.metadata.name + "\n";
+  return Hex128(Fnv1a128(input));
+}
+
 std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin) {
   std::string input = "nodelet.static-pod-hash.v1\n";
   input += "host:" + NormalizeNodeName(origin.node_name) + "\n";
@@ -68,7 +79,11 @@ std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& or
 Result<Pod> MakeStaticPod(const Pod& as_written, const StaticPodOrigin& origin,
                           FieldErrors* errors) {
   Pod pod = as_written;
-  if (pod.metadata.uid.empty()) pod.metadata.uid = StaticPodUid(as_written, origin);
+  if (origin.kind == PodSourceKind::kEtcd) {
+    pod.metadata.uid = EtcdPodUid(as_written, origin);  // never the value's own
+  } else if (pod.metadata.uid.empty()) {
+    pod.metadata.uid = StaticPodUid(as_written, origin);
+  }
   ApplyPodDefaults(pod);
   const bool is_static = origin.kind != PodSourceKind::kEtcd;
   if (!pod.metadata.name.empty() && is_static) {
@@ -109,6 +124,9 @@ ManifestParseResult LoadStaticPods(std::string_view content, const StaticPodOrig
            ManifestMessage(origin.source, doc.document, multi, pod.status().message()),
            std::move(errors)});
       continue;
+    }
+    if (origin.kind == PodSourceKind::kEtcd && !doc.pod.metadata.uid.empty()) {
+      doc.ignored_fields.push_back("metadata.uid");  // replaced by the derived one
     }
     out.pods.push_back({doc.document, std::move(*pod), std::move(doc.ignored_fields)});
   }

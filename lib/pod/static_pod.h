@@ -10,10 +10,20 @@
 // rather than the kubelet's delete-and-create of a new pod. Another node, another source or
 // another name gives another UID. A manifest that sets metadata.uid keeps it.
 //
+// A pod from etcd never keeps a metadata.uid of its value (a value could otherwise take a
+// static pod's uid, and with it its directory and its containers): its UID is always 32 hex
+// digits of FNV-1a 128 over
+//   "nodelet.etcd-pod-uid.v1\n" "host:" NODE "\n" "etcd:" KEY "\n" "created:" CREATE_REVISION "\n"
+//   "pod:" NAMESPACE "/" NAME "\n"
+// where CREATE_REVISION is the key's create_revision in etcd: an edit of the value keeps the
+// pod, a key deleted and written again is a new pod, and the same _all key is another pod on
+// each node.
+//
 // kubernetes.io/config.hash: 32 hex digits of FNV-1a 128 over "nodelet.static-pod-hash.v1\n",
 // node and source as above, then CanonicalPod(the pod as written): it changes with any field.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -37,6 +47,7 @@ struct StaticPodOrigin {
   PodSourceKind kind = PodSourceKind::kFile;
   std::string source;     // the manifest's path, the manifest URL, or the etcd key
   std::string node_name;  // --node-name
+  int64_t create_revision = 0;  // kEtcd: the key's create_revision
   // When the source first saw the pod (config.seen). The caller keeps the first value for a pod
   // it already knows, so re-reading a manifest does not change the pod.
   UnixTime seen;
@@ -53,6 +64,8 @@ std::string StaticPodName(std::string_view name, std::string_view node_name);
 
 // The UID described above.
 std::string StaticPodUid(const Pod& as_written, const StaticPodOrigin& origin);
+// The UID of a pod from etcd described above (origin.kind kEtcd).
+std::string EtcdPodUid(const Pod& as_written, const StaticPodOrigin& origin);
 // The config.hash described above.
 std::string StaticPodConfigHash(const Pod& as_written, const StaticPodOrigin& origin);
 

@@ -52,14 +52,16 @@ std::optional<std::string> RefKey(const FleetKeys& keys, const std::string& ref)
 
 // A value as a manifest: refused (with the key) when larger than a manifest may be, as a file
 // of the manifest directory is.
-ManifestFile AsManifest(const std::string& key, const std::string& value) {
+ManifestFile AsManifest(const std::string& key, const std::string& value,
+                        int64_t create_revision = 0) {
   if (value.size() > pod::kMaxManifestBytes) {
     return {"etcd:" + key, "",
             ResourceExhausted("the value is " + std::to_string(value.size()) +
                               " bytes, more than a manifest's " +
-                              std::to_string(pod::kMaxManifestBytes))};
+                              std::to_string(pod::kMaxManifestBytes)),
+            create_revision};
   }
-  return {"etcd:" + key, value, Status::Ok()};
+  return {"etcd:" + key, value, Status::Ok(), create_revision};
 }
 
 }  // namespace
@@ -209,9 +211,15 @@ Status EtcdPodSource::Start() {
         SourceSnapshot snap;
         snap.source = "etcd";
         snap.from_cache = true;
+        const nlohmann::json revisions = doc.contains("revisions") && doc["revisions"].is_object()
+                                             ? doc["revisions"]
+                                             : nlohmann::json::object();
         for (const auto& [key, value] : doc["manifests"].items()) {
           if (!value.is_string()) continue;
-          snap.manifests.push_back(AsManifest(key, value.get<std::string>()));
+          auto rev = revisions.find(key);
+          snap.manifests.push_back(AsManifest(
+              key, value.get<std::string>(),
+              rev != revisions.end() && rev->is_number_integer() ? rev->get<int64_t>() : 0));
         }
         ready_ = std::move(snap);
       } else {
@@ -303,8 +311,12 @@ bool EtcdPodSource::List() {
     return false;
   }
   pods_.clear();
+  created_.clear();
   for (auto* r : {&*mine, &*all}) {
-    for (auto& kv : r->kvs) pods_[kv.key] = std::move(kv.value);
+    for (auto& kv : r->kvs) {
+      created_[kv.key] = kv.create_revision;
+      pods_[kv.key] = std::move(kv.value);
+    }
   }
   const int64_t next = mine->revision + 1;
   pod_pumps_.clear();
@@ -375,8 +387,10 @@ void EtcdPodSource::Apply(const Change& change) {
                                : std::nullopt;
     } else if (e.type == etcd::Watch::Event::Type::kPut) {
       pods_[e.kv.key] = e.kv.value;
+      created_[e.kv.key] = e.kv.create_revision;
     } else {
       pods_.erase(e.kv.key);
+      created_.erase(e.kv.key);
     }
   }
 }
@@ -386,9 +400,12 @@ void EtcdPodSource::Publish() {
   snap.source = "etcd";
   nlohmann::json cache = nlohmann::json::object();
   nlohmann::json manifests = nlohmann::json::object();
+  nlohmann::json revisions = nlohmann::json::object();
   for (const auto& [key, value] : pods_) {
-    snap.manifests.push_back(AsManifest(key, value));
+    const int64_t created = created_.count(key) ? created_.at(key) : 0;
+    snap.manifests.push_back(AsManifest(key, value, created));
     manifests[key] = value;
+    revisions[key] = created;
   }
   for (const auto& [key, value] : configs_) {
     if (!value) continue;
@@ -396,6 +413,7 @@ void EtcdPodSource::Publish() {
     manifests[key] = *value;
   }
   cache["manifests"] = std::move(manifests);
+  cache["revisions"] = std::move(revisions);
   bool written = true;
   if (!options_.cache_file.empty()) {
     written = WriteFileAtomically(options_.cache_file, cache.dump(), 0600).ok();

@@ -20,6 +20,8 @@ struct ManifestFile {
   std::string origin;   // file path, or the URL
   std::string content;  // raw YAML/JSON
   Status error;         // not OK: content is empty and this says why (too large, unreadable)
+  // etcd: the key's create_revision, from which its pod's uid is derived (lib/pod/static_pod.h).
+  int64_t create_revision = 0;
 };
 
 // Why a source could not be read. `reason` is a short metric label: fetch, tls, http_status,

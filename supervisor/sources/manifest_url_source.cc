@@ -232,7 +232,7 @@ Result<UrlResponse::Outcome> UrlResponse::Finish(const std::string& transport_er
   out.snapshot.source = "http";
   // An empty body means "no pods" (the kubelet treats it the same way).
   if (!body_.empty()) {
-    out.snapshot.manifests.push_back(ManifestFile{url_, std::move(body_), Status::Ok()});
+    out.snapshot.manifests.push_back(ManifestFile{url_, std::move(body_), Status::Ok(), 0});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "tests/testing/harness.h"
@@ -225,6 +226,44 @@ TEST(Rfc3339Test, ParseAndFormat) {
                           "2024-05-01T24:00:00Z", "2024-05-01T12:00:00+2:00"}) {
     EXPECT_FALSE(ParseRfc3339(bad).has_value()) << bad;
   }
+}
+
+// A pod from etcd never takes the uid its value names: it could otherwise take a static pod's
+// uid, and with it the pod's directory and containers. Its uid comes from the node, the key and
+// the key's create_revision: an edit keeps it, a key written again after a delete changes it.
+TEST(StaticPodTest, AnEtcdPodsUidIsDerivedNeverTakenFromTheValue) {
+  const std::string static_uid = LoadOne(testing::kMinimalPodYaml).metadata.uid;
+  StaticPodOrigin etcd;
+  etcd.kind = PodSourceKind::kEtcd;
+  etcd.source = "/nodelet/v1/pods/node1/default/web";
+  etcd.node_name = "node1";
+  etcd.create_revision = 7;
+  etcd.seen = UnixTime{1714564800, 0};
+  std::string claiming = testing::kMinimalPodYaml;
+  claiming.replace(claiming.find("  name: web\n"), 12, "  name: web\n  uid: " + static_uid + "\n");
+  auto r = LoadStaticPods(claiming, etcd);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  ASSERT_EQ(r.pods.size(), 1u);
+  const std::string uid = r.pods[0].pod.metadata.uid;
+  EXPECT_NE(uid, static_uid) << "the value's metadata.uid is not taken";
+  EXPECT_THAT(uid, MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_EQ(uid, EtcdPodUid(r.pods[0].pod, etcd));
+  EXPECT_NE(std::find(r.pods[0].ignored_fields.begin(), r.pods[0].ignored_fields.end(),
+                      "metadata.uid"),
+            r.pods[0].ignored_fields.end())
+      << "the ignored uid is named (an IgnoredFields warning)";
+  EXPECT_EQ(LoadOne(testing::kMinimalPodYaml, etcd).metadata.uid, uid)
+      << "with or without a uid in the value, the same key and revision give the same pod";
+  std::string edited = testing::kMinimalPodYaml;
+  edited.replace(edited.find("3600"), 4, "60");
+  EXPECT_EQ(LoadOne(edited, etcd).metadata.uid, uid) << "an edit is the same pod";
+  StaticPodOrigin recreated = etcd;
+  recreated.create_revision = 9;
+  EXPECT_NE(LoadOne(testing::kMinimalPodYaml, recreated).metadata.uid, uid)
+      << "a key deleted and written again is a new pod";
+  StaticPodOrigin other_node = etcd;
+  other_node.node_name = "node2";
+  EXPECT_NE(LoadOne(testing::kMinimalPodYaml, other_node).metadata.uid, uid);
 }
 
 }  // namespace
