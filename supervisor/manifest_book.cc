@@ -147,4 +147,23 @@ ManifestReport ManifestBook::Report(const AdmissionLookup& admission) const {
   return report;
 }
 
+status::PodEvent SourceConflictEvent(const std::string& node_name, const SourceConflict& c,
+                                     int64_t unix_s) {
+  const std::string held = c.kind == "uid"
+                               ? "its uid"
+                               : "its name " + c.full_name + " (under uid " + c.winner_uid + ")";
+  status::PodEvent e;
+  e.pod_uid = "node";  // the pod kept out runs nowhere: a node event
+  e.pod_name = node_name;
+  e.type = "Warning";
+  e.reason = kPodSourceConflict;
+  e.message = "Pod " + c.full_name + " (uid " + c.uid + ") from the " + c.source +
+              " source is not run: a pod of the " + c.winner_source + " source holds " + held +
+              "; the " + c.winner_source +
+              " source wins (file, then http, then etcd); this pod runs once that one is gone";
+  e.source = "nodelet";
+  e.first_unix_s = e.last_unix_s = unix_s;
+  return e;
+}
+
 }  // namespace nodelet::supervisor

@@ -25,6 +25,9 @@ namespace nodelet::supervisor {
 // one): the kubelet's config sources only log this; nodelet makes it an event so that it is
 // visible without reading logs.
 inline constexpr char kFailedToParseManifest[] = "FailedToParseManifest";
+// The node event for a pod kept out because another source's pod holds its uid or its
+// namespace/name (supervisor/pod_config.h: the winner by source rank).
+inline constexpr char kPodSourceConflict[] = "PodSourceConflict";
 
 // At most this many errors of one manifest are reported (the rest are counted: "... and N
 // more"), each at most kMaxReportedErrorBytes: a manifest's text stays bounded in the report and
@@ -91,6 +94,19 @@ class ManifestBook {
 // and the reason, bounded to kMaxReportedErrorBytes).
 status::PodEvent RejectedManifestEvent(const std::string& node_name, const std::string& error,
                                        int64_t unix_s);
+
+// A pod kept out of the desired set because another source's pod holds its uid or its
+// namespace/name (PodConflict of pod_config.h, without the pod).
+struct SourceConflict {
+  std::string kind;  // "uid" or "name"
+  std::string source, uid, full_name;
+  std::string winner_source, winner_uid;
+};
+
+// The node event for it: pod uid "node", type Warning, reason PodSourceConflict, a message that
+// names the pod kept out (source, namespace/name, uid), what the winner holds, and the rule.
+status::PodEvent SourceConflictEvent(const std::string& node_name, const SourceConflict& c,
+                                     int64_t unix_s);
 
 // `error` without its leading origin ("ORIGIN: " or "ORIGIN " before "(document N)"), bounded
 // to kMaxReportedErrorBytes: what the report shows next to the origin.

@@ -1,7 +1,9 @@
 // PodConfig: merges the full snapshots of each pod source into the kubelet's pod updates
 // (pkg/kubelet/config): ADD (new uid), UPDATE (its spec hash changed), DELETE (a deletion
 // timestamp appeared: graceful delete), REMOVE (gone from its source), RECONCILE (same spec,
-// other metadata changed, e.g. labels or annotations). A source is ready once it has delivered
+// other metadata changed, e.g. labels or annotations). Two sources that serve the same uid, or
+// the same namespace/name under two uids, are a conflict: one winner by source rank (file, http,
+// etcd), the other kept out and reported (never silently dropped). A source is ready once it has delivered
 // its first snapshot that could be read; housekeeping waits until every configured source is.
 // A source that could not be read (Failed) keeps the pods it served last, and stays not ready if
 // it never was: a restart while a manifest URL is down removes none of its pods.
@@ -9,11 +11,14 @@
 // Pod is the pod type carried along (lib/pod's Pod in the supervisor; anything in tests).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace nodelet::supervisor {
@@ -43,6 +48,7 @@ struct SourcePod {
   std::string metadata_hash;  // labels, annotations: RECONCILE when only this changes
   bool deleting = false;      // deletionTimestamp set
   std::shared_ptr<const Pod> pod;
+  std::string full_name = "";  // NAMESPACE/NAME; "": not checked against other sources
 };
 
 template <typename Pod>
@@ -53,13 +59,42 @@ struct PodChange {
   std::shared_ptr<const Pod> pod;
 };
 
+// A pod of one source that another source's pod keeps out: the same uid, or the same
+// namespace/name under another uid.
+template <typename Pod>
+struct PodConflict {
+  std::string kind;  // "uid" or "name"
+  std::string source, uid, full_name;  // the pod kept out
+  std::string winner_source, winner_uid;
+  std::shared_ptr<const Pod> pod;
+  bool operator<(const PodConflict& o) const {
+    return std::tie(kind, source, uid, winner_source, winner_uid) <
+           std::tie(o.kind, o.source, o.uid, o.winner_source, o.winner_uid);
+  }
+};
+
+// Which source wins a conflict: the node's own manifests (file), then the manifest URL (http),
+// then the fleet's etcd, then any other source by name. The winner does not depend on which
+// source was read first: a pod of a lower source that holds a uid or a name is replaced
+// (REMOVE, then the winner's ADD) when a higher source serves a pod that claims it.
+inline int SourceRank(const std::string& source) {
+  if (source == "file") return 0;
+  if (source == "http") return 1;
+  if (source == "etcd") return 2;
+  return 3;
+}
+
 template <typename Pod>
 class PodConfig {
  public:
   explicit PodConfig(std::set<std::string> sources) : expected_(std::move(sources)) {}
 
-  // Replaces `source`'s pods with `pods` and returns what changed, in a stable order (by uid).
-  // A uid claimed by another source is ignored (first source wins), as the kubelet does.
+  // Replaces `source`'s pods with `pods` and returns what changed, in a stable order (by uid,
+  // removals last). Every source's pods are kept, and the desired set is chosen from all of
+  // them: a pod whose uid, or whose namespace/name under another uid, another source's pod
+  // holds is kept out by the source that ranks first (SourceRank), and is a conflict
+  // (TakeNewConflicts) until it goes away; the pod kept out comes in by itself once the winner
+  // drops its pod.
   // `read` false: the pods come from the source's own cache, not from a read of the source,
   // which is then no more ready (nor less failing) than it was.
   std::vector<PodChange<Pod>> Merge(const std::string& source, std::vector<SourcePod<Pod>> pods,
@@ -68,39 +103,74 @@ class PodConfig {
       seen_.insert(source);
       failing_.erase(source);
     }
-    auto& current = by_source_[source];
-    std::map<std::string, SourcePod<Pod>> next;
-    for (auto& p : pods) {
-      auto owner = owner_.find(p.uid);
-      if (owner != owner_.end() && owner->second != source) continue;
-      next[p.uid] = std::move(p);
+    auto& mine = by_source_[source];
+    mine.clear();
+    for (auto& p : pods) mine[p.uid] = std::move(p);
+    // The desired set from every source, the higher ranked first.
+    std::vector<const std::string*> order;
+    for (const auto& [name, _] : by_source_) order.push_back(&name);
+    std::stable_sort(order.begin(), order.end(), [](const std::string* a, const std::string* b) {
+      return SourceRank(*a) < SourceRank(*b);
+    });
+    std::map<std::string, Held> next;
+    std::map<std::string, std::string> names;  // full name -> uid
+    std::set<PodConflict<Pod>> conflicts;
+    for (const std::string* src : order) {
+      for (const auto& [uid, p] : by_source_[*src]) {
+        if (auto held = next.find(uid); held != next.end()) {
+          conflicts.insert({"uid", *src, uid, p.full_name, held->second.source, uid, p.pod});
+          continue;
+        }
+        if (!p.full_name.empty()) {
+          auto [it, added] = names.emplace(p.full_name, uid);
+          // Across sources only: one source's own duplicates are its parser's business.
+          if (!added && next.at(it->second).source != *src) {
+            conflicts.insert(
+                {"name", *src, uid, p.full_name, next.at(it->second).source, it->second, p.pod});
+            continue;
+          }
+        }
+        next.emplace(uid, Held{*src, &p});
+      }
     }
-    std::vector<PodChange<Pod>> changes;
-    for (auto& [uid, p] : next) {
-      auto it = current.find(uid);
-      if (it == current.end()) {
-        owner_[uid] = source;
-        changes.push_back({p.deleting ? PodOp::kDelete : PodOp::kAdd, source, uid, p.pod});
+    // A uid that moves to another source is removed before it is added again; pods gone are
+    // removed last.
+    std::vector<PodChange<Pod>> out, changes;
+    for (const auto& [uid, held] : next) {
+      const SourcePod<Pod>& p = *held.pod;
+      auto it = desired_.find(uid);
+      if (it == desired_.end() || it->second.source != held.source) {
+        if (it != desired_.end()) {
+          out.push_back({PodOp::kRemove, it->second.source, uid, it->second.pod.pod});
+        }
+        changes.push_back({p.deleting ? PodOp::kDelete : PodOp::kAdd, held.source, uid, p.pod});
         continue;
       }
-      const auto& old = it->second;
+      const auto& old = it->second.pod;
       if (p.deleting && !old.deleting) {
-        changes.push_back({PodOp::kDelete, source, uid, p.pod});
+        changes.push_back({PodOp::kDelete, held.source, uid, p.pod});
       } else if (p.spec_hash != old.spec_hash) {
-        changes.push_back({PodOp::kUpdate, source, uid, p.pod});
+        changes.push_back({PodOp::kUpdate, held.source, uid, p.pod});
       } else if (p.metadata_hash != old.metadata_hash) {
-        changes.push_back({PodOp::kReconcile, source, uid, p.pod});
+        changes.push_back({PodOp::kReconcile, held.source, uid, p.pod});
       }
     }
-    for (auto& [uid, old] : current) {
-      if (next.count(uid) == 0) {
-        owner_.erase(uid);
-        changes.push_back({PodOp::kRemove, source, uid, old.pod});
-      }
+    out.insert(out.end(), changes.begin(), changes.end());
+    for (const auto& [uid, old] : desired_) {
+      if (next.count(uid) == 0) out.push_back({PodOp::kRemove, old.source, uid, old.pod.pod});
     }
-    current = std::move(next);
-    return changes;
+    desired_.clear();
+    for (const auto& [uid, held] : next) desired_.emplace(uid, Desired{held.source, *held.pod});
+    for (const auto& c : conflicts) {
+      if (conflicts_.count(c) == 0) new_conflicts_.push_back(c);
+    }
+    conflicts_ = std::move(conflicts);
+    return out;
   }
+
+  // The conflicts that appeared since the last call (each once, until it is gone and comes
+  // back): the caller logs each and records it as an event.
+  std::vector<PodConflict<Pod>> TakeNewConflicts() { return std::exchange(new_conflicts_, {}); }
 
   // `source` could not be read (`reason`: a short label such as fetch, http_status, parse):
   // nothing changes. Returns true when this is a new reason for the source (not the one of its
@@ -118,10 +188,11 @@ class PodConfig {
   const std::map<std::pair<std::string, std::string>, uint64_t>& failures() const {
     return failures_;
   }
-  // How many pods `source` serves now.
+  // How many pods `source` serves now (in the desired set).
   size_t PodsOf(const std::string& source) const {
-    auto it = by_source_.find(source);
-    return it == by_source_.end() ? 0 : it->second.size();
+    size_t n = 0;
+    for (const auto& [_, d] : desired_) n += d.source == source ? 1 : 0;
+    return n;
   }
   bool Ready(const std::string& source) const { return seen_.count(source) != 0; }
 
@@ -135,17 +206,26 @@ class PodConfig {
   // Every desired pod, by uid.
   std::map<std::string, std::shared_ptr<const Pod>> Pods() const {
     std::map<std::string, std::shared_ptr<const Pod>> out;
-    for (const auto& [_, pods] : by_source_) {
-      for (const auto& [uid, p] : pods) out[uid] = p.pod;
-    }
+    for (const auto& [uid, d] : desired_) out[uid] = d.pod.pod;
     return out;
   }
 
  private:
   std::set<std::string> expected_;
   std::set<std::string> seen_;
+  struct Held {
+    std::string source;
+    const SourcePod<Pod>* pod;
+  };
+  struct Desired {
+    std::string source;
+    SourcePod<Pod> pod;
+  };
+  // Every source's pods as it last served them, those kept out by a conflict included.
   std::map<std::string, std::map<std::string, SourcePod<Pod>>> by_source_;
-  std::map<std::string, std::string> owner_;    // uid -> source
+  std::map<std::string, Desired> desired_;  // uid -> the pod chosen, and its source
+  std::set<PodConflict<Pod>> conflicts_;    // as of the last Merge
+  std::vector<PodConflict<Pod>> new_conflicts_;
   std::map<std::string, std::string> failing_;  // source -> reason of its current failure
   std::map<std::pair<std::string, std::string>, uint64_t> failures_;
 };

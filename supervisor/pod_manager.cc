@@ -292,6 +292,20 @@ void PodManager::SourceFailed(const std::string& source, const SourceFailure& fa
   FlushEvents();
 }
 
+void PodManager::ReportConflicts() {
+  auto conflicts = config_->TakeNewConflicts();
+  if (conflicts.empty()) return;
+  for (const auto& c : conflicts) {
+    status::PodEvent e = SourceConflictEvent(
+        options_.node_name,
+        {c.kind, c.source, c.uid, c.full_name, c.winner_source, c.winner_uid},
+        clock_.WallSeconds());
+    GetLogger("supervisor")->warn("{}", e.message);
+    if (events_.size() < 100) events_.push_back(std::move(e));
+  }
+  FlushEvents();
+}
+
 void PodManager::WarnIgnoredFields(const std::string& origin, const pod::Pod& p,
                                    const std::vector<std::string>& fields) {
   if (fields.empty()) return;
@@ -427,6 +441,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
       auto h = doc.pod.metadata.annotations.find(pod::kConfigHashAnnotation);
       sp.spec_hash = h != doc.pod.metadata.annotations.end() ? h->second : "";
       sp.deleting = doc.pod.metadata.deletion_timestamp.has_value();
+      sp.full_name = doc.pod.metadata.namespace_name + "/" + doc.pod.metadata.name;
       sp.pod = std::make_shared<const pod::Pod>(std::move(doc.pod));
       pods.push_back(std::move(sp));
     }
@@ -463,6 +478,7 @@ void PodManager::TakeSnapshot(const SourceSnapshot& snapshot) {
     etcd_->SetWanted(std::move(refs));
   }
   Apply(config_->Merge(snapshot.source, std::move(pods), !snapshot.from_cache));
+  ReportConflicts();
   taken_[snapshot.source] = key;
 }
 

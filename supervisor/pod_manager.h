@@ -169,6 +169,9 @@ class PodManager : public ManifestsView {
   void TakeSnapshot(const SourceSnapshot& snapshot);
   // The source could not be read: keep its pods; log and send a node event once per new reason.
   void SourceFailed(const std::string& source, const SourceFailure& failure);
+  // Each new conflict between sources (a uid, or a namespace/name, served twice): a log line
+  // and a PodSourceConflict node event naming both pods and the winner.
+  void ReportConflicts();
   // A Warning event (IgnoredFields) naming the fields of the pod's manifest nodelet ignores;
   // once per pod and list.
   void WarnIgnoredFields(const std::string& origin, const pod::Pod& pod,

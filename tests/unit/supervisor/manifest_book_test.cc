@@ -204,6 +204,24 @@ TEST(ManifestBookTest, RejectedManifestEventIsAWarningOnTheNode) {
             std::string("Rejected manifest ").size() + kMaxReportedErrorBytes);
 }
 
+// A pod kept out by another source's pod is a Warning on the node that names both and the rule.
+TEST(ManifestBookTest, SourceConflictEventNamesThePodKeptOutAndTheWinner) {
+  status::PodEvent e = SourceConflictEvent(
+      "node1", {"name", "etcd", "e1", "default/web-node1", "file", "f1"}, 1700000000);
+  EXPECT_EQ(e.pod_uid, "node");
+  EXPECT_EQ(e.pod_name, "node1");
+  EXPECT_EQ(e.type, "Warning");
+  EXPECT_EQ(e.reason, "PodSourceConflict");
+  EXPECT_EQ(e.message,
+            "Pod default/web-node1 (uid e1) from the etcd source is not run: a pod of the file "
+            "source holds its name default/web-node1 (under uid f1); the file source wins (file, "
+            "then http, then etcd); this pod runs once that one is gone");
+  EXPECT_EQ(e.first_unix_s, 1700000000);
+  status::PodEvent u =
+      SourceConflictEvent("node1", {"uid", "http", "u1", "default/a", "file", "u1"}, 1);
+  EXPECT_NE(u.message.find("holds its uid;"), std::string::npos) << u.message;
+}
+
 TEST(ManifestBookTest, ErrorDetailDropsOnlyALeadingOrigin) {
   EXPECT_EQ(ErrorDetail("/m/a.yaml", "/m/a.yaml: metadata.name: Required value"),
             "metadata.name: Required value");

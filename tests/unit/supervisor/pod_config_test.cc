@@ -10,8 +10,22 @@ struct P {
 };
 
 SourcePod<P> Pod(const std::string& uid, const std::string& spec, const std::string& meta = "m",
-                 bool deleting = false) {
-  return {uid, spec, meta, deleting, std::make_shared<P>(P{uid})};
+                 bool deleting = false, const std::string& full_name = "") {
+  return {uid, spec, meta, deleting, std::make_shared<P>(P{uid}), full_name};
+}
+
+// A pod named NAMESPACE/NAME (checked against the other sources' names).
+SourcePod<P> Named(const std::string& uid, const std::string& full_name) {
+  return Pod(uid, "1", "m", false, full_name);
+}
+
+std::vector<std::string> Conflicts(PodConfig<P>& cfg) {
+  std::vector<std::string> out;
+  for (const auto& c : cfg.TakeNewConflicts()) {
+    out.push_back(c.kind + " " + c.source + "/" + c.uid + " lost to " + c.winner_source + "/" +
+                  c.winner_uid);
+  }
+  return out;
 }
 
 std::vector<std::pair<PodOp, std::string>> Ops(const std::vector<PodChange<P>>& cs) {
@@ -53,6 +67,38 @@ TEST(PodConfigTest, SourcesAreIndependentAndReadyAfterFirstSnapshot) {
   EXPECT_TRUE(cfg.Merge("http", {Pod("a", "9")}).empty());
   EXPECT_EQ(Ops(cfg.Merge("http", {Pod("h", "1")})), (V{{PodOp::kAdd, "h"}}));
   EXPECT_EQ(cfg.Pods().size(), 2u);
+}
+
+// Two sources that serve one uid, or one namespace/name under two uids: never a silent drop.
+// The winner is the source that ranks first (file, http, etcd) whichever was read first, the
+// pod kept out is reported once (until it goes away), and it comes in once the winner's pod is
+// gone.
+TEST(PodConfigTest, AConflictBetweenSourcesIsReportedAndTheRankedSourceWins) {
+  using S = std::vector<std::string>;
+  PodConfig<P> cfg({"file", "http", "etcd"});
+  // etcd first: it runs default/web under its uid.
+  EXPECT_EQ(Ops(cfg.Merge("etcd", {Named("e1", "default/web")})), (V{{PodOp::kAdd, "e1"}}));
+  EXPECT_TRUE(Conflicts(cfg).empty());
+  // The manifest directory then serves default/web under another uid: it wins, etcd's goes.
+  EXPECT_EQ(Ops(cfg.Merge("file", {Named("f1", "default/web")})),
+            (V{{PodOp::kAdd, "f1"}, {PodOp::kRemove, "e1"}}));
+  EXPECT_EQ(Conflicts(cfg), (S{"name etcd/e1 lost to file/f1"}));
+  // Read again: still kept out, not reported again.
+  EXPECT_TRUE(cfg.Merge("etcd", {Named("e1", "default/web")}).empty());
+  EXPECT_TRUE(Conflicts(cfg).empty());
+  // The same uid from http: file keeps it.
+  EXPECT_TRUE(cfg.Merge("http", {Named("f1", "default/other")}).empty());
+  EXPECT_EQ(Conflicts(cfg), (S{"uid http/f1 lost to file/f1"}));
+  EXPECT_EQ(cfg.PodsOf("file"), 1u);
+  EXPECT_EQ(cfg.PodsOf("etcd"), 0u);
+  EXPECT_EQ(cfg.PodsOf("http"), 0u);
+  // The file's pod goes: the uid is http's now (its pod, same uid), and etcd's name is free.
+  EXPECT_EQ(Ops(cfg.Merge("file", {})),
+            (V{{PodOp::kRemove, "f1"}, {PodOp::kAdd, "e1"}, {PodOp::kAdd, "f1"}}));
+  EXPECT_EQ(cfg.Pods().size(), 2u);
+  // Gone and back: reported again.
+  EXPECT_EQ(Ops(cfg.Merge("file", {Named("f1", "default/web")})).size(), 3u);
+  EXPECT_EQ(Conflicts(cfg), (S{"name etcd/e1 lost to file/f1", "uid http/f1 lost to file/f1"}));
 }
 
 // A source that cannot be read changes nothing: its pods stay, it does not become ready by
