@@ -9,11 +9,13 @@
 
 #include "ctl/service_commands.h"
 #include "ctl/stream_client.h"
+#include "ctl/stream_target.h"
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/ipc/sockets.h"
+#include "lib/status/status_client.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -112,12 +114,24 @@ int RunPortForwardCommand(const std::string& run_dir, const std::string& pod,
 
 Result<std::string> RequestStreamUrl(const std::string& run_dir, const StreamAskText& ask,
                                      std::string* container) {
-  std::string ns = "default", name = ask.pod;
-  if (auto slash = ask.pod.find('/'); slash != std::string::npos) {
-    ns = ask.pod.substr(0, slash);
-    name = ask.pod.substr(slash + 1);
-  }
   ipc::Context ctx;
+  // NAME alone: the pod's namespace from statusd's list, as `logs` finds it (a name in several
+  // namespaces is refused). Without statusd, NAME is default/NAME.
+  std::vector<status::PodStatusRecord> pods;
+  if (ask.pod.find('/') == std::string::npos) {
+    status::StatusClientOptions copts;
+    copts.sender = ipc::ServiceId::Ctl;
+    copts.deadline = std::chrono::milliseconds(3000);
+    copts.attempt_timeout = std::chrono::milliseconds(1000);
+    status::StatusClient statusd(ctx, run_dir, copts);
+    if (statusd.Connect().ok()) {
+      if (auto list = statusd.ListPodStatuses(); list.ok()) pods = std::move(list->records);
+    }
+  }
+  auto target = ResolveStreamTarget(pods, ask.pod);
+  if (!target.ok()) return target.status();
+  const std::string& ns = target->namespace_name;
+  const std::string& name = target->name;
   ipc::RequestClient client(ctx, ipc::kPodWorkerEndpoint.Uri(run_dir), ipc::kPodWorkChannel);
   if (Status s = client.Connect(); !s.ok()) {
     return Unavailable("podworkerd cannot be reached at " + run_dir + ": " + s.message());
