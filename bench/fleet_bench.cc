@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto node = BenchNodelet::Start(images_dir);
-  if (!node ||
-      !node->StartNodelet(bin_dir, "fleet", {"--etcd-endpoints", cluster.endpoints_string(), "--etcd-allow-insecure"})) {
+  if (!node || !node->StartNodelet(
+                   bin_dir, "fleet",
+                   {"--etcd-endpoints", cluster.endpoints_string(), "--etcd-allow-insecure"})) {
     return 1;
   }
   const etcd::FleetKeys keys;

@@ -149,9 +149,8 @@ ManifestReport ManifestBook::Report(const AdmissionLookup& admission) const {
 
 status::PodEvent SourceConflictEvent(const std::string& node_name, const SourceConflict& c,
                                      int64_t unix_s) {
-  const std::string held = c.kind == "uid"
-                               ? "its uid"
-                               : "its name " + c.full_name + " (under uid " + c.winner_uid + ")";
+  const std::string held =
+      c.kind == "uid" ? "its uid" : "its name " + c.full_name + " (under uid " + c.winner_uid + ")";
   status::PodEvent e;
   e.pod_uid = "node";  // the pod kept out runs nowhere: a node event
   e.pod_name = node_name;

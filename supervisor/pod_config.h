@@ -3,10 +3,10 @@
 // timestamp appeared: graceful delete), REMOVE (gone from its source), RECONCILE (same spec,
 // other metadata changed, e.g. labels or annotations). Two sources that serve the same uid, or
 // the same namespace/name under two uids, are a conflict: one winner by source rank (file, http,
-// etcd), the other kept out and reported (never silently dropped). A source is ready once it has delivered
-// its first snapshot that could be read; housekeeping waits until every configured source is.
-// A source that could not be read (Failed) keeps the pods it served last, and stays not ready if
-// it never was: a restart while a manifest URL is down removes none of its pods.
+// etcd), the other kept out and reported (never silently dropped). A source is ready once it has
+// delivered its first snapshot that could be read; housekeeping waits until every configured source
+// is. A source that could not be read (Failed) keeps the pods it served last, and stays not ready
+// if it never was: a restart while a manifest URL is down removes none of its pods.
 //
 // Pod is the pod type carried along (lib/pod's Pod in the supervisor; anything in tests).
 #pragma once
@@ -63,7 +63,7 @@ struct PodChange {
 // namespace/name under another uid.
 template <typename Pod>
 struct PodConflict {
-  std::string kind;  // "uid" or "name"
+  std::string kind;                    // "uid" or "name"
   std::string source, uid, full_name;  // the pod kept out
   std::string winner_source, winner_uid;
   std::shared_ptr<const Pod> pod;

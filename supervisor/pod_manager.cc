@@ -297,8 +297,7 @@ void PodManager::ReportConflicts() {
   if (conflicts.empty()) return;
   for (const auto& c : conflicts) {
     status::PodEvent e = SourceConflictEvent(
-        options_.node_name,
-        {c.kind, c.source, c.uid, c.full_name, c.winner_source, c.winner_uid},
+        options_.node_name, {c.kind, c.source, c.uid, c.full_name, c.winner_source, c.winner_uid},
         clock_.WallSeconds());
     GetLogger("supervisor")->warn("{}", e.message);
     if (events_.size() < 100) events_.push_back(std::move(e));

@@ -68,8 +68,8 @@ std::string RenderUsageMetrics(const NodeStats* sample);
 
 // The supervisor's one sampler of a StatsSource, shared by the eviction manager (which samples
 // through it as its own StatsSource) and the HTTP endpoint (/metrics renders a recent sample,
-// /stats/summary one at most kSummaryMaxAge old). It samples only when asked: nothing reads the pods'
-// cgroups while nobody looks (at 100 idle pods a periodic sample was half of an idle
+// /stats/summary one at most kSummaryMaxAge old). It samples only when asked: nothing reads the
+// pods' cgroups while nobody looks (at 100 idle pods a periodic sample was half of an idle
 // supervisor's CPU). Every whole sample goes through one CpuRateTracker, so a rate spans the
 // time since the sample before it, whoever asked for that one.
 // How old the sample /stats/summary serves may be: a scrape or `nodeletctl top` sees figures

@@ -45,8 +45,8 @@ enum class PodSourceKind { kFile, kHttp, kEtcd };
 // Where a static pod came from.
 struct StaticPodOrigin {
   PodSourceKind kind = PodSourceKind::kFile;
-  std::string source;     // the manifest's path, the manifest URL, or the etcd key
-  std::string node_name;  // --node-name
+  std::string source;           // the manifest's path, the manifest URL, or the etcd key
+  std::string node_name;        // --node-name
   int64_t create_revision = 0;  // kEtcd: the key's create_revision
   // When the source first saw the pod (config.seen). The caller keeps the first value for a pod
   // it already knows, so re-reading a manifest does not change the pod.

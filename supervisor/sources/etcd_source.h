@@ -120,8 +120,8 @@ class EtcdPodSource {
 
   // The source thread's own state.
   bool listed_ = false;
-  std::map<std::string, std::string> pods_;                    // key -> value
-  std::map<std::string, int64_t> created_;  // pod key -> its create_revision (its pod's uid)
+  std::map<std::string, std::string> pods_;  // key -> value
+  std::map<std::string, int64_t> created_;   // pod key -> its create_revision (its pod's uid)
   std::map<std::string, std::optional<std::string>> configs_;  // key -> value (nullopt: absent)
   std::map<std::string, std::unique_ptr<Pump>> pod_pumps_, config_pumps_;  // by key or prefix
   std::chrono::milliseconds backoff_{0}, config_backoff_{0};

@@ -223,16 +223,15 @@ class FleetE2eTest : public ::testing::Test {
 // flag that allows it, before it starts anything (no etcd is needed to see it).
 TEST(FleetPlainTextTest, NodeletRefusesAnHttpEndpointAtStart) {
   TempDir dir;
-  auto r = RunCommand({BinDir() + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir",
-                       dir.Sub("run"), "--log-dir", dir.Sub("log"), "--etcd-endpoints",
-                       "http://127.0.0.1:1"},
-                      15s);
+  auto r =
+      RunCommand({BinDir() + "/nodelet", "--root-dir", dir.Sub("root"), "--run-dir", dir.Sub("run"),
+                  "--log-dir", dir.Sub("log"), "--etcd-endpoints", "http://127.0.0.1:1"},
+                 15s);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("http://127.0.0.1:1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--etcd-allow-insecure"), std::string::npos) << r.output;
-  auto ctl = RunCommand({BinDir() + "/nodeletctl", "fleet", "--etcd-endpoints",
-                         "http://127.0.0.1:1", "nodes"},
-                        15s);
+  auto ctl = RunCommand(
+      {BinDir() + "/nodeletctl", "fleet", "--etcd-endpoints", "http://127.0.0.1:1", "nodes"}, 15s);
   EXPECT_NE(ctl.exit_code, 0) << ctl.output;
   EXPECT_NE(ctl.output.find("--etcd-allow-insecure"), std::string::npos) << ctl.output;
 }

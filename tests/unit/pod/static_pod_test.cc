@@ -248,9 +248,9 @@ TEST(StaticPodTest, AnEtcdPodsUidIsDerivedNeverTakenFromTheValue) {
   EXPECT_NE(uid, static_uid) << "the value's metadata.uid is not taken";
   EXPECT_THAT(uid, MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(uid, EtcdPodUid(r.pods[0].pod, etcd));
-  EXPECT_NE(std::find(r.pods[0].ignored_fields.begin(), r.pods[0].ignored_fields.end(),
-                      "metadata.uid"),
-            r.pods[0].ignored_fields.end())
+  EXPECT_NE(
+      std::find(r.pods[0].ignored_fields.begin(), r.pods[0].ignored_fields.end(), "metadata.uid"),
+      r.pods[0].ignored_fields.end())
       << "the ignored uid is named (an IgnoredFields warning)";
   EXPECT_EQ(LoadOne(testing::kMinimalPodYaml, etcd).metadata.uid, uid)
       << "with or without a uid in the value, the same key and revision give the same pod";
