@@ -79,8 +79,9 @@ Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) {
     size_t unit_len = 0;
     while (unit_len < s.size() && s[unit_len] != '.' && !IsDigit(s[unit_len])) ++unit_len;
     if (unit_len == 0) {
-      return Invalid(text, "a unit is missing (only 0 may go without one; the bare number of "
-                           "milliseconds of older nodelets is no longer taken)");
+      return Invalid(text,
+                     "a unit is missing (only 0 may go without one; the bare number of "
+                     "milliseconds of older nodelets is no longer taken)");
     }
     std::string_view unit = s.substr(0, unit_len);
     s.remove_prefix(unit_len);

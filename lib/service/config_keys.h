@@ -3,15 +3,15 @@
 // The file has top-level keys (any binary's flag without its dashes: each binary reads those it
 // has and leaves the others to the binaries that have them) and one section per binary
 // (supervisor:, plegd:, podworkerd:, statusd:, volumed:) holding only that binary's keys. The
-// table below is declared once here; a unit test builds every binary's CLI11 app and compares
-// its options with it (tests/unit/service/config_keys_test.cc), so the two cannot drift apart.
+// table is declared once, in config_keys.cc; a unit test builds every binary's CLI11 app and compares
+// its options with it (tests/unit/config/config_examples_test.cc), so the two cannot drift.
 #pragma once
+
+#include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "lib/common/status.h"
 

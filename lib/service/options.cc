@@ -95,8 +95,8 @@ int ExitOnParseError(const CLI::App& app, const CLI::ParseError& error) {
     std::string flag = arg.substr(0, arg.find('='));
     std::string nearest = NearestKey(flag, flags);
     if (!nearest.empty()) {
-      std::fprintf(stderr, "%s: unknown flag %s; nearest known flag: %s\n",
-                   app.get_name().c_str(), flag.c_str(), nearest.c_str());
+      std::fprintf(stderr, "%s: unknown flag %s; nearest known flag: %s\n", app.get_name().c_str(),
+                   flag.c_str(), nearest.c_str());
     }
   }
   return 2;

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "lib/common/status.h"
 #include "lib/common/duration.h"
+#include "lib/common/status.h"
 
 namespace nodelet {
 

@@ -34,9 +34,18 @@ class ConfigTest : public ::testing::Test {
     }
   }
   std::vector<std::string> NodeletArgv() {
-    return {BinDir() + "/nodelet", "--root-dir", dir_.Sub("root"),  "--run-dir",
-            dir_.Sub("run"),       "--log-dir",  dir_.Sub("log"),   "--service-dir",
-            dir_.Sub("services"),  "--cgroup-root", TestCgroupRoot(dir_.path()), "--http-address",
+    return {BinDir() + "/nodelet",
+            "--root-dir",
+            dir_.Sub("root"),
+            "--run-dir",
+            dir_.Sub("run"),
+            "--log-dir",
+            dir_.Sub("log"),
+            "--service-dir",
+            dir_.Sub("services"),
+            "--cgroup-root",
+            TestCgroupRoot(dir_.path()),
+            "--http-address",
             ""};
   }
   void ExpectNothingStarted() {
@@ -134,9 +143,9 @@ TEST_F(ConfigTest, EveryHelpExampleParses) {
     if (section == "supervisor") {
       EXPECT_THAT(args, ::testing::Contains("--eviction-soft-grace-period=memory.available=1m30s"));
       const auto& o = bin.supervisor_options();
-      auto thresholds = supervisor::EvictionThresholdsFromFlags(
-          o.eviction_hard, o.eviction_soft, o.eviction_soft_grace_period,
-          o.eviction_minimum_reclaim);
+      auto thresholds = supervisor::EvictionThresholdsFromFlags(o.eviction_hard, o.eviction_soft,
+                                                                o.eviction_soft_grace_period,
+                                                                o.eviction_minimum_reclaim);
       EXPECT_TRUE(thresholds.ok()) << thresholds.status().message();
     }
   }

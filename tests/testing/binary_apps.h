@@ -72,8 +72,8 @@ class BinaryApp {
 };
 
 inline const std::vector<std::string>& BinarySections() {
-  static const std::vector<std::string> kSections = {"supervisor", "plegd", "podworkerd",
-                                                     "statusd", "volumed"};
+  static const std::vector<std::string> kSections = {"supervisor", "plegd", "podworkerd", "statusd",
+                                                     "volumed"};
   return kSections;
 }
 

@@ -60,9 +60,9 @@ void ExpectEveryBinaryTakes(const std::string& path) {
     EXPECT_EQ(bin.Parse({"--config", path}), "") << section << " reading " << path;
     if (section == "supervisor") {
       const auto& o = bin.supervisor_options();
-      auto thresholds = supervisor::EvictionThresholdsFromFlags(
-          o.eviction_hard, o.eviction_soft, o.eviction_soft_grace_period,
-          o.eviction_minimum_reclaim);
+      auto thresholds = supervisor::EvictionThresholdsFromFlags(o.eviction_hard, o.eviction_soft,
+                                                                o.eviction_soft_grace_period,
+                                                                o.eviction_minimum_reclaim);
       EXPECT_TRUE(thresholds.ok()) << path << ": " << thresholds.status().message();
     }
   }
@@ -110,8 +110,7 @@ TEST(ConfigExamplesTest, ShippedConfigKeepsTheBenchmarkedDefaults) {
         const CLI::Option* opt = bin.app().get_option_no_throw("--" + key);
         if (opt == nullptr) continue;
         EXPECT_EQ(kv.second.as<std::string>(), opt->get_default_str())
-            << where << key << " in deploy/nodelet.yaml is not nodelet-" << section
-            << "'s default";
+            << where << key << " in deploy/nodelet.yaml is not nodelet-" << section << "'s default";
       }
     };
     check(root, "");

@@ -71,7 +71,9 @@ TEST(DurationTest, TakesGosGrammar) {
 }
 
 TEST(DurationTest, RefusesWhatGoRefusesNamingWhy) {
-  for (const char* bad : {"", "3", "-", "s", ".", "-.", ".s", "+.s", "1d", "\xE2\x80\x9C" "1s",
+  for (const char* bad : {"", "3", "-", "s", ".", "-.", ".s", "+.s", "1d",
+                          "\xE2\x80\x9C"
+                          "1s",
                           "1s\xE2\x80\x9D", "1x", "1 s", " 1s", "1s ", "1.2.3s", "1sm"}) {
     GoError(bad);
   }
