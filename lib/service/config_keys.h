@@ -3,8 +3,8 @@
 // The file has top-level keys (any binary's flag without its dashes: each binary reads those it
 // has and leaves the others to the binaries that have them) and one section per binary
 // (supervisor:, plegd:, podworkerd:, statusd:, volumed:) holding only that binary's keys. The
-// table is declared once, in config_keys.cc; a unit test builds every binary's CLI11 app and compares
-// its options with it (tests/unit/config/config_examples_test.cc), so the two cannot drift.
+// table is declared once, in config_keys.cc; a unit test builds every binary's CLI11 app and
+// compares its options with it (tests/unit/config/config_examples_test.cc): they cannot drift.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
