@@ -188,9 +188,10 @@ std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* o) {
   app.add_option("--kube-reserved", o->kube_reserved,
                  "Resources kept for nodelet itself (same syntax)");
   app.add_option("--eviction-hard", o->eviction_hard,
-                 "Hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10% "
-                 "(signals: memory.available, nodefs.available, nodefs.inodesFree, "
-                 "imagefs.available, imagefs.inodesFree)")
+                 "Hard eviction thresholds, e.g. "
+                 "memory.available<100Mi,nodefs.available<10%,imagefs.available<15% (signals: "
+                 "memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, "
+                 "imagefs.inodesFree)")
       ->capture_default_str();
   app.add_option("--eviction-soft", o->eviction_soft,
                  "Soft eviction thresholds (same syntax, e.g. memory.available<500Mi), each with "

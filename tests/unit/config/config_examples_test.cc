@@ -109,7 +109,9 @@ TEST(ConfigExamplesTest, ShippedConfigKeepsTheBenchmarkedDefaults) {
         }
         const CLI::Option* opt = bin.app().get_option_no_throw("--" + key);
         if (opt == nullptr) continue;
-        EXPECT_EQ(kv.second.as<std::string>(), opt->get_default_str())
+        std::string want = opt->get_default_str();
+        if (want == "1" || want == "0") want = want == "1" ? "true" : "false";  // CLI11's bools
+        EXPECT_EQ(kv.second.as<std::string>(), want)
             << where << key << " in deploy/nodelet.yaml is not nodelet-" << section << "'s default";
       }
     };
@@ -149,14 +151,24 @@ TEST(ConfigExamplesTest, EveryFlagExampleInTheDocsParses) {
       for (std::sregex_iterator it(line.begin(), line.end(), kFlag), end; it != end; ++it) {
         const std::string flag = (*it)[1].str(), value = (*it)[3].str();
         if (!known.count(flag) || IsPlaceholder(value)) continue;
+        // "cgroupfs|systemd": each choice is an example.
+        std::vector<std::string> choices;
+        for (size_t from = 0;;) {
+          const size_t bar = value.find('|', from);
+          choices.push_back(value.substr(from, bar - from));
+          if (bar == std::string::npos) break;
+          from = bar + 1;
+        }
         for (const auto& section : BinarySections()) {
           const auto* keys = ConfigSectionKeys(section);
           if (!std::binary_search(keys->begin(), keys->end(), flag)) continue;
-          BinaryApp bin(section);
-          EXPECT_EQ(bin.Parse({"--" + flag + "=" + value}), "")
-              << file << ":" << n << ": --" << flag << " " << value << " (nodelet-" << section
-              << ")";
-          ++checked;
+          for (const auto& choice : choices) {
+            BinaryApp bin(section);
+            EXPECT_EQ(bin.Parse({"--" + flag + "=" + choice}), "")
+                << file << ":" << n << ": --" << flag << " " << choice << " ("
+                << (section == "supervisor" ? "nodelet" : "nodelet-" + section) << ")";
+            ++checked;
+          }
         }
       }
     }
