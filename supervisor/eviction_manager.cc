@@ -37,7 +37,9 @@ Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
   auto s = pod::ParseEvictionThresholds(soft, false);
   if (!s.ok()) return InvalidArgument("--eviction-soft: " + s.status().message());
   if (Status g = pod::ApplySoftGracePeriods(soft_grace, ParseDuration, &*s); !g.ok()) {
-    return g;
+    // Its own errors name the flags; an entry's does not.
+    if (g.message().rfind("--", 0) == 0) return g;
+    return InvalidArgument("--eviction-soft-grace-period: " + g.message());
   }
   std::vector<pod::EvictionThreshold> all = std::move(*h);
   all.insert(all.end(), s->begin(), s->end());

@@ -114,14 +114,15 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
   return specs;
 }
 
-int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
-  CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
+std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* o) {
+  auto flags = std::make_unique<SupervisorFlags>();
+  CLI::App& app = flags->app;
   AddCommonOptions(app, o->common, "supervisor");
-  std::map<std::string, std::string> durations = {
+  flags->durations = {
       {"backoff-initial", "100ms"}, {"backoff-max", "10s"},       {"backoff-reset-after", "60s"},
       {"restart-period", "60s"},    {"fatal-cooldown", "5m"},     {"start-timeout", "10s"},
       {"stop-timeout", "10s"},      {"heartbeat-deadline", "5s"}, {"failing-grace", "30s"}};
-  for (auto& [name, value] : durations) {
+  for (auto& [name, value] : flags->durations) {
     app.add_option("--" + name, value, "Supervision policy (duration)")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -135,8 +136,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
       ->capture_default_str();
   app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
       ->capture_default_str();
-  std::string ctl_group;
-  app.add_option("--ctl-group", ctl_group, "Deprecated: --admin-group");
+  app.add_option("--ctl-group", flags->ctl_group, "Deprecated: --admin-group");
   app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
   app.add_option("--runtime-events", o->runtime_events,
                  "plegd relists at once on each runtime event (false: on its period only)")
@@ -188,14 +188,17 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--kube-reserved", o->kube_reserved,
                  "Resources kept for nodelet itself (same syntax)");
   app.add_option("--eviction-hard", o->eviction_hard,
-                 "Hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10% "
-                 "(signals: memory.available, nodefs.available, nodefs.inodesFree, "
-                 "imagefs.available, imagefs.inodesFree)")
+                 "Hard eviction thresholds, e.g. "
+                 "memory.available<100Mi,nodefs.available<10%,imagefs.available<15% (signals: "
+                 "memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, "
+                 "imagefs.inodesFree)")
       ->capture_default_str();
   app.add_option("--eviction-soft", o->eviction_soft,
-                 "Soft eviction thresholds (same syntax), each with a grace period");
+                 "Soft eviction thresholds (same syntax, e.g. memory.available<500Mi), each with "
+                 "a grace period");
   app.add_option("--eviction-soft-grace-period", o->eviction_soft_grace_period,
-                 "Grace period of each soft threshold, e.g. memory.available=1m30s");
+                 "Grace period of each soft threshold (a duration in Go's grammar), e.g. "
+                 "memory.available=1m30s");
   app.add_option("--eviction-minimum-reclaim", o->eviction_minimum_reclaim,
                  "The least each eviction must win back beyond its threshold, e.g. "
                  "nodefs.available=500Mi,imagefs.available=5%");
@@ -217,8 +220,8 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_flag("--enable-debugging-handlers", o->enable_debugging_handlers,
                "Serve /containerLogs/NAMESPACE/POD/CONTAINER on --http-address (default off: "
                "the port has no authentication)");
-  std::string mode(SupervisorModeName(o->mode));
-  app.add_option("--mode", mode,
+  flags->mode = std::string(SupervisorModeName(o->mode));
+  app.add_option("--mode", flags->mode,
                  "standalone (spawn the services) or systemd (each service is a systemd unit; "
                  "watch them over D-Bus)")
       ->check(CLI::Validator(
@@ -231,10 +234,19 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   app.add_option("--unit-prefix", o->unit_prefix,
                  "systemd mode: the units are PREFIX<service>.service")
       ->capture_default_str();
+  return flags;
+}
+
+int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
+  auto flags = MakeSupervisorFlags(o);
+  CLI::App& app = flags->app;
+  auto& durations = flags->durations;
+  const std::string& mode = flags->mode;
+  const std::string& ctl_group = flags->ctl_group;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return ExitOnParseError(app, e);
   }
   o->common.config_file = app.get_config_ptr()->as<std::string>();
   o->mode = *ParseSupervisorMode(mode);  // the check above refused anything else

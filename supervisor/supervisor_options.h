@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +96,19 @@ const std::vector<std::string>& DefaultServiceNames();
 
 // Builds the argv of each service from the options (default command or the configured one).
 std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& options);
+
+// nodelet's CLI11 app, writing into the SupervisorOptions it was made for, and the flags' texts
+// that ParseSupervisorOptions turns into options once parsed.
+struct SupervisorFlags {
+  CLI::App app{"nodelet: the node agent's supervisor and sync loop", "nodelet"};
+  std::map<std::string, std::string> durations;  // the supervision policy's, by flag name
+  std::string ctl_group;
+  std::string mode;
+};
+
+// Adds every flag of nodelet to a new app (ParseSupervisorOptions, and the test that compares
+// them with lib/service/config_keys.h).
+std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* options);
 
 // Parses nodelet's flags and config file into options; returns an exit code < 0 to go on.
 int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* options);

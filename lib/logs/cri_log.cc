@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "lib/common/beneath.h"
+#include "lib/common/duration.h"
 #include "lib/pod/rfc3339.h"
 
 namespace nodelet::logs {
@@ -28,56 +29,12 @@ std::optional<int64_t> ParseRfc3339Nanos(std::string_view s) {
 }
 
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
-  const std::string bad = "invalid duration \"" + std::string(text) + "\"";
-  if (text == "0") return std::chrono::nanoseconds(0);
-  if (text.empty() || text[0] == '-') return InvalidArgument(bad);
-  if (text[0] == '+') text.remove_prefix(1);
-  if (text.empty()) return InvalidArgument(bad);
-  long double total = 0;
-  while (!text.empty()) {
-    size_t i = 0;
-    long double value = 0;
-    bool any = false;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      value = value * 10 + (text[i] - '0');
-      ++i;
-      any = true;
-    }
-    if (i < text.size() && text[i] == '.') {
-      ++i;
-      long double scale = 0.1L;
-      while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-        value += (text[i] - '0') * scale;
-        scale /= 10;
-        ++i;
-        any = true;
-      }
-    }
-    if (!any) return InvalidArgument(bad);
-    size_t u = i;
-    while (u < text.size() && !(text[u] >= '0' && text[u] <= '9') && text[u] != '.') ++u;
-    const std::string_view unit = text.substr(i, u - i);
-    long double ns_per;
-    if (unit == "ns") {
-      ns_per = 1;
-    } else if (unit == "us" || unit == "\u00b5s" || unit == "\u03bcs") {
-      ns_per = 1e3L;
-    } else if (unit == "ms") {
-      ns_per = 1e6L;
-    } else if (unit == "s") {
-      ns_per = 1e9L;
-    } else if (unit == "m") {
-      ns_per = 60e9L;
-    } else if (unit == "h") {
-      ns_per = 3600e9L;
-    } else {
-      return InvalidArgument(bad + (unit.empty() ? ": missing unit" : ": unknown unit"));
-    }
-    total += value * ns_per;
-    if (total > 9.2e18L) return InvalidArgument(bad + ": too large");
-    text.remove_prefix(u);
+  auto d = ::nodelet::ParseGoDuration(std::string(text));
+  if (!d.ok()) return d.status();
+  if (d->count() < 0) {
+    return InvalidArgument("'" + std::string(text) + "' is negative: --since takes 0 or more");
   }
-  return std::chrono::nanoseconds(static_cast<int64_t>(total));
+  return *d;
 }
 
 bool ParseCriLogLine(std::string_view line, CriLogLine* out) {

@@ -40,7 +40,8 @@ bool ParseCriLogLine(std::string_view line, CriLogLine* out);
 // "2024-05-01T12:00:00.123456789Z" or with an offset ("+02:00"), to Unix nanoseconds.
 std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
 
-// A Go duration ("5s", "2m", "1h30m", "1.5h", "300ms", "0"), for --since; negative refused.
+// A Go duration ("5s", "2m", "1h30m", "1.5h", "300ms", "0"), for --since: nodelet's one parser
+// (lib/common/duration.h), negative refused.
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text);
 
 struct LogReadOptions {

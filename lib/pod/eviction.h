@@ -62,7 +62,8 @@ Result<std::vector<EvictionThreshold>> ParseEvictionThresholds(const std::string
 
 // --eviction-soft-grace-period "memory.available=1m30s,...": sets each soft threshold's grace
 // period. Every soft threshold needs one, and every grace period a soft threshold (kubelet).
-// `parse_duration` reads a DURATION (lib/service's ParseDuration: lib/pod does not link it).
+// `parse_duration` reads a DURATION: nodelet's ParseDuration (lib/common/duration.h), or a
+// test's stand-in.
 using DurationParser = Result<std::chrono::milliseconds> (*)(const std::string&);
 Status ApplySoftGracePeriods(const std::string& flag, DurationParser parse_duration,
                              std::vector<EvictionThreshold>* soft);

@@ -1,11 +1,11 @@
 #include "lib/service/options.h"
 
-#include <charconv>
-#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "lib/ipc/peer_access.h"
+#include "lib/service/config_keys.h"
 
 namespace nodelet {
 namespace {
@@ -37,28 +37,35 @@ std::string YamlConfigReader::to_config(const CLI::App*, bool, bool, std::string
 
 std::vector<CLI::ConfigItem> YamlConfigReader::from_config(std::istream& input) const {
   std::vector<CLI::ConfigItem> items;
+  const std::string file = app_->get_config_ptr()->as<std::string>();
   YAML::Node root;
   try {
     root = YAML::Load(input);
-  } catch (const YAML::Exception& e) {
-    throw CLI::ConversionError(std::string("config file is not valid YAML: ") + e.what());
-  }
-  if (root.IsNull()) return items;
-  if (!root.IsMap()) throw CLI::ConversionError("config file must be a YAML mapping");
-  for (const auto& kv : root) {
-    AppendScalarOrList(kv.first.as<std::string>(), kv.second, items);
-  }
-  if (root[section_] && root[section_].IsMap()) {
-    for (const auto& kv : root[section_]) {
-      AppendScalarOrList(kv.first.as<std::string>(), kv.second, items);
+    if (Status s = CheckConfigKeys(root, file); !s.ok()) throw CLI::ConfigError(s.message());
+    if (root.IsNull()) return items;
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      // Top-level keys of other binaries are theirs (CheckConfigKeys knows them all).
+      if (ConfigSectionKeys(key) != nullptr) continue;
+      if (app_->get_option_no_throw("--" + key) == nullptr) continue;
+      AppendScalarOrList(key, kv.second, items);
     }
+    if (root[section_] && root[section_].IsMap()) {
+      for (const auto& kv : root[section_]) {
+        AppendScalarOrList(kv.first.as<std::string>(), kv.second, items);
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    throw CLI::ConversionError(file + ": not valid YAML: " + e.what());
   }
   return items;
 }
 
 void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& section) {
-  app.config_formatter(std::make_shared<YamlConfigReader>(section));
-  app.allow_config_extras(CLI::config_extras_mode::ignore);
+  app.config_formatter(std::make_shared<YamlConfigReader>(section, &app));
+  // The reader passes on only keys the table gives this binary: one the app lacks is the table
+  // drifting from the flags, refused rather than dropped.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.set_config("--config", "", "YAML configuration file (flags override it)")
       ->check(CLI::ExistingFile);
   app.add_option("--root-dir", opts.root_dir, "State directory")->capture_default_str();
@@ -74,6 +81,25 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
   app.add_option("--admin-group", opts.admin_group_flag,
                  "Group (name or gid) whose members may use nodelet's sockets and nodeletctl, "
                  "besides root (default: none)");
+}
+
+int ExitOnParseError(const CLI::App& app, const CLI::ParseError& error) {
+  int code = app.exit(error);
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr) return code == 0 ? 0 : 2;
+  std::vector<std::string> flags;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& name : opt->get_lnames()) flags.push_back("--" + name);
+  }
+  for (const auto& arg : app.remaining()) {
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    std::string flag = arg.substr(0, arg.find('='));
+    std::string nearest = NearestKey(flag, flags);
+    if (!nearest.empty()) {
+      std::fprintf(stderr, "%s: unknown flag %s; nearest known flag: %s\n", app.get_name().c_str(),
+                   flag.c_str(), nearest.c_str());
+    }
+  }
+  return 2;
 }
 
 Status ResolveCommonOptions(CommonOptions& opts) {
@@ -101,32 +127,6 @@ CLI::Validator DurationValidator() {
         return d.ok() ? std::string() : d.status().message();
       },
       "DURATION");
-}
-
-Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
-  double value = 0;
-  const char* begin = text.data();
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc() || ptr == begin || value < 0) {
-    return InvalidArgument("'" + text + "' is not a duration (e.g. 500ms, 2s, 1m)");
-  }
-  std::string unit(ptr, end);
-  double ms = 0;
-  if (unit.empty() || unit == "ms") {
-    ms = value;
-  } else if (unit == "s") {
-    ms = value * 1000;
-  } else if (unit == "m") {
-    ms = value * 60'000;
-  } else if (unit == "h") {
-    ms = value * 3'600'000;
-  } else if (unit == "us") {
-    ms = value / 1000;
-  } else {
-    return InvalidArgument("'" + text + "' has an unknown unit '" + unit + "' (ms, s, m, h)");
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
 }  // namespace nodelet

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "lib/common/duration.h"
 #include "lib/common/status.h"
 
 namespace nodelet {
@@ -35,21 +36,29 @@ struct CommonOptions {
   std::optional<gid_t> admin_group;
 };
 
-// A CLI11 config reader for YAML: top-level scalars and lists, plus the keys of the section
-// named `section`, become flag values.
+// A CLI11 config reader for YAML. It first checks the whole file against the table of every
+// binary's keys (lib/service/config_keys.h) and refuses an unknown key, naming the file, the
+// key's path and the nearest known key. Then the top-level keys that `app` has, and every key
+// of the section named `section`, become flag values.
 class YamlConfigReader : public CLI::Config {
  public:
-  explicit YamlConfigReader(std::string section) : section_(std::move(section)) {}
+  YamlConfigReader(std::string section, const CLI::App* app)
+      : section_(std::move(section)), app_(app) {}
   std::string to_config(const CLI::App*, bool, bool, std::string) const override;
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
 
  private:
   std::string section_;
+  const CLI::App* app_;  // outlives the reader (it holds it)
 };
 
 // Adds --config, --root-dir, --run-dir, --log-dir, --log-level, --heartbeat-interval and
 // --admin-group to `app` and sets the YAML reader for `section`.
 void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& section);
+
+// The exit code for a ParseError of `app` (0 for --help); prints CLI11's message and, for an
+// unknown flag, the nearest flag `app` knows ("--max-podz: unknown flag; nearest: --max-pods").
+int ExitOnParseError(const CLI::App& app, const CLI::ParseError& error);
 
 // After parsing: resolves --admin-group into a gid. The error names the flag ("--admin-group: no
 // group named 'x'"); the binaries print it and exit 2.
@@ -59,10 +68,8 @@ Status ResolveCommonOptions(CommonOptions& opts);
 // per-service table). An empty path gives an empty node.
 Result<YAML::Node> LoadYamlFile(const std::string& path);
 
-// A CLI11 check that accepts what ParseDuration accepts, with its error message.
+// A CLI11 check that accepts what ParseDuration (lib/common/duration.h: Go's grammar, 0 or
+// more) accepts, with its error message.
 CLI::Validator DurationValidator();
-
-// Parses a duration such as "500ms", "2s", "1m", "1h" or a bare number of milliseconds.
-Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 
 }  // namespace nodelet

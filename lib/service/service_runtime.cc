@@ -253,17 +253,23 @@ class Runtime {
 
 }  // namespace
 
+std::unique_ptr<CLI::App> MakeServiceApp(const ServiceSpec& spec, CommonOptions& opts) {
+  auto app = std::make_unique<CLI::App>(spec.description, "nodelet-" + spec.name);
+  AddCommonOptions(*app, opts, spec.name);
+  if (spec.add_flags) spec.add_flags(*app);
+  return app;
+}
+
 int RunService(const ServiceSpec& spec, int argc, char** argv) {
   UseOneMallocArena();
   BlockServiceSignals();
-  CLI::App app{spec.description, "nodelet-" + spec.name};
   CommonOptions opts;
-  AddCommonOptions(app, opts, spec.name);
-  if (spec.add_flags) spec.add_flags(app);
+  auto app_ptr = MakeServiceApp(spec, opts);
+  CLI::App& app = *app_ptr;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return ExitOnParseError(app, e);
   }
   opts.config_file = app.get_config_ptr()->as<std::string>();
   if (Status s = ResolveCommonOptions(opts); !s.ok()) {

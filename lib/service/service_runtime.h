@@ -70,6 +70,9 @@ struct ServiceSpec {
   std::function<Result<std::unique_ptr<Service>>(ServiceContext& ctx)> create;
 };
 
+// The service's CLI11 app: the shared flags (into `opts`) and the service's own.
+std::unique_ptr<CLI::App> MakeServiceApp(const ServiceSpec& spec, CommonOptions& opts);
+
 // Parses flags, runs the service until SIGTERM/SIGINT or a Stop command, and returns the exit
 // code: 0 on a requested stop, 1 on a start failure, 2 on bad flags.
 int RunService(const ServiceSpec& spec, int argc, char** argv);

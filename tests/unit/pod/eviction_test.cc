@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// "Ns" only: enough for these tests (the real parser is lib/service's ParseDuration).
+// "Ns" only: enough for these tests (the real parser is lib/common's ParseDuration).
 Result<std::chrono::milliseconds> Seconds(const std::string& text) {
   if (text.size() < 2 || text.back() != 's') return InvalidArgument("bad duration " + text);
   return std::chrono::milliseconds(std::stoll(text.substr(0, text.size() - 1)) * 1000);
