@@ -158,7 +158,7 @@ Status PodDirectoryPlugin::EnsureTmpfs(const std::string& dir, int64_t size_byte
 Status PodDirectoryPlugin::TearDown(const std::string& uid, const std::string& name) {
   auto dir = VolumeDir(uid, name);
   if (!dir.ok()) return dir.status();
-  return UnmountAndRemoveTree(mounter_, *dir);
+  return UnmountUnder(mounter_, *dir);
 }
 
 EmptyDirPlugin::EmptyDirPlugin(std::string root_dir, Mounter& mounter)

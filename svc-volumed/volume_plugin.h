@@ -66,8 +66,9 @@ class VolumePlugin {
   // Brings the volume to what `spec` says; sets `state.host_path`, and `*content_changed` when
   // it wrote new content. Idempotent.
   virtual Status SetUp(const VolumeSpec& spec, PluginVolumeState& state, bool* content_changed) = 0;
-  // Undoes SetUp for the volume `name` of pod `uid`: what volumed mounted is unmounted and what
-  // it made is removed. A path of the host's (hostPath) is never touched.
+  // Undoes SetUp for the volume `name` of pod `uid`: what volumed mounted is unmounted. What it
+  // made beneath the pod directory goes with that directory (the manager removes it in bounded
+  // steps, whatever a container left in it). A path of the host's (hostPath) is never touched.
   virtual Status TearDown(const std::string& uid, const std::string& name) = 0;
 };
 
