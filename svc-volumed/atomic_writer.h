@@ -48,8 +48,8 @@ Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payloa
 
 // Removes the directory `path` and everything in it on directory fds, never following a link,
 // at any depth (TreeRemover, in one go): a directory a container swapped for a link meanwhile
-// is removed as the link. The components of `path` above its last one must be nodelet's own
-// (ROOT/pods/UID). Missing: OK.
+// is removed as the link; `path` itself a link is refused. The components of `path` above its
+// last one must be nodelet's own (ROOT/pods/UID). Missing: OK.
 Status RemoveTreeNoFollow(const std::string& path);
 
 }  // namespace nodelet::volumed

@@ -147,7 +147,7 @@ Result<bool> VolumeManager::TearDownPod(const std::string& uid, PodState& ps) {
   if (!ps.removal.tree) {
     for (const auto& [name, vol] : ps.volumes) {
       if (vol.plugin == nullptr || vol.plugin_state.host_path.empty()) continue;
-      if (Status s = vol.plugin->TearDown(uid, name); !s.ok()) {
+      if (Status s = vol.plugin->Unmount(uid, name); !s.ok()) {
         RemovalFailed("tear down volume \"" + name + "\" of pod " + uid, s, ps.removal);
         return s;
       }

@@ -158,6 +158,12 @@ Status PodDirectoryPlugin::EnsureTmpfs(const std::string& dir, int64_t size_byte
 Status PodDirectoryPlugin::TearDown(const std::string& uid, const std::string& name) {
   auto dir = VolumeDir(uid, name);
   if (!dir.ok()) return dir.status();
+  return UnmountAndRemoveTree(mounter_, *dir);
+}
+
+Status PodDirectoryPlugin::Unmount(const std::string& uid, const std::string& name) {
+  auto dir = VolumeDir(uid, name);
+  if (!dir.ok()) return dir.status();
   return UnmountUnder(mounter_, *dir);
 }
 

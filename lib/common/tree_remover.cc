@@ -30,7 +30,7 @@ int OpenDir(int parent, const char* name, struct stat* st) {
 
 }  // namespace
 
-TreeRemover::TreeRemover(const std::string& path) : display_(path) {
+TreeRemover::TreeRemover(const std::string& path) : display_(path), refuse_top_link_(true) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const size_t slash = p.rfind('/');
@@ -87,6 +87,9 @@ Status TreeRemover::OpenTop(bool* gone) {
       return Status::Ok();
     }
     if (errno != ELOOP && errno != ENOTDIR) return Fail("open", name_, errno);
+    if (refuse_top_link_) {
+      return FailedPrecondition("refusing to remove " + display_ + ": not a directory (a link?)");
+    }
     // Not a directory (a link put in its place): removed as itself.
     if (unlinkat(parent_.get(), name_.c_str(), 0) != 0 && errno != ENOENT) {
       return Fail("remove", name_, errno);

@@ -11,8 +11,10 @@
 // not (the tree was moved around meanwhile), the walk starts again from the top, which is safe
 // because removing is idempotent.
 //
-// A link, or anything that is not a directory, is removed as itself: a directory swapped for a
-// link meanwhile is removed as the link, and nothing outside the tree is touched.
+// A link, or anything that is not a directory, inside the tree is removed as itself: a
+// directory swapped for a link meanwhile is removed as the link, and nothing outside the tree
+// is touched. The top itself: by path, a top that is not a directory is refused (an error, and
+// nothing removed); by (parent fd, name) it is removed as itself.
 //
 // Step(budget) does at most `budget` operations (entries read, opened, removed) and says
 // whether the tree is gone, so a caller's event loop can run a tree of a million files as a
@@ -37,7 +39,7 @@ class TreeRemover {
   static constexpr size_t kOpenLevels = 16;
 
   // The tree `path`. The components above its last one are the caller's own and are followed
-  // as they are; the last one is never followed.
+  // as they are; the last one is never followed (a link there is refused).
   explicit TreeRemover(const std::string& path);
   // The tree `name` (one component) in the directory `parent_fd` (duplicated; the caller keeps
   // its own). `display` names the tree in errors.
@@ -79,6 +81,7 @@ class TreeRemover {
   std::string name_;
   std::string display_;
   Status open_error_;
+  bool refuse_top_link_ = false;
   std::vector<Level> levels_;
   bool done_ = false;
   size_t removed_ = 0;

@@ -139,9 +139,17 @@ TEST(TreeRemoverTest, NeverFollowsALink) {
   EXPECT_FALSE(Exists(top));
   EXPECT_TRUE(Exists(outside + "/keep"));
   EXPECT_TRUE(Exists(outside + "/keepdir/keep"));
-  // The tree itself swapped for a link: the link goes, not what it points at.
+  // The tree itself a link. By path: refused, nothing behind it touched. By (directory, name):
+  // the link goes, not what it points at.
   ASSERT_EQ(symlink(outside.c_str(), top.c_str()), 0);
-  ASSERT_TRUE(TreeRemover(top).RemoveAll().ok());
+  Status refused = TreeRemover(top).RemoveAll();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("not a directory"), std::string::npos) << refused.message();
+  EXPECT_TRUE(Exists(top));
+  int parent = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(parent, 0);
+  EXPECT_TRUE(TreeRemover(parent, "tree", "tree").RemoveAll().ok());
+  close(parent);
   EXPECT_FALSE(Exists(top));
   EXPECT_TRUE(Exists(outside + "/keep"));
   EXPECT_TRUE(Exists(outside + "/keepdir/keep"));
