@@ -209,7 +209,10 @@ TEST_F(VolumeHardeningTest, ADeepTreeInAnEmptyDirGoesWithThePod) {
             "\"]\n"
             "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
   StartNodelet();
-  auto uid = [&] { return PodJson("deep-node1")["metadata"].value("uid", ""); };
+  auto uid = [&] {
+    auto p = PodJson("deep-node1");
+    return p.is_object() && p.contains("metadata") ? p["metadata"].value("uid", "") : "";
+  };
   std::string pod_dir;
   ASSERT_TRUE(WaitFor(
       [&] {
