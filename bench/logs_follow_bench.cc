@@ -143,9 +143,8 @@ int main(int argc, char** argv) {
   }
 
   Follower f;
-  if (!StartFollower({bin_dir + "/nodeletctl", "--run-dir", b->run_dir(), "logs",
-                      latest.pod.name, "-f"},
-                     f)) {
+  if (!StartFollower(
+          {bin_dir + "/nodeletctl", "--run-dir", b->run_dir(), "logs", latest.pod.name, "-f"}, f)) {
     std::fprintf(stderr, "cannot start nodeletctl\n");
     return 1;
   }
@@ -183,8 +182,8 @@ int main(int argc, char** argv) {
                      "MiB", hwm_mib, 1);
   SetGoal(rss, "value", "<", 32);
   Figure rate = Value("logs -f throughput of a line that never ends", "MB/s", mb_per_s, 1);
-  std::printf("logs -f: %lld bytes passed on in %.1f s (%.1f MB/s), peak RSS %.1f MiB\n", got,
-              secs, mb_per_s, hwm_mib);
+  std::printf("logs -f: %lld bytes passed on in %.1f s (%.1f MB/s), peak RSS %.1f MiB\n", got, secs,
+              mb_per_s, hwm_mib);
   WriteReport(json_path, {rss, rate}, {{"bytes_written", bytes}, {"bytes_passed_on", got}});
   if (!b->WaitRuntimeEmpty(milliseconds(60000))) std::fprintf(stderr, "the pod stayed\n");
   return 0;

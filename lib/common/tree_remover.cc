@@ -72,9 +72,8 @@ void TreeRemover::CloseAll() {
 }
 
 Status TreeRemover::Fail(const std::string& what, const std::string& name, int err) const {
-  return ErrnoStatus(what + " " + name + " at depth " + std::to_string(levels_.size()) + " of " +
-                         display_,
-                     err);
+  return ErrnoStatus(
+      what + " " + name + " at depth " + std::to_string(levels_.size()) + " of " + display_, err);
 }
 
 Status TreeRemover::OpenTop(bool* gone) {

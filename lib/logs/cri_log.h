@@ -65,8 +65,9 @@ using LogSink = std::function<bool(std::string_view)>;
 // partial lines joined (a joined line takes its first piece's time) or passed on piece by piece
 // (pass_partial), lines not in CRI's format passed as they are. Memory is bounded whatever the
 // log holds: a line is joined up to kMaxJoinedLine, then passed on and joined afresh, and
-// bytes without a '\n' for longer than that are passed on as they are. Until EndTail() the lines are only kept (the last tail_lines of them);
-// EndTail() writes those and from then on every complete line goes to the sink at once.
+// bytes without a '\n' for longer than that are passed on as they are. Until EndTail() the lines
+// are only kept (the last tail_lines of them); EndTail() writes those and from then on every
+// complete line goes to the sink at once.
 class CriLogFormatter {
  public:
   CriLogFormatter(LogReadOptions options, LogSink sink);
@@ -88,7 +89,7 @@ class CriLogFormatter {
   bool tailing_ = true;
   bool done_ = false;
   int64_t written_ = 0;
-  std::string pending_;       // bytes after the last '\n'
+  std::string pending_;  // bytes after the last '\n'
   // The P pieces of the line under way: partial_ holds what is joined and not written yet.
   void Partial(const CriLogLine& l);
   bool LineUnderWay() const { return !partial_time_.empty() || line_started_; }

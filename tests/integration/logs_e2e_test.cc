@@ -221,9 +221,9 @@ TEST_F(LogsE2eTest, FollowShowsPartialOutputOfALineThatDoesNotEnd) {
   constexpr size_t kPiece = 16 * 1024;  // what containerd writes at a time of a long line
   const std::string out_path = dir_.Sub("follow.out");
   {
-    Subprocess follow({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs",
-                       "partial-node1", "-f"},
-                      {}, out_path);
+    Subprocess follow(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "partial-node1", "-f"}, {},
+        out_path);
     std::string seen;
     EXPECT_TRUE(WaitFor(
         [&] {

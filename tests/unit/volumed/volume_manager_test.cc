@@ -4,12 +4,12 @@
 // fake clock. The writer against tampering: atomic_writer_test.cc; subPaths: subpath_test.cc.
 #include "svc-volumed/volume_manager.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
