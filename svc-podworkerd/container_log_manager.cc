@@ -13,6 +13,7 @@
 #include <map>
 
 #include "lib/common/logging.h"
+#include "lib/common/tree_remover.h"
 #include "lib/common/unique_fd.h"
 #include "svc-podworkerd/cri_configs.h"
 
@@ -24,7 +25,6 @@ namespace v1 = ::runtime::v1;
 constexpr char kCompressSuffix[] = ".gz";
 constexpr char kTmpSuffix[] = ".tmp";
 // How deep a pod's log directory may nest when it is deleted (it holds CONTAINER/N.log files).
-constexpr int kMaxRemoveDepth = 16;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -74,30 +74,10 @@ Result<std::optional<struct stat>> StatAt(int dir, const std::string& name) {
   return std::optional<struct stat>(st);
 }
 
-// Removes `name` in `dir` and, when it is a directory, everything in it, never following a
-// symlink (a symlink is removed as the link).
-Status RemoveTreeAt(int dir, const std::string& name, int depth) {
-  if (depth > kMaxRemoveDepth) return InvalidArgument("'" + name + "' nests too deep");
-  auto st = StatAt(dir, name);
-  if (!st.ok()) return st.status();
-  if (!st->has_value()) return Status::Ok();
-  if (!S_ISDIR((*st)->st_mode)) {
-    if (unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return ErrnoStatus("remove '" + name + "'", errno);
-    }
-    return Status::Ok();
-  }
-  auto sub = OpenDirAt(dir, name);
-  if (!sub.ok()) return sub.status();
-  auto names = ListDir(sub->get());
-  if (!names.ok()) return names.status();
-  for (const auto& n : *names) {
-    if (Status s = RemoveTreeAt(sub->get(), n, depth + 1); !s.ok()) return s;
-  }
-  if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return ErrnoStatus("remove directory '" + name + "'", errno);
-  }
-  return Status::Ok();
+// Removes `name` in `dir` and, when it is a directory, everything in it at any depth, never
+// following a symlink (a symlink is removed as the link): TreeRemover.
+Status RemoveTreeAt(int dir, const std::string& name) {
+  return TreeRemover(dir, name, "'" + name + "'").RemoveAll();
 }
 
 // Gzips the regular file `name` in `dir` into NAME.gz (written as NAME.tmp, then renamed) and
@@ -488,7 +468,7 @@ LogCleanupResult ContainerLogManager::CleanUp(const std::set<std::string>& live_
                         std::any_of(in_runtime.begin(), in_runtime.end(),
                                     [&](const std::string& u) { return EndsWith(name, "_" + u); });
     if (in_use) continue;
-    if (Status s = RemoveTreeAt(pods.get(), name, 0); !s.ok()) {
+    if (Status s = RemoveTreeAt(pods.get(), name); !s.ok()) {
       Note(result.status, Status(s.code(), "pod log directory " + name + ": " + s.message()));
       continue;
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/common/beneath.h"
+#include "lib/common/tree_remover.h"
 
 namespace nodelet::volumed {
 namespace {
@@ -20,7 +21,6 @@ constexpr char kDataLink[] = "..data";
 constexpr char kTmpLink[] = "..data_tmp";
 constexpr char kPayloadPrefix[] = "..data_";
 constexpr char kLinkPrefix[] = "..data/";
-constexpr int kMaxDepth = 128;
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
 Status Fail(const std::string& what, int err) { return ErrnoStatus(what, err); }
@@ -47,34 +47,6 @@ Result<std::vector<std::string>> ListNames(int fd) {
   return names;
 }
 
-// Removes everything inside the directory `fd`, never following a link (a directory swapped
-// for a link meanwhile is removed as the link).
-Status EmptyDirectoryAt(int fd, int depth) {
-  if (depth > kMaxDepth) return FailedPrecondition("payload directory nested too deep to remove");
-  auto names = ListNames(fd);
-  if (!names.ok()) return names.status();
-  for (const auto& name : *names) {
-    struct stat st {};
-    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;
-      return Fail("stat " + name, errno);
-    }
-    if (S_ISDIR(st.st_mode)) {
-      UniqueFd sub(openat(fd, name.c_str(), kDirFlags));
-      if (sub.valid()) {
-        if (Status s = EmptyDirectoryAt(sub.get(), depth + 1); !s.ok()) return s;
-        if (unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-          return Fail("remove " + name, errno);
-        }
-        continue;
-      }
-      if (errno != ELOOP && errno != ENOTDIR) return Fail("open " + name, errno);
-    }
-    if (unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) return Fail("remove " + name, errno);
-  }
-  return Status::Ok();
-}
-
 // Removes the payload directory `name` of `dir_fd` if it is one of ours: the name matches and
 // it opens as a directory without following a link. Anything else by that name stays.
 Status RemovePayloadDir(int dir_fd, const std::string& name) {
@@ -84,11 +56,7 @@ Status RemovePayloadDir(int dir_fd, const std::string& name) {
     if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) return Status::Ok();
     return Fail("open " + name, errno);
   }
-  if (Status s = EmptyDirectoryAt(fd.get(), 0); !s.ok()) return s;
-  if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return Fail("remove " + name, errno);
-  }
-  return Status::Ok();
+  return TreeRemover(dir_fd, name, name).RemoveAll();
 }
 
 Status WriteAll(int fd, const std::string& data) {
@@ -284,15 +252,6 @@ Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payloa
   return s;
 }
 
-Status RemoveTreeNoFollow(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), kDirFlags));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return Status::Ok();
-    return Fail("open " + path, errno);
-  }
-  if (Status s = EmptyDirectoryAt(fd.get(), 0); !s.ok()) return s;
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return Fail("remove " + path, errno);
-  return Status::Ok();
-}
+Status RemoveTreeNoFollow(const std::string& path) { return RemoveTreeNoFollowAt(path); }
 
 }  // namespace nodelet::volumed

@@ -46,9 +46,10 @@ Status AtomicWriteAt(int dir_fd, const Payload& files, uint64_t stamp, int fs_gr
 Status AtomicWriteFiles(const Clock& clock, const std::string& dir, const Payload& files,
                         int fs_group = -1);
 
-// Removes the directory `path` and everything in it on directory fds, never following a link:
-// a directory a container swapped for a link meanwhile is removed as the link. The components
-// of `path` above its last one must be nodelet's own (ROOT/pods/UID). Missing: OK.
+// Removes the directory `path` and everything in it on directory fds, never following a link,
+// at any depth (TreeRemover, in one go): a directory a container swapped for a link meanwhile
+// is removed as the link; `path` itself a link is refused. The components of `path` above its
+// last one must be nodelet's own (ROOT/pods/UID). Missing: OK.
 Status RemoveTreeNoFollow(const std::string& path);
 
 }  // namespace nodelet::volumed

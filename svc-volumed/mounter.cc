@@ -67,7 +67,7 @@ Result<bool> IsMountedOn(const Mounter& mounter, const std::string& path) {
   return std::find(mounts->begin(), mounts->end(), path) != mounts->end();
 }
 
-Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir) {
+Status UnmountUnder(Mounter& mounter, const std::string& dir) {
   auto mounts = mounter.MountPointsUnder(dir);
   if (!mounts.ok()) return mounts.status();
   if (!mounts->empty()) {
@@ -79,6 +79,11 @@ Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir) {
     if (!left.ok()) return left.status();
     if (!left->empty()) return FailedPrecondition(dir + " still has mounts");
   }
+  return Status::Ok();
+}
+
+Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir) {
+  if (Status s = UnmountUnder(mounter, dir); !s.ok()) return s;
   // What a container could write into: no link in it is followed.
   return RemoveTreeNoFollow(dir);
 }

@@ -27,8 +27,11 @@ class Mounter {
 // Whether something is mounted on `path` itself.
 Result<bool> IsMountedOn(const Mounter& mounter, const std::string& path);
 
-// Unmounts everything at or under `dir`, deepest first, checks that nothing is left (when it
-// unmounted anything), then removes `dir` and everything in it without following a link
+// Unmounts everything at or under `dir`, deepest first, and checks that nothing is left (when
+// it unmounted anything).
+Status UnmountUnder(Mounter& mounter, const std::string& dir);
+
+// UnmountUnder, then removes `dir` and everything in it without following a link
 // (RemoveTreeNoFollow): a tree that a container could write into is never removed across a
 // mount or through a link.
 Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir);

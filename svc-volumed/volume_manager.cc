@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "lib/common/logging.h"
 #include "lib/common/safe_path.h"
 
 namespace nodelet::volumed {
@@ -74,6 +75,8 @@ void VolumeManager::SetDesired(DesiredState desired) {
 std::set<std::string> VolumeManager::Reconcile() {
   const MonoTime now = clock_.Now();
   std::set<std::string> changed;
+  removal_budget_ = kRemovalOpsPerPass;
+  removal_going_ = false;
   // Tear down first: pods volumed holds that are no longer desired.
   TearDownUndesired(now, &changed);
   teardown_pending_ = false;
@@ -95,7 +98,8 @@ std::set<std::string> VolumeManager::Reconcile() {
 }
 
 MonoTime VolumeManager::NextReconcile() const {
-  if (!changed_pods_.empty() || teardown_pending_ || sweep_pending_) return MonoTime{};
+  if (!changed_pods_.empty() || teardown_pending_ || sweep_pending_ || removal_going_)
+    return MonoTime{};
   MonoTime next = next_retry_;
   if (Removing()) next = std::min(next, next_sweep_);
   return next;
@@ -113,10 +117,15 @@ void VolumeManager::TearDownUndesired(MonoTime now, std::set<std::string>* chang
       ++it;
       continue;
     }
-    ++operations_;
-    if (Status s = TearDownPod(it->first, it->second); !s.ok()) {
+    if (!it->second.removal.tree) ++operations_;  // counted once, not at every step
+    auto gone = TearDownPod(it->first, it->second);
+    if (!gone.ok()) {
       ++failures_;
       it->second.teardown.Failed(now);
+      ++it;
+      continue;
+    }
+    if (!*gone) {
       ++it;
       continue;
     }
@@ -125,17 +134,66 @@ void VolumeManager::TearDownUndesired(MonoTime now, std::set<std::string>* chang
   }
 }
 
-Status VolumeManager::TearDownPod(const std::string& uid, const PodState& ps) {
+Result<bool> VolumeManager::TearDownPod(const std::string& uid, PodState& ps) {
   auto pod_dir = PodDir(uid);
   if (!pod_dir.ok()) return pod_dir.status();
+  if (removal_budget_ == 0) {
+    removal_going_ = true;  // this pass removed enough: the next one goes on
+    return false;
+  }
   // Each volume by its plugin (only those whose set-up got as far as a path), then whatever
   // else the pod directory holds: podworkerd's subPath staging mounts, leftovers of a volume
-  // that left the spec.
-  for (const auto& [name, vol] : ps.volumes) {
-    if (vol.plugin == nullptr || vol.plugin_state.host_path.empty()) continue;
-    if (Status s = vol.plugin->TearDown(uid, name); !s.ok()) return s;
+  // that left the spec. Once, before the removal's first step.
+  if (!ps.removal.tree) {
+    for (const auto& [name, vol] : ps.volumes) {
+      if (vol.plugin == nullptr || vol.plugin_state.host_path.empty()) continue;
+      if (Status s = vol.plugin->Unmount(uid, name); !s.ok()) {
+        RemovalFailed("tear down volume \"" + name + "\" of pod " + uid, s, ps.removal);
+        return s;
+      }
+    }
   }
-  return UnmountAndRemoveTree(mounter_, *pod_dir);
+  return RemovePodDir(*pod_dir, ps.removal);
+}
+
+Result<bool> VolumeManager::RemovePodDir(const std::string& dir, Removal& removal) {
+  if (removal_budget_ == 0) {
+    removal_going_ = true;
+    return false;
+  }
+  if (!removal.tree) {
+    if (Status s = UnmountUnder(mounter_, dir); !s.ok()) {
+      RemovalFailed("unmount under " + dir, s, removal);
+      return s;
+    }
+    removal.tree = std::make_unique<TreeRemover>(dir);
+  }
+  const size_t before = removal.tree->operations();
+  auto gone = removal.tree->Step(removal_budget_);
+  const size_t used = removal.tree->operations() - before;
+  removal_budget_ -= std::min(used, removal_budget_);
+  if (!gone.ok()) {
+    RemovalFailed("remove " + dir, gone.status(), removal);
+    removal.tree.reset();  // the next attempt unmounts again and starts from the top
+    return gone.status();
+  }
+  if (!*gone) {
+    removal_going_ = true;
+    return false;
+  }
+  if (!removal.error.empty()) {
+    GetLogger("volumed.volumes")->info("removed {} after all", dir);
+  }
+  removal = Removal{};
+  return true;
+}
+
+void VolumeManager::RemovalFailed(const std::string& what, const Status& s, Removal& removal) {
+  if (removal.error == s.message()) return;  // said already; retried with back-off
+  removal.error = s.message();
+  GetLogger("volumed.volumes")
+      ->warn("{}: {} (retried with back-off up to {} s)", what, s.message(),
+             std::chrono::duration_cast<std::chrono::seconds>(RetryBackoff::kMax).count());
 }
 
 void VolumeManager::SweepLeftovers(MonoTime now) {
@@ -150,11 +208,12 @@ void VolumeManager::SweepLeftovers(MonoTime now) {
     Leftover& left = leftovers_[uid];
     if (!left.retry.Due(now)) continue;
     auto dir = PodDir(uid);
-    Status s = dir.ok() ? UnmountAndRemoveTree(mounter_, *dir) : dir.status();
-    if (s.ok()) {
+    Result<bool> gone = dir.ok() ? RemovePodDir(*dir, left.removal) : Result<bool>(dir.status());
+    if (gone.ok() && *gone) {
       leftovers_.erase(uid);
       continue;
     }
+    if (gone.ok()) continue;  // goes on at the next pass
     // Reported once, not at every retry.
     if (!left.reported) ++failures_;
     left.reported = true;
@@ -172,6 +231,7 @@ bool VolumeManager::SetUpPod(const pod::Pod& pod, bool spec_changed, MonoTime no
   }
   PodState& ps = held->second;
   ps.teardown.Succeeded();  // desired (again)
+  ps.removal = Removal{};   // a removal under way stops (the set-up makes what it needs again)
   if (!spec_changed) {
     // Only a due retry brings an unchanged pod here.
     bool due = false;

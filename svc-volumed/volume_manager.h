@@ -13,7 +13,11 @@
 // changes (a new pod, a changed pod, a ConfigMap or Secret it uses that changed, a pod that
 // went), and a pass works only on those and on failed operations whose retry is due. A failed
 // operation (a volume's set-up, a pod's tear-down, the removal of a leftover directory) is
-// retried after 500 ms, doubling up to 2 min 8 s. Once every pod source has reported, ROOT/pods
+// logged with its path and why (once, and again when the reason changes) and retried after
+// 500 ms, doubling up to 2 min 8 s. A pod directory is removed in bounded steps (TreeRemover,
+// at most kRemovalOpsPerPass entries per pass for all pods together): a tree of any depth or
+// file count takes as many passes as it needs, one per turn of the loop, and the other pods'
+// set-ups and the requests are served in between. Once every pod source has reported, ROOT/pods
 // is also swept every 2 s for directories of pods nobody wants (left by an earlier run, or made
 // by another process after a tear-down). NextReconcile says when a pass has work; the service
 // runs one then. Everything is idempotent, so a restart rebuilds the actual state by looking
@@ -31,6 +35,7 @@
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
+#include "lib/common/tree_remover.h"
 #include "lib/pod/pod.h"
 #include "svc-volumed/atomic_writer.h"
 #include "svc-volumed/mounter.h"
@@ -113,6 +118,8 @@ class VolumeManager {
   uint64_t failures() const { return failures_; }
 
   static constexpr std::chrono::seconds kSweepPeriod{2};
+  // Entries (files, links, directories) removed or looked at per pass, for all pods together.
+  static constexpr size_t kRemovalOpsPerPass = 20000;
 
  private:
   struct Vol {
@@ -122,13 +129,20 @@ class VolumeManager {
     std::string error;
     RetryBackoff retry;
   };
+  // The removal of a pod directory, across passes, and how its last attempt failed.
+  struct Removal {
+    std::unique_ptr<TreeRemover> tree;  // the directory's mounts are gone once it is set
+    std::string error;                  // logged once per reason
+  };
   struct PodState {
     std::map<std::string, Vol> volumes;  // by volume name
     RetryBackoff teardown;               // once the pod is no longer desired
+    Removal removal;
   };
   struct Leftover {
     RetryBackoff retry;
     bool reported = false;  // its failure was counted once
+    Removal removal;
   };
 
   // Anything may be removed at all: every source reported, and podworkerd's report of the pods
@@ -137,7 +151,12 @@ class VolumeManager {
   // The pod is not desired and nothing may use its volumes any more.
   bool MayTearDown(const std::string& uid) const;
   void TearDownUndesired(MonoTime now, std::set<std::string>* changed);
-  Status TearDownPod(const std::string& uid, const PodState& ps);
+  // True when the pod's directory is gone; false when its removal goes on at the next pass.
+  Result<bool> TearDownPod(const std::string& uid, PodState& ps);
+  // Unmounts under `dir` (first time) and removes what the pass's budget allows of it.
+  Result<bool> RemovePodDir(const std::string& dir, Removal& removal);
+  // Logs a failed removal (once per reason); `now` for its retry.
+  void RemovalFailed(const std::string& what, const Status& s, Removal& removal);
   void SweepLeftovers(MonoTime now);
   // Sets up the volumes of one desired pod that are due; true when the pod changed.
   bool SetUpPod(const pod::Pod& pod, bool spec_changed, MonoTime now);
@@ -158,6 +177,8 @@ class VolumeManager {
   bool sweep_pending_ = false;          // sweep ROOT/pods at the next pass
   MonoTime next_sweep_{};
   MonoTime next_retry_ = MonoTime::max();
+  size_t removal_budget_ = 0;   // what is left of this pass's kRemovalOpsPerPass
+  bool removal_going_ = false;  // a removal was cut short by the budget: another pass at once
   std::map<std::string, Leftover> leftovers_;  // leftover pod directories that failed to go
   uint64_t operations_ = 0, failures_ = 0;
 };

@@ -161,6 +161,12 @@ Status PodDirectoryPlugin::TearDown(const std::string& uid, const std::string& n
   return UnmountAndRemoveTree(mounter_, *dir);
 }
 
+Status PodDirectoryPlugin::Unmount(const std::string& uid, const std::string& name) {
+  auto dir = VolumeDir(uid, name);
+  if (!dir.ok()) return dir.status();
+  return UnmountUnder(mounter_, *dir);
+}
+
 EmptyDirPlugin::EmptyDirPlugin(std::string root_dir, Mounter& mounter)
     : PodDirectoryPlugin("empty-dir", std::move(root_dir), mounter) {}
 

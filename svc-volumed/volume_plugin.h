@@ -69,6 +69,11 @@ class VolumePlugin {
   // Undoes SetUp for the volume `name` of pod `uid`: what volumed mounted is unmounted and what
   // it made is removed. A path of the host's (hostPath) is never touched.
   virtual Status TearDown(const std::string& uid, const std::string& name) = 0;
+  // Only the unmount part of TearDown: what it made stays, for a caller that removes the whole
+  // pod directory itself (the manager, in bounded steps whatever a container left in it).
+  virtual Status Unmount(const std::string& uid, const std::string& name) {
+    return TearDown(uid, name);
+  }
 };
 
 // A plugin whose volumes are directories of the pod, ROOT/pods/UID/volumes/kubernetes.io~NAME/V.
@@ -77,6 +82,7 @@ class PodDirectoryPlugin : public VolumePlugin {
   PodDirectoryPlugin(std::string name, std::string root_dir, Mounter& mounter);
   const std::string& name() const override { return name_; }
   Status TearDown(const std::string& uid, const std::string& name) override;
+  Status Unmount(const std::string& uid, const std::string& name) override;
   // ROOT/pods/UID/volumes/kubernetes.io~PLUGIN/NAME; uid and name must each be one path
   // component (lib/common/safe_path.h).
   Result<std::string> VolumeDir(const std::string& uid, const std::string& name) const;

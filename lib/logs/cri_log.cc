@@ -74,7 +74,31 @@ bool CriLogFormatter::Feed(std::string_view bytes) {
     Line(std::string_view(pending_).substr(start, nl - start));
   }
   pending_.erase(0, std::min(start, pending_.size()));
+  if (!done_ && pending_.size() > kMaxJoinedLine) {
+    // No runtime writes a CRI line this long: bytes that are not in its format, passed on as
+    // they are rather than kept until a '\n' that may never come.
+    Emit("", 0, pending_, false);
+    pending_.clear();
+  }
   return !done_;
+}
+
+void CriLogFormatter::Partial(const CriLogLine& l) {
+  if (!LineUnderWay()) {
+    partial_time_ = std::string(l.timestamp);
+    partial_time_ns_ = l.time_unix_ns;
+  }
+  partial_.append(l.content);
+  if ((options_.pass_partial && !tailing_) || partial_.size() >= kMaxJoinedLine) FlushPartial();
+}
+
+void CriLogFormatter::FlushPartial() {
+  if (partial_.empty()) return;
+  // Only the line's first piece carries its time; the next ones go on from it.
+  Emit(line_started_ ? std::string_view() : std::string_view(partial_time_), partial_time_ns_,
+       partial_, false);
+  line_started_ = true;
+  partial_.clear();
 }
 
 void CriLogFormatter::Line(std::string_view line) {
@@ -84,22 +108,19 @@ void CriLogFormatter::Line(std::string_view line) {
     return;
   }
   if (l.partial) {
-    if (partial_.empty() && partial_time_.empty()) {
-      partial_time_ = std::string(l.timestamp);
-      partial_time_ns_ = l.time_unix_ns;
-    }
-    partial_.append(l.content);
+    Partial(l);
     return;
   }
-  if (partial_time_.empty()) {
+  if (!LineUnderWay()) {
     Emit(l.timestamp, l.time_unix_ns, std::string(l.content), true);
     return;
   }
   partial_.append(l.content);
-  const std::string time = std::move(partial_time_);
-  Emit(time, partial_time_ns_, partial_, true);
+  Emit(line_started_ ? std::string_view() : std::string_view(partial_time_), partial_time_ns_,
+       partial_, true);
   partial_.clear();
   partial_time_.clear();
+  line_started_ = false;
 }
 
 void CriLogFormatter::Emit(std::string_view timestamp, int64_t time_ns, const std::string& text,
@@ -151,7 +172,7 @@ bool CriLogFormatter::Finish() {
     pending_.clear();
     CriLogLine l;
     if (ParseCriLogLine(last, &l)) {
-      if (partial_time_.empty()) {
+      if (!LineUnderWay()) {
         partial_time_ = std::string(l.timestamp);
         partial_time_ns_ = l.time_unix_ns;
       }
@@ -160,10 +181,10 @@ bool CriLogFormatter::Finish() {
       Emit("", 0, last, false);
     }
   }
-  if (!partial_time_.empty()) {
-    Emit(partial_time_, partial_time_ns_, partial_, false);
-    partial_.clear();
+  if (LineUnderWay()) {
+    FlushPartial();
     partial_time_.clear();
+    line_started_ = false;
   }
   return EndTail();
 }
@@ -415,7 +436,10 @@ Status FollowCriLog(int dir_fd, const std::string& file, const LogReadOptions& o
       watch.reset();
     }
   }
-  CriLogFormatter f(options, sink);
+  // Following streams: a partial line is passed on as it comes (the kubelet's way).
+  LogReadOptions streaming = options;
+  streaming.pass_partial = true;
+  CriLogFormatter f(streaming, sink);
   if (Status s = Drain(fd.get(), f); !s.ok()) return s;
   f.EndTail();
   // Switches to a new `file` when the one open is no longer it (rotated): reads the old one to

@@ -49,15 +49,26 @@ struct LogReadOptions {
   bool timestamps = false;    // prefix each line with its time, as `kubectl logs --timestamps`
   int64_t since_unix_ns = 0;  // lines older than this are left out; 0: none
   int64_t limit_bytes = -1;   // stop after this many bytes of output; < 0: no limit
+  // Pass each partial (P) piece on as it comes, without waiting for the end of its line (the
+  // kubelet's way, and what following does): with timestamps only a line's first piece has
+  // its time. Otherwise pieces are joined, up to kMaxJoinedLine bytes at a time.
+  bool pass_partial = false;
 };
+
+// The most of a line the reader joins before it passes the piece on (a line that never ends
+// costs no more memory than this).
+inline constexpr size_t kMaxJoinedLine = 1 << 20;
 
 // Where formatted text goes; false when the reader is gone (stop reading).
 using LogSink = std::function<bool(std::string_view)>;
 
 // Turns CRI log bytes, fed in pieces of any size, into the reader's text: the prefix stripped,
-// partial lines joined (a joined line takes its first piece's time), lines not in CRI's format
-// passed as they are. Until EndTail() the lines are only kept (the last tail_lines of them);
-// EndTail() writes those and from then on every complete line goes to the sink at once.
+// partial lines joined (a joined line takes its first piece's time) or passed on piece by piece
+// (pass_partial), lines not in CRI's format passed as they are. Memory is bounded whatever the
+// log holds: a line is joined up to kMaxJoinedLine, then passed on and joined afresh, and
+// bytes without a '\n' for longer than that are passed on as they are. Until EndTail() the lines
+// are only kept (the last tail_lines of them); EndTail() writes those and from then on every
+// complete line goes to the sink at once.
 class CriLogFormatter {
  public:
   CriLogFormatter(LogReadOptions options, LogSink sink);
@@ -79,10 +90,16 @@ class CriLogFormatter {
   bool tailing_ = true;
   bool done_ = false;
   int64_t written_ = 0;
-  std::string pending_;       // bytes after the last '\n'
+  std::string pending_;  // bytes after the last '\n'
+  // The P pieces of the line under way: partial_ holds what is joined and not written yet.
+  void Partial(const CriLogLine& l);
+  bool LineUnderWay() const { return !partial_time_.empty() || line_started_; }
+  // Writes what is joined of the line under way (without a newline) and keeps the line going.
+  void FlushPartial();
   std::string partial_;       // joined P pieces
   std::string partial_time_;  // the first P piece's timestamp
   int64_t partial_time_ns_ = 0;
+  bool line_started_ = false;  // a piece of the line under way was written (or kept)
   std::deque<std::string> kept_;
 };
 
@@ -155,8 +172,9 @@ struct FollowOptions {
 
 // What is there (tail applied), then what is appended, across rotations: after N.log is
 // renamed, the open file is read to its end and the new N.log is opened (an inotify watch on
-// the directory wakes the wait). Returns Ok when the instance ended and all was read, or the
-// reader stopped; an error when the file cannot be opened or read.
+// the directory wakes the wait). Partial lines are passed on as they come (pass_partial), so
+// memory stays bounded whatever the container writes. Returns Ok when the instance ended and
+// all was read, or the reader stopped; an error when the file cannot be opened or read.
 Status FollowCriLog(int dir_fd, const std::string& file, const LogReadOptions& options,
                     const FollowOptions& follow, const LogSink& sink);
 

@@ -69,6 +69,22 @@ spec:
     command: ["sh", "-c", "n=$(cat /d/n 2>/dev/null || echo 0); echo instance $n; echo $((n+1)) > /d/n; if [ $n -ge 1 ]; then trap 'exit 0' TERM; while true; do sleep 0.2; done; fi; sleep 1; exit 1"]
 )";
 
+// Writes 40,000 bytes without a newline, then runs: the runtime logs them as 16 KiB partial
+// (P) pieces, and the line never ends while the container runs.
+constexpr char kPartialPod[] = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: partial
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: nodelet.local/busybox:1.0
+    imagePullPolicy: Never
+    command: ["sh", "-c", "head -c 40000 /dev/zero | tr '\\0' a; trap 'exit 0' TERM; while true; do sleep 0.2; done"]
+)";
+
 class LogsE2eTest : public NodeletTest {
  protected:
   CommandResult Ctl(std::vector<std::string> args, std::chrono::milliseconds timeout = 10s) {
@@ -191,6 +207,47 @@ TEST_F(LogsE2eTest, FollowEndsWithTheContainerAndTheHttpRouteServesLogs) {
   EXPECT_EQ(which.exit_code, 4);
   EXPECT_THAT(which.output, HasSubstr("a container name must be specified for pod multi-node1, "
                                       "choose one of: [init a b]"));
+}
+
+// Following passes a line on as its pieces come, as the kubelet does: what a container printed
+// without a newline shows while it runs, through `nodeletctl logs -f` and /containerLogs.
+TEST_F(LogsE2eTest, FollowShowsPartialOutputOfALineThatDoesNotEnd) {
+  Write("partial.yaml", kPartialPod);
+  StartNodelet(
+      {"--http-address", "127.0.0.1:" + std::to_string(port_), "--enable-debugging-handlers"});
+  ASSERT_TRUE(WaitRunning("partial-node1", "main", 0, 30s));
+  const std::string ns = CtlPod("partial-node1")["metadata"].value("namespace", "");
+  ASSERT_FALSE(ns.empty());
+  constexpr size_t kPiece = 16 * 1024;  // what containerd writes at a time of a long line
+  const std::string out_path = dir_.Sub("follow.out");
+  {
+    Subprocess follow(
+        {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "logs", "partial-node1", "-f"}, {},
+        out_path);
+    std::string seen;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          seen = ReadTextFile(out_path);
+          return seen.size() >= kPiece;
+        },
+        20s))
+        << "logs -f showed " << seen.size() << " bytes of the partial line";
+    EXPECT_EQ(seen.find_first_not_of('a'), std::string::npos) << seen.substr(0, 200);
+    EXPECT_TRUE(ProcessAlive(follow.pid())) << "the follow goes on while the container runs";
+  }  // the follower is ended by its pid here
+  std::string body;
+  httplib::Client http("127.0.0.1", port_);
+  http.set_connection_timeout(2s);
+  http.set_read_timeout(20s);
+  const auto start = std::chrono::steady_clock::now();
+  (void)http.Get("/containerLogs/" + ns + "/partial-node1/main?follow=true",
+                 [&](const char* data, size_t n) {
+                   body.append(data, n);
+                   return body.size() < kPiece;  // enough: stop reading
+                 });
+  EXPECT_GE(body.size(), kPiece);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_EQ(body.find_first_not_of('a'), std::string::npos) << body.substr(0, 200);
 }
 
 TEST_F(LogsE2eTest, ContainerLogsIsOffByDefault) {

@@ -194,5 +194,37 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
   RemovePod("sp.yaml", "sp-node1");
 }
 
+// A container nests 400 directories in its emptyDir (deeper than any fixed limit of a
+// recursive removal): the pod's directory still goes with the pod, within a deadline.
+TEST_F(VolumeHardeningTest, ADeepTreeInAnEmptyDirGoesWithThePod) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  Write("deep.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: deep\nspec:\n  hostNetwork: true\n"
+        "  terminationGracePeriodSeconds: 1\n  volumes:\n  - name: data\n    emptyDir: {}\n"
+        "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
+        "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"cd /data && i=0 && "
+        "while [ $i -lt 400 ]; do mkdir d && cd d && echo $i > f && i=$((i+1)); done && "
+        "touch /data/ready && " +
+            std::string(kServe) +
+            "\"]\n"
+            "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
+  StartNodelet();
+  auto uid = [&] {
+    auto p = PodJson("deep-node1");
+    return p.is_object() && p.contains("metadata") ? p["metadata"].value("uid", "") : "";
+  };
+  std::string pod_dir;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (uid().empty()) return false;
+        pod_dir = dir_.Sub("root") + "/pods/" + uid();
+        return fs::exists(pod_dir + "/volumes/kubernetes.io~empty-dir/data/ready");
+      },
+      60s))
+      << PodJson("deep-node1").dump(2);
+  RemovePod("deep.yaml", "deep-node1");
+  EXPECT_FALSE(fs::exists(pod_dir)) << "the pod directory outlived the pod";
+}
+
 }  // namespace
 }  // namespace nodelet::testing

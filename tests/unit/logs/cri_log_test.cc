@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -124,6 +126,70 @@ TEST(FormatCriLogTest, AnySplitOfTheInputGivesTheSameText) {
     f.Finish();
     EXPECT_EQ(out, "first line\npart one, part two\nlast\n") << piece;
   }
+}
+
+// A CRI piece of `n` bytes of 'a', as containerd writes a long line (16 KiB pieces tagged P).
+std::string Piece(const char* tag, size_t n) {
+  return "2024-05-01T12:00:00Z stdout " + std::string(tag) + " " + std::string(n, 'a') + "\n";
+}
+
+TEST(CriLogFormatterTest, PassPartialWritesEachPieceAsItComes) {
+  LogReadOptions o;
+  o.pass_partial = true;
+  o.timestamps = true;
+  std::string out;
+  CriLogFormatter f(o, [&](std::string_view s) {
+    out.append(s);
+    return true;
+  });
+  f.Feed("2024-05-01T12:00:01Z stdout P abc\n");
+  EXPECT_EQ(out, "2024-05-01T12:00:01Z abc");  // at once, not when the line ends
+  f.Feed("2024-05-01T12:00:02Z stdout P def\n");
+  EXPECT_EQ(out, "2024-05-01T12:00:01Z abcdef");  // one time per line: the first piece's
+  f.Feed("2024-05-01T12:00:03Z stdout F ghi\n2024-05-01T12:00:04Z stdout F next\n");
+  EXPECT_EQ(out, "2024-05-01T12:00:01Z abcdefghi\n2024-05-01T12:00:04Z next\n");
+  f.Finish();
+  EXPECT_EQ(out, "2024-05-01T12:00:01Z abcdefghi\n2024-05-01T12:00:04Z next\n");
+}
+
+TEST(CriLogFormatterTest, ALineThatNeverEndsIsPassedOnWithBoundedMemory) {
+  // 64 MiB of one line, in containerd's 16 KiB pieces, never completed: joined (no
+  // pass_partial) it is passed on every kMaxJoinedLine bytes; passed through, piece by piece.
+  constexpr size_t kPiece = 16 * 1024, kPieces = 4096;
+  const std::string piece = Piece("P", kPiece);
+  for (bool pass : {false, true}) {
+    LogReadOptions o;
+    o.pass_partial = pass;
+    size_t written = 0, largest = 0;
+    CriLogFormatter f(o, [&](std::string_view s) {
+      EXPECT_EQ(s.find_first_not_of('a'), std::string_view::npos);
+      written += s.size();
+      largest = std::max(largest, s.size());
+      return true;
+    });
+    for (size_t i = 0; i < kPieces; ++i) {
+      f.Feed(piece);
+      // What is held back never grows past the cap (plus one piece).
+      ASSERT_GE(written + kMaxJoinedLine + kPiece, (i + 1) * kPiece) << i << " pass " << pass;
+    }
+    EXPECT_LE(largest, pass ? kPiece : kMaxJoinedLine + kPiece);
+    f.Finish();
+    EXPECT_EQ(written, kPiece * kPieces) << pass;  // every byte, none twice
+  }
+}
+
+TEST(CriLogFormatterTest, BytesWithoutANewlineAreNotKeptForEver) {
+  // Not a CRI line (no runtime writes 8 MiB without a '\n'): passed on as it is.
+  size_t written = 0;
+  CriLogFormatter f({}, [&](std::string_view s) {
+    written += s.size();
+    return true;
+  });
+  const std::string chunk(64 * 1024, 'x');
+  for (int i = 0; i < 128; ++i) f.Feed(chunk);
+  EXPECT_GE(written + kMaxJoinedLine + chunk.size(), 128 * chunk.size());
+  f.Finish();
+  EXPECT_EQ(written, 128 * chunk.size());
 }
 
 TEST(FormatCriLogTest, StopsWhenTheReaderIsGone) {
@@ -342,6 +408,38 @@ TEST(FollowCriLogTest, FollowsAppendsAndARotationAndEndsWithTheContainer) {
   follower.join();
   EXPECT_TRUE(result.ok()) << result.message();
   EXPECT_EQ(out.text(), "two\nthree\nfour\nfive\nsix\nseven\neight\nlast\n");
+}
+
+TEST(FollowCriLogTest, PartialOutputIsShownBeforeItsLineEnds) {
+  testing::TempDir dir;
+  const std::string log = dir.Sub("0.log");
+  std::ofstream(log) << "2024-05-01T12:00:00Z stdout P no newline yet\n";
+  UniqueFd fd(open(dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::atomic<bool> ended{false};
+  Collected out;
+  Status result = Internal("not run");
+  std::thread follower([&] {
+    FollowOptions fo;
+    fo.ended = [&] { return ended.load(); };
+    fo.check_interval = 50ms;
+    result = FollowCriLog(fd.get(), "0.log", {}, fo, out.Sink());
+  });
+  struct Join {
+    std::thread& t;
+    std::atomic<bool>& ended;
+    ~Join() {
+      ended = true;
+      if (t.joinable()) t.join();
+    }
+  } join{follower, ended};
+  ASSERT_TRUE(out.WaitFor("no newline yet")) << out.text();
+  std::ofstream(log, std::ios::app) << "2024-05-01T12:00:01Z stdout P , still\n";
+  ASSERT_TRUE(out.WaitFor("no newline yet, still")) << out.text();
+  std::ofstream(log, std::ios::app) << "2024-05-01T12:00:02Z stdout F  done\n";
+  ASSERT_TRUE(out.WaitFor("no newline yet, still done\n")) << out.text();
+  ended = true;
+  follower.join();
+  EXPECT_TRUE(result.ok()) << result.message();
 }
 
 TEST(FollowCriLogTest, AnEndedContainerIsReadOnceAndNotWaitedFor) {

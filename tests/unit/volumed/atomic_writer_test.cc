@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 
+#include "lib/common/tree_remover.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::volumed {
@@ -207,6 +208,29 @@ TEST_F(AtomicWriterTest, VolumeDirectoryThatIsALinkIsRefused) {
   fs::create_symlink(outside_, vol_);
   EXPECT_FALSE(AtomicWriteFiles(RealClock::Get(), vol_, {{"k", {"1", 0644}}}).ok());
   ExpectOutsideIntact();
+}
+
+// A container's tree under a pod directory, deeper than any path: removed whole, and a link
+// at its bottom to the directory outside is removed, not followed.
+TEST_F(AtomicWriterTest, RemoveTreeNoFollowRemovesATreeOfAnyDepth) {
+  const std::string top = vol_ + "/deep";
+  ASSERT_EQ(mkdir(top.c_str(), 0755), 0);
+  int fd = open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_EQ(mkdirat(fd, "d", 0755), 0) << i;
+    int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(fd);
+    ASSERT_GE(next, 0);
+    fd = next;
+  }
+  ASSERT_EQ(symlinkat(outside_.c_str(), fd, "escape"), 0);
+  close(fd);
+  Status s = RemoveTreeNoFollow(top);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(fs::exists(top));
+  ExpectOutsideIntact();
+  if (!s.ok()) (void)TreeRemover(top).RemoveAll();  // what the failed check left
 }
 
 TEST_F(AtomicWriterTest, PayloadNames) {

@@ -4,6 +4,7 @@
 // fake clock. The writer against tampering: atomic_writer_test.cc; subPaths: subpath_test.cc.
 #include "svc-volumed/volume_manager.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -161,6 +162,61 @@ TEST_F(VolumeManagerTest, RemovedPodIsTornDown) {
   manager_.Reconcile();
   EXPECT_FALSE(fs::exists(root() + "/pods/u1"));
   EXPECT_FALSE(fs::exists(root() + "/pods/stale"));
+}
+
+// What a container leaves in an emptyDir: a chain of `depth` directories and `files` files
+// beside it, made on fds (the chain is far too deep for a path).
+void FillVolume(const std::string& vol, int depth, int files) {
+  int fd = open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << vol;
+  for (int i = 0; i < files; ++i) {
+    int f = openat(fd, ("f" + std::to_string(i)).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(f, 0);
+    close(f);
+  }
+  for (int i = 0; i < depth; ++i) {
+    ASSERT_EQ(mkdirat(fd, "d", 0755), 0) << i;
+    int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(fd);
+    ASSERT_GE(next, 0);
+    fd = next;
+  }
+  close(fd);
+}
+
+TEST_F(VolumeManagerTest, APodDirectoryOfAnyDepthAndSizeGoesInBoundedPasses) {
+  DesiredState d;
+  d.pods["u1"] = MakePod("u1", {EmptyDir("scratch")});
+  d.sources_ready = true;
+  d.in_use_known = true;
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  const std::string pod_dir = root() + "/pods/u1";
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() { (void)TreeRemover(path).RemoveAll(); }
+  } cleanup{pod_dir};
+  FillVolume(pod_dir + "/volumes/kubernetes.io~empty-dir/scratch", 3000,
+             static_cast<int>(VolumeManager::kRemovalOpsPerPass));
+  // u1 goes and u2 comes in the same change: u2 is set up in the first pass, while u1's
+  // directory is still being removed.
+  d.pods.clear();
+  d.pods["u2"] = MakePod("u2", {EmptyDir("scratch")});
+  manager_.SetDesired(d);
+  manager_.Reconcile();
+  EXPECT_TRUE(manager_.Get("u2").ready) << manager_.Get("u2").reason;
+  EXPECT_TRUE(fs::exists(pod_dir)) << "one pass removes no more than its budget";
+  EXPECT_EQ(manager_.NextReconcile(), MonoTime{}) << "the removal goes on at the next pass";
+  int passes = 1;
+  while (fs::exists(pod_dir) && passes < 50) {
+    manager_.Reconcile();
+    ++passes;
+  }
+  EXPECT_FALSE(fs::exists(pod_dir)) << "after " << passes << " passes";
+  EXPECT_GE(passes, 2);
+  EXPECT_EQ(manager_.failures(), 0u);
+  EXPECT_NE(manager_.NextReconcile(), MonoTime{});
+  EXPECT_TRUE(fs::exists(root() + "/pods/u2/volumes/kubernetes.io~empty-dir/scratch"));
 }
 
 TEST_F(VolumeManagerTest, MemoryEmptyDirIsATmpfsAndUnmountedOnRemoval) {
