@@ -9,8 +9,7 @@
 
 namespace nodelet {
 
-// Creates `path` and missing parents; sets `mode` on the last component (also when it existed),
-// through an fd opened O_NOFOLLOW: a symbolic link in its place is an error naming it.
+// Creates `path` and missing parents; sets `mode` on the last component (also when it existed).
 Status EnsureDirectory(const std::string& path, mode_t mode);
 
 // Reads a whole file, refusing files larger than `max_bytes`.
