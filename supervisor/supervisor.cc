@@ -14,6 +14,7 @@
 #include "lib/common/heap.h"
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
+#include "lib/common/trusted_path.h"
 #include "lib/cri/grpc_cri_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
@@ -89,9 +90,19 @@ class Supervisor::Impl {
 
     const auto& c = options_.common;
     const auto policy = ipc::PeerPolicy::ForThisProcess(c.admin_group);
+    // Only directories that root and nodelet's own user alone can change (and no link another
+    // user owns): before anything is made in them, and again once they are made.
+    const std::vector<std::pair<std::string, std::string>> trusted = {
+        {"--root-dir", c.root_dir},
+        {"--run-dir", c.run_dir},
+        {"--log-dir", c.log_dir},
+        {"--pod-manifest-path", options_.pod_manifest_path}};
+    const auto trust = TrustPolicy::ForThisProcess(c.admin_group);
+    if (Status s = CheckTrustedPaths(trusted, trust); !s.ok()) return s;
     if (Status s = ipc::PrepareRunDirectory(c.run_dir, policy); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.log_dir, 0750); !s.ok()) return s;
     if (Status s = EnsureDirectory(c.root_dir, 0700); !s.ok()) return s;
+    if (Status s = CheckTrustedPaths(trusted, trust); !s.ok()) return s;
     // One nodelet per root dir, taken before anything is bound or spawned; it ends with the
     // process. One per run dir comes from the sockets: each is bound only under its own lock
     // (LockSocketPath), so only a socket's holder ever unlinks it, in either mode.

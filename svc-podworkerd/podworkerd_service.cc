@@ -11,6 +11,8 @@
 #include "lib/common/node_ip.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/ipc/router_receive.h"
+#include "lib/ipc/supervisor_peer.h"
 #include "lib/pod/config_objects.h"
 #include "lib/pod/downward_api.h"
 #include "lib/pod/node_resources.h"
@@ -596,7 +598,8 @@ void PodworkerdService::Reply(const std::string& peer, flatbuffers::FlatBufferBu
 
 void PodworkerdService::HandleWork() {
   for (int i = 0; i < 64 && router_->Readable(); ++i) {
-    auto in = router_->Receive(std::chrono::milliseconds(0));
+    std::optional<ipc::PeerCredentials> sender;
+    auto in = ipc::ReceiveWithCredentials(*router_, std::chrono::milliseconds(0), &sender);
     if (!in.ok()) break;
     auto msg =
         ipc::DecodeMessage<PodWorkMessage>(in->payload.data(), in->payload.size(),
@@ -611,6 +614,16 @@ void PodworkerdService::HandleWork() {
       if (bad_messages_.Count()) {
         GetLogger("podworkerd")->warn("Refusing a bad work message: {}", why);
       }
+      auto err = ipc::podwork::CreateErrorReplyDirect(fbb, 0, why.c_str());
+      Reply(in->peer, fbb, Body::ErrorReply, err.Union());
+      continue;
+    }
+    // The desired set only from the supervisor (lib/ipc/supervisor_peer.h): any other peer
+    // that the socket lets in is refused, counted and named once in the log.
+    if (auto from = ipc::CheckSupervisorPeer(ipc::SupervisorPeerCheck::ForThisProcess(), sender);
+        !from.allowed) {
+      const std::string why = "DesiredPods is taken only from the supervisor: " + from.reason;
+      if (foreign_desired_.Count()) GetLogger("podworkerd")->warn("Refused: {}", why);
       auto err = ipc::podwork::CreateErrorReplyDirect(fbb, 0, why.c_str());
       Reply(in->peer, fbb, Body::ErrorReply, err.Union());
       continue;
@@ -822,6 +835,7 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphans_killed", d.orphans_killed);
   c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
   c.emplace_back("bad_messages", bad_messages_.count());
+  c.emplace_back("desired_refused", foreign_desired_.count());
   c.emplace_back("parked", dispatcher_->parked());
   if (container_logs_) {
     for (const auto& [name, value] : container_logs_->Counters()) c.emplace_back(name, value);

@@ -204,6 +204,8 @@ class PodworkerdService : public Service {
   std::optional<std::set<std::string>> cgroup_desired_;
   std::set<std::string> cgroup_sweep_warned_;
   ipc::BadMessageCounter bad_messages_;
+  // DesiredPods from a peer that is not the supervisor (refused; the first one logged).
+  ipc::BadMessageCounter foreign_desired_;
 
   // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the
   // mirror's callbacks and synced once the batch is applied.

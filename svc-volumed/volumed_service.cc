@@ -3,6 +3,8 @@
 #include "lib/common/logging.h"
 #include "lib/ipc/channel_limits.h"
 #include "lib/ipc/endpoints.h"
+#include "lib/ipc/router_receive.h"
+#include "lib/ipc/supervisor_peer.h"
 #include "lib/pod/config_objects.h"
 #include "lib/pod/pod_flatbuffers.h"
 
@@ -94,7 +96,8 @@ void VolumedService::SendVolumeReply(const std::string& peer, flatbuffers::FlatB
 void VolumedService::HandleRequests() {
   auto log = GetLogger("volumed");
   for (int i = 0; i < 64 && router_->Readable(); ++i) {
-    auto in = router_->Receive(std::chrono::milliseconds(0));
+    std::optional<ipc::PeerCredentials> sender;
+    auto in = ipc::ReceiveWithCredentials(*router_, std::chrono::milliseconds(0), &sender);
     if (!in.ok()) break;
     const auto* data = in->payload.data();
     const size_t size = in->payload.size();
@@ -103,6 +106,18 @@ void VolumedService::HandleRequests() {
       auto msg = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
           data, size, ipc::podwork::PodWorkMessageIdentifier(), kMaxBytes);
       if (msg.ok() && (*msg)->body_type() == ipc::podwork::Body::DesiredPods) {
+        // As podworkerd: the desired set (what is mounted) only from the supervisor.
+        if (auto from =
+                ipc::CheckSupervisorPeer(ipc::SupervisorPeerCheck::ForThisProcess(), sender);
+            !from.allowed) {
+          const std::string why = "DesiredPods is taken only from the supervisor: " + from.reason;
+          if (foreign_desired_.Count()) log->warn("Refused: {}", why);
+          flatbuffers::FlatBufferBuilder fbb(256);
+          auto err = ipc::podwork::CreateErrorReplyDirect(fbb, 0, why.c_str());
+          (void)ipc::SendMessage(*router_, in->peer, fbb, *envelope_,
+                                 ipc::podwork::Body::ErrorReply, err.Union());
+          continue;
+        }
         std::string error;
         manager_->SetDesired(DesiredFromMessage(*(*msg)->body_as_DesiredPods(), &error));
         if (!error.empty()) log->warn("{}", error);
@@ -160,6 +175,7 @@ CounterList VolumedService::Counters() const {
   c.emplace_back("failures", manager_->failures());
   c.emplace_back("requests", requests_);
   c.emplace_back("bad_messages", bad_messages_.count());
+  c.emplace_back("desired_refused", foreign_desired_.count());
   return c;
 }
 

@@ -47,6 +47,8 @@ class VolumedService : public Service {
   bool have_desired_ = false;
   uint64_t requests_ = 0;
   ipc::BadMessageCounter bad_messages_;
+  // DesiredPods from a peer that is not the supervisor (refused; the first one logged).
+  ipc::BadMessageCounter foreign_desired_;
   EventLoop::Handle router_source_;
   EventLoop::Timer reconcile_;
 };

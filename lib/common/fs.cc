@@ -25,10 +25,22 @@ Status EnsureDirectory(const std::string& path, mode_t mode) {
       return ErrnoStatus("Failed to create directory '" + partial + "'", errno);
     }
   }
+  // The last component is opened without following a link, and the mode is set on that fd: a
+  // link put in its place is refused by name, and never is its target chmodded.
+  UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) {
+    const int err = errno;
+    struct stat lst {};
+    if (lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      return InvalidArgument("'" + path + "' is a symbolic link; nodelet makes its directories " +
+                             "itself and never follows a link in their place");
+    }
+    if (err == ENOTDIR) return InvalidArgument("'" + path + "' exists and is not a directory");
+    return ErrnoStatus("Failed to open '" + path + "'", err);
+  }
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return ErrnoStatus("Failed to stat '" + path + "'", errno);
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument("'" + path + "' exists and is not a directory");
-  if ((st.st_mode & 07777) != mode && chmod(path.c_str(), mode) != 0) {
+  if (fstat(dir.get(), &st) != 0) return ErrnoStatus("Failed to stat '" + path + "'", errno);
+  if ((st.st_mode & 07777) != mode && fchmod(dir.get(), mode) != 0) {
     return ErrnoStatus("Failed to chmod '" + path + "'", errno);
   }
   return Status::Ok();

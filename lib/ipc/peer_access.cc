@@ -19,6 +19,7 @@
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/unique_fd.h"
+#include "lib/ipc/server_check.h"
 
 namespace nodelet::ipc {
 namespace {
@@ -366,6 +367,8 @@ std::string DescribeWhoMayConnect(const std::string& dir) {
 }
 
 Status ProbeIpcSocket(const std::string& path) {
+  // Not even a bare connect to a socket another user could have put there.
+  if (Status s = CheckIpcServer("ipc://" + path); !s.ok()) return s;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return InvalidArgument("socket path too long: " + path);

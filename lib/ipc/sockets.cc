@@ -10,6 +10,8 @@
 
 #include "lib/common/check.h"
 #include "lib/common/fs.h"
+#include "lib/ipc/router_receive.h"
+#include "lib/ipc/server_check.h"
 
 namespace nodelet::ipc {
 namespace {
@@ -164,6 +166,8 @@ Status SocketBase::BindIpc(const std::string& uri, unsigned mode) {
 }
 
 Status SocketBase::ConnectTo(const std::string& uri) {
+  // Who serves it, before anything can be sent (lib/ipc/server_check.h).
+  if (Status s = CheckIpcServer(uri); !s.ok()) return s;
   try {
     socket_.connect(uri);
   } catch (const zmq::error_t& e) {
@@ -187,23 +191,35 @@ RouterServer::RouterServer(Context& ctx, const ChannelLimits& limits)
 Status RouterServer::Bind(const std::string& uri, unsigned mode) { return BindIpc(uri, mode); }
 
 Result<Incoming> RouterServer::Receive(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item = PollItem();
+  return ReceiveWithCredentials(*this, timeout, nullptr);
+}
+
+Result<Incoming> ReceiveWithCredentials(RouterServer& server, std::chrono::milliseconds timeout,
+                                        std::optional<PeerCredentials>* credentials) {
+  zmq::pollitem_t item = server.PollItem();
+  zmq::socket_t& socket = server.raw();
   try {
     if (zmq::poll(&item, 1, timeout) == 0) return DeadlineExceeded("no message");
     Incoming in;
     zmq::message_t id;
-    if (!socket_.recv(id, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
+    if (!socket.recv(id, zmq::recv_flags::dontwait)) return DeadlineExceeded("no message");
     in.peer.assign(static_cast<const char*>(id.data()), id.size());
     if (!id.more()) return InvalidArgument("message without a body");
-    if (!socket_.recv(in.payload, zmq::recv_flags::dontwait)) {
+    if (!socket.recv(in.payload, zmq::recv_flags::dontwait)) {
       return InvalidArgument("message without a body");
     }
     if (in.payload.more()) {
       // Clients send exactly one body frame; drain the rest and refuse the message.
       zmq::message_t rest;
-      while (socket_.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+      while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
       }
       return InvalidArgument("message with more than one body frame");
+    }
+    // The kernel's credentials of the connection it came on (ipc:// only), before AlignFrame
+    // may copy the frame without its metadata.
+    if (credentials != nullptr) {
+      const char* address = zmq_msg_gets(in.payload.handle(), "Peer-Address");
+      *credentials = address != nullptr ? ParsePeerAddress(address) : std::nullopt;
     }
     AlignFrame(in.payload);
     return in;

@@ -12,6 +12,7 @@
 #include "lib/common/heap.h"
 #include "lib/common/logging.h"
 #include "lib/common/systemd_notify.h"
+#include "lib/common/trusted_path.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "nodelet_version.h"
@@ -46,8 +47,21 @@ class Runtime {
 
   int Run() {
     const auto policy = ipc::PeerPolicy::ForThisProcess(opts_.admin_group);
+    // The directories this service uses, as the supervisor checks them (lib/common/trusted_path.h):
+    // before the run directory is made or fixed, and after.
+    const std::vector<std::pair<std::string, std::string>> trusted = {
+        {"--root-dir", opts_.root_dir}, {"--run-dir", opts_.run_dir}, {"--log-dir", opts_.log_dir}};
+    const auto trust = TrustPolicy::ForThisProcess(opts_.admin_group);
+    if (Status s = CheckTrustedPaths(trusted, trust); !s.ok()) {
+      log_->error("Refusing to start: {}", s.message());
+      return 1;
+    }
     if (Status s = ipc::PrepareRunDirectory(opts_.run_dir, policy); !s.ok()) {
       log_->error("Failed to prepare the run directory: {}", s.message());
+      return 1;
+    }
+    if (Status s = CheckTrustedPaths(trusted, trust); !s.ok()) {
+      log_->error("Refusing to start: {}", s.message());
       return 1;
     }
     // Before the service binds anything: every socket it binds checks its peers.
