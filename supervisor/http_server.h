@@ -97,6 +97,8 @@ class HttpServer {
   size_t open_connections() const { return open_.load(); }
   uint64_t refused() const { return refused_.load(); }
   uint64_t timed_out() const { return timed_out_.load(); }
+  // Requests whose handler threw: each was answered 500 and logged.
+  uint64_t handler_errors() const { return handler_errors_.load(); }
   size_t active_streams() const;
 
  private:
@@ -117,6 +119,8 @@ class HttpServer {
   void EventLoop();
   void WorkerLoop();
   void Serve(const Job& job);
+  // The handler's reply (404 without one); may throw, Serve catches.
+  HttpReply Dispatch(const Job& job);
   void CloseConn(int fd);
   // Starts `reply.stream` on a thread of its own (false: too many streams).
   bool StartStream(int fd, bool http10, bool head, HttpReply reply);
@@ -131,6 +135,7 @@ class HttpServer {
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> refused_{0}, timed_out_{0};
+  std::atomic<uint64_t> handler_errors_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "lib/common/json_text.h"
 #include "lib/common/fs.h"
 #include "lib/pod/manifest_parser.h"
 
@@ -381,11 +382,17 @@ void EtcdPodSource::Apply(const Change& change) {
   }
 }
 
+std::string EtcdCacheText(const std::map<std::string, std::string>& manifests) {
+  nlohmann::json doc = nlohmann::json::object();
+  doc["manifests"] = nlohmann::json::object();
+  for (const auto& [key, value] : manifests) doc["manifests"][key] = value;
+  return JsonText(doc);
+}
+
 void EtcdPodSource::Publish() {
   SourceSnapshot snap;
   snap.source = "etcd";
-  nlohmann::json cache = nlohmann::json::object();
-  nlohmann::json manifests = nlohmann::json::object();
+  std::map<std::string, std::string> manifests;
   for (const auto& [key, value] : pods_) {
     snap.manifests.push_back(AsManifest(key, value));
     manifests[key] = value;
@@ -395,10 +402,9 @@ void EtcdPodSource::Publish() {
     snap.manifests.push_back(AsManifest(key, *value));
     manifests[key] = *value;
   }
-  cache["manifests"] = std::move(manifests);
   bool written = true;
   if (!options_.cache_file.empty()) {
-    written = WriteFileAtomically(options_.cache_file, cache.dump(), 0600).ok();
+    written = WriteFileAtomically(options_.cache_file, EtcdCacheText(manifests), 0600).ok();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

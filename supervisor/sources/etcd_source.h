@@ -58,6 +58,11 @@ std::optional<PodKeyParts> ParsePodKey(const std::string& prefix, const std::str
 // as "ConfigMap/NAMESPACE/NAME" and "Secret/NAMESPACE/NAME".
 std::set<std::string> ConfigRefs(const pod::Pod& pod);
 
+// The cache file's text for these manifests (key -> the value in etcd): {"manifests": {...}}.
+// The values are whatever was put in etcd: bytes that are not UTF-8 are written as U+FFFD (such a
+// manifest does not parse either way), never a throw on the source's thread.
+std::string EtcdCacheText(const std::map<std::string, std::string>& manifests);
+
 struct EtcdSourceOptions {
   std::string prefix = "/nodelet/v1";
   std::string node_name;
