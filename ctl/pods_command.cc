@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "ctl/ctl_client.h"
-#include "lib/common/json_text.h"
 #include "lib/common/clock.h"
+#include "lib/common/json_text.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/peer_access.h"
 #include "lib/status/pod_status_json.h"

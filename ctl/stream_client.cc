@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+
 #include "lib/common/json_text.h"
 
 namespace nodelet::ctl {

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "lib/common/json_text.h"
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
 #include "lib/common/logging.h"
 #include "lib/pod/qos.h"
 #include "lib/service/options.h"

@@ -12,8 +12,8 @@
 #include <future>
 #include <sstream>
 
-#include "lib/common/json_text.h"
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/logs/cri_log.h"
 #include "lib/pod/names.h"

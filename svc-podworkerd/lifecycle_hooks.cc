@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "svc-podworkerd/probe_manager.h"
 #include "lib/common/json_text.h"
 #include "lib/common/utf8.h"
+#include "svc-podworkerd/probe_manager.h"
 
 namespace nodelet::podworkerd {
 using nlohmann::json;

@@ -94,8 +94,8 @@ std::string_view CutUtf8Tail(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   size_t start = text.size() - max_bytes;
   // Past the continuation bytes of a character that began before the cut.
-  for (int k = 0; k < 3 && start < text.size() &&
-                  IsContinuation(static_cast<unsigned char>(text[start]));
+  for (int k = 0;
+       k < 3 && start < text.size() && IsContinuation(static_cast<unsigned char>(text[start]));
        ++k) {
     ++start;
   }

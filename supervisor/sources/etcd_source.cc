@@ -1,11 +1,13 @@
 #include "supervisor/sources/etcd_source.h"
 
 #include <algorithm>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "lib/common/json_text.h"
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
+#include "lib/common/utf8.h"
 #include "lib/pod/manifest_parser.h"
 
 namespace nodelet::supervisor {
@@ -223,8 +225,24 @@ Status EtcdPodSource::Start() {
     }
     if (ready_) options_.on_snapshot();
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] { GuardedLoop(); });
   return Status::Ok();
+}
+
+void EtcdPodSource::GuardedLoop() {
+  for (;;) {
+    try {
+      Loop();
+      return;
+    } catch (const std::exception& e) {
+      // Whatever threw (a value nodelet does not control, say), the source reports a failure,
+      // keeps the pods it served and starts over from a fresh list; the process goes on.
+      Fail(Internal(std::string("the etcd pod source failed: ") + ValidUtf8(e.what())));
+      listed_ = false;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, options_.retry_max, [this] { return stopping_; })) return;
+    }
+  }
 }
 
 void EtcdPodSource::Stop() {

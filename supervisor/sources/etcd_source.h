@@ -106,6 +106,8 @@ class EtcdPodSource {
   struct Change;
 
   void Loop();
+  // Loop, started over after an exception (reported as the source's failure).
+  void GuardedLoop();
   bool List();
   // Reads and watches the wanted ConfigMaps and Secrets not yet watched, drops the others;
   // false when one could not be read (tried again after a back-off).

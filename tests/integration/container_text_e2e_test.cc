@@ -109,8 +109,8 @@ TEST_F(ContainerTextE2eTest, TerminationMessageBytesNeverBreakPodsOrTheTerminal)
   EXPECT_NE(human.output.find("osc ^[]0;pwned\\u0007 clear ^[[2J c1 \\u009b2J"), std::string::npos)
       << "the controls show as text: " << human.output;
 
-  auto json = RunCommand({ctl, "--run-dir", dir_.Sub("run"), "pod", "noisy-node1", "-o", "json"},
-                         10s);
+  auto json =
+      RunCommand({ctl, "--run-dir", dir_.Sub("run"), "pod", "noisy-node1", "-o", "json"}, 10s);
   EXPECT_EQ(json.exit_code, 0) << json.output;
   EXPECT_FALSE(HasRawControl(json.output)) << json.output;
   auto pod = nlohmann::json::parse(json.output, nullptr, false);

@@ -24,9 +24,14 @@ TEST(Utf8Test, ValidTextIsKeptAsItIs) {
 }
 
 TEST(Utf8Test, InvalidSequencesAreReplacedOneMaximalSubpartEach) {
-  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a" + kFffd + "b");
+  EXPECT_EQ(ValidUtf8("a\xFF"
+                      "b"),
+            "a" + kFffd + "b");
   EXPECT_EQ(ValidUtf8("\x80\xBF"), kFffd + kFffd) << "lone continuation bytes";
-  EXPECT_EQ(ValidUtf8("\xE2\x82" "x"), kFffd + "x") << "a sequence that breaks off is one";
+  EXPECT_EQ(ValidUtf8("\xE2\x82"
+                      "x"),
+            kFffd + "x")
+      << "a sequence that breaks off is one";
   EXPECT_EQ(ValidUtf8("\xF0\x9F\x98"), kFffd) << "truncated at the end";
   EXPECT_EQ(ValidUtf8("\xC0\xAF"), kFffd + kFffd) << "overlong '/'";
   EXPECT_EQ(ValidUtf8("\xE0\x80\xAF"), kFffd + kFffd + kFffd) << "overlong three bytes";
@@ -64,11 +69,17 @@ TEST(Utf8Test, TerminalControlsAreEscaped) {
   EXPECT_EQ(EscapeForTerminal("\x1b]0;pwned\x07"), "^[]0;pwned\\u0007");
   EXPECT_EQ(EscapeForTerminal("\x1b[2J\x1b[H"), "^[[2J^[[H");
   EXPECT_EQ(EscapeForTerminal("ok\rfake"), "ok\\rfake");
-  EXPECT_EQ(EscapeForTerminal("a\x7f" "b\x08"), "a\\u007fb\\u0008");
+  EXPECT_EQ(EscapeForTerminal("a\x7f"
+                              "b\x08"),
+            "a\\u007fb\\u0008");
   // C1 controls as characters: CSI (U+009B) and OSC (U+009D).
-  EXPECT_EQ(EscapeForTerminal("\xC2\x9B" "2J\xC2\x9D"), "\\u009b2J\\u009d");
+  EXPECT_EQ(EscapeForTerminal("\xC2\x9B"
+                              "2J\xC2\x9D"),
+            "\\u009b2J\\u009d");
   // A raw 0x9B byte is not UTF-8: it is replaced, never passed to an 8-bit terminal.
-  EXPECT_EQ(EscapeForTerminal("\x9B" "2J"), kFffd + "2J");
+  EXPECT_EQ(EscapeForTerminal("\x9B"
+                              "2J"),
+            kFffd + "2J");
   // Lines, tabs and printable text beyond Latin-1 stay.
   EXPECT_EQ(EscapeForTerminal("a\tb\ncaf\xC3\xA9 \xC2\xA0"), "a\tb\ncaf\xC3\xA9 \xC2\xA0");
   for (unsigned char c = 0; c < 0x20; ++c) {

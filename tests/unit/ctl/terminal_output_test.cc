@@ -20,7 +20,8 @@ TEST(TerminalOutputTest, ControlsAreEscapedOnTheWayOut) {
     TerminalEscapingBuf buf(sink.rdbuf());
     std::ostream out(&buf);
     out << "Message:      \x1b]0;pwned\x07 \x1b[2J\rfake\n";
-    out << "  C1 \xC2\x9B" "2J, bad \xFF, caf\xC3\xA9\n";
+    out << "  C1 \xC2\x9B"
+           "2J, bad \xFF, caf\xC3\xA9\n";
     out << "no line end";
   }
   EXPECT_EQ(sink.str(),
@@ -43,7 +44,9 @@ TEST(TerminalOutputTest, LinesGoOutAsTheyEndAndACharacterIsNeverSplit) {
 }
 
 TEST(TerminalOutputTest, EscapedJsonIsTheSameDocument) {
-  const nlohmann::json doc = {{"message", "del\x7f c1\xC2\x9D" "x esc\x1b"}};
+  const nlohmann::json doc = {{"message",
+                               "del\x7f c1\xC2\x9D"
+                               "x esc\x1b"}};
   std::ostringstream sink;
   {
     TerminalEscapingBuf buf(sink.rdbuf());

@@ -25,7 +25,8 @@ class FakeSink : public StatusSink {
   std::string Name() const override { return "fake"; }
   Status Sync(const PodStatusRecord& record) override {
     ++sync_calls[record.pod.uid];
-    if (throwing.count(record.pod.uid)) throw std::runtime_error("cannot serialize " + record.pod.uid);
+    if (throwing.count(record.pod.uid))
+      throw std::runtime_error("cannot serialize " + record.pod.uid);
     if (failing.count(record.pod.uid)) return Unavailable("sink down for " + record.pod.uid);
     stored[record.pod.uid] = record.version;
     return Status::Ok();
