@@ -8,11 +8,14 @@
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "ctl/stream_commands.h"
+#include "ctl/terminal_output.h"
 #include "ctl/top_command.h"
 #include "ctl/volumes_command.h"
 #include "nodelet_version.h"
 
 int main(int argc, char** argv) {
+  // Container and manifest text never drives the operator's terminal (ctl/terminal_output.h).
+  const nodelet::ctl::TerminalOutputGuard terminal(argc, argv);
   using nodelet::ctl::CtlOptions;
   using nodelet::ipc::ctl::RequestKind;
   CLI::App app{"nodeletctl: control a running nodelet (in the style of supervisorctl)",

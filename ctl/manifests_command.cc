@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ctl/ctl_client.h"
+#include "lib/common/json_text.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -140,9 +141,7 @@ std::string FormatManifestsJson(const ipc::ctl::CtlReplyT& reply) {
                          {"configs", configs}});
   }
   // A manifest's text may be anything: bytes that are not UTF-8 are replaced, never a throw.
-  return nlohmann::json{{"sources", sources}, {"manifests", manifests}}.dump(
-             2, ' ', false, nlohmann::json::error_handler_t::replace) +
-         "\n";
+  return JsonText(nlohmann::json{{"sources", sources}, {"manifests", manifests}}, 2) + "\n";
 }
 
 int RunManifests(const CtlOptions& o, const std::string& output, std::ostream& out,

@@ -9,6 +9,7 @@
 
 #include "ctl/ctl_client.h"
 #include "lib/common/clock.h"
+#include "lib/common/json_text.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/peer_access.h"
 #include "lib/status/pod_status_json.h"
@@ -305,7 +306,7 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
     return 1;
   }
   if (o.output == "json") {
-    out << status::PodListToJson(list->records).dump(4) << "\n";
+    out << JsonText(status::PodListToJson(list->records), 4) << "\n";
     return 0;
   }
   if (list->records.empty()) {
@@ -480,7 +481,7 @@ int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std
     return 1;
   }
   if (o.output == "json") {
-    out << status::PodToJson(*matches[0]).dump(4) << "\n";
+    out << JsonText(status::PodToJson(*matches[0]), 4) << "\n";
   } else {
     out << FormatPodDetails(*matches[0], o.clock->WallSeconds());
     // Events at the bottom, as kubectl describe shows them.

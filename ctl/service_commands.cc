@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "ctl/ctl_client.h"
+#include "lib/common/json_text.h"
 #include "lib/ipc/process_state_name.h"
 #include "nodelet_version.h"
 
@@ -82,7 +83,7 @@ std::string FormatStatusJson(
                    {"log_path", s->log_path},
                    {"state_since", s->state_since_epoch_s}});
   }
-  return arr.dump(2) + "\n";
+  return JsonText(arr, 2) + "\n";
 }
 
 int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool json,
@@ -229,10 +230,10 @@ int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& 
                     {"containers", containers},
                     {"inspect_error", p->inspect_error}});
   }
-  out << nlohmann::json{{"relist", reply->runtime_relist},
-                        {"error", reply->runtime_error},
-                        {"pods", pods}}
-             .dump(2)
+  out << JsonText(nlohmann::json{{"relist", reply->runtime_relist},
+                                 {"error", reply->runtime_error},
+                                 {"pods", pods}},
+                  2)
       << "\n";
   return kExitOk;
 }

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "lib/common/json_text.h"
+
 namespace nodelet::ctl {
 namespace {
 
@@ -193,7 +195,7 @@ std::string ResizeFrame(int fd) {
   winsize ws{};
   if (ioctl(fd, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return "";
   nlohmann::json size = {{"Width", ws.ws_col}, {"Height", ws.ws_row}};
-  return Frame(kResize, size.dump());
+  return Frame(kResize, JsonText(size));
 }
 
 // Reads `fd` on its own thread (a regular file cannot be polled) and hands each chunk to the

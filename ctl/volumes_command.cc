@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "lib/common/json_text.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
@@ -83,7 +84,7 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
     return 4;
   }
   if (json) {
-    out << list.dump(2) << "\n";
+    out << JsonText(list, 2) << "\n";
   } else {
     out << table;
   }

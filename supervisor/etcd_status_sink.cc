@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "lib/common/json_text.h"
 #include "lib/status/pod_status_json.h"
 
 namespace nodelet::supervisor {
@@ -36,6 +37,10 @@ std::optional<Written> ReadWritten(const std::string& value) {
 
 }  // namespace
 
+std::string EtcdStatusValue(const PodStatusRecord& record) {
+  return JsonText(status::PodToJson(record));
+}
+
 EtcdStatusSink::EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock,
                                EtcdSinkOptions options)
     : client_(std::move(client)),
@@ -61,7 +66,7 @@ EtcdStatusSink::Counters EtcdStatusSink::counters() const {
 
 Status EtcdStatusSink::Sync(const PodStatusRecord& record) {
   const std::string key = keys_.Status(options_.node_name, record.pod.namespace_, record.pod.name);
-  const std::string value = status::PodToJson(record).dump();
+  const std::string value = EtcdStatusValue(record);
   // Read, compare, write; a writer in between makes it read again (only this node writes these
   // keys, so a few attempts are plenty).
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -130,7 +135,7 @@ Status EtcdStatusSink::KeepNodeLocked(bool renew) {
     // Create-only: the first registration's time stays.
     const nlohmann::json reg = {{"name", options_.node_name},
                                 {"registeredAt", status::FormatRfc3339(clock_.WallSeconds())}};
-    auto put = client_->PutIf(keys_.Registration(options_.node_name), reg.dump(), 0);
+    auto put = client_->PutIf(keys_.Registration(options_.node_name), JsonText(reg), 0);
     if (!put.ok()) return put.status();
     registered_ = true;
   }

@@ -34,6 +34,10 @@
 
 namespace nodelet::supervisor {
 
+// What a status key holds: the v1 Pod JSON of the record. Its strings are the pod's and the
+// containers' text: any bytes are written as valid UTF-8 (U+FFFD for invalid ones), never a throw.
+std::string EtcdStatusValue(const PodStatusRecord& record);
+
 struct EtcdSinkOptions {
   std::string prefix = etcd::kDefaultFleetPrefix;
   std::string node_name;  // normalized (lowercase)

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
 #include "lib/common/logging.h"
 #include "lib/pod/qos.h"
 #include "lib/service/options.h"
@@ -196,7 +197,7 @@ Status EvictionManager::SaveRecords() {
     doc[uid] = {
         {"message", r.eviction.message}, {"grace", r.eviction.grace_seconds}, {"at", r.at_unix_ms}};
   }
-  return WriteFileAtomically(options_.records_path, doc.dump() + "\n", 0600);
+  return WriteFileAtomically(options_.records_path, JsonText(doc) + "\n", 0600);
 }
 
 bool EvictionManager::CleanedUp(const std::string& uid) const {

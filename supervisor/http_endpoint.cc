@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/logs/cri_log.h"
 #include "lib/pod/names.h"
@@ -456,7 +457,7 @@ Status HttpEndpoint::Start() {
     if (!list.ok()) {
       return HttpReply{503, "text/plain", "statusd unavailable: " + list.status().message() + "\n"};
     }
-    return HttpReply{200, "application/json", status::PodListToJson(list->records).dump(2)};
+    return HttpReply{200, "application/json", JsonText(status::PodListToJson(list->records), 2)};
   });
   if (!log_dir_.empty()) {
     server_->GetPrefix("/containerLogs/",

@@ -11,8 +11,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string_view>
+
+#include "lib/common/logging.h"
+#include "lib/common/utf8.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -211,8 +215,14 @@ bool HttpServer::StartStream(int fd, bool http10, bool head, HttpReply reply) {
     std::string head_text = Head(reply, chunked ? "Transfer-Encoding: chunked\r\n" : "");
     if (SendAll(clock_, fd, head_text, clock_.Now() + options_.write_deadline) && !head) {
       ChunkedStream stream(clock_, fd, chunked, options_.write_deadline, stopping_);
-      reply.stream(stream);
-      stream.End();
+      // The head is sent: a stream that throws is cut short (the client sees no last chunk).
+      try {
+        reply.stream(stream);
+        stream.End();
+      } catch (const std::exception& e) {
+        ++handler_errors_;
+        GetLogger("http")->error("a streamed reply failed: {}", ValidUtf8(e.what()));
+      }
     }
     done->store(true);  // before the close the client sees: the slot is free by then
     shutdown(fd, SHUT_WR);
@@ -430,6 +440,22 @@ void HttpServer::WorkerLoop(bool urgent) {
   }
 }
 
+HttpReply HttpServer::Dispatch(const Job& job) {
+  if (auto h = handlers_.find(job.path); h != handlers_.end()) return h->second();
+  // The longest prefix that matches.
+  const RequestHandler* handler = nullptr;
+  size_t longest = 0;
+  for (const auto& [prefix, fn] : prefix_handlers_) {
+    if (job.path.rfind(prefix, 0) == 0 && prefix.size() >= longest) {
+      handler = &fn;
+      longest = prefix.size();
+    }
+  }
+  if (handler == nullptr) return {404, "text/plain", "not found\n", nullptr};
+  HttpRequest request{job.method, job.path, ParseQuery(job.query), job.http10};
+  return (*handler)(request);
+}
+
 void HttpServer::Serve(const Job& job) {
   HttpReply reply;
   const bool head = job.method == "HEAD";
@@ -437,23 +463,17 @@ void HttpServer::Serve(const Job& job) {
     reply = {400, "text/plain", "bad request\n", nullptr};
   } else if (job.method != "GET" && !head) {
     reply = {405, "text/plain", "method not allowed\n", nullptr};
-  } else if (auto h = handlers_.find(job.path); h != handlers_.end()) {
-    reply = h->second();
   } else {
-    // The longest prefix that matches.
-    const RequestHandler* handler = nullptr;
-    size_t longest = 0;
-    for (const auto& [prefix, fn] : prefix_handlers_) {
-      if (job.path.rfind(prefix, 0) == 0 && prefix.size() >= longest) {
-        handler = &fn;
-        longest = prefix.size();
-      }
-    }
-    if (handler == nullptr) {
-      reply = {404, "text/plain", "not found\n", nullptr};
-    } else {
-      HttpRequest request{job.method, job.path, ParseQuery(job.query), job.http10};
-      reply = (*handler)(request);
+    // A handler that throws (on a pod's bytes, say) answers its own request with a 500; the
+    // server and the process go on.
+    try {
+      reply = Dispatch(job);
+    } catch (const std::exception& e) {
+      ++handler_errors_;
+      GetLogger("http")->error("GET {}: the handler failed: {}", ValidUtf8(job.path),
+                               ValidUtf8(e.what()));
+      reply = {500, "text/plain", "internal error: the handler failed (see nodelet's log)\n",
+               nullptr};
     }
   }
   if (reply.stream) {

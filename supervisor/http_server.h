@@ -113,6 +113,8 @@ class HttpServer {
   uint64_t expired() const { return expired_.load(); }
   // Requests waiting for a worker (both lanes).
   size_t queued() const;
+  // Requests whose handler threw: each was answered 500 and logged.
+  uint64_t handler_errors() const { return handler_errors_.load(); }
   size_t active_streams() const;
 
  private:
@@ -137,6 +139,8 @@ class HttpServer {
   void Serve(const Job& job);
   // Writes `reply` (not a stream) under the write deadline and closes the connection.
   void Reply(const Job& job, const HttpReply& reply);
+  // The handler's reply (404 without one); may throw, Serve catches.
+  HttpReply Dispatch(const Job& job);
   void CloseConn(int fd);
   // Starts `reply.stream` on a thread of its own (false: too many streams).
   bool StartStream(int fd, bool http10, bool head, HttpReply reply);
@@ -152,6 +156,7 @@ class HttpServer {
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> refused_{0}, timed_out_{0}, expired_{0};
+  std::atomic<uint64_t> handler_errors_{0};
   // Open connections by peer address, and each open fd's peer (closed from any thread).
   std::mutex peers_mu_;
   std::map<std::string, size_t> per_peer_;

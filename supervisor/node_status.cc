@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "lib/common/json_text.h"
 #include "lib/common/logging.h"
 #include "lib/pod/quantity.h"
 #include "lib/pod/rfc3339.h"
@@ -326,7 +327,7 @@ void NodeStatusManager::Refresh() {
 
 std::string NodeStatusManager::NodeJson() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return node_.dump(2);
+  return JsonText(node_, 2);
 }
 
 NodeResourceList NodeStatusManager::Allocatable() const {

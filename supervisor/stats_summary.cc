@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lib/common/json_text.h"
 #include "lib/pod/rfc3339.h"
 #include "lib/stats/usage.h"
 
@@ -186,7 +187,7 @@ std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
     if (p.processes) pj["process_stats"] = {{"process_count", *p.processes}};
     pods.push_back(std::move(pj));
   }
-  return json{{"node", std::move(node)}, {"pods", std::move(pods)}}.dump(2);
+  return JsonText(json{{"node", std::move(node)}, {"pods", std::move(pods)}}, 2);
 }
 
 std::string RenderUsageMetrics(const NodeStats* s) {

@@ -1,8 +1,25 @@
 #include "supervisor/status_sink.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "lib/common/utf8.h"
 
 namespace nodelet::supervisor {
+namespace {
+
+// A sink call that throws (on a pod's bytes, say) fails that one write with an error the worker
+// reports and retries like any other; it never ends the worker's thread and with it the process.
+template <typename F>
+Status Guarded(const char* what, F&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return Internal(std::string("status sink ") + what + ": " + ValidUtf8(e.what()));
+  }
+}
+
+}  // namespace
 
 SinkSyncer::SinkSyncer(StatusSink& sink, const Clock& clock, Duration full_pass)
     : sink_(sink), clock_(clock), full_pass_(full_pass), next_full_pass_(clock.Now() + full_pass) {}
@@ -68,7 +85,7 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
   if (all && !pruned_) {
     std::set<std::string> uids;
     for (const auto& [uid, _] : latest_) uids.insert(uid);
-    Status s = sink_.Prune(uids);
+    Status s = Guarded("prune", [&] { return sink_.Prune(uids); });
     if (s.ok()) {
       pruned_ = true;
     } else {
@@ -77,7 +94,7 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
   }
   // A version below the sink's is a store that started over (a new database): send it too.
   if (node_ && node_->version != synced_node_) {
-    Status s = sink_.SyncNode(*node_);
+    Status s = Guarded("node", [&] { return sink_.SyncNode(*node_); });
     if (s.ok()) {
       synced_node_ = node_->version;
     } else {
@@ -85,7 +102,7 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
     }
   }
   for (auto it = removed_.begin(); it != removed_.end();) {
-    Status s = sink_.Remove(it->second);
+    Status s = Guarded("remove", [&] { return sink_.Remove(it->second); });
     if (s.ok()) {
       synced_.erase(it->first);
       it = removed_.erase(it);
@@ -100,7 +117,7 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
     // A reused uid restarts at version 1: a version below the sink's is a new pod.
     bool restarted = record.version < synced;
     if (!newer && !restarted && !(all && sink_.NeedsReconcile(record))) continue;
-    Status s = sink_.Sync(record);
+    Status s = Guarded("sync", [&] { return sink_.Sync(record); });
     if (s.ok()) {
       synced_[uid] = record.version;
     } else {

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "lib/common/json_text.h"
+#include "lib/common/utf8.h"
 #include "svc-podworkerd/probe_manager.h"
 
 namespace nodelet::podworkerd {
@@ -19,8 +21,8 @@ HookOutcome RunHook(const Clock& clock, cri::RuntimeService& runtime,
     auto r = runtime.ExecSync(container_id, hook.exec->command, timeout_s);
     if (!r.ok()) return {false, r.status().message()};
     if (r->exit_code() == 0) return {true, ""};
-    std::string output = r->stdout() + r->stderr();
-    if (output.size() > 1024) output.resize(1024);
+    // The container's own bytes: 1 KiB of them, cut on a character boundary, valid UTF-8.
+    const std::string output = ValidUtf8(CutUtf8(r->stdout() + r->stderr(), 1024));
     return {false, "command '" + (hook.exec->command.empty() ? "" : hook.exec->command[0]) +
                        "' exited with " + std::to_string(r->exit_code()) + ": " + output};
   }
@@ -65,7 +67,7 @@ std::string EncodePreStop(const pod::Container& c) {
     j["httpGet"] = std::move(hj);
   }
   if (h.sleep) j["sleep"]["seconds"] = h.sleep->seconds;
-  return j.dump();
+  return JsonText(j);
 }
 
 std::optional<pod::LifecycleHandler> DecodePreStop(std::string_view text, std::string* error) {

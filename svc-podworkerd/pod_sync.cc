@@ -7,6 +7,7 @@
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
+#include "lib/common/utf8.h"
 #include "lib/pod/canonical.h"
 #include "lib/pod/qos.h"
 #include "lib/pod/security.h"
@@ -123,7 +124,8 @@ status::PodEvent PodSyncer::MakeEvent(const pod::Pod& pod, const std::string& ty
   e.pod_name = pod.metadata.name;
   e.type = type;
   e.reason = reason;
-  e.message = message;
+  // Hook and probe output, a runtime's error: text the pod controls, kept to 4 KiB of valid UTF-8.
+  e.message = ValidUtf8(CutUtf8(message, kMaxEventMessageBytes));
   e.source = "podworkerd";
   e.last_unix_s = e.first_unix_s = clock_.WallSeconds();
   return e;
@@ -1076,6 +1078,11 @@ void PodSyncer::AddTerminationMessage(const pod::Pod& pod, const pod::Container&
   if (message.empty()) return;
   std::string& m = state.terminated->message;
   m += (m.empty() ? "" : ": ") + message;
+  // The pod's messages together stay within 12 KiB, each keeping its start as the kubelet's
+  // status manager does, cut on a character boundary.
+  const size_t cap =
+      TerminationMessageCap(pod.spec.containers.size() + pod.spec.init_containers.size());
+  m = std::string(CutUtf8(ValidUtf8(m), cap));
 }
 
 status::PodStatus PodSyncer::MakeStatus(const pod::Pod& pod, const PodRecordT* rec,

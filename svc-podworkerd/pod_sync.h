@@ -40,6 +40,9 @@
 
 namespace nodelet::podworkerd {
 
+// An event's message at most (cut on a character boundary).
+inline constexpr size_t kMaxEventMessageBytes = 4096;
+
 struct SyncOutcome {
   status::PodStatus status;
   // Every container exited and none will be restarted: the pod is done (Succeeded/Failed).
@@ -126,7 +129,8 @@ class PodSyncer {
   // The node's hosts file, copied into hostNetwork pods' /etc/hosts (tests point it elsewhere).
   void set_node_hosts_file(std::string path) { node_hosts_file_ = std::move(path); }
 
-  // An event about `pod`, stamped now (the wall clock), from podworkerd.
+  // An event about `pod`, stamped now (the wall clock), from podworkerd; the message is made
+  // valid UTF-8 and cut to kMaxEventMessageBytes.
   status::PodEvent MakeEvent(const pod::Pod& pod, const std::string& type,
                              const std::string& reason, const std::string& message) const;
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 
+#include "lib/common/utf8.h"
 #include "svc-podworkerd/grpc_probe.h"
 #include "svc-podworkerd/http_probe.h"
 
@@ -90,8 +91,9 @@ ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const po
     auto r = runtime.ExecSync(container_id, probe.exec->command, timeout.count());
     if (!r.ok()) return {false, r.status().message()};
     if (r->exit_code() == 0) return {true, ""};
-    return {false,
-            "command exited " + std::to_string(r->exit_code()) + ": " + r->stdout() + r->stderr()};
+    // The container's own bytes: 10 KiB of them as the kubelet keeps, valid UTF-8.
+    return {false, "command exited " + std::to_string(r->exit_code()) + ": " +
+                       ValidUtf8(CutUtf8(r->stdout() + r->stderr(), kMaxProbeOutputBytes))};
   }
   if (probe.http_get) {
     return RunHttpGet(clock, *probe.http_get, container, default_host,

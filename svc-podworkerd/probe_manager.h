@@ -38,6 +38,9 @@
 
 namespace nodelet::podworkerd {
 
+// An exec probe's output kept in its message at most, as the kubelet keeps (10 KiB).
+inline constexpr size_t kMaxProbeOutputBytes = 10 * 1024;
+
 enum class ProbeKind { kLiveness, kReadiness, kStartup };
 
 // One probe attempt: success or failure, with a message for failures.

@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <deque>
 
 #include "lib/common/fs.h"
 #include "lib/common/safe_path.h"
 #include "lib/common/unique_fd.h"
+#include "lib/common/utf8.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -31,6 +33,15 @@ std::string ReadTail(const std::string& path, size_t max) {
   }
   out.resize(got);
   return out;
+}
+
+// A container's bytes as status text: the end of `raw`, at most `max` bytes, starting on a
+// character boundary, every invalid sequence replaced by U+FFFD, and still at most `max` bytes
+// after the replacement (a replacement is three bytes where the invalid byte was one).
+std::string AsMessageText(std::string_view raw, size_t max) {
+  std::string text = ValidUtf8(CutUtf8Tail(raw, max));
+  if (text.size() > max) text = std::string(CutUtf8Tail(text, max));
+  return text;
 }
 
 }  // namespace
@@ -56,7 +67,13 @@ Status CreateTerminationMessageFile(const std::string& path) {
 }
 
 std::string ReadTerminationMessage(const std::string& path) {
-  return ReadTail(path, kMaxTerminationMessageBytes);
+  // One byte more than the cap: when the file is longer, the start of the window is a cut.
+  const std::string raw = ReadTail(path, kMaxTerminationMessageBytes + 1);
+  return AsMessageText(raw, kMaxTerminationMessageBytes);
+}
+
+size_t TerminationMessageCap(size_t containers) {
+  return kMaxPodTerminationMessageBytes / std::max<size_t>(containers, 1);
 }
 
 std::string ReadLastLogLines(const std::string& log_path) {
@@ -91,8 +108,7 @@ std::string ReadLastLogLines(const std::string& log_path) {
   }
   std::string out;
   for (const auto& l : lines) out += l;
-  if (out.size() > kMaxTerminationLogBytes) out = out.substr(out.size() - kMaxTerminationLogBytes);
-  return out;
+  return AsMessageText(out, kMaxTerminationLogBytes);
 }
 
 }  // namespace nodelet::podworkerd

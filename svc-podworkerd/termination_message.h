@@ -22,6 +22,7 @@ namespace nodelet::podworkerd {
 inline constexpr size_t kMaxTerminationMessageBytes = 4096;  // the kubelet's 4 KiB
 inline constexpr size_t kMaxTerminationLogLines = 80;
 inline constexpr size_t kMaxTerminationLogBytes = 2048;
+inline constexpr size_t kMaxPodTerminationMessageBytes = 12 * 1024;  // all containers together
 
 // ROOT/pods/UID/containers/NAME/ATTEMPT; an error when uid or name is not one path component.
 Result<std::string> TerminationMessagePath(const std::string& root_dir, const std::string& uid,
@@ -31,10 +32,18 @@ Result<std::string> TerminationMessagePath(const std::string& root_dir, const st
 Status CreateTerminationMessageFile(const std::string& path);
 
 // The last kMaxTerminationMessageBytes of the file; "" when it is missing or not a regular file.
+// The text is the container's: it comes back valid UTF-8 (invalid sequences replaced by U+FFFD),
+// starting on a character boundary.
 std::string ReadTerminationMessage(const std::string& path);
 
 // The last kMaxTerminationLogLines lines of a CRI log file ("TIME STREAM P|F TEXT" lines, partial
-// lines joined), at most kMaxTerminationLogBytes (the end kept); "" when unreadable.
+// lines joined), at most kMaxTerminationLogBytes (the end kept, from a character boundary, valid
+// UTF-8); "" when unreadable.
 std::string ReadLastLogLines(const std::string& log_path);
+
+// The cap on one container's whole message in a pod of `containers` containers (init containers
+// included): 12 KiB for the pod's messages together, split evenly (the kubelet's status
+// manager's cut; the 4 KiB of one file is cut when it is read).
+size_t TerminationMessageCap(size_t containers);
 
 }  // namespace nodelet::podworkerd

@@ -1,7 +1,9 @@
 #include "svc-statusd/status_server.h"
 
+#include <exception>
 #include <set>
 
+#include "lib/common/utf8.h"
 #include "lib/status/status_codec.h"
 
 namespace nodelet::statusd {
@@ -178,7 +180,17 @@ BatchResult StatusServer::HandleBatch(std::vector<ipc::Incoming>& requests) {
   std::vector<Pending> pending(requests.size());
   std::vector<StatusChange> changes;
   manager_.BeginBatch();
-  for (size_t i = 0; i < requests.size(); ++i) Decode(requests[i], pending[i], changes, out);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    // A request that makes the server throw is answered with an error; the batch and the
+    // process go on.
+    try {
+      Decode(requests[i], pending[i], changes, out);
+    } catch (const std::exception& e) {
+      ++counters_.handler_errors;
+      pending[i].error = Internal("the request failed: " + ValidUtf8(e.what()));
+      out.refused.push_back(pending[i].error);
+    }
+  }
 
   if (!changes.empty()) {
     out.commit_attempted = true;
@@ -224,7 +236,18 @@ BatchResult StatusServer::HandleBatch(std::vector<ipc::Incoming>& requests) {
         !p.outcome.changed) {
       ++counters_.unchanged;
     }
-    out.replies.emplace_back(p.peer, BuildReply(p));
+    std::string reply;
+    try {
+      reply = BuildReply(p);
+    } catch (const std::exception& e) {
+      ++counters_.handler_errors;
+      Pending failed;
+      failed.id = p.id;
+      failed.error = Internal("the reply failed: " + ValidUtf8(e.what()));
+      out.refused.push_back(failed.error);
+      reply = BuildReply(failed);
+    }
+    out.replies.emplace_back(p.peer, std::move(reply));
   }
   return out;
 }

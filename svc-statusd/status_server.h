@@ -48,6 +48,8 @@ struct StatusServerCounters {
   uint64_t commit_failures = 0;
   uint64_t batches = 0;
   uint64_t largest_batch = 0;
+  // Requests whose handling threw: each was answered with an ErrorReply.
+  uint64_t handler_errors = 0;
 };
 
 class StatusServer {

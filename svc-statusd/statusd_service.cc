@@ -210,6 +210,7 @@ CounterList StatusdService::Counters() const {
            {"status_commit_failures", c.commit_failures},
            {"status_batches", c.batches},
            {"status_largest_batch", c.largest_batch},
+           {"status_handler_errors", c.handler_errors},
            {"status_watch_sequence", server_->watch_sequence()}};
   }
   if (manager_) out.emplace_back("status_pods", manager_->size());

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "lib/common/utf8.h"
 #include "lib/ipc/message.h"
 
 namespace nodelet::status {
@@ -10,7 +11,12 @@ namespace {
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 
-std::string Str(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+// Statuses and events carry a container's and a manifest's text: every string is valid UTF-8
+// on the wire and after it (invalid sequences become U+FFFD), so no serializer downstream
+// (JSON for /pods, etcd, nodeletctl) meets bytes it cannot write.
+std::string Str(const flatbuffers::String* s) {
+  return s == nullptr ? std::string() : ValidUtf8(s->string_view());
+}
 
 std::vector<std::string> Strs(const flatbuffers::Vector<Offset<flatbuffers::String>>* v) {
   std::vector<std::string> out;
@@ -23,11 +29,14 @@ std::vector<std::string> Strs(const flatbuffers::Vector<Offset<flatbuffers::Stri
 Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> WriteStrs(
     FlatBufferBuilder& fbb, const std::vector<std::string>& v) {
   if (v.empty()) return 0;
-  return fbb.CreateVectorOfStrings(v);
+  std::vector<std::string> valid;
+  valid.reserve(v.size());
+  for (const auto& s : v) valid.push_back(ValidUtf8(s));
+  return fbb.CreateVectorOfStrings(valid);
 }
 
 Offset<flatbuffers::String> WriteStr(FlatBufferBuilder& fbb, const std::string& s) {
-  return s.empty() ? Offset<flatbuffers::String>() : fbb.CreateString(s);
+  return s.empty() ? Offset<flatbuffers::String>() : fbb.CreateString(ValidUtf8(s));
 }
 
 Offset<fb::ContainerState> WriteState(FlatBufferBuilder& fbb, const ContainerState& state) {

@@ -1,10 +1,13 @@
 #include "supervisor/sources/etcd_source.h"
 
 #include <algorithm>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "lib/common/fs.h"
+#include "lib/common/json_text.h"
+#include "lib/common/utf8.h"
 #include "lib/pod/manifest_parser.h"
 
 namespace nodelet::supervisor {
@@ -230,8 +233,24 @@ Status EtcdPodSource::Start() {
     }
     if (ready_) options_.on_snapshot();
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] { GuardedLoop(); });
   return Status::Ok();
+}
+
+void EtcdPodSource::GuardedLoop() {
+  for (;;) {
+    try {
+      Loop();
+      return;
+    } catch (const std::exception& e) {
+      // Whatever threw (a value nodelet does not control, say), the source reports a failure,
+      // keeps the pods it served and starts over from a fresh list; the process goes on.
+      Fail(Internal(std::string("the etcd pod source failed: ") + ValidUtf8(e.what())));
+      listed_ = false;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, options_.retry_max, [this] { return stopping_; })) return;
+    }
+  }
 }
 
 void EtcdPodSource::Stop() {
@@ -395,12 +414,21 @@ void EtcdPodSource::Apply(const Change& change) {
   }
 }
 
+std::string EtcdCacheText(const std::map<std::string, std::string>& manifests,
+                          const std::map<std::string, int64_t>& revisions) {
+  nlohmann::json doc = nlohmann::json::object();
+  doc["manifests"] = nlohmann::json::object();
+  for (const auto& [key, value] : manifests) doc["manifests"][key] = value;
+  doc["revisions"] = nlohmann::json::object();
+  for (const auto& [key, revision] : revisions) doc["revisions"][key] = revision;
+  return JsonText(doc);
+}
+
 void EtcdPodSource::Publish() {
   SourceSnapshot snap;
   snap.source = "etcd";
-  nlohmann::json cache = nlohmann::json::object();
-  nlohmann::json manifests = nlohmann::json::object();
-  nlohmann::json revisions = nlohmann::json::object();
+  std::map<std::string, std::string> manifests;
+  std::map<std::string, int64_t> revisions;
   for (const auto& [key, value] : pods_) {
     const int64_t created = created_.count(key) ? created_.at(key) : 0;
     snap.manifests.push_back(AsManifest(key, value, created));
@@ -412,11 +440,10 @@ void EtcdPodSource::Publish() {
     snap.manifests.push_back(AsManifest(key, *value));
     manifests[key] = *value;
   }
-  cache["manifests"] = std::move(manifests);
-  cache["revisions"] = std::move(revisions);
   bool written = true;
   if (!options_.cache_file.empty()) {
-    written = WriteFileAtomically(options_.cache_file, cache.dump(), 0600).ok();
+    written =
+        WriteFileAtomically(options_.cache_file, EtcdCacheText(manifests, revisions), 0600).ok();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -58,6 +58,13 @@ std::optional<PodKeyParts> ParsePodKey(const std::string& prefix, const std::str
 // as "ConfigMap/NAMESPACE/NAME" and "Secret/NAMESPACE/NAME".
 std::set<std::string> ConfigRefs(const pod::Pod& pod);
 
+// The cache file's text for these manifests (key -> the value in etcd) and the pods' keys'
+// create_revisions: {"manifests": {...}, "revisions": {...}}.
+// The values are whatever was put in etcd: bytes that are not UTF-8 are written as U+FFFD (such a
+// manifest does not parse either way), never a throw on the source's thread.
+std::string EtcdCacheText(const std::map<std::string, std::string>& manifests,
+                          const std::map<std::string, int64_t>& revisions = {});
+
 struct EtcdSourceOptions {
   std::string prefix = "/nodelet/v1";
   std::string node_name;
@@ -101,6 +108,8 @@ class EtcdPodSource {
   struct Change;
 
   void Loop();
+  // Loop, started over after an exception (reported as the source's failure).
+  void GuardedLoop();
   bool List();
   // Reads and watches the wanted ConfigMaps and Secrets not yet watched, drops the others;
   // false when one could not be read (tried again after a back-off).

@@ -860,7 +860,8 @@ TEST_F(LifecycleE2eTest, TerminationMessagesFromTheFileOrTheLog) {
   auto m = messages();
   EXPECT_EQ(m["file"], "goodbye\n");
   EXPECT_EQ(m["custom"], "custom\n");
-  EXPECT_EQ(m["big"], std::string(4096, 'a'));
+  // 4 KiB of the file, then the pod's 12 KiB split among its five containers.
+  EXPECT_EQ(m["big"], std::string(12 * 1024 / 5, 'a'));
   EXPECT_EQ(m["logs"], "first\nlast words\n");
   EXPECT_EQ(m["quiet"], "") << "the logs are read only for a failed container";
 }

@@ -79,5 +79,36 @@ TEST_F(TerminationMessageTest, LastLogLinesJoinPartialsAndKeepTheEnd) {
   EXPECT_EQ(ReadLastLogLines(dir_ + "/none.log"), "");
 }
 
+// The container's bytes become status text: valid UTF-8 (invalid sequences replaced by U+FFFD,
+// even when the replacement makes the text longer: the cap still holds), and a read that starts
+// inside a character (the last 4 KiB of a longer file) starts after it.
+TEST_F(TerminationMessageTest, MessagesAreValidUtf8CutOnACharacterBoundary) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  const std::string path = dir_ + "/msg";
+  Write(path, "bad \xFF\xFE osc \x1b]0;t\x07 cut \xE2\x82");
+  EXPECT_EQ(ReadTerminationMessage(path), "bad " + fffd + fffd + " osc \x1b]0;t\x07 cut " + fffd)
+      << "control characters are the container's text: escaped where it is shown";
+  // A euro sign across the 4 KiB cut: its last two bytes are in the window, and dropped.
+  const std::string euro = "\xE2\x82\xAC";
+  Write(path, "x" + euro + std::string(kMaxTerminationMessageBytes - 2, 'b'));
+  EXPECT_EQ(ReadTerminationMessage(path), std::string(kMaxTerminationMessageBytes - 2, 'b'));
+  // 4 KiB of invalid bytes would be 12 KiB of replacements: the end is kept within the cap.
+  Write(path, std::string(kMaxTerminationMessageBytes, '\xFF'));
+  const std::string all_bad = ReadTerminationMessage(path);
+  EXPECT_LE(all_bad.size(), kMaxTerminationMessageBytes);
+  EXPECT_EQ(all_bad.size() % 3, 0u) << "whole replacement characters only";
+  EXPECT_EQ(all_bad.substr(0, 3), fffd);
+  // The log fallback: the same for the log's last lines.
+  const std::string log = dir_ + "/0.log";
+  Write(log, "2026-11-25T21:00:00.000000000Z stdout F \xC3(\x1b[2J\n");
+  EXPECT_EQ(ReadLastLogLines(log), fffd + "(\x1b[2J\n");
+}
+
+TEST(TerminationMessageCapTest, ThePodsMessagesShareTwelveKiB) {
+  EXPECT_EQ(TerminationMessageCap(1), 12u * 1024);
+  EXPECT_EQ(TerminationMessageCap(5), 12u * 1024 / 5);
+  EXPECT_EQ(TerminationMessageCap(0), 12u * 1024);
+}
+
 }  // namespace
 }  // namespace nodelet::podworkerd

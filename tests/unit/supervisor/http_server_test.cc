@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -264,6 +265,35 @@ TEST(HttpServerTest, PrefixRoutesGetThePathAndTheDecodedQuery) {
   a = Ask(*port, "GET /p/z HTTP/1.0\r\n\r\n");
   EXPECT_NE(a.find("/p/z 1.0\n"), std::string::npos) << a;
   EXPECT_EQ(Ask(*port, "GET /q HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 ", 0), 0u);
+}
+
+// A handler that throws (nlohmann's dump on a pod's bytes did) answers its own request with a
+// 500 and is counted; the worker, the server and the process go on. So does a stream that throws.
+TEST(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
+  HttpServerOptions opts;
+  opts.workers = 1;  // the one worker must survive the throw
+  HttpServer server(RealClock::Get(), opts);
+  server.Get("/pods", []() -> HttpReply { throw std::runtime_error("type_error.316"); });
+  server.GetPrefix("/logs/", [](const HttpRequest&) {
+    HttpReply r{200, "text/plain", "", nullptr};
+    r.stream = [](HttpStream& out) {
+      out.Write("line\n");
+      throw std::runtime_error("the stream failed");
+    };
+    return r;
+  });
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n", nullptr}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  for (int i = 0; i < 3; ++i) {
+    const std::string a = Ask(*port, "GET /pods HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(a.rfind("HTTP/1.1 500 ", 0), 0u) << a;
+  }
+  const std::string s = Ask(*port, "GET /logs/x HTTP/1.1\r\n\r\n");
+  EXPECT_NE(s.find("line\n"), std::string::npos) << s;
+  const std::string h = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(h.rfind("HTTP/1.1 200 ", 0), 0u) << h;
+  EXPECT_EQ(server.handler_errors(), 4u);
 }
 
 TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 
 #include "tests/fakes/fake_clock.h"
 #include "tests/unit/statusd/status_samples.h"
@@ -24,6 +25,8 @@ class FakeSink : public StatusSink {
   std::string Name() const override { return "fake"; }
   Status Sync(const PodStatusRecord& record) override {
     ++sync_calls[record.pod.uid];
+    if (throwing.count(record.pod.uid))
+      throw std::runtime_error("cannot serialize " + record.pod.uid);
     if (failing.count(record.pod.uid)) return Unavailable("sink down for " + record.pod.uid);
     stored[record.pod.uid] = record.version;
     return Status::Ok();
@@ -50,6 +53,7 @@ class FakeSink : public StatusSink {
   std::map<std::string, int> sync_calls;
   std::map<std::string, int> remove_calls;
   std::set<std::string> failing;
+  std::set<std::string> throwing;
   std::set<std::string> drifted;
   std::vector<std::set<std::string>> prunes;
   bool prune_fails = false;
@@ -106,6 +110,25 @@ TEST_F(SinkSyncerTest, SyncsOnlyWhatIsNewerThanTheSinksVersion) {
   EXPECT_EQ(sink_.sync_calls["a"], 2);
   EXPECT_EQ(sink_.stored["a"], 3u);
   EXPECT_EQ(sink_.sync_calls["b"], 1);
+}
+
+// A sink that throws on one pod's status (a serializer on the pod's bytes) fails that write
+// with an error, retried like any other; the other pods are synced and the worker goes on.
+TEST_F(SinkSyncerTest, ASinkThatThrowsFailsThatWriteOnly) {
+  sink_.throwing.insert("bad");
+  syncer_.Apply(Updated("bad", 1));
+  syncer_.Apply(Updated("good", 1));
+  std::vector<Status> errors;
+  ASSERT_NO_THROW(errors = syncer_.SyncChanged());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code(), StatusCode::kInternal);
+  EXPECT_THAT(errors[0].message(), HasSubstr("cannot serialize bad"));
+  EXPECT_EQ(sink_.stored["good"], 1u);
+  EXPECT_EQ(syncer_.SyncedVersion("bad"), 0u) << "not synced: tried again";
+  sink_.throwing.clear();
+  clock_.Advance(std::chrono::seconds(10));
+  syncer_.Tick();
+  EXPECT_EQ(sink_.stored["bad"], 1u);
 }
 
 // What the sink kept of pods statusd no longer holds (removed while statusd was down) goes at
