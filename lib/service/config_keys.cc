@@ -37,6 +37,7 @@ std::vector<ConfigSection> BuildSections() {
                                         "backoff-reset-after",
                                         "ctl-group",
                                         "enable-debugging-handlers",
+                                        "etcd-allow-insecure",
                                         "etcd-cafile",
                                         "etcd-certfile",
                                         "etcd-endpoints",

@@ -49,15 +49,13 @@ struct RemoveOnExit {
 };
 
 // A chain `depth` directories deep under `top` (made), each holding a file, built on fds so no
-// path grows with it. Each directory's name is 200 bytes long, so that a chain of 1,000 is a
-// path of 200 KB: far past PATH_MAX, which a remover that built paths could not open.
-void MakeChain(const std::string& top, int depth) {
+// path grows with it. Each directory is named `name`.
+void MakeChain(const std::string& top, int depth, const std::string& name = "d") {
   ASSERT_EQ(mkdir(top.c_str(), 0755), 0);
   int fd = open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   for (int i = 0; i < depth; ++i) {
     Touch(fd, "f");
-    const std::string name(200, 'd');
     ASSERT_EQ(mkdirat(fd, name.c_str(), 0755), 0) << i;
     int next = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(fd);
@@ -71,7 +69,9 @@ TEST(TreeRemoverTest, RemovesATreeAThousandDeepPastPathMaxWithBoundedFds) {
   testing::TempDir dir;
   const std::string top = dir.Sub("deep");
   RemoveOnExit guard{top};
-  MakeChain(top, 1000);
+  // Names of 200 bytes: a chain of 1,000 is a path of 200 KB, far past PATH_MAX, which a
+  // remover that built paths could not open.
+  MakeChain(top, 1000, std::string(200, 'd'));
   const size_t fds_before = OpenFds();
   TreeRemover remover(top);
   size_t steps = 0, most_fds = 0;
