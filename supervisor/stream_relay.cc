@@ -37,10 +37,10 @@ Status StreamRelay::Start() {
 }
 
 void StreamRelay::Answer(Done done, ipc::podwork::StreamReplyT reply) {
-  loop_.Post([alive = std::weak_ptr<bool>(alive_), done = std::move(done),
-              reply = std::move(reply)] {
-    if (auto a = alive.lock(); a && *a) done(reply);
-  });
+  loop_.Post(
+      [alive = std::weak_ptr<bool>(alive_), done = std::move(done), reply = std::move(reply)] {
+        if (auto a = alive.lock(); a && *a) done(reply);
+      });
 }
 
 void StreamRelay::Open(const ipc::podwork::StreamRequestT& request, Done done) {
@@ -52,8 +52,8 @@ void StreamRelay::Open(const ipc::podwork::StreamRequestT& request, Done done) {
   // ZMQ_IMMEDIATE: nothing is queued while podworkerd is not there (not running, restarting).
   if (Status s = ipc::SendMessage(dealer_, fbb, envelope_, Body::StreamRequest, body.Union());
       !s.ok()) {
-    Answer(std::move(done), Failure(StatusCode::kUnavailable,
-                                    "podworkerd cannot be reached: " + s.message()));
+    Answer(std::move(done),
+           Failure(StatusCode::kUnavailable, "podworkerd cannot be reached: " + s.message()));
     return;
   }
   pending_[id] = Pending{loop_.clock().Now() + options_.deadline, std::move(done)};
@@ -72,9 +72,9 @@ void StreamRelay::OnReadable() {
     if (it == pending_.end()) {
       // Late (answered with DeadlineExceeded already) or not a StreamReply: nobody waits for it.
       if (stray_.Count()) {
-        GetLogger("streams")->info("Dropping a reply of podworkerd nobody waits for: {}",
-                                   msg.ok() ? "late or unknown request id"
-                                            : msg.status().message());
+        GetLogger("streams")->info(
+            "Dropping a reply of podworkerd nobody waits for: {}",
+            msg.ok() ? "late or unknown request id" : msg.status().message());
       }
       continue;
     }
@@ -89,8 +89,7 @@ void StreamRelay::OnReadable() {
 
 void StreamRelay::OnTimer() {
   const MonoTime now = loop_.clock().Now();
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(options_.deadline).count();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.deadline).count();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline > now) {
       ++it;
