@@ -29,6 +29,15 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
                                        ipc::ctl::RequestKind kind,
                                        const std::vector<std::string>& services,
                                        std::chrono::milliseconds deadline) {
+  ipc::ctl::CtlRequestT request;
+  request.kind = kind;
+  request.services = services;
+  return CtlCall(clock, run_dir, request, deadline);
+}
+
+Result<ipc::ctl::CtlReplyT> CtlCall(const Clock& clock, const std::string& run_dir,
+                                    const ipc::ctl::CtlRequestT& request,
+                                    std::chrono::milliseconds deadline) {
   if (Status s = ProbeCtlSocket(run_dir); !s.ok()) return s;
   ipc::Context ctx;
   // Replies may be large (`runtime` with hundreds of pods): ipc::kCtlChannel.
@@ -36,7 +45,7 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
   if (Status s = dealer.Connect(ipc::kCtlEndpoint.Uri(run_dir)); !s.ok()) return s;
   ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation(), clock);
   flatbuffers::FlatBufferBuilder fbb(512);
-  auto req = ipc::ctl::CreateCtlRequest(fbb, kind, fbb.CreateVectorOfStrings(services));
+  auto req = ipc::ctl::CtlRequest::Pack(fbb, &request);
   ipc::FinishMessage(fbb, envelope, ipc::ctl::Body::CtlRequest, req.Union());
   // One request per connection: no retries (start/stop/restart are not idempotent in effect),
   // so wait for the connection before sending (ZMQ_IMMEDIATE refuses to queue until then).

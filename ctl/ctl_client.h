@@ -29,4 +29,9 @@ Result<ipc::ctl::CtlReplyT> CtlRequest(const Clock& clock, const std::string& ru
                                        const std::vector<std::string>& services,
                                        std::chrono::milliseconds deadline);
 
+// As CtlRequest, for any request (a stream request carries the session asked for).
+Result<ipc::ctl::CtlReplyT> CtlCall(const Clock& clock, const std::string& run_dir,
+                                    const ipc::ctl::CtlRequestT& request,
+                                    std::chrono::milliseconds deadline);
+
 }  // namespace nodelet::ctl

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "ctl/ctl_client.h"
 #include "ctl/service_commands.h"
 #include "ctl/stream_client.h"
 #include "ctl/stream_target.h"
@@ -20,14 +21,7 @@
 namespace nodelet::ctl {
 namespace {
 
-using ipc::podwork::Body;
-using ipc::podwork::PodWorkMessage;
 using ipc::podwork::StreamKind;
-
-Result<const PodWorkMessage*> Decode(const ipc::Frame& frame) {
-  return ipc::DecodeMessage<PodWorkMessage>(frame.data(), frame.size(),
-                                            ipc::podwork::PodWorkMessageIdentifier());
-}
 
 // The exit code for a refusal before any session.
 int RefusalExit(const Status& s) {
@@ -132,35 +126,34 @@ Result<std::string> RequestStreamUrl(const std::string& run_dir, const StreamAsk
   if (!target.ok()) return target.status();
   const std::string& ns = target->namespace_name;
   const std::string& name = target->name;
-  ipc::RequestClient client(ctx, ipc::kPodWorkerEndpoint.Uri(run_dir), ipc::kPodWorkChannel);
-  if (Status s = client.Connect(); !s.ok()) {
-    return Unavailable("podworkerd cannot be reached at " + run_dir + ": " + s.message());
+  // Through the supervisor's ctl socket: podworkerd opens sessions only for the supervisor.
+  ipc::ctl::CtlRequestT request;
+  request.kind = ipc::ctl::RequestKind::Stream;
+  request.stream = std::make_unique<ipc::podwork::StreamRequestT>();
+  auto& stream = *request.stream;
+  stream.kind = ask.kind;
+  stream.namespace_name = ns;
+  stream.pod_name = name;
+  stream.container = ask.container;
+  stream.cmd = ask.cmd;
+  stream.stdin = ask.stdin;
+  stream.stdout = true;
+  stream.stderr = !ask.tty;
+  stream.tty = ask.tty;
+  stream.ports = ask.ports;
+  // Longer than the supervisor's wait for podworkerd (5 s), whose answer says what failed.
+  auto reply = CtlCall(RealClock::Get(), run_dir, request, std::chrono::milliseconds(8000));
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kPermissionDenied) return reply.status();
+    return Status(reply.status().code(),
+                  "asking nodelet at " + run_dir + " for the session: " + reply.status().message());
   }
-  flatbuffers::FlatBufferBuilder fbb(512);
-  std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
-  for (const auto& arg : ask.cmd) cmd.push_back(fbb.CreateString(arg));
-  auto request = ipc::podwork::CreateStreamRequestDirect(
-      fbb, ask.kind, ns.c_str(), name.c_str(), ask.container.c_str(), &cmd, ask.stdin,
-      /*stdout=*/true, /*stderr=*/!ask.tty, ask.tty, &ask.ports);
-  ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, 0);
-  ipc::FinishMessage(fbb, envelope, Body::StreamRequest, request.Union());
-  auto frame = client.Call(fbb.GetBufferPointer(), fbb.GetSize(), std::chrono::milliseconds(3000),
-                           std::chrono::milliseconds(6000), [](const ipc::Frame& f) {
-                             auto m = Decode(f);
-                             return m.ok() && (*m)->body_as_StreamReply() != nullptr;
-                           });
-  if (!frame.ok()) {
-    return Unavailable("podworkerd did not answer at " + run_dir + ": " + frame.status().message());
-  }
-  auto m = Decode(*frame);
-  if (!m.ok()) return m.status();
-  const auto* reply = (*m)->body_as_StreamReply();
-  if (container != nullptr && reply->container()) *container = reply->container()->str();
-  if (reply->error() && reply->error()->size() > 0) {
-    return Status(static_cast<StatusCode>(reply->code()), reply->error()->str());
-  }
-  if (!reply->url() || reply->url()->size() == 0) return Internal("podworkerd sent no URL");
-  return reply->url()->str();
+  if (!reply->stream_reply) return Internal("nodelet sent no stream reply");
+  const auto& r = *reply->stream_reply;
+  if (container != nullptr) *container = r.container;
+  if (!r.error.empty()) return Status(static_cast<StatusCode>(r.code), r.error);
+  if (r.url.empty()) return Internal("podworkerd sent no URL");
+  return r.url;
 }
 
 void AddStreamCommands(CLI::App& app, const std::string* run_dir, int* rc) {

@@ -32,8 +32,9 @@ struct StreamAskText {
   std::vector<int32_t> ports;
 };
 
-// Asks podworkerd (run_dir/podworkerd.sock) for a session URL. Errors carry podworkerd's code
-// (NotFound, FailedPrecondition, InvalidArgument) or Unavailable when it cannot be reached.
+// Asks the supervisor (run_dir/ctl.sock), which asks podworkerd, for a session URL. Errors carry
+// podworkerd's code (NotFound, FailedPrecondition, InvalidArgument), Unavailable when podworkerd
+// or nodelet cannot be reached, DeadlineExceeded when podworkerd did not answer in time.
 Result<std::string> RequestStreamUrl(const std::string& run_dir, const StreamAskText& ask,
                                      std::string* container = nullptr);
 

@@ -154,6 +154,39 @@ struct CtlServer::Impl {
     }
   }
 
+  void SendStream(const std::string& peer, const ipc::podwork::StreamReplyT& stream) {
+    flatbuffers::FlatBufferBuilder fbb(512 + stream.url.size());
+    auto body = ipc::podwork::StreamReply::Pack(fbb, &stream);
+    ipc::ctl::CtlReplyBuilder b(fbb);
+    b.add_ok(true);
+    b.add_stream_reply(body);
+    auto reply = b.Finish();
+    if (Status s = ipc::SendMessage(router, peer, fbb, envelope, Body::CtlReply, reply.Union());
+        !s.ok()) {
+      log->debug("Failed to answer a ctl client: {}", s.message());
+    }
+  }
+
+  // A session for nodeletctl: asked of podworkerd through the relay, answered when it has
+  // (or has not within the relay's deadline). The loop goes on meanwhile.
+  void Stream(std::shared_ptr<Impl> self, const std::string& peer,
+              const ipc::ctl::CtlRequest& req) {
+    if (req.stream() == nullptr) {
+      Refuse(peer, "a stream request without the session asked for");
+      return;
+    }
+    if (options.streams == nullptr) {
+      Refuse(peer, "this nodelet opens no streaming sessions");
+      return;
+    }
+    ipc::podwork::StreamRequestT ask;
+    req.stream()->UnPackTo(&ask);
+    std::weak_ptr<Impl> weak = self;
+    options.streams->Open(ask, [weak, peer](const ipc::podwork::StreamReplyT& reply) {
+      if (auto impl = weak.lock()) impl->SendStream(peer, reply);
+    });
+  }
+
   void Refuse(const std::string& peer, const std::string& why) {
     if (bad_requests.Count()) log->warn("Refusing a bad ctl request: {}", why);
     SendReply(peer, false, why, nullptr, nullptr, false, false);
@@ -221,6 +254,9 @@ struct CtlServer::Impl {
         return;
       case RequestKind::Manifests:
         SendManifests(peer);
+        return;
+      case RequestKind::Stream:
+        Stream(self, peer, req);
         return;
       case RequestKind::Start:
       case RequestKind::Stop:

@@ -1,8 +1,8 @@
 // CtlServer: the supervisor's end of the operator API (ipc-schemas/ctl.fbs). It binds the ctl
 // endpoint in the run directory, verifies every request, answers status, pid, version, log
-// path, runtime, node and manifests at once, and answers start/stop/restart when ServiceControl
-// reports them done. Garbage gets an error reply (or is dropped when it cannot be answered) and
-// never stops the server.
+// path, runtime, node and manifests at once, answers start/stop/restart when ServiceControl
+// reports them done, and a stream request when podworkerd (through StreamOpener) has. Garbage gets
+// an error reply (or is dropped when it cannot be answered) and never stops the server.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +30,9 @@ struct CtlServerOptions {
   const NodeView* node = nullptr;
   // Serves `manifests` requests when set.
   const ManifestsView* manifests = nullptr;
+  // Serves `stream` requests (exec, attach, port-forward) when set: asks podworkerd, answers
+  // when it has.
+  StreamOpener* streams = nullptr;
 };
 
 class CtlServer {

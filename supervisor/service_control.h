@@ -13,6 +13,7 @@
 
 #include "ctl_generated.h"
 #include "pleg_generated.h"
+#include "podwork_generated.h"
 
 namespace nodelet::supervisor {
 
@@ -71,6 +72,17 @@ class RuntimeView {
  public:
   virtual ~RuntimeView() = default;
   virtual RuntimeSnapshot Runtime() const = 0;
+};
+
+// Streaming sessions (exec, attach, port-forward) asked of podworkerd for nodeletctl: the only
+// way to one (podworkerd opens them only for the supervisor). Implemented by StreamRelay
+// (stream_relay.h). `done` is called exactly once, on the caller's thread (the loop's), with
+// podworkerd's reply or why there is none; never from within Open.
+class StreamOpener {
+ public:
+  using Done = std::function<void(const ipc::podwork::StreamReplyT&)>;
+  virtual ~StreamOpener() = default;
+  virtual void Open(const ipc::podwork::StreamRequestT& request, Done done) = 0;
 };
 
 // What each manifest of each pod source became, for `nodeletctl manifests`. Implemented by the

@@ -35,6 +35,7 @@
 #include "supervisor/service_backend.h"
 #include "supervisor/stats_collector.h"
 #include "supervisor/status_sink.h"
+#include "supervisor/stream_relay.h"
 #include "supervisor/systemd_bus.h"
 #include "supervisor/systemd_unit_backend.h"
 
@@ -209,8 +210,12 @@ class Supervisor::Impl {
     pod_opts.admit_under_pressure = [p = pressure_](const pod::Pod& pod) { return p->Admit(pod); };
     pods_ = std::make_unique<PodManager>(*ctx_, loop_, clock_, pod_opts);
 
-    CtlServerOptions ctl_opts{c.run_dir,           getpid(),    NODELET_VERSION,
-                              runtime_view_.get(), node_.get(), pods_.get()};
+    // Streaming sessions for nodeletctl, asked of podworkerd on a DEALER of their own.
+    streams_ = std::make_unique<StreamRelay>(
+        *ctx_, loop_, StreamRelayOptions{ipc::kPodWorkerEndpoint.Uri(c.run_dir)});
+    if (Status s = streams_->Start(); !s.ok()) return s;
+    CtlServerOptions ctl_opts{c.run_dir,   getpid(),    NODELET_VERSION, runtime_view_.get(),
+                              node_.get(), pods_.get(), streams_.get()};
     ctl_ = std::make_unique<CtlServer>(*ctx_, backend_->services(), clock_, ctl_opts);
     if (Status s = ctl_->Bind(); !s.ok()) return s;
     // Readers run in the order added: the backend's (added when it was created, so the systemd
@@ -506,6 +511,8 @@ class Supervisor::Impl {
   std::map<std::string, std::map<std::string, uint64_t>> service_counters_;
   std::map<std::string, uint64_t> service_messages_;
   ipc::BadMessageCounter bad_control_;
+  // Before ctl_, which uses it: destroyed after it.
+  std::unique_ptr<StreamRelay> streams_;
   std::unique_ptr<CtlServer> ctl_;
   std::unique_ptr<pleg::PlegMirror> mirror_;
   std::unique_ptr<PlegRuntimeView> runtime_view_;

@@ -606,7 +606,22 @@ void PodworkerdService::HandleWork() {
                                            ipc::podwork::PodWorkMessageIdentifier(), kMaxWorkBytes);
     flatbuffers::FlatBufferBuilder fbb(256);
     if (msg.ok() && (*msg)->body_type() == Body::StreamRequest) {
-      HandleStreamRequest(in->peer, *(*msg)->body_as_StreamRequest());
+      const auto& request = *(*msg)->body_as_StreamRequest();
+      // Sessions only for the supervisor, as the desired set: nodeletctl asks on the ctl socket.
+      if (auto from = ipc::CheckSupervisorPeer(ipc::SupervisorPeerCheck::ForThisProcess(), sender);
+          !from.allowed) {
+        const std::string why =
+            "stream sessions are opened only for the supervisor (nodeletctl asks it on its ctl "
+            "socket): " +
+            from.reason;
+        if (foreign_streams_.Count()) GetLogger("podworkerd")->warn("Refused: {}", why);
+        auto body = ipc::podwork::CreateStreamReplyDirect(
+            fbb, "", "", why.c_str(), static_cast<uint8_t>(StatusCode::kPermissionDenied),
+            request.request_id());
+        Reply(in->peer, fbb, Body::StreamReply, body.Union());
+        continue;
+      }
+      HandleStreamRequest(in->peer, request);
       continue;
     }
     if (!msg.ok() || (*msg)->body_type() != Body::DesiredPods) {
@@ -664,12 +679,12 @@ void PodworkerdService::HandleWork() {
 void PodworkerdService::HandleStreamRequest(const std::string& peer,
                                             const ipc::podwork::StreamRequest& request) {
   StreamAsk ask = DecodeStreamAsk(request);
-  auto reply = [this, peer](const std::string& url, const std::string& container,
-                            const Status& error) {
+  auto reply = [this, peer, id = request.request_id()](
+                   const std::string& url, const std::string& container, const Status& error) {
     flatbuffers::FlatBufferBuilder fbb(256 + url.size());
     auto body = ipc::podwork::CreateStreamReplyDirect(fbb, url.c_str(), container.c_str(),
                                                       error.message().c_str(),
-                                                      static_cast<uint8_t>(error.code()));
+                                                      static_cast<uint8_t>(error.code()), id);
     Reply(peer, fbb, Body::StreamReply, body.Union());
   };
   auto target = FindStreamTarget(mirror_->pods(), ask);
@@ -836,6 +851,7 @@ CounterList PodworkerdService::Counters() const {
   c.emplace_back("orphan_shims_ended", orphan_shims_ended_.load());
   c.emplace_back("bad_messages", bad_messages_.count());
   c.emplace_back("desired_refused", foreign_desired_.count());
+  c.emplace_back("streams_refused", foreign_streams_.count());
   c.emplace_back("parked", dispatcher_->parked());
   if (container_logs_) {
     for (const auto& [name, value] : container_logs_->Counters()) c.emplace_back(name, value);

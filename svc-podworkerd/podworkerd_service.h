@@ -206,6 +206,8 @@ class PodworkerdService : public Service {
   ipc::BadMessageCounter bad_messages_;
   // DesiredPods from a peer that is not the supervisor (refused; the first one logged).
   ipc::BadMessageCounter foreign_desired_;
+  // Stream requests from a peer that is not the supervisor.
+  ipc::BadMessageCounter foreign_streams_;
 
   // Loop sources (the mirror registers its own). What plegd's messages changed, collected by the
   // mirror's callbacks and synced once the batch is applied.

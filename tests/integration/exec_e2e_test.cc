@@ -4,6 +4,9 @@
 //   exits 127; an unknown pod exits 4, a container that is not running 1; a session goes on
 //   while podworkerd is killed and restarted (a second session works meanwhile) and while the
 //   supervisor and all services are killed, and the container is never touched;
+// - sessions are asked of the supervisor (ctl.sock), which asks podworkerd: podworkerd refuses
+//   any other peer, and a stopped podworkerd gets nodeletctl a clear error within the deadline
+//   while the supervisor goes on serving;
 // - exec -t runs in a terminal whose size follows the local one (a pty in the test);
 // - attach passes stdin to a container that reads it and ends when the container does;
 // - port-forward carries two connections to busybox httpd in the pod;
@@ -24,6 +27,10 @@
 #include <thread>
 #include <vector>
 
+#include "lib/ipc/codec.h"
+#include "lib/ipc/endpoints.h"
+#include "lib/ipc/sockets.h"
+#include "podwork_generated.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/http_get.h"
@@ -256,6 +263,148 @@ TEST_F(ExecE2eTest, ExecPassesStreamsAndExitCodeAndOutlivesPodworkerd) {
   EXPECT_EQ(session.Wait(20s), 128 + SIGTERM) << session.err;
   EXPECT_EQ(RunningContainer("box-node1"), container);
   EXPECT_EQ(RestartCount("box-node1"), restarts);
+}
+
+// In a forked child (a root process the socket's credential check lets in, not the supervisor):
+// asks podworkerd's socket directly for an exec session of `pod` and writes what came back to
+// `out_fd`: "url: URL", "error: CODE: TEXT", or why nothing did. Never returns.
+[[noreturn]] void AskPodworkerdDirectly(const std::string& endpoint, const std::string& pod,
+                                        int out_fd) {
+  std::string result;
+  {
+    ipc::Context ctx;
+    ipc::DealerClient client(ctx, 1024 * 1024);
+    flatbuffers::FlatBufferBuilder fbb(512);
+    std::vector<flatbuffers::Offset<flatbuffers::String>> cmd = {fbb.CreateString("true")};
+    auto request = ipc::podwork::CreateStreamRequestDirect(
+        fbb, ipc::podwork::StreamKind::Exec, "default", pod.c_str(), "", &cmd,
+        /*stdin=*/false, /*stdout=*/true, /*stderr=*/true, /*tty=*/false, nullptr,
+        /*request_id=*/7);
+    ipc::EnvelopeWriter envelope(ipc::ServiceId::Ctl, ipc::NewIncarnation());
+    auto header = envelope.Write(fbb);
+    fbb.Finish(ipc::podwork::CreatePodWorkMessage(fbb, header, ipc::podwork::Body::StreamRequest,
+                                                  request.Union()),
+               ipc::podwork::PodWorkMessageIdentifier());
+    if (Status s = client.Connect(endpoint); !s.ok()) {
+      result = "connect: " + s.message();
+    } else if (!client.WaitWritable(10s)) {
+      result = "not writable";
+    } else if (!client.Send(fbb.GetBufferPointer(), fbb.GetSize()).ok()) {
+      result = "send failed";
+    } else if (auto frame = client.Receive(10s); !frame.ok()) {
+      result = "no reply: " + frame.status().message();
+    } else {
+      auto m = ipc::DecodeMessage<ipc::podwork::PodWorkMessage>(
+          frame->data(), frame->size(), ipc::podwork::PodWorkMessageIdentifier());
+      const auto* reply = m.ok() ? (*m)->body_as_StreamReply() : nullptr;
+      if (reply == nullptr) {
+        result = "not a StreamReply";
+      } else if (reply->error() && reply->error()->size() > 0) {
+        result = "error: " + std::to_string(reply->code()) + ": " + reply->error()->str();
+      } else {
+        result = "url: " + (reply->url() ? reply->url()->str() : std::string());
+      }
+    }
+  }
+  (void)!write(out_fd, result.data(), result.size());
+  _exit(0);
+}
+
+// What a forked child wrote before it exited (up to `timeout`); it is reaped (SIGKILLed at the
+// deadline).
+std::string ReadChild(pid_t pid, int fd, std::chrono::milliseconds timeout) {
+  std::string out;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left <= 0ms) {
+      kill(pid, SIGKILL);
+      out += " (timed out)";
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  waitpid(pid, nullptr, 0);
+  return out;
+}
+
+// SIGSTOPs a process by pid, and SIGCONTs it when it goes out of scope (also on a failure).
+class Stopped {
+ public:
+  explicit Stopped(pid_t pid) : pid_(pid) { ok_ = kill(pid_, SIGSTOP) == 0; }
+  ~Stopped() { Continue(); }
+  bool ok() const { return ok_; }
+  void Continue() {
+    if (ok_) kill(pid_, SIGCONT);
+    ok_ = false;
+  }
+
+ private:
+  pid_t pid_;
+  bool ok_ = false;
+};
+
+// exec goes through the supervisor (ctl.sock), which asks podworkerd on its own socket:
+// podworkerd opens sessions only for the supervisor, and a podworkerd that does not answer
+// (SIGSTOPped) costs nodeletctl a clear error within the deadline, not a hung supervisor.
+TEST_F(ExecE2eTest, StreamSessionsAreOpenedOnlyThroughTheSupervisor) {
+  Write("box.yaml", BusyboxPodYaml("box", kSleepUntilTerm));
+  // A stopped podworkerd is not taken for hung and restarted while the test holds it.
+  StartNodelet({"--heartbeat-deadline", "60s"});
+  // An exec that succeeds went through the supervisor: nodeletctl knows no other way.
+  ASSERT_TRUE(WaitRunning("box-node1", 60s));
+
+  // A root process that is not the supervisor asks podworkerd's socket directly: refused.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    AskPodworkerdDirectly(ipc::kPodWorkerEndpoint.Uri(dir_.Sub("run")), "box-node1", fds[1]);
+  }
+  close(fds[1]);
+  const std::string direct = ReadChild(child, fds[0], 20s);
+  close(fds[0]);
+  EXPECT_THAT(direct, HasSubstr("error: " +
+                                std::to_string(static_cast<int>(StatusCode::kPermissionDenied)) +
+                                ": stream sessions are opened only for the supervisor"));
+  EXPECT_THAT(direct, HasSubstr("pid " + std::to_string(child) + " is not the supervisor"));
+
+  // podworkerd stopped: exec answers a clear error within the supervisor's deadline (5 s), and
+  // the supervisor serves `status` meanwhile.
+  const pid_t podworkerd = ServicePid("podworkerd");
+  ASSERT_GT(podworkerd, 0);
+  {
+    Stopped stopped(podworkerd);
+    ASSERT_TRUE(stopped.ok());
+    const auto start = std::chrono::steady_clock::now();
+    Child exec(Ctl({"exec", "box-node1", "--", "true"}));
+    auto status = RunCommand(Ctl({"status"}), 3s);
+    EXPECT_EQ(status.exit_code, 0) << status.output;
+    EXPECT_THAT(status.output, HasSubstr("podworkerd"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << "status waited for podworkerd";
+    EXPECT_EQ(exec.Wait(20s), 4) << exec.out << exec.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+    EXPECT_THAT(exec.err, HasSubstr("podworkerd did not answer within 5000 ms")) << exec.err;
+  }
+  // Going on: sessions work again (the late answer to the request that timed out is dropped).
+  CommandResult again;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = RunCommand(Ctl({"exec", "box-node1", "--", "echo", "back"}), 20s);
+        return again.exit_code == 0;
+      },
+      30s))
+      << again.output;
+  EXPECT_EQ(again.output, "back\n");
+  if (HasFailure()) PrintServiceLogs();
 }
 
 TEST_F(ExecE2eTest, ExecInATerminalFollowsResizesAndAttachPassesStdin) {
