@@ -97,13 +97,17 @@ Status TreeRemover::OpenTop(bool* gone) {
     *gone = true;
     return Status::Ok();
   }
+  return PushLevel(fd, name_, st);
+}
+
+Status TreeRemover::PushLevel(int fd, const std::string& name, const struct stat& st) {
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
     int err = errno;
     close(fd);
-    return Fail("read", name_, err);
+    return Fail("read", name, err);
   }
-  levels_.push_back(Level{name_, st.st_dev, st.st_ino, dir});
+  levels_.push_back(Level{name, st.st_dev, st.st_ino, dir});
   return Status::Ok();
 }
 
@@ -116,13 +120,7 @@ Status TreeRemover::Descend(int parent_dir_fd, const std::string& name, bool* de
     if (errno == ENOTDIR || errno == ELOOP || errno == ENOENT) return Status::Ok();
     return Fail("open", name, errno);
   }
-  DIR* dir = fdopendir(fd);
-  if (dir == nullptr) {
-    int err = errno;
-    close(fd);
-    return Fail("read", name, err);
-  }
-  levels_.push_back(Level{name, st.st_dev, st.st_ino, dir});
+  if (Status s = PushLevel(fd, name, st); !s.ok()) return s;
   if (levels_.size() > kOpenLevels) {
     Level& far = levels_[levels_.size() - 1 - kOpenLevels];
     if (far.dir != nullptr) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -72,6 +73,8 @@ class TreeRemover {
 
   Status OpenTop(bool* gone);
   Status Descend(int parent_dir_fd, const std::string& name, bool* descended);
+  // Reads the directory open at `fd` (taken: closed on failure) as the next level down.
+  Status PushLevel(int fd, const std::string& name, const struct stat& st);
   // Leaves the deepest level (scanned to its end) and removes it from its parent.
   Status Ascend(bool* finished);
   void CloseAll();

@@ -187,9 +187,10 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   opts.workers = 1;
   opts.queue_deadline = 1s;
   HttpServer server(clock, opts);
-  std::atomic<bool> release{false};
+  std::atomic<bool> release{false}, holding{false};
   std::atomic<int> ran{0};
   server.Get("/slow", [&] {
+    holding = true;
     const auto end = Clock::now() + 5s;
     while (!release && Clock::now() < end) std::this_thread::sleep_for(10ms);
     return HttpReply{200, "text/plain", "slow\n"};
@@ -202,6 +203,14 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   auto port = server.Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
   std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
+  // /pods is sent only once the one worker holds /slow, so it cannot be served first.
+  const auto held = Clock::now() + 5s;
+  while (!holding && Clock::now() < held) std::this_thread::sleep_for(10ms);
+  if (!holding) {
+    release = true;
+    slow.join();
+    FAIL() << "the worker never started /slow";
+  }
   std::string stale;
   std::thread queued([&] { stale = Ask(*port, "GET /pods HTTP/1.1\r\n\r\n", 10s); });
   // The worker holds /slow and /pods waits behind it.
