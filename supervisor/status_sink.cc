@@ -117,7 +117,9 @@ std::vector<Status> SinkSyncer::Sync(bool all) {
     // A reused uid restarts at version 1: a version below the sink's is a new pod.
     bool restarted = record.version < synced;
     if (!newer && !restarted && !(all && sink_.NeedsReconcile(record))) continue;
-    Status s = Guarded("sync", [&] { return sink_.Sync(record); });
+    // A named reference: clang 14 does not let a lambda capture a structured binding.
+    const auto& this_record = record;
+    Status s = Guarded("sync", [&] { return sink_.Sync(this_record); });
     if (s.ok()) {
       synced_[uid] = record.version;
     } else {

@@ -645,7 +645,9 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
     // As an operator's script would: each write retried while the cluster elects a leader.
     for (const auto& [key, value] : writes) {
       ASSERT_TRUE(Eventually(
-          [&] { return value.empty() ? etcd_->Delete(key).ok() : etcd_->Put(key, value).ok(); },
+          [&, &key = key, &value = value] {
+            return value.empty() ? etcd_->Delete(key).ok() : etcd_->Put(key, value).ok();
+          },
           30s))
           << key;
     }

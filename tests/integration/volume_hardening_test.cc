@@ -179,7 +179,10 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
   for (const auto& [name, sub] : {std::pair{"evil", "abs"}, std::pair{"evil2", "rel/x"}}) {
     std::pair<std::string, std::string> w;
     EXPECT_TRUE(WaitFor(
-        [&] { return (w = Waiting("sp-node1", name)).first == "CreateContainerConfigError"; }, 20s))
+        [&, name = name] {
+          return (w = Waiting("sp-node1", name)).first == "CreateContainerConfigError";
+        },
+        20s))
         << name << ": " << PodJson("sp-node1").dump(2);
     EXPECT_THAT(w.second, HasSubstr(std::string("subPath \"") + sub + "\"")) << name;
     EXPECT_THAT(w.second, HasSubstr("resolves outside its volume")) << name;
