@@ -61,12 +61,16 @@ class Walker {
       }
       if (S_ISLNK(st.st_mode)) {
         if (links >= kMaxLinks) return Refuse(prefix, st, "too many links on the way");
-        char resolved[PATH_MAX];
-        if (realpath(prefix.c_str(), resolved) == nullptr) {
-          return ErrnoStatus(
-              what_ + " '" + original_ + "': cannot resolve the link '" + prefix + "'", errno);
+        // This one link only (readlink, not realpath): a link in its target is met again by
+        // the walk below and checked like this one, owner included.
+        char target[PATH_MAX];
+        const ssize_t n = readlink(prefix.c_str(), target, sizeof(target) - 1);
+        if (n <= 0) {
+          return ErrnoStatus(what_ + " '" + original_ + "': cannot read the link '" + prefix + "'",
+                             errno);
         }
-        std::string rest = resolved;
+        std::string rest(target, static_cast<size_t>(n));
+        if (rest[0] != '/') rest = prefix.substr(0, prefix.rfind('/') + 1) + rest;
         for (size_t j = i; j < parts.size(); ++j) rest += (rest == "/" ? "" : "/") + parts[j];
         return Walk(rest, links + 1);
       }
