@@ -389,12 +389,15 @@ void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
   }
   ++event_retries_;
   std::lock_guard<std::mutex> lock(mu_);
-  Duration delay = kEventRetryFirst * (1 << attempt);
+  // An exit's attempts go past 31 (its polls come first): 1 << attempt only for the others.
+  Duration delay = Duration(kEventRetryFirst);
   if (exit) {
     const auto exits = std::count_if(id_requests_.begin(), id_requests_.end(), [](const auto& r) {
       return r.second.change == RuntimeChange::kExited;
     });
     delay = ExitRetryDelay(attempt, static_cast<int>(exits) + 1);
+  } else {
+    delay = Duration(kEventRetryFirst) * (1 << attempt);
   }
   const IdRequest retry{clock_.Now() + delay, attempt + 1, request.change, request.deferred};
   // A newer event for the same id has already asked for a fresh look; it looks for the later

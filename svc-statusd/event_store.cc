@@ -5,14 +5,14 @@
 namespace nodelet::statusd {
 namespace {
 
-constexpr std::string_view kSchema =
+constexpr std::string_view kEventsSchema =
     "CREATE TABLE IF NOT EXISTS events ("
     " pod_uid TEXT NOT NULL, namespace TEXT, pod_name TEXT, type TEXT, reason TEXT NOT NULL,"
     " message TEXT NOT NULL, source TEXT, count INTEGER NOT NULL, first_seen INTEGER NOT NULL,"
     " last_seen INTEGER NOT NULL, PRIMARY KEY (pod_uid, reason, message));"
     "CREATE INDEX IF NOT EXISTS events_last_seen ON events(last_seen);";
 
-constexpr std::string_view kUpsert =
+constexpr std::string_view kEventsUpsert =
     "INSERT INTO events (pod_uid, namespace, pod_name, type, reason, message, source, count,"
     " first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)"
     " ON CONFLICT(pod_uid, reason, message) DO UPDATE SET count = count + excluded.count,"
@@ -36,7 +36,7 @@ constexpr std::string_view kListPod =
 Result<std::unique_ptr<EventStore>> EventStore::Open(std::shared_ptr<SqliteDb> db,
                                                      std::chrono::seconds retention,
                                                      size_t max_events) {
-  if (Status s = db->Exec(kSchema, "Failed to create the events table"); !s.ok()) return s;
+  if (Status s = db->Exec(kEventsSchema, "Failed to create the events table"); !s.ok()) return s;
   return std::unique_ptr<EventStore>(new EventStore(std::move(db), retention, max_events));
 }
 
@@ -56,7 +56,7 @@ Result<uint32_t> EventStore::Record(const std::vector<status::PodEvent>& events,
   uint32_t stored = 0;
   for (const auto& e : events) {
     if (e.pod_uid.empty() || e.reason.empty()) continue;
-    auto up = db_->Prepare(kUpsert, what);
+    auto up = db_->Prepare(kEventsUpsert, what);
     if (!up.ok()) return up.status();
     up->BindText(1, e.pod_uid)
         .BindText(2, e.namespace_)

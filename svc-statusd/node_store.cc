@@ -5,14 +5,15 @@
 namespace nodelet::statusd {
 namespace {
 
-constexpr std::string_view kSchema =
+constexpr std::string_view kNodeSchema =
     "CREATE TABLE IF NOT EXISTS node_status ("
     " id INTEGER PRIMARY KEY CHECK (id = 1), json TEXT NOT NULL, version INTEGER NOT NULL,"
     " updated INTEGER NOT NULL);";
 
-constexpr std::string_view kSelect = "SELECT json, version, updated FROM node_status WHERE id = 1";
+constexpr std::string_view kNodeSelect =
+    "SELECT json, version, updated FROM node_status WHERE id = 1";
 
-constexpr std::string_view kUpsert =
+constexpr std::string_view kNodeUpsert =
     "INSERT INTO node_status (id, json, version, updated) VALUES (1, ?1, ?2, ?3)"
     " ON CONFLICT(id) DO UPDATE SET json = excluded.json,"
     " version = excluded.version, updated = excluded.updated";
@@ -36,7 +37,7 @@ Status ValidateNodeStatusJson(const std::string& json) {
 }
 
 Result<std::unique_ptr<NodeStore>> NodeStore::Open(std::shared_ptr<SqliteDb> db) {
-  if (Status s = db->Exec(kSchema, "Failed to create the node_status table"); !s.ok()) return s;
+  if (Status s = db->Exec(kNodeSchema, "Failed to create the node_status table"); !s.ok()) return s;
   std::unique_ptr<NodeStore> store(new NodeStore(std::move(db)));
   if (Status s = store->Load(); !s.ok()) return s;
   return store;
@@ -49,7 +50,7 @@ Result<std::unique_ptr<NodeStore>> NodeStore::Open(const std::string& path, cons
 }
 
 Status NodeStore::Load() {
-  auto st = db_->Prepare(kSelect, "Failed to load the node status");
+  auto st = db_->Prepare(kNodeSelect, "Failed to load the node status");
   if (!st.ok()) return st.status();
   auto row = st->Step();
   if (!row.ok()) return row.status();
@@ -72,7 +73,7 @@ Result<status::NodeStatusRecord> NodeStore::Set(const std::string& json, int64_t
   next.node_json = json;
   next.version = current_ ? current_->version + 1 : 1;
   next.updated_at_unix_s = now;
-  auto st = db_->Prepare(kUpsert, "Failed to store the node status");
+  auto st = db_->Prepare(kNodeUpsert, "Failed to store the node status");
   if (!st.ok()) return st.status();
   st->BindText(1, json).BindInt64(2, static_cast<int64_t>(next.version)).BindInt64(3, now);
   if (Status s = st->Run(); !s.ok()) return s;

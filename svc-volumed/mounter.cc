@@ -15,10 +15,6 @@ namespace {
 
 constexpr char kMountInfo[] = "/proc/self/mountinfo";
 
-Status Errno(const std::string& what, const std::string& path) {
-  return FailedPrecondition(what + " " + path + ": " + std::strerror(errno));
-}
-
 std::string Unescape(const std::string& s) {
   // mountinfo escapes space, tab, newline and backslash as \ooo.
   std::string out;
@@ -90,21 +86,21 @@ Status UnmountAndRemoveTree(Mounter& mounter, const std::string& dir) {
 
 Status MounterImpl::MountTmpfs(const std::string& path, const std::string& options) {
   if (mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-    return Errno("mount tmpfs on", path);
+    return PathErrno("mount tmpfs on", path);
   }
   return Status::Ok();
 }
 
 Status MounterImpl::Unmount(const std::string& path) {
   if (umount2(path.c_str(), 0) != 0 && umount2(path.c_str(), MNT_DETACH) != 0) {
-    return Errno("unmount", path);
+    return PathErrno("unmount", path);
   }
   return Status::Ok();
 }
 
 Result<std::vector<std::string>> MounterImpl::MountPointsUnder(const std::string& prefix) const {
   std::ifstream in(kMountInfo);
-  if (!in.is_open()) return Errno("read", kMountInfo);
+  if (!in.is_open()) return PathErrno("read", kMountInfo);
   auto points = ParseMountPoints(in, prefix);
   if (in.bad()) return FailedPrecondition(std::string("read ") + kMountInfo + ": I/O error");
   return points;
@@ -118,6 +114,10 @@ std::vector<std::string> MountsUnder(const std::string& prefix) {
 bool IsMountPoint(const std::string& path) {
   auto mounted = IsMountedOn(MounterImpl(), path);
   return mounted.ok() && *mounted;
+}
+
+Status PathErrno(const std::string& what, const std::string& path) {
+  return FailedPrecondition(what + " " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace nodelet::volumed

@@ -52,4 +52,7 @@ std::vector<std::string> ParseMountPoints(std::istream& mountinfo, const std::st
 std::vector<std::string> MountsUnder(const std::string& prefix);
 bool IsMountPoint(const std::string& path);
 
+// FailedPrecondition "WHAT PATH: strerror(errno)", for a system call on PATH that just failed.
+Status PathErrno(const std::string& what, const std::string& path);
+
 }  // namespace nodelet::volumed

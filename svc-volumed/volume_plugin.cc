@@ -12,13 +12,10 @@
 #include "lib/common/safe_path.h"
 #include "lib/pod/canonical.h"
 #include "lib/pod/downward_api.h"
+#include "svc-volumed/mounter.h"
 
 namespace nodelet::volumed {
 namespace {
-
-Status Errno(const std::string& what, const std::string& path) {
-  return FailedPrecondition(what + " " + path + ": " + std::strerror(errno));
-}
 
 // The keys of a ConfigMap or Secret as files: every key, or only `items` (key -> path, mode).
 Status AddItems(const ConfigObject& obj, const std::vector<pod::KeyToPath>& items, int default_mode,
@@ -63,7 +60,7 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
     return InvalidArgument("hostPath " + path + " must be absolute");
   options.scope = BeneathScope::kInRoot;  // from the real `/`: an ordinary lookup, no magic links
   UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Errno("open", "/");
+  if (!root.valid()) return PathErrno("open", "/");
   const std::string rel = path.substr(1);
   const std::string what = "hostPath " + path;
   if (type == "DirectoryOrCreate") {
@@ -75,7 +72,7 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
       return FailedPrecondition(fd.status().message());
     }
     struct stat st {};
-    if (fstat(fd->get(), &st) != 0) return Errno("hostPath: stat", path);
+    if (fstat(fd->get(), &st) != 0) return PathErrno("hostPath: stat", path);
     if (!S_ISDIR(st.st_mode)) return FailedPrecondition(what + ": exists and is not a directory");
     return Status::Ok();
   }
@@ -90,10 +87,10 @@ Status CheckHostPath(const std::string& path, const std::string& type, LookupOpt
     UniqueFd made(openat(dir->get(), base.c_str(),
                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (made.valid()) {
-      if (fchmod(made.get(), 0644) != 0) return Errno("hostPath: chmod", path);
+      if (fchmod(made.get(), 0644) != 0) return PathErrno("hostPath: chmod", path);
       return Status::Ok();
     }
-    if (errno != EEXIST) return Errno("hostPath: create", path);
+    if (errno != EEXIST) return PathErrno("hostPath: create", path);
   }
   int fd = OpenBeneathRaw(root.get(), rel, 0, options);
   struct stat st {};
@@ -133,7 +130,7 @@ Result<UniqueFd> PodDirectoryPlugin::MakeVolumeDir(const std::string& uid, const
   // a link is refused, not followed (lib/common/beneath.h).
   if (Status s = EnsureDirectory(root_ + "/pods", 0755); !s.ok()) return s;
   UniqueFd pods_fd(open((root_ + "/pods").c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (pods_fd.get() < 0) return Errno("open", root_ + "/pods");
+  if (pods_fd.get() < 0) return PathErrno("open", root_ + "/pods");
   auto parent = OpenOrCreateBeneath(pods_fd.get(), uid + "/volumes/kubernetes.io~" + name_, 0755,
                                     "volume directory of " + name);
   if (!parent.ok()) return parent.status();
@@ -182,7 +179,7 @@ Status EmptyDirPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state,
   // World-writable as the kubelet makes it, also when it was there already (an O_PATH fd is
   // changed through its /proc/self/fd link, which names the opened inode, not a path).
   const std::string by_fd = "/proc/self/fd/" + std::to_string(made->get());
-  if (chmod(by_fd.c_str(), 0777) != 0) return Errno("chmod", *dir);
+  if (chmod(by_fd.c_str(), 0777) != 0) return PathErrno("chmod", *dir);
   if (v.empty_dir && v.empty_dir->medium == "Memory") {
     int64_t size = v.empty_dir->size_limit ? v.empty_dir->size_limit->Value() : 0;
     if (Status s = EnsureTmpfs(*dir, size); !s.ok()) return s;
@@ -192,11 +189,11 @@ Status EmptyDirPlugin::SetUp(const VolumeSpec& spec, PluginVolumeState& state,
   // directory itself: its content is the containers'.
   if (const int fs_group = FsGroup(spec.pod); fs_group >= 0) {
     UniqueFd root(open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!root.valid()) return Errno("open", *dir);
+    if (!root.valid()) return PathErrno("open", *dir);
     if (fchown(root.get(), static_cast<uid_t>(-1), static_cast<gid_t>(fs_group)) != 0) {
-      return Errno("chown to fsGroup " + std::to_string(fs_group) + ":", *dir);
+      return PathErrno("chown to fsGroup " + std::to_string(fs_group) + ":", *dir);
     }
-    if (fchmod(root.get(), 02777) != 0) return Errno("chmod", *dir);
+    if (fchmod(root.get(), 02777) != 0) return PathErrno("chmod", *dir);
   }
   return Status::Ok();
 }

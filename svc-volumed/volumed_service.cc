@@ -45,7 +45,7 @@ DesiredState DesiredFromMessage(const ipc::podwork::DesiredPods& msg, std::strin
 }
 
 Result<std::unique_ptr<VolumedService>> VolumedService::Create(ServiceContext& ctx) {
-  std::unique_ptr<VolumedService> service(new VolumedService(ctx));
+  std::unique_ptr<VolumedService> service(new VolumedService());
   if (Status s = service->Start(ctx); !s.ok()) return s;
   VolumedService* v = service.get();
   v->router_source_ = ctx.loop.AddSocket(v->router_->raw(), [v] { v->HandleRequests(); });

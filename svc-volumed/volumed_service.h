@@ -28,7 +28,7 @@ class VolumedService : public Service {
   CounterList Counters() const override;
 
  private:
-  explicit VolumedService(ServiceContext& ctx) : ctx_(ctx) {}
+  VolumedService() = default;
   Status Start(ServiceContext& ctx);
   void HandleRequests();
   // One reconciler pass (once a desired state has arrived); publishes VolumesChanged for every
@@ -39,7 +39,6 @@ class VolumedService : public Service {
   void SendVolumeReply(const std::string& peer, flatbuffers::FlatBufferBuilder& fbb,
                        ipc::volume::Body type, flatbuffers::Offset<void> body);
 
-  ServiceContext& ctx_;
   std::unique_ptr<VolumeManager> manager_;
   std::unique_ptr<ipc::RouterServer> router_;
   std::unique_ptr<ipc::Publisher> events_;

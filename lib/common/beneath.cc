@@ -15,22 +15,6 @@
 namespace nodelet {
 namespace {
 
-constexpr int kMaxLinks = 40;  // the kernel's MAXSYMLINKS
-
-// Every component of `path`, ".." included, empty and "." dropped.
-std::vector<std::string> Components(const std::string& path) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string part = path.substr(start, end - start);
-    if (!part.empty() && part != ".") out.push_back(std::move(part));
-    start = end + 1;
-  }
-  return out;
-}
-
 // 1: yes, 0: no, -1: not probed yet.
 std::atomic<int> g_has_openat2{-1};
 
@@ -46,7 +30,7 @@ int Walk(int dir_fd, const std::string& rel, int flags, BeneathScope scope) {
   if (rel.find('\0') != std::string::npos) return -EINVAL;
   if (!rel.empty() && rel[0] == '/' && scope == BeneathScope::kBeneath) return -EXDEV;
   std::deque<std::string> todo;
-  for (auto& p : Components(rel)) todo.push_back(std::move(p));
+  for (auto& p : PathComponents(rel)) todo.push_back(std::move(p));
   std::vector<UniqueFd> stack;  // the directories walked into, below dir_fd
   int links = 0;
   auto cur = [&] { return stack.empty() ? dir_fd : stack.back().get(); };
@@ -82,7 +66,7 @@ int Walk(int dir_fd, const std::string& rel, int flags, BeneathScope scope) {
         if (scope == BeneathScope::kBeneath) return -EXDEV;
         stack.clear();  // back to the root
       }
-      auto parts = Components(target);
+      auto parts = PathComponents(target);
       todo.insert(todo.begin(), parts.begin(), parts.end());
       continue;
     }
@@ -101,6 +85,19 @@ int Walk(int dir_fd, const std::string& rel, int flags, BeneathScope scope) {
 
 }  // namespace
 
+std::vector<std::string> PathComponents(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(start, end - start);
+    if (!part.empty() && part != ".") out.push_back(std::move(part));
+    start = end + 1;
+  }
+  return out;
+}
+
 bool KernelHasOpenat2() {
   int known = g_has_openat2.load();
   if (known >= 0) return known == 1;
@@ -117,7 +114,7 @@ bool SplitRelative(const std::string& path, std::vector<std::string>* parts) {
     return true;
   }
   if (path[0] == '/' || path.find('\0') != std::string::npos) return false;
-  *parts = Components(path);
+  *parts = PathComponents(path);
   for (const auto& p : *parts) {
     if (p == "..") return false;
   }

@@ -20,6 +20,12 @@
 
 namespace nodelet {
 
+// Links a path walk follows before it gives up with ELOOP: the kernel's own limit (MAXSYMLINKS).
+inline constexpr int kMaxLinks = 40;
+
+// Every component of `path`, ".." included, empty ones and "." dropped.
+std::vector<std::string> PathComponents(const std::string& path);
+
 // How a lookup may go: kAuto uses openat2 and falls back to the walk on ENOSYS; kWalk always
 // walks (tests run both).
 enum class BeneathMode { kAuto, kWalk };

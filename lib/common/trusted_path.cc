@@ -9,28 +9,15 @@
 #include <cstdlib>
 #include <vector>
 
+#include "lib/common/beneath.h"
+
 namespace nodelet {
 namespace {
-
-// Links followed before the walk gives up (the kernel's own limit).
-constexpr int kMaxLinks = 40;
 
 std::string Octal(mode_t mode) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
   return buf;
-}
-
-std::vector<std::string> Components(const std::string& path) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t end = path.find('/', pos);
-    if (end == std::string::npos) end = path.size();
-    if (end > pos) out.push_back(path.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
 }
 
 class Walker {
@@ -42,7 +29,7 @@ class Walker {
     if (path.empty() || path[0] != '/') {
       return InvalidArgument(what_ + " '" + original_ + "' is not an absolute path");
     }
-    const std::vector<std::string> parts = Components(path);
+    const std::vector<std::string> parts = PathComponents(path);
     std::string prefix = "/";
     // "/" itself, then each component; `last` is the path's own.
     for (size_t i = 0; i <= parts.size(); ++i) {

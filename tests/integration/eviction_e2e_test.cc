@@ -403,7 +403,10 @@ TEST_F(EvictionE2eTest, PodsPastTheirLocalStorageLimitsAreEvictedWithTheKubelets
       {"layer", "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. "},
   };
   // Directory figures are walked every 10 s: within a few walks of the writes.
-  for (const auto& [name, message] : expected) {
+  for (const auto& name_message : expected) {
+    // Named, not a structured binding: clang 14 refuses a lambda that captures one.
+    const std::string& name = name_message.first;
+    const std::string& message = name_message.second;
     ASSERT_TRUE(WaitFor([&] { return Phase(name) == "Failed"; }, 90s))
         << name << ": " << CtlPod(name + "-node1").dump(2);
     auto p = CtlPod(name + "-node1");

@@ -498,6 +498,16 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
       std::this_thread::sleep_for(300ms);  // the sampling pace, not a wait for an event
     }
   });
+  // Stops and joins the sampler on every way out of the test: a failed ASSERT returns early, and
+  // a joinable thread's destructor would abort the whole suite (and skip every clean-up).
+  struct SamplerStop {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~SamplerStop() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } sampler_stop{stop_sampling, sampler};
 
   // The running containers of each pod on each node, from the runtimes (CRI labels).
   auto running = [&] {
@@ -583,10 +593,19 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
   // The soak's faults, one per round: an etcd member (the leader) killed; node-b's podworkerd
   // and statusd SIGKILLed (its supervisor starts them again); node-c's nodelet SIGTERMed with
   // its services and started again (its pods keep running, as the kubelet's do).
+  // The service's pid once it runs: on a loaded machine (the suites run side by side, under
+  // ASan) it may be between a restart and its READY when asked.
   auto service_pid = [&](FleetNode& n, const std::string& service) {
-    auto r =
-        RunCommand({BinDir() + "/nodeletctl", "--run-dir", n.dir + "/run", "pid", service}, 5s);
-    return r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
+    pid_t pid = 0;
+    Eventually(
+        [&] {
+          auto r = RunCommand(
+              {BinDir() + "/nodeletctl", "--run-dir", n.dir + "/run", "pid", service}, 10s);
+          pid = r.exit_code == 0 ? static_cast<pid_t>(std::atoi(r.output.c_str())) : 0;
+          return pid > 0;
+        },
+        60s);
+    return pid;
   };
   for (int round = 0; round < 3; ++round) {
     if (round == 0) {

@@ -35,7 +35,7 @@ namespace {
 
 namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 using ::testing::HasSubstr;
 
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
@@ -122,9 +122,9 @@ TEST_F(ProbeHardeningTest, HangingAndStreamingEndpointsHoldBackNoOtherProbe) {
   ASSERT_TRUE(WaitFor([&] { return !RunningContainer("healthy-node1").empty(); }, 30s));
   EXPECT_FALSE(Ready(PodJson("healthy-node1")));
   healthy = true;
-  const auto flipped_at = Clock::now();
+  const auto flipped_at = Steady::now();
   ASSERT_TRUE(WaitFor([&] { return Ready(PodJson("healthy-node1")); }, 20s));
-  EXPECT_LT(Clock::now() - flipped_at, 5s) << "readiness must flip within 2 periods";
+  EXPECT_LT(Steady::now() - flipped_at, 5s) << "readiness must flip within 2 periods";
 
   // The streaming endpoint was read by at least one probe and cost podworkerd no more than
   // 64 MiB of peak memory (the probe reads 10 KiB of it).
@@ -212,8 +212,11 @@ TEST_F(ProbeHardeningTest, ManifestUrlThatFailsKeepsItsPods) {
   };
   // Three failed reads, each a second apart: time enough for any removal to have happened.
   auto failed = [&](const std::string& reason) { return failures(reason) >= 3; };
-  for (auto [m, reason] : {std::pair{"down", "http_status"}, std::pair{"junk", "too_large"},
-                           std::pair{"garbage", "parse"}}) {
+  for (const auto& mode_reason : {std::pair{"down", "http_status"}, std::pair{"junk", "too_large"},
+                                  std::pair{"garbage", "parse"}}) {
+    // Named, not a structured binding: clang 14 refuses a lambda that captures one.
+    const char* m = mode_reason.first;
+    const char* reason = mode_reason.second;
     set(m);
     // The failure shows on /metrics; the pod is untouched.
     EXPECT_TRUE(WaitFor([&] { return failed(reason); }, 20s)) << m << ":\n" << metrics();

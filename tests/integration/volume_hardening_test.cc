@@ -27,9 +27,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+constexpr char kServeUntilTerm[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
-std::string ConfigMapYaml(const std::string& greeting) {
+std::string SettingsAndCredsYaml(const std::string& greeting) {
   return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  greeting: " +
          greeting +
          "\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n"
@@ -88,7 +88,7 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
   const std::string victim = dir_.Sub("victim");
   fs::create_directories(victim);
   std::ofstream(victim + "/keep") << "keep";
-  Write("settings.yaml", ConfigMapYaml("hello"));
+  Write("settings.yaml", SettingsAndCredsYaml("hello"));
   Write("ro.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: ro\n  labels:\n    tier: web\nspec:\n"
         "  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  volumes:\n"
@@ -98,7 +98,7 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
         "          fieldPath: metadata.labels\n"
         "  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n"
         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"" +
-            std::string(kServe) +
+            std::string(kServeUntilTerm) +
             "\"]\n"
             "    volumeMounts:\n"  // no readOnly anywhere
             "    - {name: config, mountPath: /config}\n"
@@ -128,7 +128,7 @@ TEST_F(VolumeHardeningTest, NodeletWrittenVolumesAreReadOnlyAndTamperingReachesN
   EXPECT_THAT(out, HasSubstr("Read-only file system"));
 
   // The next update arrives in the running container, and the host directory is untouched.
-  Write("settings.yaml", ConfigMapYaml("bonjour"));
+  Write("settings.yaml", SettingsAndCredsYaml("bonjour"));
   EXPECT_TRUE(WaitFor([&] { return Exec(id, "cat /config/greeting").second == "bonjour"; }, 20s))
       << Exec(id, "ls -la /config").second;
   EXPECT_EQ(RunningContainer("ro-node1"), id);
@@ -158,17 +158,17 @@ TEST_F(VolumeHardeningTest, SubPathThroughALinkInsideWorksOneOutIsRefused) {
             "  containers:\n"
             "  - name: good\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
             "    command: [\"sh\", \"-c\", \"" +
-            std::string(kServe) +
+            std::string(kServeUntilTerm) +
             "\"]\n"
             "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: good}\n"
             "  - name: evil\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
             "    command: [\"sh\", \"-c\", \"" +
-            std::string(kServe) +
+            std::string(kServeUntilTerm) +
             "\"]\n"
             "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: abs}\n"
             "  - name: evil2\n    image: nodelet.local/busybox:1.0\n    imagePullPolicy: Never\n"
             "    command: [\"sh\", \"-c\", \"" +
-            std::string(kServe) +
+            std::string(kServeUntilTerm) +
             "\"]\n"
             "    volumeMounts:\n    - {name: data, mountPath: /sub, subPath: rel/x}\n");
   StartNodelet();
@@ -208,7 +208,7 @@ TEST_F(VolumeHardeningTest, ADeepTreeInAnEmptyDirGoesWithThePod) {
         "    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"cd /data && i=0 && "
         "while [ $i -lt 400 ]; do mkdir d && cd d && echo $i > f && i=$((i+1)); done && "
         "touch /data/ready && " +
-            std::string(kServe) +
+            std::string(kServeUntilTerm) +
             "\"]\n"
             "    volumeMounts:\n    - {name: data, mountPath: /data}\n");
   StartNodelet();

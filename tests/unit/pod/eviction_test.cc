@@ -11,6 +11,7 @@
 #include "lib/pod/manifest_parser.h"
 #include "lib/pod/qos.h"
 #include "lib/pod/validation.h"
+#include "tests/unit/pod/pod_of.h"
 
 namespace nodelet::pod {
 namespace {
@@ -154,19 +155,6 @@ TEST(EvictionStateTest, AThresholdActedOnHoldsUntilItsMinimumReclaimIsWonBack) {
   EXPECT_FALSE(state.Pressure("MemoryPressure", 3000));
   // Once resolved, the band alone does not raise it again.
   EXPECT_TRUE(state.Observe(Memory(1200 * mi), 4000).empty());
-}
-
-// A pod whose spec is `spec` (indented two spaces), decoded, defaulted and validated.
-struct Pod PodOf(const std::string& spec) {
-  auto r = DecodeManifest(
-      "apiVersion: v1\nkind: Pod\nmetadata: {name: s, namespace: default}\nspec:\n" + spec,
-      "s.yaml");
-  EXPECT_TRUE(r.errors.empty()) << r.errors[0].message;
-  if (r.pods.empty()) return {};
-  struct Pod pod = r.pods[0].pod;
-  ApplyPodDefaults(pod);
-  for (const auto& e : ValidatePod(pod)) ADD_FAILURE() << e.ToString();
-  return pod;
 }
 
 // What decides whether the eviction manager must read a pod's disk use every round.

@@ -17,11 +17,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kSource[] = "/etc/nodelet/manifests/hostile.yaml";
+constexpr char kHostileSource[] = "/etc/nodelet/manifests/hostile.yaml";
 
 ManifestParseResult Load(const std::string& content) {
   StaticPodOrigin origin;
-  origin.source = kSource;
+  origin.source = kHostileSource;
   origin.node_name = "node1";
   return LoadStaticPods(content, origin);
 }
@@ -82,7 +82,7 @@ TEST(HostileManifestTest, PathTraversalInNamesAndVolumePathsIsRefused) {
     // The hostile pod shares its file with a good one: only the hostile one is refused.
     auto r = Load(c.manifest + "---\n" + testing::kMinimalPodYaml);
     ASSERT_EQ(r.errors.size(), 1u) << c.manifest;
-    EXPECT_THAT(r.errors[0].message, HasSubstr(kSource)) << c.manifest;
+    EXPECT_THAT(r.errors[0].message, HasSubstr(kHostileSource)) << c.manifest;
     EXPECT_THAT(r.errors[0].message, HasSubstr(c.error)) << c.manifest;
     ASSERT_EQ(r.pods.size(), 1u) << c.manifest;
     EXPECT_EQ(r.pods[0].pod.metadata.name, "web-node1");
@@ -122,7 +122,7 @@ TEST(HostileManifestTest, HundredThousandLevelsOfNestingAreRefusedWithoutStackOv
     ASSERT_LT(doc->size(), 1u << 20);
     auto r = Load(*doc + "\n---\n" + testing::kMinimalPodYaml);
     ASSERT_EQ(r.errors.size(), 1u) << doc->substr(0, 40);
-    EXPECT_THAT(r.errors[0].message, HasSubstr(kSource));
+    EXPECT_THAT(r.errors[0].message, HasSubstr(kHostileSource));
     EXPECT_THAT(r.errors[0].message, ::testing::AnyOf(HasSubstr("nests deeper than 64 levels"),
                                                       HasSubstr("YAML syntax error")))
         << doc->substr(0, 40);

@@ -9,22 +9,10 @@
 #include "lib/pod/defaults.h"
 #include "lib/pod/manifest_parser.h"
 #include "lib/pod/validation.h"
+#include "tests/unit/pod/pod_of.h"
 
 namespace nodelet::pod {
 namespace {
-
-// A pod whose spec is `spec` (indented two spaces), decoded, defaulted and validated.
-Pod PodOf(const std::string& spec) {
-  auto r = DecodeManifest(
-      "apiVersion: v1\nkind: Pod\nmetadata: {name: q, namespace: default}\nspec:\n" + spec,
-      "q.yaml");
-  EXPECT_TRUE(r.errors.empty()) << r.errors[0].message;
-  if (r.pods.empty()) return Pod{};
-  Pod pod = r.pods[0].pod;
-  ApplyPodDefaults(pod);
-  for (const auto& e : ValidatePod(pod)) ADD_FAILURE() << e.ToString();
-  return pod;
-}
 
 // One container `app` with `resources` (a flow mapping), plus `more` (other containers).
 std::string OneContainer(const std::string& resources, const std::string& more = "") {

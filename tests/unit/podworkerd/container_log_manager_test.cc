@@ -36,7 +36,7 @@ using testing::FakeClock;
 using testing::FakeCriRuntime;
 using ::testing::UnorderedElementsAre;
 
-constexpr char kImage[] = "nodelet.local/busybox:1.0";
+constexpr char kLogImage[] = "nodelet.local/busybox:1.0";
 // FakeClock's wall time at its start: 1'700'000'000 s + 1 h.
 constexpr char kStamp0[] = "20231114-231320";
 
@@ -49,7 +49,7 @@ class ContainerLogManagerTest : public ::testing::Test {
     log_dir_ = root_ + "/log";
     fs::create_directories(log_dir_ + "/pods");
     fs::create_directories(log_dir_ + "/containers");
-    runtime_.AddImage(kImage);
+    runtime_.AddImage(kLogImage);
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -71,7 +71,7 @@ class ContainerLogManagerTest : public ::testing::Test {
     v1::ContainerConfig c;
     c.mutable_metadata()->set_name(name);
     c.mutable_metadata()->set_attempt(attempt);
-    c.mutable_image()->set_image(kImage);
+    c.mutable_image()->set_image(kLogImage);
     (*c.mutable_labels())[kManagedLabel] = "true";
     (*c.mutable_labels())[kPodUidLabel] = uid;
     (*c.mutable_labels())[kContainerNameLabel] = name;

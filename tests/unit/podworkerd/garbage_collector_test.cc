@@ -31,12 +31,12 @@ using testing::FakeImageFs;
 using ::testing::HasSubstr;
 namespace v1 = ::runtime::v1;
 
-constexpr char kImage[] = "nodelet.local/busybox:1.0";
-constexpr uint64_t kMiB = 1024 * 1024;
+constexpr char kGcImage[] = "nodelet.local/busybox:1.0";
+constexpr uint64_t kGcMiB = 1024 * 1024;
 
 class GarbageCollectorTest : public ::testing::Test {
  protected:
-  GarbageCollectorTest() : fs_(runtime_, 100 * kMiB) {}
+  GarbageCollectorTest() : fs_(runtime_, 100 * kGcMiB) {}
 
   // `count` exited instances (attempts 0..count-1) of container `name` in pod `uid`.
   void DeadInstances(const std::string& uid, const std::string& name, int count) {
@@ -100,7 +100,7 @@ class GarbageCollectorTest : public ::testing::Test {
   }
 
   FakeCriRuntime runtime_;
-  testing::RuntimePods pods_{runtime_, kImage};
+  testing::RuntimePods pods_{runtime_, kGcImage};
   FakeImageFs fs_;
   RealClock clock_;
   std::mutex mu_;
@@ -174,7 +174,7 @@ TEST_F(GarbageCollectorTest, ImageGcFailuresCarryTheKubeletsReasons) {
   fs_.fail = true;
   auto gc = Make(config);
   gc->Start();
-  gc->SetDesired({}, {kImage});
+  gc->SetDesired({}, {kGcImage});
   status::PodEvent e = WaitForEvent("ImageGCFailed");
   EXPECT_THAT(e.message, HasSubstr("injected"));
   EXPECT_GE(Counter(*gc, "image_gc_failures"), 1u);
@@ -183,7 +183,7 @@ TEST_F(GarbageCollectorTest, ImageGcFailuresCarryTheKubeletsReasons) {
 TEST_F(GarbageCollectorTest, ImageGcThatCannotFreeEnoughIsFreeDiskSpaceFailed) {
   // 95 of 100 MiB used by something else, and the only image is named by a desired pod: nothing
   // may be removed, so the space cannot be freed.
-  FakeImageFs full(runtime_, 100 * kMiB, 95 * kMiB);
+  FakeImageFs full(runtime_, 100 * kGcMiB, 95 * kGcMiB);
   auto config = Config();
   config.image_gc_period = 20ms;
   config.image.high_threshold_percent = 85;
@@ -195,7 +195,7 @@ TEST_F(GarbageCollectorTest, ImageGcThatCannotFreeEnoughIsFreeDiskSpaceFailed) {
     cv_.notify_all();
   });
   gc.Start();
-  gc.SetDesired({}, {kImage});
+  gc.SetDesired({}, {kGcImage});
   status::PodEvent e = WaitForEvent("FreeDiskSpaceFailed");
   EXPECT_EQ(e.type, "Warning");
   auto images = runtime_.ListImages({});

@@ -24,7 +24,7 @@ namespace nodelet::podworkerd {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 using testing::LoopbackServer;
 using testing::SendAll;
@@ -85,9 +85,9 @@ TEST(HttpProbeTest, TricklingServerIsCutAtTheDeadline) {
     while (!server.stopping() && SendAll(fd, "x")) std::this_thread::sleep_for(100ms);
   });
   for (const char* path : {"/headers", "/body"}) {
-    const auto start = Clock::now();
+    const auto start = Steady::now();
     auto r = DoHttpProbe(RealClock::Get(), Request(server.port(), path, 700ms));
-    const auto took = Clock::now() - start;
+    const auto took = Steady::now() - start;
     EXPECT_FALSE(r.success) << path;
     EXPECT_NE(r.message.find("timeout"), std::string::npos) << path << ": " << r.message;
     EXPECT_GE(took, 650ms) << path;
@@ -104,11 +104,11 @@ TEST(HttpProbeTest, EndlessBodyIsReadNoFurtherThanTenKiB) {
     const std::string chunk(64 * 1024, 'y');
     while (!server.stopping() && sent < (256u << 20) && SendAll(fd, chunk)) sent += chunk.size();
   });
-  const auto start = Clock::now();
+  const auto start = Steady::now();
   auto r = DoHttpProbe(RealClock::Get(), Request(server.port(), "/", 5s));
   EXPECT_TRUE(r.success) << r.message;
   EXPECT_LE(r.body_bytes, kMaxProbeBodyBytes);
-  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_LT(Steady::now() - start, 2s);
   // Chunked, endless too.
   LoopbackServer chunked([&](int fd, const std::string&) {
     if (!SendAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")) return;
@@ -155,11 +155,11 @@ TEST(HttpProbeTest, NothingListeningFailsAtOnce) {
     LoopbackServer gone([](int, const std::string&) {});
     port = gone.port();
   }
-  const auto start = Clock::now();
+  const auto start = Steady::now();
   auto r = DoHttpProbe(RealClock::Get(), Request(port));
   EXPECT_FALSE(r.success);
   EXPECT_NE(r.message.find("Connection refused"), std::string::npos) << r.message;
-  EXPECT_LT(Clock::now() - start, 1s);
+  EXPECT_LT(Steady::now() - start, 1s);
 }
 
 }  // namespace

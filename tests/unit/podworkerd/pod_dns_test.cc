@@ -24,7 +24,7 @@ using ::testing::IsEmpty;
 
 namespace v1 = cri::v1;
 
-pod::Pod Parse(const std::string& spec) {
+pod::Pod ParseDnsPod(const std::string& spec) {
   std::string yaml =
       "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: ns, uid: "
       "0b6d3f2a-9c1e-4f7b-8a2d-1e5c9f0a3b7d}\nspec:\n" +
@@ -102,7 +102,7 @@ TEST(ResolvConfTest, ReadFromAFileOrNone) {
 }
 
 TEST(PodDnsTest, ClusterFirstUsesTheClusterDns) {
-  PodDns d = ComposePodDns(Parse(""), Cluster(), kHost);
+  PodDns d = ComposePodDns(ParseDnsPod(""), Cluster(), kHost);
   EXPECT_THAT(d.config.servers, ElementsAre("10.96.0.10"));
   EXPECT_THAT(d.config.searches, ElementsAre("ns.svc.cluster.local", "svc.cluster.local",
                                              "cluster.local", "corp.example", "example"));
@@ -111,7 +111,7 @@ TEST(PodDnsTest, ClusterFirstUsesTheClusterDns) {
 }
 
 TEST(PodDnsTest, ClusterFirstWithoutClusterDnsFallsBackToDefault) {
-  PodDns d = ComposePodDns(Parse(""), NodeDnsSettings{}, kHost);
+  PodDns d = ComposePodDns(ParseDnsPod(""), NodeDnsSettings{}, kHost);
   EXPECT_EQ(d.config, kHost);
   ASSERT_EQ(d.events.size(), 1u);
   EXPECT_EQ(d.events[0].type, "Warning");
@@ -124,37 +124,37 @@ TEST(PodDnsTest, ClusterFirstWithoutClusterDnsFallsBackToDefault) {
 
 TEST(PodDnsTest, HostNetworkAndPolicies) {
   // ClusterFirst with the node's network is Default, without an event.
-  PodDns host_net = ComposePodDns(Parse("  hostNetwork: true\n"), Cluster(), kHost);
+  PodDns host_net = ComposePodDns(ParseDnsPod("  hostNetwork: true\n"), Cluster(), kHost);
   EXPECT_EQ(host_net.config, kHost);
   EXPECT_THAT(host_net.events, IsEmpty());
   PodDns with_host_net = ComposePodDns(
-      Parse("  hostNetwork: true\n  dnsPolicy: ClusterFirstWithHostNet\n"), Cluster(), kHost);
+      ParseDnsPod("  hostNetwork: true\n  dnsPolicy: ClusterFirstWithHostNet\n"), Cluster(), kHost);
   EXPECT_THAT(with_host_net.config.servers, ElementsAre("10.96.0.10"));
-  PodDns def = ComposePodDns(Parse("  dnsPolicy: Default\n"), Cluster(), kHost);
+  PodDns def = ComposePodDns(ParseDnsPod("  dnsPolicy: Default\n"), Cluster(), kHost);
   EXPECT_EQ(def.config, kHost);
   PodDns none = ComposePodDns(
-      Parse("  dnsPolicy: None\n  dnsConfig: {nameservers: [1.1.1.1], searches: [a.example],"
-            " options: [{name: ndots, value: \"1\"}]}\n"),
+      ParseDnsPod("  dnsPolicy: None\n  dnsConfig: {nameservers: [1.1.1.1], searches: [a.example],"
+                  " options: [{name: ndots, value: \"1\"}]}\n"),
       Cluster(), kHost);
   EXPECT_EQ(none.config, (DnsSettings{{"1.1.1.1"}, {"a.example"}, {"ndots:1"}}));
   // No resolver config: the local machine's server and no search.
   NodeDnsSettings no_resolv;
   no_resolv.resolv_conf = "";
-  PodDns local = ComposePodDns(Parse("  dnsPolicy: Default\n"), no_resolv, DnsSettings{});
+  PodDns local = ComposePodDns(ParseDnsPod("  dnsPolicy: Default\n"), no_resolv, DnsSettings{});
   EXPECT_EQ(local.config, (DnsSettings{{"127.0.0.1"}, {"."}, {}}));
   // No cluster domain: the host's searches only.
   NodeDnsSettings no_domain = Cluster();
   no_domain.cluster_domain = "";
-  EXPECT_THAT(ComposePodDns(Parse(""), no_domain, kHost).config.searches,
+  EXPECT_THAT(ComposePodDns(ParseDnsPod(""), no_domain, kHost).config.searches,
               ElementsAre("corp.example", "example"));
 }
 
 TEST(PodDnsTest, DnsConfigIsMergedIn) {
   PodDns d = ComposePodDns(
-      Parse("  dnsConfig:\n    nameservers: [10.96.0.10, 8.8.8.8]\n"
-            "    searches: [example, extra.example]\n"
-            "    options: [{name: ndots, value: \"2\"}, {name: edns0}, {name: single-request,"
-            " value: \"\"}]\n"),
+      ParseDnsPod("  dnsConfig:\n    nameservers: [10.96.0.10, 8.8.8.8]\n"
+                  "    searches: [example, extra.example]\n"
+                  "    options: [{name: ndots, value: \"2\"}, {name: edns0}, {name: single-request,"
+                  " value: \"\"}]\n"),
       Cluster(), kHost);
   EXPECT_THAT(d.config.servers, ElementsAre("10.96.0.10", "8.8.8.8"));
   EXPECT_THAT(d.config.searches,
@@ -168,8 +168,9 @@ TEST(PodDnsTest, LimitsTrimWithAnEvent) {
   DnsSettings host;
   host.servers = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
   for (int i = 0; i < 40; ++i) host.searches.push_back("s" + std::to_string(i) + ".example");
-  PodDns d = ComposePodDns(Parse("  dnsPolicy: Default\n  dnsConfig: {nameservers: [10.0.0.4]}\n"),
-                           Cluster(), host);
+  PodDns d =
+      ComposePodDns(ParseDnsPod("  dnsPolicy: Default\n  dnsConfig: {nameservers: [10.0.0.4]}\n"),
+                    Cluster(), host);
   EXPECT_THAT(d.config.servers, ElementsAre("10.0.0.1", "10.0.0.2", "10.0.0.3"));
   EXPECT_EQ(d.config.searches.size(), 32u);
   ASSERT_EQ(d.events.size(), 2u);
@@ -185,26 +186,27 @@ TEST(PodDnsTest, LimitsTrimWithAnEvent) {
   DnsSettings wide;
   for (int i = 0; i < 10; ++i) wide.searches.push_back(std::string(250, 'a' + i));
   wide.searches.push_back(std::string(254, 'z'));
-  PodDns w = ComposePodDns(Parse("  dnsPolicy: Default\n"), Cluster(), wide);
+  PodDns w = ComposePodDns(ParseDnsPod("  dnsPolicy: Default\n"), Cluster(), wide);
   EXPECT_EQ(w.config.searches.size(), 8u);  // 8 * 251 - 1 = 2007
   ASSERT_EQ(w.events.size(), 1u);
 }
 
 TEST(PodHostnameTest, TheKubeletsRules) {
-  auto plain = GeneratePodHostnameAndDomain(Parse(""), "cluster.local");
+  auto plain = GeneratePodHostnameAndDomain(ParseDnsPod(""), "cluster.local");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->hostname, "web");
   EXPECT_EQ(plain->domain, "");
   EXPECT_EQ(*KernelHostname(*plain, true), "web");
   auto named = GeneratePodHostnameAndDomain(
-      Parse("  hostname: db-0\n  subdomain: db\n  setHostnameAsFQDN: true\n"), "cluster.local");
+      ParseDnsPod("  hostname: db-0\n  subdomain: db\n  setHostnameAsFQDN: true\n"),
+      "cluster.local");
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->hostname, "db-0");
   EXPECT_EQ(named->domain, "db.ns.svc.cluster.local");
   EXPECT_EQ(*KernelHostname(*named, std::nullopt), "db-0");
   EXPECT_EQ(*KernelHostname(*named, true), "db-0.db.ns.svc.cluster.local");
   // A long name is cut to 63 characters, without a trailing '-' or '.'.
-  pod::Pod long_name = Parse("");
+  pod::Pod long_name = ParseDnsPod("");
   long_name.metadata.name = std::string(62, 'a') + "-b" + std::string(10, 'c');
   EXPECT_EQ(GeneratePodHostnameAndDomain(long_name, "")->hostname, std::string(62, 'a'));
   // An FQDN over 64 characters is refused with the kubelet's message; 64 is fine.
@@ -288,7 +290,7 @@ TEST(SandboxConfigTest, HostnameDnsAndPortMappings) {
   TempDir dir;
   NodeDnsSettings settings = Cluster();
   settings.resolv_conf = dir.Write("resolv.conf", "nameserver 192.168.1.1\nsearch corp.example\n");
-  pod::Pod pod = Parse(
+  pod::Pod pod = ParseDnsPod(
       "  hostname: db-0\n  subdomain: db\n  setHostnameAsFQDN: true\n"
       "  dnsConfig: {options: [{name: edns0}]}\n");
   pod.spec.containers[0].ports = {
@@ -313,7 +315,7 @@ TEST(SandboxConfigTest, HostnameDnsAndPortMappings) {
   EXPECT_THAT(events, IsEmpty());
 
   // The node's network: no hostname, no port mappings, the host's DNS.
-  pod::Pod host = Parse("  hostNetwork: true\n");
+  pod::Pod host = ParseDnsPod("  hostNetwork: true\n");
   host.spec.containers[0].ports = {{"", 80, "TCP", 80, ""}};
   auto host_network = MakeSandboxNetwork(host, settings, &events);
   ASSERT_TRUE(host_network.ok());
@@ -323,8 +325,8 @@ TEST(SandboxConfigTest, HostnameDnsAndPortMappings) {
   EXPECT_THAT(host_config.dns_config().servers(), ElementsAre("192.168.1.1"));
 
   // An FQDN too long and an unreadable resolv.conf fail the sandbox.
-  pod::Pod fqdn = Parse("  hostname: " + std::string(50, 'h') +
-                        "\n  subdomain: db\n  setHostnameAsFQDN: true\n");
+  pod::Pod fqdn = ParseDnsPod("  hostname: " + std::string(50, 'h') +
+                              "\n  subdomain: db\n  setHostnameAsFQDN: true\n");
   EXPECT_FALSE(MakeSandboxNetwork(fqdn, settings, &events).ok());
   settings.resolv_conf = dir.path() + "/missing";
   EXPECT_FALSE(MakeSandboxNetwork(pod, settings, &events).ok());
@@ -333,7 +335,7 @@ TEST(SandboxConfigTest, HostnameDnsAndPortMappings) {
   NodeDnsSettings bare;
   bare.resolv_conf = "";
   std::vector<DnsEvent> fallback;
-  ASSERT_TRUE(MakeSandboxNetwork(Parse(""), bare, &fallback).ok());
+  ASSERT_TRUE(MakeSandboxNetwork(ParseDnsPod(""), bare, &fallback).ok());
   ASSERT_EQ(fallback.size(), 1u);
   EXPECT_EQ(fallback[0].reason, "MissingClusterDNS");
 }

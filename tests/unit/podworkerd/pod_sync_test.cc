@@ -31,12 +31,12 @@ using testing::CriCall;
 using testing::FakeCriRuntime;
 namespace v1 = ::runtime::v1;
 
-constexpr char kImage[] = "nodelet.local/busybox:1.0";
+constexpr char kSyncImage[] = "nodelet.local/busybox:1.0";
 
 class PodSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    runtime_.AddImage(kImage);
+    runtime_.AddImage(kSyncImage);
     pod_.metadata.name = "job";
     pod_.metadata.namespace_name = "default";
     pod_.metadata.uid = "uid-job";
@@ -44,7 +44,7 @@ class PodSyncTest : public ::testing::Test {
     pod_.spec.host_network = true;
     pod::Container c;
     c.name = "app";
-    c.image = kImage;
+    c.image = kSyncImage;
     c.image_pull_policy = "IfNotPresent";
     c.command = {"sh", "-c", "exit 0"};
     pod_.spec.containers.push_back(c);
@@ -556,7 +556,7 @@ TEST(LeftoverCgroupsTest, OnlyEmptyDirectoriesOfThePathAreRemoved) {
 // (podworkerd deletes any task containerd kept of them); not after a failed removal.
 TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
   FakeCriRuntime fake;
-  fake.AddImage(kImage);
+  fake.AddImage(kSyncImage);
   CountingRuntime runtime(fake, fake);
   std::vector<std::string> heard;
   runtime.set_after_sandbox_removal([&](const std::vector<std::string>& ids) {
@@ -568,7 +568,7 @@ TEST(CountingRuntimeTest, TheSandboxRemovalHookGetsEveryIdOfTheSandbox) {
   p.metadata.uid = "u";
   pod::Container c;
   c.name = "app";
-  c.image = kImage;
+  c.image = kSyncImage;
   p.spec.containers.push_back(c);
   v1::PodSandboxConfig sbc = MakeSandboxConfig(p, 0, "/nonexistent-log-dir");
   auto sandbox = fake.RunPodSandbox(sbc, "");

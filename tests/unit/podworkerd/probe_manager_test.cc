@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 using testing::FakeCriRuntime;
 namespace v1 = ::runtime::v1;
 
-constexpr char kImage[] = "nodelet.local/busybox:1.0";
+constexpr char kProbeImage[] = "nodelet.local/busybox:1.0";
 
 pod::Probe ExecProbe(const std::string& what, int success_threshold = 1,
                      int failure_threshold = 1) {
@@ -110,7 +110,7 @@ class ProbeManagerTest : public ::testing::Test {
   // Real time: the probe threads wait for their periods.
   RealClock clock_;
   FakeCriRuntime runtime_;
-  testing::RuntimePods pods_{runtime_, kImage};
+  testing::RuntimePods pods_{runtime_, kProbeImage};
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> pass_, hang_;

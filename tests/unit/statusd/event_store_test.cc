@@ -23,7 +23,7 @@ status::PodEvent Ev(const std::string& uid, const std::string& reason, const std
 }
 
 TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string db = dir.Sub("status.db");
   {
     auto store = EventStore::Open(db, RealClock::Get());
@@ -48,7 +48,7 @@ TEST(EventStoreTest, DeduplicatesWithCountsAndSurvivesReopen) {
 }
 
 TEST(EventStoreTest, RetentionAndCap) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   auto store =
       EventStore::Open(dir.Sub("status.db"), RealClock::Get(), std::chrono::seconds(3600), 5);
   ASSERT_TRUE(store.ok());

@@ -19,7 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(PipelinedBudgetTest, SendsOverTheInFlightBudgetAreRefusedUntilRepliesCome) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   ipc::Context ctx;
   ipc::RouterServer statusd(ctx, 4 * 1024 * 1024);
   ASSERT_TRUE(statusd.Bind(ipc::kStatusEndpoint.Uri(dir.path())).ok());

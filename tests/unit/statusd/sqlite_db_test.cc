@@ -48,7 +48,7 @@ Result<int64_t> Get(SqliteDb& db, const std::string& k) {
 }
 
 TEST(SqliteDbTest, OpensInWalModeAndSharesOneConnectionPerFile) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string path = dir.Sub("sub/dir/test.db");  // the directories are created
   auto db = OpenOrDie(path);
   ASSERT_NE(db, nullptr);
@@ -83,7 +83,7 @@ TEST(SqliteDbTest, OpensInWalModeAndSharesOneConnectionPerFile) {
 }
 
 TEST(SqliteDbTest, StatementsArePreparedOnceAndReused) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   auto db = OpenOrDie(dir.Sub("test.db"));
   ASSERT_NE(db, nullptr);
   const uint64_t before = db->statements_prepared();
@@ -109,7 +109,7 @@ TEST(SqliteDbTest, StatementsArePreparedOnceAndReused) {
 }
 
 TEST(SqliteDbTest, TransactionsCommitOrRollBack) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   auto db = OpenOrDie(dir.Sub("test.db"));
   ASSERT_NE(db, nullptr);
   {
@@ -129,7 +129,7 @@ TEST(SqliteDbTest, TransactionsCommitOrRollBack) {
 }
 
 TEST(SqliteDbTest, ErrorsNameTheOperationTheFileAndTheCause) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string path = dir.Sub("test.db");
   auto db = OpenOrDie(path);
   ASSERT_NE(db, nullptr);
@@ -158,7 +158,7 @@ TEST(SqliteDbTest, ErrorsNameTheOperationTheFileAndTheCause) {
 }
 
 TEST(SqliteDbTest, GarbageFileIsMovedAsideAtOpen) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string path = dir.Sub("test.db");
   {
     std::ofstream f(path);
@@ -198,7 +198,7 @@ void OverwriteAllButTheFirstPage(const std::string& path) {
 }
 
 TEST(SqliteDbTest, CorruptFileIsMovedAsideAtOpen) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string path = dir.Sub("test.db");
   {
     auto db = OpenOrDie(path);
@@ -216,7 +216,7 @@ TEST(SqliteDbTest, CorruptFileIsMovedAsideAtOpen) {
 }
 
 TEST(SqliteDbTest, CorruptionFoundByTheCheckIsRecreatedInPlace) {
-  testing::TempDir dir;
+  nodelet::testing::TempDir dir;
   const std::string path = dir.Sub("test.db");
   auto db = OpenOrDie(path);
   ASSERT_NE(db, nullptr);

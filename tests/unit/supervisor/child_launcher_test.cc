@@ -13,15 +13,10 @@
 #include <sstream>
 #include <string>
 
+#include "tests/testing/harness.h"
+
 namespace nodelet::supervisor {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // An fd the supervisor opened without CLOEXEC must not reach a spawned service.
 TEST(ChildLauncherTest, ChildInheritsOnlyStdio) {
@@ -50,7 +45,7 @@ TEST(ChildLauncherTest, ChildInheritsOnlyStdio) {
       poll(&pfd, 1, 200);
       launcher.PumpLog("fdcheck");
     }
-    text = ReadAll(log);
+    text = nodelet::testing::ReadTextFile(log);
     int status = 0;
     waitpid(pid.value(), &status, 0);
     EXPECT_NE(text.find("CLEAN"), std::string::npos) << text;

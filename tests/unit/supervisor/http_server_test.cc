@@ -24,7 +24,7 @@ namespace nodelet::supervisor {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 // A connection to 127.0.0.1:`port` from `source` (another loopback address is another peer).
 int Connect(int port, const char* source = nullptr) {
@@ -58,8 +58,8 @@ std::string Ask(int port, const std::string& request, std::chrono::milliseconds 
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[4096];
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
+  const auto end = Steady::now() + timeout;
+  while (Steady::now() < end) {
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
     ssize_t n = recv(fd, buf, sizeof buf, 0);
@@ -90,9 +90,9 @@ TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
     idle.push_back(fd);
   }
   send(idle[0], "GET /hea", 8, MSG_NOSIGNAL);  // one of them half a request
-  const auto start = Clock::now();
+  const auto start = Steady::now();
   const std::string reply = Ask(*port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
-  const auto took = Clock::now() - start;
+  const auto took = Steady::now() - start;
   EXPECT_EQ(reply.rfind("HTTP/1.1 200 ", 0), 0u) << reply;
   EXPECT_NE(reply.find("\r\n\r\nok\n"), std::string::npos) << reply;
   std::cout << "healthz beside 100 idle connections: "
@@ -111,7 +111,7 @@ TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
   int trickle = Connect(*port);
   ASSERT_GE(silent, 0);
   ASSERT_GE(trickle, 0);
-  const auto start = Clock::now();
+  const auto start = Steady::now();
   // A byte every 50 ms never completes the head in time.
   bool closed = false;
   for (int i = 0; i < 40 && !closed; ++i) {
@@ -120,7 +120,7 @@ TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
   }
   EXPECT_TRUE(closed) << "a trickling request must be cut at its deadline";
   EXPECT_TRUE(ClosedByPeer(silent, 2s));
-  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_LT(Steady::now() - start, 2s);
   EXPECT_GE(server.timed_out(), 2u);
   close(silent);
   close(trickle);
@@ -191,8 +191,8 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   std::atomic<int> ran{0};
   server.Get("/slow", [&] {
     holding = true;
-    const auto end = Clock::now() + 5s;
-    while (!release && Clock::now() < end) std::this_thread::sleep_for(10ms);
+    const auto end = Steady::now() + 5s;
+    while (!release && Steady::now() < end) std::this_thread::sleep_for(10ms);
     return HttpReply{200, "text/plain", "slow\n"};
   });
   server.Get("/pods", [&] {
@@ -204,8 +204,8 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   ASSERT_TRUE(port.ok());
   std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
   // /pods is sent only once the one worker holds /slow, so it cannot be served first.
-  const auto held = Clock::now() + 5s;
-  while (!holding && Clock::now() < held) std::this_thread::sleep_for(10ms);
+  const auto held = Steady::now() + 5s;
+  while (!holding && Steady::now() < held) std::this_thread::sleep_for(10ms);
   if (!holding) {
     release = true;
     slow.join();
@@ -214,8 +214,8 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   std::string stale;
   std::thread queued([&] { stale = Ask(*port, "GET /pods HTTP/1.1\r\n\r\n", 10s); });
   // The worker holds /slow and /pods waits behind it.
-  const auto end = Clock::now() + 5s;
-  while (server.queued() == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  const auto end = Steady::now() + 5s;
+  while (server.queued() == 0 && Steady::now() < end) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(server.queued(), 1u);
   const std::string fast = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s);
   EXPECT_NE(fast.find("ok\n"), std::string::npos) << "not behind the held worker: " << fast;
@@ -236,8 +236,8 @@ TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
   HttpServer server(RealClock::Get(), opts);
   std::atomic<bool> release{false};
   server.Get("/slow", [&] {
-    const auto end = Clock::now() + 5s;
-    while (!release && Clock::now() < end) std::this_thread::sleep_for(10ms);
+    const auto end = Steady::now() + 5s;
+    while (!release && Steady::now() < end) std::this_thread::sleep_for(10ms);
     return HttpReply{200, "text/plain", "slow\n"};
   });
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
@@ -316,8 +316,8 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
     HttpReply r{200, "text/plain", "", nullptr};
     r.stream = [&](HttpStream& out) {
       out.Write("first\n");
-      const auto end = Clock::now() + 5s;
-      while (!release && !out.stopping() && Clock::now() < end) std::this_thread::sleep_for(10ms);
+      const auto end = Steady::now() + 5s;
+      while (!release && !out.stopping() && Steady::now() < end) std::this_thread::sleep_for(10ms);
       out.Write("second\n");
     };
     return r;
@@ -327,8 +327,8 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
   std::string streamed;
   std::thread reader([&] { streamed = Ask(*port, "GET /stream HTTP/1.1\r\n\r\n", 10s); });
   // While it streams, the one worker answers, and a second stream is refused.
-  const auto end = Clock::now() + 5s;
-  while (server.active_streams() == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  const auto end = Steady::now() + 5s;
+  while (server.active_streams() == 0 && Steady::now() < end) std::this_thread::sleep_for(10ms);
   EXPECT_NE(Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s).find("ok\n"), std::string::npos);
   EXPECT_EQ(Ask(*port, "GET /stream HTTP/1.1\r\n\r\n", 2s).rfind("HTTP/1.1 503 ", 0), 0u);
   release = true;
@@ -340,8 +340,8 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
   // HTTP/1.0: the body as it is, until the connection closes; Stop ends a stream at once.
   release = false;
   std::thread old([&] { streamed = Ask(*port, "GET /stream HTTP/1.0\r\n\r\n", 10s); });
-  const auto end2 = Clock::now() + 5s;
-  while (server.active_streams() == 0 && Clock::now() < end2) std::this_thread::sleep_for(10ms);
+  const auto end2 = Steady::now() + 5s;
+  while (server.active_streams() == 0 && Steady::now() < end2) std::this_thread::sleep_for(10ms);
   server.Stop();
   old.join();
   EXPECT_NE(streamed.find("\r\n\r\nfirst\nsecond\n"), std::string::npos) << streamed;

@@ -69,13 +69,6 @@ std::string SelfExe() {
   return std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -153,13 +146,18 @@ TEST_F(ChildProcessBackendTest, ReadyRunsCrashesBackOffToFatalAndStopReapsTheRes
       << Info(backend, "crashy").description;
   EXPECT_THAT(Info(backend, "crashy").description, HasSubstr("too many restarts"));
   EXPECT_THAT(Info(backend, "crashy").description, HasSubstr("exit 3"));
-  EXPECT_EQ(Count(ReadAll(dir_.Sub("log/crashy.log")), "crashy output\n"), 3u);
+  EXPECT_EQ(Count(nodelet::testing::ReadTextFile(dir_.Sub("log/crashy.log")), "crashy output\n"),
+            3u);
   EXPECT_EQ(Info(backend, "steady").state, ProcessState::Running);
   EXPECT_EQ(Info(backend, "steady").pid, steady) << "only crashy restarted";
   EXPECT_TRUE(RunUntil(
-      loop_, [&] { return ReadAll(dir_.Sub("log/steady.log")).find(" up\n") != std::string::npos; },
+      loop_,
+      [&] {
+        return nodelet::testing::ReadTextFile(dir_.Sub("log/steady.log")).find(" up\n") !=
+               std::string::npos;
+      },
       seconds(20)))
-      << ReadAll(dir_.Sub("log/steady.log"));
+      << nodelet::testing::ReadTextFile(dir_.Sub("log/steady.log"));
 
   backend.StopServices();
   ASSERT_TRUE(RunUntil(
