@@ -21,3 +21,82 @@ until_ok() {
   done
 }
 ctl() { timeout 30 nodeletctl "$@"; }
+
+manifests=/etc/nodelet/manifests
+node=$(hostname)
+
+# install_deb FILE: dpkg -i; a failure ends the scenario.
+install_deb() {
+  local out
+  if out=$(dpkg -i "$1" 2>&1); then
+    pass "dpkg -i $(basename "$1")"
+  else
+    fail "dpkg -i $(basename "$1")" "$(tail -n 5 <<<"$out" | tr '\n' ';')"
+    finish
+    exit 0
+  fi
+}
+
+# setup_containerd DRIVER: Debian's containerd with its default configuration, a local sandbox
+# image, SystemdCgroup as the driver needs (systemd: true), and the test images imported.
+setup_containerd() {
+  local systemd_cgroup=false i
+  [ "$1" = systemd ] && systemd_cgroup=true
+  containerd config default >/etc/containerd/config.toml
+  sed -i -e 's|sandbox_image = .*|sandbox_image = "nodelet.local/pause:1.0"|' \
+    -e "s|SystemdCgroup = .*|SystemdCgroup = $systemd_cgroup|" /etc/containerd/config.toml
+  systemctl restart containerd
+  for i in pause busybox; do
+    ctr -n k8s.io images import "/payload/images/$i.tar" >/dev/null 2>&1 ||
+      fail "image $i imported" "$(ctr -n k8s.io images import "/payload/images/$i.tar" 2>&1 | tail -n 2)"
+  done
+}
+
+# write_pod NAME RESOURCES COMMAND: a static pod on the host network (no CNI in the VM), one
+# busybox container; written as a dot-file and renamed, so never read half-written.
+write_pod() {
+  local name=$1 resources=$2 command=$3
+  cat >"$manifests/.$name.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: nodelet.local/busybox:1.0
+    imagePullPolicy: Never
+    command: $command
+    resources: $resources
+YAML
+  mv "$manifests/.$name.yaml" "$manifests/$name.yaml"
+}
+
+# pod_field POD FIELD: a field of `nodeletctl pod POD-NODE` ("UID", "Status", "    Container ID").
+pod_field() { ctl pod "$1-$node" 2>/dev/null | sed -n "s/^$2: *//p" | head -n 1; }
+# running POD...: every one Running.
+running() {
+  local p
+  for p in "$@"; do [ "$(pod_field "$p" Status)" = Running ] || return 1; done
+}
+# task_pids: "container-id pid" of every running container, sorted.
+task_pids() { ctr -n k8s.io tasks ls 2>/dev/null | awk 'NR > 1 {print $1, $2}' | sort; }
+# check_files NAME DIR "file=value file=value ...": each file of DIR holds its value.
+check_files() {
+  local name=$1 dir=$2 kv f v got bad=()
+  while IFS= read -r kv; do
+    [ -n "$kv" ] || continue
+    f=${kv%%=*} v=${kv#*=}
+    got=$(cat "$dir/$f" 2>&1)
+    [ "$got" = "$v" ] || bad+=("$f is '$got', not '$v'")
+  done < <(sed 's/ \([a-z]*\.[a-z]*=\)/\n\1/g' <<<"$3")
+  if [ ${#bad[@]} -eq 0 ]; then pass "$name"; else fail "$name" "${bad[*]}"; fi
+}
+# cgroup_of_container ID: the v2 cgroup of the container's first process.
+cgroup_of_container() {
+  local pid
+  pid=$(ctr -n k8s.io tasks ls 2>/dev/null | awk -v c="$1" '$1 == c {print $2}')
+  sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null
+}
