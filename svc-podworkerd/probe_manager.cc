@@ -302,8 +302,8 @@ void ProbeManager::Loop() {
     // The earliest due probe that is not in flight and not held back by a startup probe.
     const MonoTime now = clock_.Now();
     // The earliest time a probe that waits for its time is due; none: only a change (Ensure,
-    // Record, RemovePod, Stop, all of which notify) can make one due. Until session 25 it woke
-    // every second regardless: two idle threads' wakeups at 100 pods without a probe.
+    // Record, RemovePod, Stop, all of which notify) can make one due. It once woke every
+    // second regardless: two idle threads' wakeups at 100 pods without a probe.
     std::optional<MonoTime> next_wake;
     Probe* due = nullptr;
     for (auto& [key, p] : probes_) {

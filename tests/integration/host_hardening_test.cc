@@ -1,4 +1,4 @@
-// Issue 27, the host side, end to end through the real `nodelet` on a private containerd:
+// Host hardening, end to end through the real `nodelet` on a private containerd:
 // - a manifest whose metadata.uid holds `../` is refused with a field error naming
 //   metadata.uid, the other pods run, and nothing outside the root directory is created or
 //   removed;
@@ -230,7 +230,7 @@ TEST_F(HostHardeningTest, HttpListenerIsHeldByOneProcessAndServicesHoldOnlyWhatT
     }
   }
 
-  // The endpoint still answers /healthz beside 100 idle connections (issue 27, point 8).
+  // The endpoint still answers /healthz beside 100 idle connections.
   std::vector<int> idle;
   for (int i = 0; i < 100; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

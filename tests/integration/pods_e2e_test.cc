@@ -189,7 +189,7 @@ TEST_F(PodsE2eTest, RuntimeDownSyncBacksOffAndRecovers) {
   // READY=1 means every service runs, not that podworkerd holds plegd's first relist yet: a
   // runtime that goes before that leaves podworkerd with no view at all, and then nothing is
   // synced (as the kubelet skips syncs while its runtime is down). A pod that runs shows that
-  // podworkerd has the view (its health alone once passed before it had: CI, stop 35).
+  // podworkerd has the view (its health alone once passed before it had, on CI).
   ASSERT_TRUE(WaitServiceHealthy("podworkerd", 20s)) << "podworkerd never had plegd's pod cache";
   ASSERT_TRUE(WaitPods([](auto& p) { return Phase(p, "early-node1") == "Running"; }, 30s)) << last_;
   ContainerdOptions opts;

@@ -1,4 +1,4 @@
-// Issue 27, probes and sources, end to end through the real `nodelet` on a private containerd,
+// Hardening of probes and sources, end to end through the real `nodelet` on a private containerd,
 // with every hostile server in this process on loopback:
 // - four pods whose liveness endpoints accept and never answer are restarted at their
 //   timeoutSeconds; a fifth whose endpoint streams 256 MiB leaves podworkerd's peak RSS within

@@ -1,4 +1,4 @@
-// Deterministic fault injection in the runtime-restart windows (issue 17): podworkerd with the
+// Deterministic fault injection in the runtime-restart windows: podworkerd with the
 // real plegd and statusd (the test plays the supervisor's part, as podworkerd_test.cc does),
 // its --runtime-endpoint pointed at a CriFaultProxy in front of a private containerd. For each
 // window W (RunPodSandbox, CreateContainer, StartContainer) the first call of W is held at the
@@ -376,7 +376,7 @@ class RuntimeFaultsTest : public ::testing::Test {
   FaultNode node_{dir_};
 };
 
-// RunPodSandbox: the sandbox exists, podworkerd never got its id (issue 17: a second
+// RunPodSandbox: the sandbox exists, podworkerd never got its id (once, a second
 // RunPodSandbox with attempt 0 met "failed to reserve sandbox name").
 TEST_F(RuntimeFaultsTest, RunPodSandboxAnsweredThenContainerdRestarted) {
   RunWindow({kRunPodSandbox, false}, Fault::kContainerdRestart);

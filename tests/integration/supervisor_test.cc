@@ -580,7 +580,7 @@ TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
   EXPECT_EQ(health->status, 200) << health->body;
 }
 
-// Issue 20, item 6: who may talk to nodelet. Without --admin-group only root (and nodelet's own
+// Who may talk to nodelet. Without --admin-group only root (and nodelet's own
 // uid) may: a non-root `nodeletctl status` is refused with "permission denied" by the run
 // directory's mode (0700), and, with the directory and every socket opened to everyone, by the
 // credential check of each socket (SO_PEERCRED through ZAP), which nodelet logs. Root is still
@@ -755,7 +755,7 @@ TEST_F(SupervisorTest, UnknownAdminGroupIsAStartupErrorNamingTheFlag) {
                                     "'no-such-group-for-nodelet'"));
 }
 
-// Issue 19, item 10: a rejected manifest is visible without reading logs. A good manifest and
+// A rejected manifest is visible without reading logs. A good manifest and
 // one with a bad field in the manifest directory: `nodeletctl manifests` shows the pod of the
 // first and the field error of the second (exit 1), and a FailedToParseManifest Warning reaches
 // statusd (`nodeletctl events`); a broken file dropped in later gets its own event, and once it

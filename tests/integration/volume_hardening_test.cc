@@ -1,4 +1,4 @@
-// Issue 27, volumes: what a container can do to its own volumes, end to end through the real
+// Volume hardening: what a container can do to its own volumes, end to end through the real
 // `nodelet` on a private containerd. configMap, secret and downwardAPI mounts are read-only
 // whatever the manifest says; a container that tries to point `..data` at a host directory
 // fails, the next ConfigMap update still arrives, and the host directory is still there; a

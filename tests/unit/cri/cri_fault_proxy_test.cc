@@ -193,7 +193,7 @@ TEST_F(CriFaultProxyTest, HoldBeforeForwardKeepsTheRuntimeUnawareUntilReleased) 
   EXPECT_TRUE(client->RunPodSandbox(Sandbox("b"), "").ok());
 }
 
-// The runtime did the work, the caller never hears of it: the window of issue 17.
+// The runtime did the work, the caller never hears of it: the runtime-restart window.
 TEST_F(CriFaultProxyTest, HoldAfterAnswerThenFailAsADeadConnection) {
   auto hold = proxy_->Hold(kRunPodSandbox, ProxyPoint::kAfterAnswer, 30s);
   auto client = Client();

@@ -1,4 +1,4 @@
-// One fixture Pod with every field of the model set somewhere (issue 18, item 7), through every
+// One fixture Pod with every field of the model set somewhere, through every
 // place that lists the fields by hand: the manifest parser, validation, the FlatBuffers codec
 // and the canonical encoding. The checks are generic over the model (aggregate_fields.h), so a
 // field added to lib/pod/pod.h and forgotten in one of those places fails here:
