@@ -218,9 +218,8 @@ CgroupFigures ReadCgroupFigures(const std::string& cgroup) {
   if (lo > hi) std::swap(lo, hi);
   const double below = std::min(lo * 0.9, lo - slack), above = std::max(hi * 1.1, hi + slack);
   if (v >= below && v <= above) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << v << " is not within 10 % of [" << static_cast<int64_t>(lo) << ", "
-         << static_cast<int64_t>(hi) << "]";
+  return ::testing::AssertionFailure() << v << " is not within [" << static_cast<int64_t>(below)
+                                       << ", " << static_cast<int64_t>(above) << "]";
 }
 
 // The body of GET `path` on nodelet's HTTP endpoint at 127.0.0.1:`port` ("" when it fails).
@@ -322,7 +321,10 @@ TEST_F(ResourcesE2eTest, UsageFiguresMatchTheCgroupFiles) {
 
   // Rates: the summary's usageNanoCores and top's CPU against the rate of the cgroup's counter
   // over the time the test watched it (the quota keeps it near 200m); top's memory against the
-  // working set.
+  // working set. nodelet's rate is over its own two samples, not over the test's window, and a
+  // quota-held loop's rate moves by a fifth between windows on a loaded machine (204m against
+  // 179m watched, in a fresh clone's run): a quarter of slack, which a wrong cgroup (0, or the
+  // node's figure) or a wrong unit (1000 times) still fails.
   ASSERT_TRUE(WaitFor([&] { return std::chrono::steady_clock::now() - t_before >= 1500ms; }, 10s));
   const auto t_mid = std::chrono::steady_clock::now();
   auto pod_mid = ReadCgroupFigures(pod_cg);
@@ -335,7 +337,8 @@ TEST_F(ResourcesE2eTest, UsageFiguresMatchTheCgroupFiles) {
   };
   const double watched = rate(pod_before.cpu_ns, pod_mid.cpu_ns, t_mid - t_before);
   EXPECT_GT(watched, 0.1e9) << "the busy loop runs";
-  EXPECT_TRUE(Near(pod["cpu"]["usageNanoCores"].get<double>(), watched, watched, 10e6));
+  EXPECT_TRUE(Near(pod["cpu"]["usageNanoCores"].get<double>(), watched, watched,
+                   std::max(30e6, 0.25 * watched)));
 
   auto top_before = ReadCgroupFigures(pod_cg);
   auto top =
@@ -355,7 +358,7 @@ TEST_F(ResourcesE2eTest, UsageFiguresMatchTheCgroupFiles) {
   ASSERT_TRUE(cpu.size() > 1 && cpu.back() == 'm') << top.output;
   ASSERT_TRUE(mem.size() > 2 && mem.substr(mem.size() - 2) == "Mi") << top.output;
   const double whole = rate(pod_before.cpu_ns, top_after.cpu_ns, t_end - t_before);
-  EXPECT_TRUE(Near(std::stod(cpu) * 1e6, whole, whole, 10e6)) << top.output;
+  EXPECT_TRUE(Near(std::stod(cpu) * 1e6, whole, whole, std::max(30e6, 0.25 * whole))) << top.output;
   EXPECT_TRUE(Near(std::stod(mem), static_cast<double>(top_before.working_set >> 20),
                    static_cast<double>(top_after.working_set >> 20), 1))
       << top.output;
