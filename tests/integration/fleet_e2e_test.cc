@@ -369,11 +369,11 @@ TEST_F(FleetE2eTest, CutOffThenCompactedThenEtcdAwayKillsNothingAndCatchesUp) {
   EXPECT_TRUE(Eventually([&] { return StatusOf("node-a", "drop").is_null(); }, 60s));
   EXPECT_EQ(a.Running("keep"), keep_before) << "listed again, not started again";
 
-  // The whole cluster away for 30 s, the node restarted meanwhile.
+  // The whole cluster away for 12 s, the node restarted meanwhile.
   ASSERT_TRUE(cluster_->StopAll().ok());
   StopNodelet(a);
   ASSERT_TRUE(StartNodelet(a)) << "a node starts while etcd is away";
-  std::this_thread::sleep_for(30s);  // etcd away: a steady state to sample
+  std::this_thread::sleep_for(12s);  // etcd away three lease durations: a steady state to sample
   EXPECT_EQ(a.Running("keep"), keep_before) << "the cache keeps it: not restarted, not killed";
   EXPECT_EQ(a.Running("new").size(), 1u);
 
@@ -427,7 +427,7 @@ TEST_F(FleetE2eTest, LeaderKilledDuringChurnAndAStoppedNodesLeaseExpires) {
   EXPECT_TRUE(NodeKeyExists("node-a"));
 }
 
-// A pod of the churn test: host network (no IP to hand out 100 times), a shell that sleeps
+// A pod of the churn test: host network (no IP to hand out 45 times), a shell that sleeps
 // until SIGTERM without waking; `gen` is in its command (an edit there replaces the container),
 // `label` in its labels (an edit there must not).
 std::string ChurnPodYaml(const std::string& name, int gen, int label) {
@@ -439,15 +439,16 @@ std::string ChurnPodYaml(const std::string& name, int gen, int label) {
          std::to_string(gen) + "; sleep 3600 & wait\"]\n";
 }
 
-// 100 pods across the three nodes, then rounds of churn written in bursts (adds, deletes, moves
-// between nodes, edits that replace a container and label edits that must not), each round
-// with one of the soak's faults (the etcd leader killed, a node's podworkerd and statusd
-// SIGKILLed, a node's nodelet restarted while its pods change); checked as the chaos soak checks a
-// node (docs/chaos.md): every desired pod runs on its node exactly once with the right container,
-// nothing undesired runs anywhere, no container that should have kept running was replaced, and no
-// status's version ever went backwards (statusd's version, the status's resourceVersion, sampled
-// all along); the pods' cgroups and mounts go with the test (TearDown).
-TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
+// 45 pods across the three nodes (what more pods cost is measured by `./dev bench`, not here),
+// then rounds of churn written in bursts (adds, deletes, moves between nodes, edits that replace a
+// container and label edits that must not), each round with one of the soak's faults (the etcd
+// leader killed, a node's podworkerd and statusd SIGKILLed, a node's nodelet restarted while its
+// pods change); checked as the chaos soak checks a node (docs/chaos.md): every desired pod runs on
+// its node exactly once with the right container, nothing undesired runs anywhere, no container
+// that should have kept running was replaced, and no status's version ever went backwards
+// (statusd's version, the status's resourceVersion, sampled all along); the pods' cgroups and
+// mounts go with the test (TearDown).
+TEST_F(FleetE2eTest, PodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
   const std::vector<std::string> names = {"node-a", "node-b", "node-c"};
   for (const auto& n : names) AddNode(n);
   for (auto& n : nodes_) ASSERT_TRUE(StartNodelet(*n));
@@ -463,7 +464,7 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
     const Desired& d = desired[name];
     return etcd_->Put(keys_.Pod(d.node, "default", name), ChurnPodYaml(name, d.gen, d.label)).ok();
   };
-  for (; next_pod < 100; ++next_pod) {
+  for (; next_pod < 45; ++next_pod) {
     const std::string name = "p" + std::to_string(next_pod);
     desired[name] = {names[next_pod % 3], 0, 0};
     ASSERT_TRUE(put(name)) << name;
@@ -623,14 +624,14 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
     }
     std::set<std::string> taken;
     std::vector<std::pair<std::string, std::string>> writes;  // key -> value ("" deletes)
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < 4; ++i) {
       const std::string name = pick(taken);
       writes.push_back({keys_.Pod(desired[name].node, "default", name), ""});
       desired.erase(name);
       replaced.erase(name);
       ++deletes;
     }
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const std::string name = pick(taken);
       Desired& d = desired[name];
       writes.push_back({keys_.Pod(d.node, "default", name), ""});
@@ -639,7 +640,7 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
       replaced.insert(name);
       ++moves;
     }
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const std::string name = pick(taken);
       Desired& d = desired[name];
       ++d.gen;
@@ -647,14 +648,14 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
       replaced.insert(name);
       ++edits;
     }
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const std::string name = pick(taken);
       Desired& d = desired[name];
       ++d.label;
       writes.push_back({keys_.Pod(d.node, "default", name), ChurnPodYaml(name, d.gen, d.label)});
       ++relabels;
     }
-    for (int i = 0; i < 6; ++i, ++next_pod) {
+    for (int i = 0; i < 4; ++i, ++next_pod) {
       const std::string name = "p" + std::to_string(next_pod);
       desired[name] = {names[next_pod % 3], 0, 0};
       writes.push_back({keys_.Pod(desired[name].node, "default", name), ChurnPodYaml(name, 0, 0)});
@@ -694,7 +695,7 @@ TEST_F(FleetE2eTest, HundredPodsAcrossThreeNodesWithChurnKeepTheSoaksPromises) {
       EXPECT_NE(after[d.node][name], was->second) << name << " was not replaced";
     }
   }
-  EXPECT_GE(kept, 40);  // the check above was not vacuous
+  EXPECT_GE(kept, 10);  // the check above was not vacuous
   EXPECT_GT(samples.load(), 10);
   {
     std::lock_guard<std::mutex> lock(violations_mu);
