@@ -56,10 +56,12 @@ void RenderHistogram(std::ostringstream& out, const std::string& name, const std
   out << name << "_count" << l << " " << (count == counters.end() ? 0 : count->second) << "\n";
 }
 
-const std::map<std::string, uint64_t>& CountersOf(const HttpSnapshot& s, const std::string& svc) {
+// A pointer, not a reference: GCC 14 (Debian 13) takes a reference returned from a call with a
+// temporary argument (the service's name) for a dangling one.
+const std::map<std::string, uint64_t>* CountersOf(const HttpSnapshot& s, const std::string& svc) {
   static const std::map<std::string, uint64_t> kEmpty;
   auto it = s.counters.find(svc);
-  return it == s.counters.end() ? kEmpty : it->second;
+  return it == s.counters.end() ? &kEmpty : &it->second;
 }
 
 uint64_t Get(const std::map<std::string, uint64_t>& m, const std::string& k) {
@@ -205,8 +207,8 @@ HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
 
 std::string RenderMetrics(const HttpSnapshot& s) {
   std::ostringstream out;
-  const auto& pleg = CountersOf(s, "plegd");
-  const auto& workers = CountersOf(s, "podworkerd");
+  const auto& pleg = *CountersOf(s, "plegd");
+  const auto& workers = *CountersOf(s, "podworkerd");
 
   out << "# HELP kubelet_running_pods Number of pods that have a running container.\n"
       << "# TYPE kubelet_running_pods gauge\n"
@@ -347,7 +349,7 @@ std::string RenderMetrics(const HttpSnapshot& s) {
          "service.\n"
       << "# TYPE nodelet_ipc_bad_messages_total counter\n";
   for (const auto& svc : s.services) {
-    const auto& c = CountersOf(s, svc.name);
+    const auto& c = *CountersOf(s, svc.name);
     out << "nodelet_ipc_bad_messages_total{service=\"" << svc.name << "\"} "
         << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
   }
