@@ -100,3 +100,20 @@ cgroup_of_container() {
   pid=$(ctr -n k8s.io tasks ls 2>/dev/null | awk -v c="$1" '$1 == c {print $2}')
   sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null
 }
+# top_row POD TABLE: "CPU MEMORY" of POD in `nodeletctl top pods`' TABLE. millicores and
+# mebibytes: its figures as numbers (-1 for "-" or nothing).
+top_row() { awk -v n="$1-$node" '$1 == n {print $2, $3}' <<<"$2"; }
+millicores() { case "$1" in *m) echo "${1%m}" ;; -|"") echo -1 ;; *) echo $(($1 * 1000)) ;; esac; }
+mebibytes() { case "$1" in *Mi) echo "${1%Mi}" ;; *Gi) echo $((${1%Gi} * 1024)) ;; *) echo -1 ;; esac; }
+# http_get PATH: the body and head of GET PATH from the supervisor's HTTP endpoint (bash's
+# /dev/tcp: the VM has no HTTP client).
+http_get() {
+  exec 3<>/dev/tcp/127.0.0.1/10255 || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$1" >&3
+  timeout 10 cat <&3
+  exec 3<&-
+}
+# service_stat SERVICE NAME: a counter of a service's last heartbeat, from /metrics.
+service_stat() {
+  http_get /metrics | awk -v k="nodelet_service_stat{service=\"$1\",name=\"$2\"}" '$1 == k {print $2}'
+}
