@@ -52,10 +52,11 @@ setup_containerd() {
   done
 }
 
-# write_pod NAME RESOURCES COMMAND: a static pod on the host network (no CNI in the VM), one
-# busybox container; written as a dot-file and renamed, so never read half-written.
+# write_pod NAME RESOURCES COMMAND [RESTART_POLICY]: a static pod on the host network (no CNI
+# in the VM), one busybox container (restartPolicy Always unless given); written as a dot-file
+# and renamed, so never read half-written.
 write_pod() {
-  local name=$1 resources=$2 command=$3
+  local name=$1 resources=$2 command=$3 restart=${4:-Always}
   cat >"$manifests/.$name.yaml" <<YAML
 apiVersion: v1
 kind: Pod
@@ -63,6 +64,7 @@ metadata:
   name: $name
 spec:
   hostNetwork: true
+  restartPolicy: $restart
   terminationGracePeriodSeconds: 2
   containers:
   - name: app
