@@ -157,6 +157,23 @@ void EvictionManager::Loop() {
   }
 }
 
+void EvictionManager::Reconfigure(std::vector<pod::EvictionThreshold> thresholds,
+                                  std::chrono::milliseconds pressure_transition_period,
+                                  int64_t max_pod_grace_seconds,
+                                  std::chrono::milliseconds monitoring_period) {
+  state_.Reconfigure(thresholds, pressure_transition_period);
+  options_.thresholds = std::move(thresholds);
+  options_.pressure_transition_period = pressure_transition_period;
+  options_.max_pod_grace_seconds = max_pod_grace_seconds;
+  {
+    // The sampling thread reads the period under the lock.
+    std::lock_guard<std::mutex> lock(mu_);
+    options_.monitoring_period = monitoring_period;
+    want_pods_now_ = true;
+  }
+  cv_.notify_all();
+}
+
 void EvictionManager::WantPods(bool want, bool now) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -105,6 +105,12 @@ class EvictionManager {
 
   uint64_t evictions() const { return evictions_total_.load(); }
 
+  // On the loop: a reloaded configuration's thresholds, transition period, soft evictions' grace
+  // limit and monitoring period (validated by the caller); the next sample is taken at once.
+  void Reconfigure(std::vector<pod::EvictionThreshold> thresholds,
+                   std::chrono::milliseconds pressure_transition_period,
+                   int64_t max_pod_grace_seconds, std::chrono::milliseconds monitoring_period);
+
   // On the loop: one decision round over `sample` (the thread posts each sample here).
   void Decide(const NodeStats& sample);
 

@@ -61,6 +61,11 @@ void ManifestBook::AddSource(const std::string& source, const std::string& locat
   sources_.push_back(std::move(s));
 }
 
+void ManifestBook::MoveSource(const std::string& source, const std::string& location) {
+  std::erase_if(sources_, [&](const Source& s) { return s.name == source; });
+  if (!location.empty()) AddSource(source, location);
+}
+
 std::vector<std::string> ManifestBook::Remember(const std::string& source,
                                                 const std::vector<std::string>& errors) {
   Source* s = Find(source);

@@ -61,6 +61,9 @@ class ManifestBook {
  public:
   // A configured source: "file" with the manifest directory, "http" with the URL.
   void AddSource(const std::string& source, const std::string& location);
+  // A reloaded configuration moved `source` (its manifests and failure go; the next read fills
+  // them) or dropped it (empty location: it is no longer listed).
+  void MoveSource(const std::string& source, const std::string& location);
   // `source` was read: `manifests` replace its previous ones and its failure is cleared. Returns
   // the errors among them that are new (not in the source's previous read), in order.
   std::vector<std::string> Read(const std::string& source, std::vector<ManifestRecord> manifests);

@@ -227,7 +227,12 @@ void NodeStatusManager::Refresh() {
   capacity.ephemeral_storage_bytes = disk_total;
   NodeResourceList eviction;
   int64_t memory_min = 0, disk_min = 0;
-  for (const auto& t : options_.hard_eviction) {
+  std::vector<pod::EvictionThreshold> hard;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hard = options_.hard_eviction;
+  }
+  for (const auto& t : hard) {
     if (t.signal == pod::EvictionSignal::kMemoryAvailable)
       memory_min = t.MinAvailable(cap.memory_bytes);
     if (t.signal == pod::EvictionSignal::kNodeFsAvailable) disk_min = t.MinAvailable(disk_total);
@@ -328,6 +333,11 @@ void NodeStatusManager::Refresh() {
 std::string NodeStatusManager::NodeJson() const {
   std::lock_guard<std::mutex> lock(mu_);
   return JsonText(node_, 2);
+}
+
+void NodeStatusManager::SetHardEviction(std::vector<pod::EvictionThreshold> thresholds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.hard_eviction = std::move(thresholds);
 }
 
 NodeResourceList NodeStatusManager::Allocatable() const {

@@ -93,6 +93,8 @@ class NodeStatusManager : public NodeView {
   void Refresh();
 
   std::string NodeJson() const override;
+  // A reloaded --eviction-hard: allocatable leaves its thresholds out from the next refresh.
+  void SetHardEviction(std::vector<pod::EvictionThreshold> thresholds);
   // Allocatable, for admission.
   NodeResourceList Allocatable() const;
   bool runtime_ready() const { return runtime_ready_.load(); }

@@ -196,6 +196,19 @@ class PodConfig {
   }
   bool Ready(const std::string& source) const { return seen_.count(source) != 0; }
 
+  // A reloaded configuration added, moved or dropped `source`: it is expected (or not) and is not
+  // ready until its next read. Its pods stay until that read's Merge (a dropped source's caller
+  // merges it empty).
+  void ResetSource(const std::string& source, bool expected) {
+    seen_.erase(source);
+    failing_.erase(source);
+    if (expected) {
+      expected_.insert(source);
+    } else {
+      expected_.erase(source);
+    }
+  }
+
   // True once every configured source delivered a snapshot.
   bool AllSourcesReady() const {
     for (const auto& s : expected_) {

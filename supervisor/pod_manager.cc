@@ -169,6 +169,7 @@ PodManager::PodManager(ipc::Context& ctx, EventLoop& loop, const Clock& clock,
 
 PodManager::~PodManager() {
   if (url_) url_->Stop();
+  for (auto& retired : retired_urls_) retired->Stop();
   if (etcd_) etcd_->Stop();
 }
 
@@ -176,24 +177,16 @@ Status PodManager::Start() {
   rejections_deadline_ = clock_.Now() + std::chrono::seconds(10);
   std::set<std::string> sources;
   if (!options_.manifest_dir.empty()) {
-    dir_ = std::make_unique<ManifestDirSource>(options_.manifest_dir, clock_);
-    if (Status s = dir_->Start(); !s.ok()) return s;
+    auto dir = StartDirSource(options_.manifest_dir);
+    if (!dir.ok()) return dir.status();
+    dir_ = std::move(*dir);
     sources.insert("file");
     book_.AddSource("file", options_.manifest_dir);
   }
   if (!options_.manifest_url.empty()) {
-    UrlSourceOptions url_options;
-    url_options.ca_file = options_.manifest_url_ca;
-    url_options.period = options_.manifest_url_period;
-    url_options.headers = options_.manifest_url_headers;
-    // From the fetch thread: the snapshot is taken on the loop.
-    url_options.on_snapshot = [this, alive = std::weak_ptr<bool>(alive_)] {
-      loop_.Post([this, alive] {
-        if (alive.lock()) OnReadable();
-      });
-    };
-    url_ = std::make_unique<ManifestUrlSource>(clock_, options_.manifest_url, url_options);
-    if (Status s = url_->Start(); !s.ok()) return s;
+    auto url = StartUrlSource(options_);
+    if (!url.ok()) return url.status();
+    url_ = std::move(*url);
     sources.insert("http");
     book_.AddSource("http", options_.manifest_url);
   }
@@ -225,7 +218,7 @@ Status PodManager::Start() {
   }
   work_source_ = loop_.AddSocket(work_->raw(), [this] { OnReadable(); });
   volumes_source_ = loop_.AddSocket(volumes_->raw(), [this] { OnReadable(); });
-  if (dir_ && dir_->fd() >= 0) dir_source_ = loop_.AddFd(dir_->fd(), [this] { OnReadable(); });
+  WatchDirSource();
   // Started last: its snapshots are taken on the loop, through config_.
   if (etcd_) {
     if (Status s = etcd_->Start(); !s.ok()) return s;

@@ -127,6 +127,13 @@ class PodManager : public ManifestsView {
   MonoTime NextTick() const;
   // podworkerd or volumed said hello: send the desired set at once.
   void OnPodworkerdReady();
+  // A reloaded configuration's manifest sources (manifest_dir, manifest_url and the URL's CA,
+  // period and headers of `next`; nothing else of it is read). A source whose settings changed
+  // is started again with the new ones and its pods become those of its first read (the manifest
+  // directory's at once, the URL's when it is fetched: until then its pods stay); a source
+  // removed has its pods removed. An error (a new source that does not start) changes nothing.
+  // Returns what changed, for the log: "file", "http".
+  Result<std::vector<std::string>> ReconfigureSources(const PodManagerOptions& next);
 
   // Evicts an admitted pod (or re-applies a recorded eviction): sent to podworkerd with every
   // desired set while the pod is desired. A pod not (yet) admitted keeps the mark for when it
@@ -166,6 +173,11 @@ class PodManager : public ManifestsView {
   // A source or a reply socket has something: drains the replies, takes the sources' new
   // snapshots, and sends the desired set if it changed.
   void OnReadable();
+  // The sources as `options` configure them, started (pod_manager_sources.cc).
+  Result<std::unique_ptr<ManifestDirSource>> StartDirSource(const std::string& dir);
+  Result<std::unique_ptr<ManifestUrlSource>> StartUrlSource(const PodManagerOptions& options);
+  // Watches dir_'s inotify descriptor on the loop (none: nothing).
+  void WatchDirSource();
   void TakeSnapshot(const SourceSnapshot& snapshot);
   // The source could not be read: keep its pods; log and send a node event once per new reason.
   void SourceFailed(const std::string& source, const SourceFailure& failure);
@@ -210,6 +222,8 @@ class PodManager : public ManifestsView {
   bool apparmor_enabled_ = false;
   std::unique_ptr<ManifestDirSource> dir_;
   std::unique_ptr<ManifestUrlSource> url_;
+  // URL sources a reload replaced, their threads asked to stop; joined by the destructor.
+  std::vector<std::unique_ptr<ManifestUrlSource>> retired_urls_;
   std::unique_ptr<EtcdPodSource> etcd_;
   std::unique_ptr<PodConfig<pod::Pod>> config_;
   std::unique_ptr<ipc::DealerClient> work_;

@@ -36,6 +36,7 @@
 #include "supervisor/stats_collector.h"
 #include "supervisor/status_sink.h"
 #include "supervisor/stream_relay.h"
+#include "supervisor/supervisor_reload.h"
 #include "supervisor/systemd_bus.h"
 #include "supervisor/systemd_unit_backend.h"
 
@@ -90,6 +91,16 @@ class Supervisor::Impl {
     }
 
     const auto& c = options_.common;
+    // What the config file gave at start, for the reloads to compare with (it parsed a moment
+    // ago, with the same table).
+    {
+      SupervisorOptions scratch;
+      auto flags = MakeSupervisorFlags(&scratch);
+      if (auto settings = ReadFileSettings(c.config_file, "supervisor", flags->app);
+          settings.ok()) {
+        file_settings_ = std::move(*settings);
+      }
+    }
     const auto policy = ipc::PeerPolicy::ForThisProcess(c.admin_group);
     // Only directories that root and nodelet's own user alone can change (and no link another
     // user owns): before anything is made in them, and again once they are made.
@@ -357,8 +368,7 @@ class Supervisor::Impl {
 
   void HandleSignal(uint32_t signo) {
     if (signo == SIGHUP) {
-      log_->info("SIGHUP: asking services to reload their configuration");
-      SendCommandToAll(ipc::control::CommandKind::ReloadConfig);
+      Reload();
       return;
     }
     if (!stopping_) {
@@ -372,16 +382,70 @@ class Supervisor::Impl {
     }
   }
 
-  void SendCommand(const std::string& peer, ipc::control::CommandKind kind) {
+  void SendCommand(const std::string& peer, ipc::control::CommandKind kind,
+                   const std::string& log_level = "") {
     static uint64_t next_id = 1;
     flatbuffers::FlatBufferBuilder fbb(128);
-    auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind);
+    auto level = log_level.empty() ? 0 : fbb.CreateString(log_level);
+    auto cmd = ipc::control::CreateCommand(fbb, next_id++, kind, level);
     // A full queue means the service is away; it says hello again when it is back.
     (void)ipc::SendMessage(*control_, peer, fbb, *envelope_, Body::Command, cmd.Union());
   }
 
-  void SendCommandToAll(ipc::control::CommandKind kind) {
-    for (const auto& [name, peer] : peers_) SendCommand(peer, kind);
+  // SIGHUP: reads the config file again and applies what can change while nodelet runs (the log
+  // level, the manifest sources, the eviction settings); names what needs a restart. Then each
+  // service is asked to reload too, with the supervisor's log level (in standalone mode its
+  // command line holds the level the supervisor gave it). A file that does not parse, or a new
+  // value that is invalid, is refused whole and logged; nothing changes.
+  void Reload() {
+    notifier_.Notify("RELOADING=1\nSTATUS=reloading the configuration");
+    const std::string& file = options_.common.config_file;
+    Status result = ReloadFile();
+    if (!result.ok()) {
+      log_->error("Reload of {} refused, nothing changed: {}",
+                  file.empty() ? "(no --config)" : file, result.message());
+    }
+    notifier_.Notify("READY=1\nSTATUS=running");
+  }
+
+  Status ReloadFile() {
+    SupervisorOptions scratch;
+    auto flags = MakeSupervisorFlags(&scratch);
+    auto after = ReadFileSettings(options_.common.config_file, "supervisor", flags->app);
+    if (!after.ok()) return after.status();
+    ReloadPlan plan = PlanReload(file_settings_, *after, SupervisorLiveKeys(), options_.argv);
+    SupervisorOptions next;
+    auto reload = ParseSupervisorReload(plan, *after, options_, next);
+    if (!reload.ok()) return reload.status();
+    if (reload->sources) {
+      auto changed = pods_->ReconfigureSources(*reload->sources);
+      if (!changed.ok()) return changed.status();
+    }
+    if (reload->eviction) {
+      std::vector<pod::EvictionThreshold> hard;
+      for (const auto& t : reload->eviction->thresholds) {
+        if (t.hard) hard.push_back(t);
+      }
+      node_->SetHardEviction(std::move(hard));
+      eviction_->Reconfigure(
+          reload->eviction->thresholds, reload->eviction->pressure_transition_period,
+          reload->eviction->max_pod_grace_seconds, reload->eviction->monitoring_period);
+    }
+    if (reload->log_level) SetLogLevel(*reload->log_level);
+    options_ = std::move(next);
+    file_settings_ = SettingsAfterReload(file_settings_, *after, plan);
+    log_->info("Reloaded {}: {}", options_.common.config_file, plan.Summary());
+    ++reloads_;
+    for (const auto& [name, peer] : peers_) SendReload(name, peer);
+    return Status::Ok();
+  }
+
+  // The services are asked to reload once per reload of the supervisor's: those it knows now at
+  // once, the others (a hello lost at start, a service restarted since) at their next message.
+  void SendReload(const std::string& name, const std::string& peer) {
+    if (reloads_ == 0 || reloaded_[name] == reloads_) return;
+    SendCommand(peer, ipc::control::CommandKind::ReloadConfig, options_.common.log_level);
+    reloaded_[name] = reloads_;
   }
 
   void HandleControl() {
@@ -404,6 +468,8 @@ class Supervisor::Impl {
       ++service_messages_[name];
       if (const auto* hello = m->body_as_Hello()) {
         hello_seen_.insert(in->peer);
+        // A new process: it started with the command line of nodelet's start.
+        reloaded_.erase(name);
         services().OnReady(name, hello->pid());
         // Its health from the start: until its first heartbeat a service that is not yet
         // fine (podworkerd without plegd's cache) must not show as Ok.
@@ -428,6 +494,7 @@ class Supervisor::Impl {
           }
         }
       }
+      SendReload(name, in->peer);
     }
   }
 
@@ -494,6 +561,9 @@ class Supervisor::Impl {
   }
 
   SupervisorOptions options_;
+  FileSettings file_settings_;  // the config file as nodelet runs it (reloads compare with it)
+  uint64_t reloads_ = 0;        // reloads applied
+  std::map<std::string, uint64_t> reloaded_;  // service -> the reload it was last asked for
   int lock_fd_ = -1;           // ROOT-DIR/nodelet.lock, flocked for the process's lifetime
   std::string lock_conflict_;  // set when another nodelet holds the lock
   std::shared_ptr<spdlog::logger> log_ = GetLogger("supervisor");

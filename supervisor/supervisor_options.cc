@@ -249,6 +249,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     return ExitOnParseError(app, e);
   }
   o->common.config_file = app.get_config_ptr()->as<std::string>();
+  o->argv.assign(argv + std::min(argc, 1), argv + argc);
   o->mode = *ParseSupervisorMode(mode);  // the check above refused anything else
   auto& p = o->policy;
   p.backoff_initial = *ParseDuration(durations["backoff-initial"]);

@@ -32,6 +32,9 @@ struct ServiceConfig {
 
 struct SupervisorOptions {
   CommonOptions common;
+  // The command line (without argv[0]): a reload reads the config file again, and a key given
+  // here wins over the file (config_reload.h).
+  std::vector<std::string> argv;
   // --mode: spawn and restart the services, or watch their systemd units over D-Bus.
   SupervisorMode mode = SupervisorMode::kStandalone;
   std::string unit_prefix = "nodelet-";  // systemd mode: PREFIX<service>.service

@@ -58,14 +58,17 @@ void InitLogging(const std::string& process_name, const std::string& level) {
     formatter->add_flag<SyslogPriorityFlag>('*').set_pattern("%*[%n] %v");
     sink->set_formatter(std::move(formatter));
   }
+  auto logger = std::make_shared<spdlog::logger>(process_name, sink);
+  spdlog::set_default_logger(logger);
+  SetLogLevel(level);
+}
+
+void SetLogLevel(const std::string& level) {
   auto lvl = spdlog::level::from_str(level);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_level = lvl;
   }
-  auto logger = std::make_shared<spdlog::logger>(process_name, sink);
-  logger->set_level(lvl);
-  spdlog::set_default_logger(logger);
   spdlog::set_level(lvl);
   spdlog::apply_all([lvl](const std::shared_ptr<spdlog::logger>& l) { l->set_level(lvl); });
 }

@@ -18,6 +18,10 @@ void InitLogging(const std::string& process_name, const std::string& level);
 // The logger for a component, created on first use with the process-wide sinks.
 std::shared_ptr<spdlog::logger> GetLogger(const std::string& component);
 
+// Sets every logger's level (and that of those made later), as InitLogging did: a reloaded
+// --log-level. An unknown name gives "off", as spdlog reads it; callers check the name first.
+void SetLogLevel(const std::string& level);
+
 // True when stderr goes to the journal (systemd sets JOURNAL_STREAM).
 bool StderrIsJournal();
 

@@ -106,6 +106,15 @@ class EvictionState {
   // (soft ones without waiting for their grace) was met within the transition period.
   bool Pressure(std::string_view condition, int64_t now_ms) const;
   const std::vector<EvictionThreshold>& thresholds() const { return thresholds_; }
+  // New thresholds and transition period (a reloaded configuration): thresholds are met afresh
+  // (soft ones wait their grace again); a condition seen stays for the transition period.
+  void Reconfigure(std::vector<EvictionThreshold> thresholds,
+                   std::chrono::milliseconds pressure_transition_period) {
+    thresholds_ = std::move(thresholds);
+    transition_ = pressure_transition_period;
+    first_met_ms_.clear();
+    acting_.clear();
+  }
 
  private:
   std::vector<EvictionThreshold> thresholds_;

@@ -37,7 +37,7 @@ std::string YamlConfigReader::to_config(const CLI::App*, bool, bool, std::string
 
 std::vector<CLI::ConfigItem> YamlConfigReader::from_config(std::istream& input) const {
   std::vector<CLI::ConfigItem> items;
-  const std::string file = app_->get_config_ptr()->as<std::string>();
+  const std::string file = file_.empty() ? app_->get_config_ptr()->as<std::string>() : file_;
   YAML::Node root;
   try {
     root = YAML::Load(input);

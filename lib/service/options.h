@@ -42,14 +42,16 @@ struct CommonOptions {
 // of the section named `section`, become flag values.
 class YamlConfigReader : public CLI::Config {
  public:
-  YamlConfigReader(std::string section, const CLI::App* app)
-      : section_(std::move(section)), app_(app) {}
+  // `file`: the file's name in errors; empty: the value of `app`'s --config.
+  YamlConfigReader(std::string section, const CLI::App* app, std::string file = "")
+      : section_(std::move(section)), app_(app), file_(std::move(file)) {}
   std::string to_config(const CLI::App*, bool, bool, std::string) const override;
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
 
  private:
   std::string section_;
   const CLI::App* app_;  // outlives the reader (it holds it)
+  std::string file_;
 };
 
 // Adds --config, --root-dir, --run-dir, --log-dir, --log-level, --heartbeat-interval and

@@ -15,6 +15,7 @@
 #include "lib/common/trusted_path.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
+#include "lib/service/config_reload.h"
 #include "nodelet_version.h"
 
 namespace nodelet {
@@ -33,10 +34,14 @@ void BlockServiceSignals() {
 
 class Runtime {
  public:
-  Runtime(const ServiceSpec& spec, const CommonOptions& opts)
+  Runtime(const ServiceSpec& spec, const CommonOptions& opts, const CLI::App& app,
+          std::vector<std::string> argv)
       : ipc_(),
         spec_(spec),
         opts_(opts),
+        app_(app),
+        argv_(std::move(argv)),
+        log_level_(opts.log_level),
         incarnation_(ipc::NewIncarnation()),
         envelope_(spec.id, incarnation_),
         control_(ipc_, ipc::kControlChannel),
@@ -46,6 +51,10 @@ class Runtime {
         ctx_{opts_, ipc_, clock_, incarnation_, loop_} {}
 
   int Run() {
+    // What the config file gave at start (it parsed a moment ago), for reloads to compare with.
+    if (auto settings = ReadFileSettings(opts_.config_file, spec_.name, app_); settings.ok()) {
+      file_settings_ = std::move(*settings);
+    }
     const auto policy = ipc::PeerPolicy::ForThisProcess(opts_.admin_group);
     // The directories this service uses, as the supervisor checks them (lib/common/trusted_path.h):
     // before the run directory is made or fixed, and after.
@@ -114,7 +123,7 @@ class Runtime {
  private:
   void HandleSignal(uint32_t signo) {
     if (signo == SIGHUP) {
-      (void)Reload();  // Reload logs its own failure; the service goes on.
+      (void)Reload("");  // Reload logs its own failure; the service goes on.
     } else {
       log_->info("received {}, stopping", strsignal(static_cast<int>(signo)));
       loop_.Stop();
@@ -135,15 +144,52 @@ class Runtime {
     service_.reset();
   }
 
-  Status Reload() {
-    auto config = LoadYamlFile(opts_.config_file);
-    if (!config.ok()) {
-      log_->error("Failed to reload config: {}", config.status().message());
-      return config.status();
+  // SIGHUP, or the supervisor's ReloadConfig with its log level (`supervisor_level`, empty when
+  // none): reads the config file again and applies what changed and can change live (the log
+  // level); names what needs a restart. A file that does not parse, or an invalid level, is
+  // refused whole. The service's own Reload then gets the file.
+  Status Reload(const std::string& supervisor_level) {
+    notifier_.Notify("RELOADING=1\nSTATUS=reloading the configuration");
+    Status s = ReloadFile(supervisor_level);
+    if (!s.ok()) {
+      log_->error("Reload of {} refused, nothing changed: {}",
+                  opts_.config_file.empty() ? "(no --config)" : opts_.config_file, s.message());
     }
-    Status s = service_->Reload(*config);
-    if (!s.ok()) log_->error("Failed to apply config: {}", s.message());
+    notifier_.Notify("READY=1\nSTATUS=running");
     return s;
+  }
+
+  Status ReloadFile(const std::string& supervisor_level) {
+    auto after = ReadFileSettings(opts_.config_file, spec_.name, app_);
+    if (!after.ok()) return after.status();
+    ReloadPlan plan = PlanReload(file_settings_, *after, {"log-level"}, argv_);
+    std::string level = log_level_;
+    if (Applies(plan, "log-level")) level = SettingOr(*after, "log-level", "info");
+    if (!supervisor_level.empty()) {
+      // The supervisor's level wins over the --log-level it put on this command line.
+      std::erase(plan.overridden, "log-level");
+      level = supervisor_level;
+    }
+    if (!IsLogLevel(level)) {
+      return InvalidArgument(opts_.config_file + ": log-level: '" + level +
+                             "' is not one of trace, debug, info, warn, error, critical, off");
+    }
+    auto config = LoadYamlFile(opts_.config_file);
+    if (!config.ok()) return config.status();
+    if (Status s = service_->Reload(*config); !s.ok()) return s;
+    std::string summary = plan.Summary();
+    if (level != log_level_) {
+      SetLogLevel(level);
+      if (!supervisor_level.empty() && !Applies(plan, "log-level")) {
+        const std::string taken = "log level " + level + ", the supervisor's";
+        summary = plan.empty() ? taken : summary + "; " + taken;
+      }
+      log_level_ = level;
+    }
+    file_settings_ = SettingsAfterReload(file_settings_, *after, plan);
+    log_->info("Reloaded {}: {}", opts_.config_file.empty() ? "(no --config)" : opts_.config_file,
+               summary);
+    return Status::Ok();
   }
 
   void HandleControl() {
@@ -181,7 +227,7 @@ class Runtime {
         loop_.Stop();
         break;
       case ipc::control::CommandKind::ReloadConfig:
-        result = Reload();
+        result = Reload(cmd.log_level() != nullptr ? cmd.log_level()->str() : "");
         break;
       case ipc::control::CommandKind::Hello:
         SendHello();
@@ -247,6 +293,9 @@ class Runtime {
   ipc::Context ipc_;
   const ServiceSpec& spec_;
   const CommonOptions& opts_;
+  const CLI::App& app_;            // RunService's, which outlives the runtime
+  std::vector<std::string> argv_;  // the command line without argv[0]
+  std::string log_level_;          // the level logging runs at
   RealClock clock_;
   uint64_t incarnation_;
   ipc::EnvelopeWriter envelope_;
@@ -256,6 +305,7 @@ class Runtime {
   WatchdogPinger watchdog_;
   EventLoop loop_;
   ServiceContext ctx_;
+  FileSettings file_settings_;  // the config file as the service runs it
   // Destroyed before the loop its sources are registered on.
   std::unique_ptr<Service> service_;
   MonoTime started_{};
@@ -291,7 +341,7 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
     return 2;
   }
   InitLogging(spec.name, opts.log_level);
-  Runtime runtime(spec, opts);
+  Runtime runtime(spec, opts, app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
   return runtime.Run();
 }
 

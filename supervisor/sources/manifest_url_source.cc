@@ -111,12 +111,16 @@ Status ManifestUrlSource::Start() {
   return Status::Ok();
 }
 
-void ManifestUrlSource::Stop() {
+void ManifestUrlSource::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
+}
+
+void ManifestUrlSource::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -102,6 +102,9 @@ class ManifestUrlSource {
   // Starts the fetch thread; `on_snapshot` must be set.
   Status Start();
   void Stop();
+  // Asks the fetch thread to end without waiting for it (a fetch in flight ends within its
+  // deadline); Stop or the destructor joins it.
+  void RequestStop();
   // The newest snapshot not yet taken, if any.
   std::optional<SourceSnapshot> Poll();
   uint64_t fetches() const { return fetches_.load(); }

@@ -838,4 +838,80 @@ TEST_F(SupervisorTest, RejectedManifestIsShownByCtlAndSentAsAWarningEvent) {
 }
 
 }  // namespace
+TEST_F(SupervisorTest, SighupReloadsTheConfigFileAppliesWhatIsLiveAndNamesTheRest) {
+  const std::string config = dir_.Sub("nodelet.yaml");
+  const std::string first = dir_.Sub("manifests-a"), second = dir_.Sub("manifests-b");
+  std::filesystem::create_directories(first);
+  std::filesystem::create_directories(second);
+  auto pod = [](const std::string& name) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\nspec:\n  containers:\n  - name: app\n    image: nodelet.local/busybox:1.0\n";
+  };
+  WriteTextFile(first + "/a.yaml", pod("a"));
+  WriteTextFile(second + "/b.yaml", pod("b"));
+  auto write_config = [&](const std::string& level, const std::string& dir,
+                          const std::string& max_pods) {
+    WriteTextFile(config, "log-level: " + level + "\nsupervisor:\n  pod-manifest-path: " + dir +
+                              "\n  max-pods: " + max_pods +
+                              "\n  eviction-hard: memory.available<100Mi\n");
+  };
+  write_config("info", first, "110");
+  Start({"--config", config, "--node-name", "testnode"});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s));
+  EXPECT_THAT(Ctl({"manifests"}).output, HasSubstr(first + "/a.yaml"));
+  const auto before = Pids();
+
+  // The log level and the manifest directory change live; max-pods needs a restart.
+  write_config("debug", second, "5");
+  nodelet_->Signal(SIGHUP);
+  ASSERT_TRUE(notify_->WaitFor("RELOADING=1", 10s));
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 10s));
+  std::string log = ReadTextFile(dir_.Sub("nodelet.log"));
+  EXPECT_THAT(log, HasSubstr("Reloaded " + config +
+                             ": applied log-level, pod-manifest-path; not applied (a restart is "
+                             "needed): max-pods"));
+  auto listed = Ctl({"manifests"});
+  EXPECT_THAT(listed.output, HasSubstr(second + "/b.yaml"));
+  EXPECT_THAT(listed.output, ::testing::Not(HasSubstr(first))) << "the old directory's pods go";
+  // Each service takes the supervisor's level (its command line holds the old one).
+  for (const auto& service : kServices) {
+    const std::string path = dir_.Sub("log") + "/" + service + ".log";
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (ReadTextFile(path).find("log level debug, the supervisor's") == std::string::npos &&
+           std::chrono::steady_clock::now() < end) {
+      notify_->Receive(100ms);  // paces the polling
+    }
+    EXPECT_THAT(ReadTextFile(path), HasSubstr("Reloaded " + config)) << service;
+    EXPECT_THAT(ReadTextFile(path), HasSubstr("log level debug, the supervisor's")) << service;
+  }
+  EXPECT_EQ(Pids(), before) << "a reload restarts no service";
+
+  // Unchanged again: max-pods is named once more (still not applied), nothing else.
+  nodelet_->Signal(SIGHUP);
+  ASSERT_TRUE(notify_->WaitFor("RELOADING=1", 10s));
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 10s));
+  EXPECT_THAT(ReadTextFile(dir_.Sub("nodelet.log")),
+              HasSubstr("Reloaded " + config + ": not applied (a restart is needed): max-pods"));
+
+  // A broken file, or an invalid value, is refused whole: nothing changes, nodelet runs on.
+  WriteTextFile(config, "log-levle: info\nsupervisor:\n  pod-manifest-path: " + first + "\n");
+  nodelet_->Signal(SIGHUP);
+  ASSERT_TRUE(notify_->WaitFor("RELOADING=1", 10s));
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 10s));
+  WriteTextFile(config, "supervisor:\n  pod-manifest-path: " + first +
+                            "\n  eviction-hard: memory.available<lots\n");
+  nodelet_->Signal(SIGHUP);
+  ASSERT_TRUE(notify_->WaitFor("RELOADING=1", 10s));
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 10s));
+  log = ReadTextFile(dir_.Sub("nodelet.log"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("Reload of " + config +
+                                            " refused, nothing changed: [^\n]*log-levle"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("Reload of " + config +
+                                            " refused, nothing changed: [^\n]*eviction-hard"));
+  listed = Ctl({"manifests"});
+  EXPECT_THAT(listed.output, HasSubstr(second + "/b.yaml"));
+  EXPECT_EQ(Ctl({"status"}).exit_code, 0);
+  EXPECT_EQ(Pids(), before);
+}
+
 }  // namespace nodelet::testing

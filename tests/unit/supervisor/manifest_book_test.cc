@@ -163,6 +163,24 @@ TEST(ManifestBookTest, AFailedSourceKeepsWhatItServedLastAndSaysWhy) {
   EXPECT_EQ(book.Report(Lookup).sources[0].failure, "");
 }
 
+TEST(ManifestBookTest, AMovedSourceStartsAfreshAndADroppedOneIsNoLongerListed) {
+  ManifestBook book;
+  book.AddSource("file", "/etc/nodelet/manifests");
+  book.AddSource("http", "http://127.0.0.1:1/pods.yaml");
+  book.Read("file", {Good("/etc/nodelet/manifests/a.yaml", "a", "u-a")});
+  book.MoveSource("file", "/srv/manifests");
+  ManifestReport moved = book.Report(Lookup);
+  ASSERT_EQ(moved.sources.size(), 2u);
+  EXPECT_EQ(moved.sources[1].source, "file");
+  EXPECT_EQ(moved.sources[1].location, "/srv/manifests");
+  EXPECT_FALSE(moved.sources[1].ready) << "not read at its new place yet";
+  EXPECT_THAT(moved.manifests, IsEmpty());
+  book.MoveSource("http", "");
+  ManifestReport dropped = book.Report(Lookup);
+  ASSERT_EQ(dropped.sources.size(), 1u);
+  EXPECT_EQ(dropped.sources[0].source, "file");
+}
+
 TEST(ManifestBookTest, ErrorsAreBoundedInNumberAndLength) {
   ManifestBook book;
   book.AddSource("file", "/m");

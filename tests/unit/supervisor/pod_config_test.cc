@@ -47,6 +47,22 @@ TEST(PodConfigTest, AddUpdateReconcileRemove) {
   EXPECT_EQ(cfg.Pods().size(), 1u);
 }
 
+TEST(PodConfigTest, AResetSourceIsNotReadyUntilItsNextReadAndADroppedOneIsNotAwaited) {
+  PodConfig<P> cfg({"file"});
+  cfg.Merge("file", {Pod("a", "1")});
+  ASSERT_TRUE(cfg.AllSourcesReady());
+  cfg.ResetSource("file", true);
+  EXPECT_FALSE(cfg.AllSourcesReady());
+  EXPECT_EQ(cfg.Pods().size(), 1u) << "its pods stay until the next read";
+  EXPECT_EQ(Ops(cfg.Merge("file", {Pod("b", "1")})),
+            (V{{PodOp::kAdd, "b"}, {PodOp::kRemove, "a"}}));
+  EXPECT_TRUE(cfg.AllSourcesReady());
+  cfg.ResetSource("http", true);
+  EXPECT_FALSE(cfg.AllSourcesReady());
+  cfg.ResetSource("http", false);
+  EXPECT_TRUE(cfg.AllSourcesReady());
+}
+
 TEST(PodConfigTest, DeletionTimestampIsDelete) {
   PodConfig<P> cfg({"file"});
   cfg.Merge("file", {Pod("a", "1")});
