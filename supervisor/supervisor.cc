@@ -215,6 +215,7 @@ class Supervisor::Impl {
       pod_opts.etcd_cache_file = c.root_dir + "/etcd-pods.json";
     }
     pod_opts.max_pods = options_.max_pods;
+    if (!options_.resync_period.empty()) pod_opts.resync = *ParseDuration(options_.resync_period);
     pod_opts.allowed_unsafe_sysctls = options_.allowed_unsafe_sysctls;
     NodeResourceList alloc = node_->Allocatable();
     pod_opts.allocatable = NodeResources{alloc.cpu_milli, alloc.memory_bytes};

@@ -99,6 +99,7 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
           spec.argv.push_back("--system-reserved=" + o.system_reserved);
         }
         if (!o.kube_reserved.empty()) spec.argv.push_back("--kube-reserved=" + o.kube_reserved);
+        if (!o.resync_period.empty()) spec.argv.push_back("--resync-period=" + o.resync_period);
       }
       if (svc.name == "plegd") {
         if (!o.runtime_events) spec.argv.push_back("--runtime-events=false");
@@ -137,7 +138,8 @@ std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* o) {
   app.add_option("--log-backups", o->log_backups, "Rotated logs kept per service")
       ->capture_default_str();
   app.add_option("--ctl-group", flags->ctl_group, "Deprecated: --admin-group");
-  app.add_option("--runtime-endpoint", o->runtime_endpoint, "CRI endpoint, passed to plegd");
+  app.add_option("--runtime-endpoint,--container-runtime-endpoint", o->runtime_endpoint,
+                 "CRI endpoint, passed to plegd and podworkerd");
   app.add_option("--runtime-events", o->runtime_events,
                  "plegd relists at once on each runtime event (false: on its period only)")
       ->capture_default_str();
@@ -157,7 +159,20 @@ std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* o) {
   app.add_option("--manifest-url-header", o->manifest_url_headers,
                  "'Name: value' header sent with every --manifest-url request (repeatable)")
       ->allow_extra_args(false);
-  app.add_option("--node-name", o->node_name, "This node's name (default: the hostname)");
+  app.add_option("--node-name,--hostname-override", o->node_name,
+                 "This node's name (default: the hostname)");
+  app.add_option("--resync-period,--sync-frequency", o->resync_period,
+                 "How often each pod is synced at the least and the desired set sent again "
+                 "(default 1m), passed to podworkerd")
+      ->check(DurationValidator());
+  // The kubelet's --address and --read-only-port, which make --http-address (command line only:
+  // the file's key is http-address).
+  app.add_option("--address", flags->address, "The kubelet's --address: the host of --http-address")
+      ->configurable(false);
+  app.add_option("--read-only-port", flags->read_only_port,
+                 "The kubelet's --read-only-port: the port of --http-address (0: no endpoint)")
+      ->check(CLI::Range(0, 65535))
+      ->configurable(false);
   etcd::AddEtcdFlags(app, &o->etcd, /*node=*/true);
   app.add_option("--node-ip", o->node_ip_flag,
                  "The node's IP (hostIP of every pod, podIP of host-network pods, the Node's "
@@ -268,6 +283,19 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     o->node_name = host;
   }
   o->node_name = pod::NormalizeNodeName(o->node_name);
+  // The kubelet's --address and --read-only-port replace the host and the port of --http-address.
+  if (!flags->address.empty() || flags->read_only_port) {
+    auto colon = o->http_address.rfind(':');
+    std::string host = colon == std::string::npos ? "127.0.0.1" : o->http_address.substr(0, colon);
+    std::string port = colon == std::string::npos ? "10255" : o->http_address.substr(colon + 1);
+    if (!flags->address.empty()) {
+      host = flags->address.find(':') != std::string::npos && flags->address.front() != '['
+                 ? "[" + flags->address + "]"
+                 : flags->address;
+    }
+    if (flags->read_only_port) port = std::to_string(*flags->read_only_port);
+    o->http_address = port == "0" ? "" : host + ":" + port;
+  }
   if (Status s = o->etcd.Check(); !s.ok()) {
     std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());
     return 2;

@@ -60,6 +60,9 @@ struct SupervisorOptions {
   std::string node_ip_flag;
   std::string node_ip;
   int max_pods = 110;
+  // --resync-period (the kubelet's --sync-frequency): passed to podworkerd, and the pod manager's
+  // resend of an unchanged desired set; empty: their defaults (1m).
+  std::string resync_period;
   // --allowed-unsafe-sysctls: sysctls (or prefixes ending in *) beyond the safe set that pods
   // may set.
   std::vector<std::string> allowed_unsafe_sysctls;
@@ -107,6 +110,8 @@ struct SupervisorFlags {
   std::map<std::string, std::string> durations;  // the supervision policy's, by flag name
   std::string ctl_group;
   std::string mode;
+  std::string address;                // --address
+  std::optional<int> read_only_port;  // --read-only-port
 };
 
 // Adds every flag of nodelet to a new app (ParseSupervisorOptions, and the test that compares

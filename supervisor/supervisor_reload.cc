@@ -117,13 +117,13 @@ Result<SupervisorReload> ParseSupervisorReload(const ReloadPlan& plan, const Fil
     next.eviction_monitoring_period =
         value("eviction-monitoring-period", running.eviction_monitoring_period);
     EvictionReload e;
-    auto thresholds = EvictionThresholdsFromFlags(next.eviction_hard, next.eviction_soft,
-                                                  next.eviction_soft_grace_period,
-                                                  next.eviction_minimum_reclaim);
+    auto thresholds =
+        EvictionThresholdsFromFlags(next.eviction_hard, next.eviction_soft,
+                                    next.eviction_soft_grace_period, next.eviction_minimum_reclaim);
     if (!thresholds.ok()) return InvalidArgument(file + ": " + thresholds.status().message());
     e.thresholds = *thresholds;
-    auto transition = duration("eviction-pressure-transition-period",
-                               next.eviction_pressure_transition_period);
+    auto transition =
+        duration("eviction-pressure-transition-period", next.eviction_pressure_transition_period);
     if (!transition.ok()) return transition.status();
     e.pressure_transition_period = *transition;
     auto monitoring = duration("eviction-monitoring-period", next.eviction_monitoring_period);

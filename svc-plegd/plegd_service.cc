@@ -271,7 +271,7 @@ ServiceSpec MakeSpec() {
   spec.id = ipc::ServiceId::Plegd;
   spec.description = "nodelet-plegd: relists the container runtime, emits pod lifecycle events";
   spec.add_flags = [=](CLI::App& app) {
-    app.add_option("--runtime-endpoint", config->runtime_endpoint,
+    app.add_option("--runtime-endpoint,--container-runtime-endpoint", config->runtime_endpoint,
                    "CRI endpoint of the container runtime")
         ->capture_default_str();
     app.add_option("--relist-period", *relist_period,

@@ -904,7 +904,7 @@ ServiceSpec MakeSpec() {
   spec.id = ipc::ServiceId::Podworkerd;
   spec.description = "nodelet-podworkerd: one serialized worker per pod, the podKiller";
   spec.add_flags = [=](CLI::App& app) {
-    app.add_option("--runtime-endpoint", config->runtime_endpoint,
+    app.add_option("--runtime-endpoint,--container-runtime-endpoint", config->runtime_endpoint,
                    "CRI endpoint of the container runtime")
         ->capture_default_str();
     app.add_option("--node-ip", config->node_ip,
@@ -954,7 +954,7 @@ ServiceSpec MakeSpec() {
                    "Image filesystem usage (percent) image GC frees down to")
         ->check(CLI::Range(0, 100))
         ->capture_default_str();
-    app.add_option("--image-minimum-gc-age", *image_min_age,
+    app.add_option("--image-minimum-gc-age,--minimum-image-ttl-duration", *image_min_age,
                    "Minimum age of an unused image before it may be removed")
         ->check(DurationValidator())
         ->capture_default_str();
@@ -964,7 +964,8 @@ ServiceSpec MakeSpec() {
     app.add_option("--pod-infra-container-image", config->gc.pod_infra_container_image,
                    "The sandbox image, never removed by image GC (default: the runtime's)")
         ->capture_default_str();
-    app.add_option("--resync-period", *resync, "Each pod is synced at least this often")
+    app.add_option("--resync-period,--sync-frequency", *resync,
+                   "Each pod is synced at least this often")
         ->check(DurationValidator())
         ->capture_default_str();
     app.add_option("--serialize-image-pulls", config->image_pulls.serialize,

@@ -69,6 +69,7 @@ std::vector<ConfigSection> BuildSections() {
                                         "pod-manifest-path",
                                         "relist-period",
                                         "restart-intensity",
+                                        "resync-period",
                                         "restart-period",
                                         "runtime-endpoint",
                                         "runtime-events",

@@ -31,9 +31,9 @@ Result<FileSettings> ReadFileSettings(const std::string& path, const std::string
 // What a reload does with the keys whose values changed (added, removed or changed), each list
 // sorted.
 struct ReloadPlan {
-  std::vector<std::string> apply;        // live keys: applied now
-  std::vector<std::string> restart;      // other keys: need a restart, the running value stays
-  std::vector<std::string> overridden;   // given on the command line, which wins
+  std::vector<std::string> apply;       // live keys: applied now
+  std::vector<std::string> restart;     // other keys: need a restart, the running value stays
+  std::vector<std::string> overridden;  // given on the command line, which wins
   bool empty() const { return apply.empty() && restart.empty() && overridden.empty(); }
   // One line for the log: "applied log-level; not applied (a restart is needed): max-pods;
   // ignored (given on the command line): run-dir", or "nothing changed".

@@ -6,6 +6,7 @@
 
 #include "lib/ipc/peer_access.h"
 #include "lib/service/config_keys.h"
+#include "lib/service/kubelet_names.h"
 
 namespace nodelet {
 namespace {
@@ -74,6 +75,16 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
   app.add_option("--log-level", opts.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
+  // klog's -v, as the kubelet takes it: a log level unless --log-level is given (on the command
+  // line or in the file). Command line only.
+  app.add_option_function<int>(
+         "-v,--v",
+         [&opts, &app](const int& verbosity) {
+           if (app.count("--log-level") == 0) opts.log_level = LogLevelOfVerbosity(verbosity);
+         },
+         "The kubelet's verbosity: 0-2 info, 3-4 debug, 5 and more trace (--log-level wins)")
+      ->check(CLI::NonNegativeNumber)
+      ->configurable(false);
   app.add_option("--heartbeat-interval", opts.heartbeat_interval_ms,
                  "Milliseconds between heartbeats to the supervisor")
       ->check(CLI::Range(10, 60000))

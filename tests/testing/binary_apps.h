@@ -39,13 +39,14 @@ class BinaryApp {
   // The supervisor's options as parsed (only for "supervisor").
   const supervisor::SupervisorOptions& supervisor_options() const { return supervisor_options_; }
 
-  // The long names of its options without dashes, sorted: what its config section takes.
+  // The first long name of each option that the file may set, without dashes, sorted: what its
+  // config section takes (the others are the kubelet's names, accepted on the command line).
   std::vector<std::string> Keys() {
     std::vector<std::string> keys;
     for (const CLI::Option* opt : app().get_options()) {
-      for (const auto& name : opt->get_lnames()) {
-        if (name != "help" && name != "config") keys.push_back(name);
-      }
+      const auto& names = opt->get_lnames();
+      if (names.empty() || !opt->get_configurable()) continue;
+      if (names.front() != "help" && names.front() != "config") keys.push_back(names.front());
     }
     std::sort(keys.begin(), keys.end());
     return keys;

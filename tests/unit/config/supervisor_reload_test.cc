@@ -36,9 +36,10 @@ class SupervisorReloadTest : public ::testing::Test {
 
 TEST_F(SupervisorReloadTest, LogLevelAndEvictionAreAppliedOtherKeysWaitForARestart) {
   running_.max_pods = 110;
-  auto r = ReloadTo({}, "log-level: debug\nsupervisor:\n  max-pods: 7\n"
-                        "  eviction-hard: memory.available<300Mi\n"
-                        "  eviction-monitoring-period: 2s\n");
+  auto r = ReloadTo({},
+                    "log-level: debug\nsupervisor:\n  max-pods: 7\n"
+                    "  eviction-hard: memory.available<300Mi\n"
+                    "  eviction-monitoring-period: 2s\n");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->log_level, "debug");
   EXPECT_EQ(plan_.restart, std::vector<std::string>{"max-pods"});

@@ -61,7 +61,9 @@ TEST_F(ConfigReloadTest, NoFileIsNoSettings) {
 
 TEST_F(ConfigReloadTest, ChangedKeysAreSortedIntoAppliedRestartAndOverridden) {
   FileSettings before = {{"log-level", {"info"}}, {"relist-period", {"1s"}}, {"run-dir", {"/a"}}};
-  FileSettings after = {{"log-level", {"debug"}}, {"relist-period", {"1s"}}, {"root-dir", {"/r"}},
+  FileSettings after = {{"log-level", {"debug"}},
+                        {"relist-period", {"1s"}},
+                        {"root-dir", {"/r"}},
                         {"run-dir", {"/b"}}};
   ReloadPlan plan = PlanReload(before, after, {"log-level"}, {"--run-dir=/x", "--config", "f"});
   EXPECT_EQ(plan.apply, Keys{"log-level"});
