@@ -42,11 +42,13 @@ std::string GeneratedFlagsDoc() {
          "`config-unit` (`FlagsDocTest`), which fails when this file is out of date:\n"
          "`NODELET_UPDATE_FLAGS_DOC=1 meson test -C build config-unit` writes it again. A flag's\n"
          "config key is its long name without the dashes, at the top level of the config file\n"
-         "(every binary that has the flag reads it) or in the binary's section (docs/supervisor.md,\n"
+         "(every binary that has the flag reads it) or in the binary's section "
+         "(docs/supervisor.md,\n"
          "\"Configuration\"); flags given on the command line win over the file. \"command line\n"
          "only\": not a config key. The kubelet column gives the kubelet's flag and its\n"
          "KubeletConfiguration field for the same concept (lib/service/kubelet_names.cc); where\n"
-         "the kubelet's flag name differs from nodelet's, nodelet accepts it too (listed among the\n"
+         "the kubelet's flag name differs from nodelet's, nodelet accepts it too (listed among "
+         "the\n"
          "flag's names). The kubelet's `-v` (klog's verbosity) sets the log level when\n"
          "`--log-level` is given neither on the command line nor in the file: 0 to 2 info (the\n"
          "kubelet's steady-state level is 2), 3 and 4 debug, 5 and more trace.\n";
@@ -58,18 +60,20 @@ std::string GeneratedFlagsDoc() {
       const auto& lnames = opt->get_lnames();
       if (lnames.empty() || lnames.front() == "help") continue;
       std::string names;
-      for (const auto& s : opt->get_snames()) names += (names.empty() ? "" : ", ") + ("`-" + s + "`");
+      for (const auto& s : opt->get_snames())
+        names += (names.empty() ? "" : ", ") + ("`-" + s + "`");
       for (const auto& l : lnames) names += (names.empty() ? "" : ", ") + ("`--" + l + "`");
-      const std::string key =
-          lnames.front() == "config" || !opt->get_configurable() ? "command line only"
-                                                                  : "`" + lnames.front() + "`";
+      const std::string key = lnames.front() == "config" || !opt->get_configurable()
+                                  ? "command line only"
+                                  : "`" + lnames.front() + "`";
       const std::string def = opt->get_default_str();
       const KubeletName* kubelet = KubeletNameOf(lnames.front());
       std::string kubelet_cell;
       if (kubelet != nullptr) {
         if (kubelet->flag[0] != '\0') kubelet_cell = std::string("`") + kubelet->flag + "`";
         if (kubelet->field[0] != '\0') {
-          kubelet_cell += (kubelet_cell.empty() ? "" : ", ") + std::string("`") + kubelet->field + "`";
+          kubelet_cell +=
+              (kubelet_cell.empty() ? "" : ", ") + std::string("`") + kubelet->field + "`";
         }
       }
       out << "| " << names << " | " << key << " | " << Cell(def.empty() ? "" : "`" + def + "`")
