@@ -6,6 +6,7 @@
 
 #include "lib/ipc/peer_access.h"
 #include "lib/service/config_keys.h"
+#include "lib/service/kubelet_config.h"
 #include "lib/service/kubelet_names.h"
 
 namespace nodelet {
@@ -42,6 +43,12 @@ std::vector<CLI::ConfigItem> YamlConfigReader::from_config(std::istream& input) 
   YAML::Node root;
   try {
     root = YAML::Load(input);
+    // A kubelet's configuration file: its fields in nodelet's keys, or refused by name.
+    if (IsKubeletConfiguration(root)) {
+      auto translated = FromKubeletConfiguration(root, file);
+      if (!translated.ok()) throw CLI::ConfigError(translated.status().message());
+      root = *translated;
+    }
     if (Status s = CheckConfigKeys(root, file); !s.ok()) throw CLI::ConfigError(s.message());
     if (root.IsNull()) return items;
     for (const auto& kv : root) {

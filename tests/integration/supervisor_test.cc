@@ -914,4 +914,39 @@ TEST_F(SupervisorTest, SighupReloadsTheConfigFileAppliesWhatIsLiveAndNamesTheRes
   EXPECT_EQ(Pids(), before);
 }
 
+TEST_F(SupervisorTest, AKubeletConfigurationAsConfigRunsEveryService) {
+  const std::string manifests = dir_.Sub("static");
+  std::filesystem::create_directories(manifests);
+  WriteTextFile(manifests + "/a.yaml",
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n"
+                "  - name: app\n    image: nodelet.local/busybox:1.0\n");
+  const std::string config = dir_.Sub("kubelet.yaml");
+  WriteTextFile(config,
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                "staticPodPath: " +
+                    manifests +
+                    "\nmaxPods: 5\nreadOnlyPort: 0\nsyncFrequency: 30s\n"
+                    "logging: {verbosity: 4}\nfailSwapOn: false\n");
+  Start({"--config", config, "--node-name", "testnode"});
+  ASSERT_TRUE(notify_->WaitFor("READY=1", 20s)) << "every service read the kubelet's file";
+  for (const auto& service : kServices) EXPECT_GT(Pid(service), 0) << service;
+  EXPECT_THAT(Ctl({"manifests"}).output, HasSubstr(manifests + "/a.yaml"));
+  EXPECT_THAT(ReadTextFile(dir_.Sub("nodelet.log")), HasSubstr(" debug [ipc] Allowed uid 0"))
+      << "logging.verbosity 4 is debug: nodeletctl's connections are logged";
+
+  // A field nodelet does not have stops it at start, naming the file and the field.
+  nodelet_->Signal(SIGTERM);
+  ASSERT_TRUE(nodelet_->Wait(30s).has_value());
+  WriteTextFile(config,
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                "cpuManagerPolicy: static\n");
+  Start({"--config", config});
+  auto code = nodelet_->Wait(20s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_TRUE(WIFEXITED(*code) && WEXITSTATUS(*code) == 2) << *code;
+  EXPECT_THAT(ReadTextFile(dir_.Sub("nodelet.log")),
+              HasSubstr(config + ": KubeletConfiguration fields nodelet refuses: "
+                                 "'cpuManagerPolicy' (nodelet supports only none)"));
+}
+
 }  // namespace nodelet::testing

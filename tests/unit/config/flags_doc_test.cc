@@ -51,7 +51,9 @@ std::string GeneratedFlagsDoc() {
          "the\n"
          "flag's names). The kubelet's `-v` (klog's verbosity) sets the log level when\n"
          "`--log-level` is given neither on the command line nor in the file: 0 to 2 info (the\n"
-         "kubelet's steady-state level is 2), 3 and 4 debug, 5 and more trace.\n";
+         "kubelet's steady-state level is 2), 3 and 4 debug, 5 and more trace. A kubelet's\n"
+         "KubeletConfiguration file is read as `--config` too: its fields in these keys, the\n"
+         "others refused by name (docs/supervisor.md, \"Configuration\").\n";
   for (const auto& section : BinarySections()) {
     BinaryApp bin(section);
     out << "\n## " << Title(section) << "\n\n"
