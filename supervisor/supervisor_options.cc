@@ -48,6 +48,8 @@ std::vector<ChildSpec> BuildChildSpecs(const SupervisorOptions& o) {
                    o.common.log_dir,
                    "--log-level",
                    o.common.log_level,
+                   "--log-format",
+                   o.common.log_format,
                    "--heartbeat-interval",
                    std::to_string(o.common.heartbeat_interval_ms)};
       if (!o.common.config_file.empty()) {
@@ -337,7 +339,7 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     }
     o->services.push_back(std::move(svc));
   }
-  InitLogging("nodelet", o->common.log_level);
+  InitLogging("nodelet", o->common.log_level, o->common.log_format);
   return -1;
 }
 

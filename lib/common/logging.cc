@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
+
+#include "lib/common/utf8.h"
 
 namespace nodelet {
 namespace {
@@ -19,10 +22,43 @@ spdlog::sink_ptr Sink() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_sink) {
     g_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    g_sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %l [%n] %v");
+    g_sink->set_formatter(LogFormatter("text", false));
   }
   return g_sink;
 }
+
+// "%J" in a pattern: the message as the inside of a JSON string (quotes, backslashes and control
+// characters escaped, bytes that are not UTF-8 replaced: a message may quote a container's).
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    static const char kHex[] = "0123456789abcdef";
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    std::string valid;
+    const bool clean = IsValidUtf8(payload);
+    if (!clean) valid = ValidUtf8(payload);
+    for (char c : clean ? payload : std::string_view(valid)) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        dest.push_back('\\');
+        dest.push_back(c);
+      } else if (c == '\n') {
+        dest.append(std::string_view("\\n"));
+      } else if (c == '\t') {
+        dest.append(std::string_view("\\t"));
+      } else if (u < 0x20 || u == 0x7f) {
+        const char esc[] = {'\\', 'u', '0', '0', kHex[u >> 4], kHex[u & 15]};
+        dest.append(esc, esc + sizeof esc);
+      } else {
+        dest.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
 
 // "%*" in a pattern: the sd-daemon(3) priority prefix, "<3>" for error and so on.
 class SyslogPriorityFlag : public spdlog::custom_flag_formatter {
@@ -50,14 +86,29 @@ bool StderrIsJournal() {
   return st.st_dev == dev && st.st_ino == ino;
 }
 
-void InitLogging(const std::string& process_name, const std::string& level) {
-  auto sink = Sink();
-  if (StderrIsJournal()) {
+std::unique_ptr<spdlog::formatter> LogFormatter(const std::string& format, bool journal) {
+  // UTC, with the zone said: a log read on another machine, or after a change of the local
+  // zone, means the same time.
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  formatter->add_flag<SyslogPriorityFlag>('*');
+  formatter->add_flag<JsonMessageFlag>('J');
+  const std::string prefix = journal ? "%*" : "";
+  if (format == "json") {
+    formatter->set_pattern(
+        prefix + R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","msg":"%J"})");
+  } else if (journal) {
     // journald adds its own timestamp and maps the "<N>" prefix to the entry's PRIORITY.
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<SyslogPriorityFlag>('*').set_pattern("%*[%n] %v");
-    sink->set_formatter(std::move(formatter));
+    formatter->set_pattern("%*[%n] %v");
+  } else {
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l [%n] %v");
   }
+  return formatter;
+}
+
+void InitLogging(const std::string& process_name, const std::string& level,
+                 const std::string& format) {
+  auto sink = Sink();
+  sink->set_formatter(LogFormatter(format, StderrIsJournal()));
   auto logger = std::make_shared<spdlog::logger>(process_name, sink);
   spdlog::set_default_logger(logger);
   SetLogLevel(level);

@@ -9,7 +9,8 @@ namespace {
 
 // The flags AddCommonOptions gives every binary (lib/service/options.cc).
 const std::vector<std::string> kCommonKeys = {"admin-group", "heartbeat-interval", "log-dir",
-                                              "log-level",   "root-dir",           "run-dir"};
+                                              "log-format",  "log-level",          "root-dir",
+                                              "run-dir"};
 // lib/service/cgroup_flags.h, container_log_flags.h, dns_flags.h: the supervisor passes these
 // on to podworkerd.
 const std::vector<std::string> kCgroupKeys = {"cgroup-driver", "cgroup-root", "cgroups-per-qos",

@@ -11,10 +11,10 @@ namespace {
 
 // How a field's value becomes a key's.
 enum class Kind {
-  kString,          // as is
-  kStringNonEmpty,  // as is; "" is the kubelet's "use the default"
-  kDuration,        // a Go duration, as nodelet's
-  kDurationNonZero, // the same; 0 is the kubelet's "use the default"
+  kString,           // as is
+  kStringNonEmpty,   // as is; "" is the kubelet's "use the default"
+  kDuration,         // a Go duration, as nodelet's
+  kDurationNonZero,  // the same; 0 is the kubelet's "use the default"
   kInt,
   kIntNonZero,  // 0 is the kubelet's "use the default"
   kBool,
@@ -200,8 +200,8 @@ Result<YAML::Node> FromKubeletConfiguration(const YAML::Node& root, const std::s
           return nullptr;
         }()) {
       if (v.IsNull()) continue;
-      const bool scalar_kind = m->kind != Kind::kList && m->kind != Kind::kThresholds &&
-                               m->kind != Kind::kPairs;
+      const bool scalar_kind =
+          m->kind != Kind::kList && m->kind != Kind::kThresholds && m->kind != Kind::kPairs;
       if (scalar_kind && !v.IsScalar()) {
         field_error(field, "want a single value");
         continue;
@@ -222,7 +222,8 @@ Result<YAML::Node> FromKubeletConfiguration(const YAML::Node& root, const std::s
           put(m->section, m->key, YAML::Node(v.as<std::string>()));
           break;
         case Kind::kStringNonEmpty:
-          if (!v.as<std::string>().empty()) put(m->section, m->key, YAML::Node(v.as<std::string>()));
+          if (!v.as<std::string>().empty())
+            put(m->section, m->key, YAML::Node(v.as<std::string>()));
           break;
         case Kind::kIntNonZero:
           if (v.as<std::string>() != "0") put(m->section, m->key, YAML::Node(v.as<std::string>()));
@@ -308,8 +309,9 @@ Result<YAML::Node> FromKubeletConfiguration(const YAML::Node& root, const std::s
           } else {
             put("", "log-level", YAML::Node(LogLevelOfVerbosity(verbosity)));
           }
-        } else if (sub == "format" && l.second.as<std::string>("") == "text") {
-          // nodelet's format
+        } else if (sub == "format" && (l.second.as<std::string>("") == "text" ||
+                                       l.second.as<std::string>("") == "json")) {
+          put("", "log-format", YAML::Node(l.second.as<std::string>("")));
         } else if (!IsEmptyOrFalse(l.second)) {
           field_error("logging." + sub, "not supported by nodelet");
         }

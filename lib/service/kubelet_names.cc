@@ -9,6 +9,7 @@ namespace {
 const KubeletName kKubeletNames[] = {
     {"root-dir", "--root-dir", ""},
     {"log-level", "-v", "logging.verbosity"},
+    {"log-format", "--logging-format", "logging.format"},
     {"runtime-endpoint", "--container-runtime-endpoint", "containerRuntimeEndpoint"},
     {"runtime-request-timeout", "--runtime-request-timeout", "runtimeRequestTimeout"},
     {"runtime-events", "", "featureGates.EventedPLEG"},

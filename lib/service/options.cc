@@ -82,6 +82,10 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
   app.add_option("--log-level", opts.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
+  app.add_option("--log-format,--logging-format", opts.log_format,
+                 "text, or json: one object a line for log shippers (timestamps in UTC)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   // klog's -v, as the kubelet takes it: a log level unless --log-level is given (on the command
   // line or in the file). Command line only.
   app.add_option_function<int>(

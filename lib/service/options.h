@@ -24,6 +24,7 @@ struct CommonOptions {
   std::string run_dir = "/run/nodelet";
   std::string log_dir = "/var/log/nodelet";
   std::string log_level = "info";
+  std::string log_format = "text";  // --log-format: text or json (lib/common/logging.h)
   // How often a service sends a heartbeat to the supervisor. 2 s: each heartbeat wakes four
   // threads (the service's loop and ZeroMQ I/O thread, the supervisor's), which at 100 idle pods
   // were about a third of all nodelet's wakeups at 1 s (docs/bench.md); the supervisor's

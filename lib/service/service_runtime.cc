@@ -340,7 +340,7 @@ int RunService(const ServiceSpec& spec, int argc, char** argv) {
     std::fprintf(stderr, "nodelet-%s: %s\n", spec.name.c_str(), s.message().c_str());
     return 2;
   }
-  InitLogging(spec.name, opts.log_level);
+  InitLogging(spec.name, opts.log_level, opts.log_format);
   Runtime runtime(spec, opts, app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
   return runtime.Run();
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,6 +133,32 @@ TEST(LoggingTest, EveryLineReachesTheFileAtOnce) {
   EXPECT_NE(after_warn.find("warning [common-test.component] second line\n"), std::string::npos)
       << after_warn;
   EXPECT_EQ(after_debug.find("not at this level"), std::string::npos);
+}
+
+// What each format makes of one message logged at a known UTC time.
+std::string Formatted(const std::string& format, bool journal, const std::string& text) {
+  spdlog::details::log_msg msg(spdlog::source_loc{}, "plegd.relist", spdlog::level::warn, text);
+  msg.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764413100123));
+  spdlog::memory_buf_t out;
+  LogFormatter(format, journal)->format(msg, out);
+  return std::string(out.data(), out.size());
+}
+
+TEST(LoggingTest, TextLinesCarryUtcWithTheZoneAndJsonLinesAreJson) {
+  EXPECT_EQ(Formatted("text", false, "relist took 3 s"),
+            "2025-11-29T10:45:00.123Z warning [plegd.relist] relist took 3 s\n");
+  EXPECT_EQ(Formatted("text", true, "relist took 3 s"), "<4>[plegd.relist] relist took 3 s\n");
+  const std::string hostile = std::string("a \"quote\", a \\ and\na line; \x01\x7f") + "\xff";
+  const std::string line = Formatted("json", false, hostile);
+  auto doc = nlohmann::json::parse(line);
+  EXPECT_EQ(doc["ts"], "2025-11-29T10:45:00.123Z");
+  EXPECT_EQ(doc["level"], "warning");
+  EXPECT_EQ(doc["logger"], "plegd.relist");
+  EXPECT_EQ(doc["msg"], "a \"quote\", a \\ and\na line; \x01\x7f\xEF\xBF\xBD")
+      << "escaped as JSON, the byte that is not UTF-8 replaced";
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line";
+  EXPECT_EQ(Formatted("json", true, "x").substr(0, 4), "<4>{") << "the journal's priority first";
 }
 
 }  // namespace

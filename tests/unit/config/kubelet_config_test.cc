@@ -70,8 +70,8 @@ TEST_F(KubeletConfigTest, TheFieldsNodeletHasBecomeItsSettingsInEveryBinary) {
 
 TEST_F(KubeletConfigTest, ZeroIsTheKubeletsDefaultAndReadOnlyPortZeroTurnsTheEndpointOff) {
   BinaryApp nodelet("supervisor");
-  ASSERT_EQ(Read(nodelet, std::string(kHeader) + "maxPods: 0\nreadOnlyPort: 0\nsyncFrequency: 0s\n"),
-            "");
+  ASSERT_EQ(
+      Read(nodelet, std::string(kHeader) + "maxPods: 0\nreadOnlyPort: 0\nsyncFrequency: 0s\n"), "");
   EXPECT_EQ(nodelet.supervisor_options().max_pods, 110);
   EXPECT_EQ(nodelet.supervisor_options().http_address, "");
   EXPECT_EQ(nodelet.supervisor_options().resync_period, "");
@@ -83,19 +83,18 @@ TEST_F(KubeletConfigTest, ZeroIsTheKubeletsDefaultAndReadOnlyPortZeroTurnsTheEnd
 
 TEST_F(KubeletConfigTest, EveryOtherFieldIsRefusedByNameWithTheFile) {
   BinaryApp nodelet("supervisor");
-  const std::string error =
-      Read(nodelet, std::string(kHeader) +
-                        "authentication: {anonymous: {enabled: false}}\n"
-                        "cpuManagerPolicy: static\n"
-                        "featureGates: {SidecarContainers: true}\n"
-                        "fileCheckFrequency: 5s\n"
-                        "registerNode: true\n"
-                        "address: 0.0.0.0\n");
+  const std::string error = Read(nodelet, std::string(kHeader) +
+                                              "authentication: {anonymous: {enabled: false}}\n"
+                                              "cpuManagerPolicy: static\n"
+                                              "featureGates: {SidecarContainers: true}\n"
+                                              "fileCheckFrequency: 5s\n"
+                                              "registerNode: true\n"
+                                              "address: 0.0.0.0\n");
   EXPECT_NE(error.find(path_), std::string::npos) << error;
-  for (const char* field : {"'authentication' (nodelet has no authenticated server",
-                            "'cpuManagerPolicy' (nodelet supports only none)",
-                            "'featureGates.SidecarContainers'", "'fileCheckFrequency'",
-                            "'registerNode' (nodelet has no API server", "'address'"}) {
+  for (const char* field :
+       {"'authentication' (nodelet has no authenticated server",
+        "'cpuManagerPolicy' (nodelet supports only none)", "'featureGates.SidecarContainers'",
+        "'fileCheckFrequency'", "'registerNode' (nodelet has no API server", "'address'"}) {
     EXPECT_NE(error.find(field), std::string::npos) << field << " in " << error;
   }
   BinaryApp plegd("plegd");
