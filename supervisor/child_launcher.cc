@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "lib/common/fs.h"
+#include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
 
 extern char** environ;
@@ -131,6 +132,14 @@ Status ChildLauncher::Add(ChildSpec spec) {
   c.notify = std::move(sock).value();
   c.log = std::make_unique<RotatingLog>(log_dir_ + "/" + spec.name + ".log", log_max_bytes_,
                                         log_backups_);
+  if (StderrIsJournal()) {
+    c.journal = JournalTee::Open("nodelet-" + spec.name);
+    if (!c.journal) {
+      GetLogger("supervisor")
+          ->warn("journald takes no stream for {}: its output is in {} only", spec.name,
+                 c.log->path());
+    }
+  }
   c.spec = std::move(spec);
   std::string name = c.spec.name;
   children_[name] = std::move(c);
@@ -238,6 +247,7 @@ void ChildLauncher::PumpLog(const std::string& name) {
     ssize_t n = read(c.pipe_fd, buf, sizeof buf);
     if (n > 0) {
       c.log->Write(buf, static_cast<size_t>(n));
+      if (c.journal) c.journal->Write(buf, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) {  // every writer closed it: the process (and its children) are gone

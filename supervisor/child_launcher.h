@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lib/common/status.h"
+#include "supervisor/journal_tee.h"
 #include "supervisor/process_manager.h"
 
 namespace nodelet::supervisor {
@@ -88,6 +89,8 @@ class ChildLauncher : public ProcessLauncher {
     ChildSpec spec;
     std::unique_ptr<NotifySocket> notify;
     std::unique_ptr<RotatingLog> log;
+    // In standalone mode under systemd: the output to the journal too (journal_tee.h).
+    std::unique_ptr<JournalTee> journal;
     int pipe_fd = -1;  // read end of the current process's stdout/stderr
   };
   std::string run_dir_;

@@ -57,3 +57,42 @@ TEST(ChildLauncherTest, ChildInheritsOnlyStdio) {
 
 }  // namespace
 }  // namespace nodelet::supervisor
+
+namespace nodelet::supervisor {
+namespace {
+
+TEST(JournalTeeTest, NodeletsLinesGoWithTheirLevelAsPriorityAndWithoutTheTime) {
+  EXPECT_EQ(JournalLine("2026-11-29T10:45:00.123Z warning [plegd.relist] relist took 3 s"),
+            "<4>[plegd.relist] relist took 3 s");
+  EXPECT_EQ(JournalLine("2026-11-29T10:45:00.123Z debug [ipc] x"), "<7>[ipc] x");
+  EXPECT_EQ(JournalLine("2026-11-29T10:45:00.123Z error [podworkerd] y"), "<3>[podworkerd] y");
+  EXPECT_EQ(JournalLine("2026-11-29T10:45:00.123Z critical [statusd] z"), "<2>[statusd] z");
+  // Anything else as it is, at info: a library's own line, JSON, an unknown level.
+  EXPECT_EQ(JournalLine("E1129 something grpc printed"), "<6>E1129 something grpc printed");
+  EXPECT_EQ(JournalLine(R"({"ts":"2026-11-29T10:45:00.123Z","level":"info"})"),
+            R"(<6>{"ts":"2026-11-29T10:45:00.123Z","level":"info"})");
+  EXPECT_EQ(JournalLine("2026-11-29T10:45:00.123Z loud [x] y"),
+            "<6>2026-11-29T10:45:00.123Z loud [x] y");
+  EXPECT_EQ(JournalLine(""), "<6>");
+}
+
+TEST(JournalTeeTest, LinesSplitAcrossReadsGoWholeAndAPartialLineGoesAtTheEnd) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  {
+    auto tee = JournalTee::OnFd(fds[1]);
+    const std::string a = "2026-11-29T10:45:00.123Z info [plegd] first\n2026-11-29T10:45:00.1";
+    const std::string b = "24Z error [plegd] second\nno end";
+    tee->Write(a.data(), a.size());
+    tee->Write(b.data(), b.size());
+  }  // the partial line goes when the tee closes
+  std::string got;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  EXPECT_EQ(got, "<6>[plegd] first\n<3>[plegd] second\n<6>no end\n");
+}
+
+}  // namespace
+}  // namespace nodelet::supervisor
