@@ -12,6 +12,7 @@
 #include "lib/pod/static_pod.h"
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
+#include "lib/service/kubelet_names.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -290,13 +291,9 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     auto colon = o->http_address.rfind(':');
     std::string host = colon == std::string::npos ? "127.0.0.1" : o->http_address.substr(0, colon);
     std::string port = colon == std::string::npos ? "10255" : o->http_address.substr(colon + 1);
-    if (!flags->address.empty()) {
-      host = flags->address.find(':') != std::string::npos && flags->address.front() != '['
-                 ? "[" + flags->address + "]"
-                 : flags->address;
-    }
+    if (!flags->address.empty()) host = flags->address;
     if (flags->read_only_port) port = std::to_string(*flags->read_only_port);
-    o->http_address = port == "0" ? "" : host + ":" + port;
+    o->http_address = HttpAddressOf(host, port);
   }
   if (Status s = o->etcd.Check(); !s.ok()) {
     std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());

@@ -1,6 +1,7 @@
 #include "lib/service/kubelet_config.h"
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "lib/common/duration.h"
@@ -290,61 +291,55 @@ Result<YAML::Node> FromKubeletConfiguration(const YAML::Node& root, const std::s
       put("", "manifest-url-header", headers);
       continue;
     }
-    if (field == "logging") {
+    // Fields that are maps of their own: each entry `take`s, or is refused as FIELD.ENTRY.
+    auto entries = [&](const std::function<bool(const std::string&, const YAML::Node&)>& take) {
       if (!v.IsMap()) {
         field_error(field, "want a map");
-        continue;
+        return;
       }
-      for (const auto& l : v) {
-        const std::string sub = l.first.as<std::string>();
-        if (sub == "verbosity" && l.second.IsScalar()) {
-          int verbosity = 0;
+      for (const auto& e : v) {
+        const std::string sub = e.first.as<std::string>();
+        if (!take(sub, e.second)) field_error(field + "." + sub, "not supported by nodelet");
+      }
+    };
+    if (field == "logging") {
+      entries([&](const std::string& sub, const YAML::Node& value) {
+        if (sub == "verbosity" && value.IsScalar()) {
+          int verbosity = -1;
           try {
-            verbosity = l.second.as<int>();
+            verbosity = value.as<int>();
           } catch (const YAML::Exception&) {
-            verbosity = -1;
           }
           if (verbosity < 0) {
             field_error("logging.verbosity", "want a number of 0 or more");
           } else {
             put("", "log-level", YAML::Node(LogLevelOfVerbosity(verbosity)));
           }
-        } else if (sub == "format" && (l.second.as<std::string>("") == "text" ||
-                                       l.second.as<std::string>("") == "json")) {
-          put("", "log-format", YAML::Node(l.second.as<std::string>("")));
-        } else if (!IsEmptyOrFalse(l.second)) {
-          field_error("logging." + sub, "not supported by nodelet");
+          return true;
         }
-      }
+        const std::string text = value.IsScalar() ? value.as<std::string>() : "";
+        if (sub == "format" && (text == "text" || text == "json")) {
+          put("", "log-format", YAML::Node(text));
+          return true;
+        }
+        return IsEmptyOrFalse(value);
+      });
       continue;
     }
     if (field == "featureGates") {
-      if (!v.IsMap()) {
-        field_error(field, "want a map");
-        continue;
-      }
-      for (const auto& g : v) {
-        const std::string gate = g.first.as<std::string>();
-        if (gate == "EventedPLEG") {
-          put("", "runtime-events", YAML::Node(g.second.as<std::string>("")));
-        } else {
-          field_error("featureGates." + gate, "not supported by nodelet");
-        }
-      }
+      entries([&](const std::string& gate, const YAML::Node& value) {
+        if (gate != "EventedPLEG" || !value.IsScalar()) return false;
+        put("", "runtime-events", YAML::Node(value.as<std::string>()));
+        return true;
+      });
       continue;
     }
     if (field == "crashLoopBackOff") {
-      if (!v.IsMap()) {
-        field_error(field, "want a map");
-        continue;
-      }
-      for (const auto& c : v) {
-        if (c.first.as<std::string>() == "maxContainerRestartPeriod") {
-          put("", "crashloop-max", YAML::Node(c.second.as<std::string>("")));
-        } else {
-          field_error("crashLoopBackOff." + c.first.as<std::string>(), "not supported by nodelet");
-        }
-      }
+      entries([&](const std::string& sub, const YAML::Node& value) {
+        if (sub != "maxContainerRestartPeriod" || !value.IsScalar()) return false;
+        put("", "crashloop-max", YAML::Node(value.as<std::string>()));
+        return true;
+      });
       continue;
     }
     bool handled = false;
@@ -379,13 +374,8 @@ Result<YAML::Node> FromKubeletConfiguration(const YAML::Node& root, const std::s
   // The read-only endpoint: the kubelet's readOnlyPort on its address (0.0.0.0 unless given);
   // 0 turns it off. Without readOnlyPort nodelet keeps its own (127.0.0.1:10255).
   if (has_port) {
-    if (read_only_port == "0") {
-      out["http-address"] = "";
-    } else {
-      std::string host = has_address && !address.empty() ? address : "0.0.0.0";
-      if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
-      out["http-address"] = host + ":" + read_only_port;
-    }
+    out["http-address"] =
+        HttpAddressOf(has_address && !address.empty() ? address : "0.0.0.0", read_only_port);
   } else if (has_address) {
     field_error("address", "nodelet's only server is the read-only endpoint: give readOnlyPort");
   }

@@ -64,6 +64,12 @@ const KubeletName* KubeletNameOf(const std::string& key) {
   return nullptr;
 }
 
+std::string HttpAddressOf(const std::string& host, const std::string& port) {
+  if (port == "0") return "";
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + port;
+}
+
 const char* LogLevelOfVerbosity(int verbosity) {
   if (verbosity >= 5) return "trace";
   if (verbosity >= 3) return "debug";

@@ -17,6 +17,10 @@ struct KubeletName {
 // The kubelet's name for nodelet key `key`; null when the kubelet has no such concept.
 const KubeletName* KubeletNameOf(const std::string& key);
 
+// The kubelet's --address (or `address`) and --read-only-port (`readOnlyPort`) as nodelet's
+// --http-address: HOST:PORT, an IPv6 host in brackets; "" when the port is 0 (no endpoint).
+std::string HttpAddressOf(const std::string& host, const std::string& port);
+
 // klog's -v verbosity as a log level: 0 to 2 info (the kubelet's steady-state level is 2), 3 and
 // 4 debug, 5 and more trace.
 const char* LogLevelOfVerbosity(int verbosity);
