@@ -416,23 +416,9 @@ class Supervisor::Impl {
     if (!after.ok()) return after.status();
     ReloadPlan plan = PlanReload(file_settings_, *after, SupervisorLiveKeys(), options_.argv);
     SupervisorOptions next;
-    auto reload = ParseSupervisorReload(plan, *after, options_, next);
+    auto reload = ParseSupervisorReload(plan, *after, flags->app, options_, next);
     if (!reload.ok()) return reload.status();
-    if (reload->sources) {
-      auto changed = pods_->ReconfigureSources(*reload->sources);
-      if (!changed.ok()) return changed.status();
-    }
-    if (reload->eviction) {
-      std::vector<pod::EvictionThreshold> hard;
-      for (const auto& t : reload->eviction->thresholds) {
-        if (t.hard) hard.push_back(t);
-      }
-      node_->SetHardEviction(std::move(hard));
-      eviction_->Reconfigure(
-          reload->eviction->thresholds, reload->eviction->pressure_transition_period,
-          reload->eviction->max_pod_grace_seconds, reload->eviction->monitoring_period);
-    }
-    if (reload->log_level) SetLogLevel(*reload->log_level);
+    if (Status s = ApplySupervisorReload(*reload, *pods_, *node_, *eviction_); !s.ok()) return s;
     options_ = std::move(next);
     file_settings_ = SettingsAfterReload(file_settings_, *after, plan);
     log_->info("Reloaded {}: {}", options_.common.config_file, plan.Summary());

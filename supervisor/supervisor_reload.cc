@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "lib/common/duration.h"
+#include "lib/common/logging.h"
 #include "lib/common/trusted_path.h"
 #include "supervisor/eviction_manager.h"
 #include "supervisor/sources/manifest_url_source.h"
@@ -33,15 +34,14 @@ const std::set<std::string>& SupervisorLiveKeys() {
 }
 
 Result<SupervisorReload> ParseSupervisorReload(const ReloadPlan& plan, const FileSettings& after,
+                                               const CLI::App& app,
                                                const SupervisorOptions& running,
                                                SupervisorOptions& next) {
-  // The defaults of the keys a reload may take back to them.
-  SupervisorOptions defaults;
-  auto flags = MakeSupervisorFlags(&defaults);
   const std::string& file = running.common.config_file;
   auto value = [&](const std::string& key, const std::string& current) {
     if (!Applies(plan, key)) return current;
-    const CLI::Option* opt = flags->app.get_option_no_throw("--" + key);
+    // A key the file no longer gives goes back to its flag's default.
+    const CLI::Option* opt = app.get_option_no_throw("--" + key);
     return SettingOr(after, key, opt != nullptr ? opt->get_default_str() : "");
   };
   auto bad = [&](const std::string& key, const std::string& why) {
@@ -141,6 +141,26 @@ Result<SupervisorReload> ParseSupervisorReload(const ReloadPlan& plan, const Fil
     out.eviction = std::move(e);
   }
   return out;
+}
+
+Status ApplySupervisorReload(const SupervisorReload& reload, PodManager& pods,
+                             NodeStatusManager& node, EvictionManager& eviction) {
+  if (reload.sources) {
+    auto changed = pods.ReconfigureSources(*reload.sources);
+    if (!changed.ok()) return changed.status();
+  }
+  if (reload.eviction) {
+    std::vector<pod::EvictionThreshold> hard;
+    for (const auto& t : reload.eviction->thresholds) {
+      if (t.hard) hard.push_back(t);
+    }
+    node.SetHardEviction(std::move(hard));
+    eviction.Reconfigure(reload.eviction->thresholds, reload.eviction->pressure_transition_period,
+                         reload.eviction->max_pod_grace_seconds,
+                         reload.eviction->monitoring_period);
+  }
+  if (reload.log_level) SetLogLevel(*reload.log_level);
+  return Status::Ok();
 }
 
 }  // namespace nodelet::supervisor

@@ -12,6 +12,8 @@
 
 #include "lib/pod/eviction.h"
 #include "lib/service/config_reload.h"
+#include "supervisor/eviction_manager.h"
+#include "supervisor/node_status.h"
 #include "supervisor/pod_manager.h"
 #include "supervisor/supervisor_options.h"
 
@@ -36,8 +38,15 @@ struct SupervisorReload {
   std::optional<PodManagerOptions> sources;  // the manifest_* fields
   std::optional<EvictionReload> eviction;
 };
+// `app`: nodelet's app (MakeSupervisorFlags), whose options give the defaults.
 Result<SupervisorReload> ParseSupervisorReload(const ReloadPlan& plan, const FileSettings& after,
+                                               const CLI::App& app,
                                                const SupervisorOptions& running,
                                                SupervisorOptions& next);
+
+// On the supervisor's loop: the manifest sources started again, the eviction manager's and the
+// Node's thresholds, the log level. An error (a new source that does not start) applies nothing.
+Status ApplySupervisorReload(const SupervisorReload& reload, PodManager& pods,
+                             NodeStatusManager& node, EvictionManager& eviction);
 
 }  // namespace nodelet::supervisor

@@ -24,7 +24,7 @@ class SupervisorReloadTest : public ::testing::Test {
     auto after = ReadFileSettings(path_, "supervisor", flags->app);
     if (!after.ok()) return after.status();
     plan_ = PlanReload(before, *after, SupervisorLiveKeys(), running_.argv);
-    return ParseSupervisorReload(plan_, *after, running_, next_);
+    return ParseSupervisorReload(plan_, *after, flags->app, running_, next_);
   }
 
   testing::TempDir dir_;
