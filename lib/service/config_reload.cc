@@ -103,10 +103,14 @@ bool Applies(const ReloadPlan& plan, const std::string& key) {
   return std::find(plan.apply.begin(), plan.apply.end(), key) != plan.apply.end();
 }
 
+const std::vector<std::string>& LogLevels() {
+  static const std::vector<std::string> kLevels = {"trace", "debug",    "info", "warn",
+                                                   "error", "critical", "off"};
+  return kLevels;
+}
+
 bool IsLogLevel(const std::string& level) {
-  static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
-                                                "error", "critical", "off"};
-  return kLevels.count(level) != 0;
+  return std::find(LogLevels().begin(), LogLevels().end(), level) != LogLevels().end();
 }
 
 }  // namespace nodelet

@@ -56,7 +56,8 @@ std::string SettingOr(const FileSettings& settings, const std::string& key,
 // Whether `plan` applies `key`.
 bool Applies(const ReloadPlan& plan, const std::string& key);
 
-// The log levels --log-level takes.
+// The log levels --log-level takes, and whether `level` is one.
+const std::vector<std::string>& LogLevels();
 bool IsLogLevel(const std::string& level);
 
 }  // namespace nodelet

@@ -6,6 +6,7 @@
 
 #include "lib/ipc/peer_access.h"
 #include "lib/service/config_keys.h"
+#include "lib/service/config_reload.h"
 #include "lib/service/kubelet_config.h"
 #include "lib/service/kubelet_names.h"
 
@@ -80,7 +81,7 @@ void AddCommonOptions(CLI::App& app, CommonOptions& opts, const std::string& sec
   app.add_option("--run-dir", opts.run_dir, "Runtime directory for sockets")->capture_default_str();
   app.add_option("--log-dir", opts.log_dir, "Log directory")->capture_default_str();
   app.add_option("--log-level", opts.log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->check(CLI::IsMember(LogLevels()))
       ->capture_default_str();
   app.add_option("--log-format,--logging-format", opts.log_format,
                  "text, or json: one object a line for log shippers (timestamps in UTC)")
