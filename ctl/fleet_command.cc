@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "ctl/output_flags.h"
 #include "ctl/pods_command.h"
 #include "lib/common/clock.h"
 #include "lib/common/fs.h"
@@ -22,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kExitRefused = 1, kExitUsage = 2, kExitUnreachable = 4;
+constexpr int kExitRefused = kExitFailed, kExitUnreachable = kExitUnknown;
 
 // The Ready condition of a v1 Node, as kubectl prints it.
 std::string NodeReady(const std::string& node_json) {
@@ -219,13 +220,13 @@ std::string FirstComponent(const std::string& key, const std::string& head) {
 }
 
 int Fail(std::ostream& err, const Status& s) {
-  err << "nodeletctl fleet: " << s.message() << "\n";
+  Error(err) << "fleet: " << s.message() << "\n";
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded
              ? kExitUnreachable
              : kExitRefused;
 }
 
-int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
+int RunNodes(const FleetOptions& o, OutputFormat format, std::ostream& out, std::ostream& err) {
   auto client = Connect(o);
   if (!client.ok()) return Fail(err, client.status());
   etcd::FleetKeys keys{o.prefix};
@@ -256,11 +257,23 @@ int RunNodes(const FleetOptions& o, std::ostream& out, std::ostream& err) {
     std::string n = FirstComponent(kv.key, keys.Pods());
     if (n != etcd::kAllNodes) pod_nodes.push_back(n);
   }
-  out << FormatFleetNodes(FleetNodeRows(node_json, lease_age, counts, pod_nodes));
+  const auto rows = FleetNodeRows(node_json, lease_age, counts, pod_nodes);
+  json doc = {{"nodes", json::array()}};
+  for (const auto& r : rows) {
+    doc["nodes"].push_back(
+        {{"name", r.name}, {"ready", r.ready}, {"lease", r.lease}, {"pods", r.pods}});
+  }
+  if (PrintDocument(format, doc, out)) return 0;
+  if (format == OutputFormat::kName) {
+    for (const auto& r : rows) out << "node/" << r.name << "\n";
+    return 0;
+  }
+  out << FormatFleetNodes(rows);
   return 0;
 }
 
-int RunPods(const FleetOptions& o, const std::string& node, std::ostream& out, std::ostream& err) {
+int RunPods(const FleetOptions& o, const std::string& node, OutputFormat format, std::ostream& out,
+            std::ostream& err) {
   auto client = Connect(o);
   if (!client.ok()) return Fail(err, client.status());
   etcd::FleetKeys keys{o.prefix};
@@ -270,21 +283,40 @@ int RunPods(const FleetOptions& o, const std::string& node, std::ostream& out, s
   for (const auto& kv : statuses->kvs) {
     by_node[FirstComponent(kv.key, keys.Statuses())].push_back(kv.value);
   }
-  out << FormatFleetPods(by_node, RealClock::Get().WallSeconds());
+  if (format == OutputFormat::kTable || format == OutputFormat::kWide) {
+    out << FormatFleetPods(by_node, RealClock::Get().WallSeconds());
+    return 0;
+  }
+  // The status values themselves (v1 Pods), as a PodList; a value that is not JSON is left out.
+  json items = json::array();
+  for (const auto& [n, values] : by_node) {
+    for (const auto& v : values) {
+      auto doc = json::parse(v, nullptr, false);
+      if (doc.is_object()) items.push_back(std::move(doc));
+    }
+  }
+  if (PrintDocument(format, {{"apiVersion", "v1"}, {"kind", "PodList"}, {"items", items}}, out,
+                    4)) {
+    return 0;
+  }
+  for (const auto& item : items) {
+    const json meta = item.value("metadata", json::object());
+    out << "pod/" << (meta.is_object() ? meta.value("name", "") : "") << "\n";
+  }
   return 0;
 }
 
 int RunApply(const FleetOptions& o, const std::string& file, const std::string& node, bool all,
              std::ostream& out, std::ostream& err) {
   if (all == !node.empty()) {
-    err << "nodeletctl fleet apply: give --node NODE or --all\n";
+    Error(err) << "fleet apply: give --node NODE or --all\n";
     return kExitUsage;
   }
   auto content = ReadFileBounded(file, pod::kMaxManifestBytes);
   if (!content.ok()) return Fail(err, content.status());
   auto writes = FleetApplyKeys(o.prefix, file, *content, all ? etcd::kAllNodes : node);
   if (!writes.ok()) {
-    err << "nodeletctl fleet apply: " << writes.status().message() << "\n";
+    Error(err) << "fleet apply: " << writes.status().message() << "\n";
     return kExitRefused;
   }
   auto client = Connect(o);
@@ -302,7 +334,7 @@ int RunDelete(const FleetOptions& o, const std::string& kind, const std::string&
   size_t slash = what.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == what.size() ||
       what.find('/', slash + 1) != std::string::npos) {
-    err << "nodeletctl fleet delete: give NAMESPACE/NAME, not '" << what << "'\n";
+    Error(err) << "fleet delete: give NAMESPACE/NAME, not '" << what << "'\n";
     return kExitUsage;
   }
   const std::string ns = what.substr(0, slash), name = what.substr(slash + 1);
@@ -310,14 +342,14 @@ int RunDelete(const FleetOptions& o, const std::string& kind, const std::string&
   std::string key;
   if (kind == "pod") {
     if (all == !node.empty()) {
-      err << "nodeletctl fleet delete pod: give --node NODE or --all\n";
+      Error(err) << "fleet delete pod: give --node NODE or --all\n";
       return kExitUsage;
     }
     key = keys.Pod(all ? etcd::kAllNodes : node, ns, name);
   } else if (kind == "configmap" || kind == "secret") {
     key = keys.Config(kind == "secret" ? "Secret" : "ConfigMap", ns, name);
   } else {
-    err << "nodeletctl fleet delete: KIND is pod, configmap or secret, not '" << kind << "'\n";
+    Error(err) << "fleet delete: KIND is pod, configmap or secret, not '" << kind << "'\n";
     return kExitUsage;
   }
   auto client = Connect(o);
@@ -325,7 +357,7 @@ int RunDelete(const FleetOptions& o, const std::string& kind, const std::string&
   auto got = (*client)->Get(key);
   if (!got.ok()) return Fail(err, got.status());
   if (got->kvs.empty()) {
-    err << "nodeletctl fleet delete: " << key << " does not exist\n";
+    Error(err) << "fleet delete: " << key << " does not exist\n";
     return kExitRefused;
   }
   auto del = (*client)->Delete(key);
@@ -433,13 +465,26 @@ void AddFleetCommand(CLI::App& app, int* exit_code) {
   o->endpoints = {"http://127.0.0.1:2379"};
   etcd::AddEtcdFlags(*fleet, o.get(), /*node=*/false);
 
+  auto output = std::make_shared<OutputFlags>();
+  AddOutputFlags(fleet, output.get(), /*json_alias=*/false,
+                 "nodes, pods: json, yaml, wide or name (pods: a v1 PodList of the statuses)");
+
   auto* nodes = fleet->add_subcommand("nodes", "Every node: READY, lease age, pods");
-  nodes->callback([o, exit_code] { *exit_code = RunNodes(*o, std::cout, std::cerr); });
+  nodes->callback([o, output, exit_code] {
+    OutputFormat format;
+    *exit_code = output->Resolve(&format, std::cerr) ? RunNodes(*o, format, std::cout, std::cerr)
+                                                     : kExitUsage;
+  });
 
   auto node = std::make_shared<std::string>();
   auto* pods = fleet->add_subcommand("pods", "Every pod's status, by node");
   pods->add_option("--node", *node, "Only this node's");
-  pods->callback([o, node, exit_code] { *exit_code = RunPods(*o, *node, std::cout, std::cerr); });
+  pods->callback([o, node, output, exit_code] {
+    OutputFormat format;
+    *exit_code = output->Resolve(&format, std::cerr)
+                     ? RunPods(*o, *node, format, std::cout, std::cerr)
+                     : kExitUsage;
+  });
 
   auto file = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);

@@ -23,21 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using ipc::ctl::RequestKind;
 
-constexpr int kExitUsage = 2;
-
-// kubectl's way of showing an error the API server returned.
-void PrintError(std::ostream& err, const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound:
-      err << "Error from server (NotFound): " << s.message() << "\n";
-      break;
-    case StatusCode::kFailedPrecondition:
-      err << "Error from server (BadRequest): " << s.message() << "\n";
-      break;
-    default:
-      err << "error: " << s.message() << "\n";
-  }
-}
+void PrintError(std::ostream& err, const Status& s) { Error(err) << s.message() << "\n"; }
 
 struct Followed {
   logs::LogTarget target;
@@ -61,14 +47,14 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
   if (!r.since.empty()) {
     auto since = logs::ParseGoDuration(r.since);
     if (!since.ok()) {
-      err << "error: --since: " << since.status().message() << "\n";
+      Error(err) << "--since: " << since.status().message() << "\n";
       return kExitUsage;
     }
     read.since_unix_ns = o.clock->WallNanos() - since->count();
   }
   if (r.all_containers && !r.container.empty()) {
-    err << "error: --all-containers=true should not be specified with container name "
-        << r.container << "\n";
+    Error(err) << "--all-containers=true should not be specified with container name "
+               << r.container << "\n";
     return kExitUsage;
   }
 
@@ -78,21 +64,21 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
     return Unreachable(o, reply.status(), err);
   }
   if (!reply.ok() || reply->services.empty()) {
-    err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir << "\n";
+    Error(err) << "nodelet is not running, or not with --run-dir " << o.run_dir << "\n";
     return kExitUnknown;
   }
   const fs::path pods_dir = fs::path(reply->services[0]->log_path).parent_path() / "pods";
   UniqueFd pods_fd(open(pods_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!pods_fd.valid()) {
-    err << "nodeletctl: cannot open the pods' log directory " << pods_dir.string() << ": "
-        << ErrnoStatus("open", errno).message() << "\n";
+    Error(err) << "cannot open the pods' log directory " << pods_dir.string() << ": "
+               << ErrnoStatus("open", errno).message() << "\n";
     return kExitUnknown;
   }
 
   // The pod and its containers, from statusd.
   if (Status s = ipc::ProbeIpcSocket(ipc::kStatusEndpoint.Path(o.run_dir));
       s.code() == StatusCode::kPermissionDenied) {
-    err << "nodeletctl: " << s.message() << "\n";
+    Error(err) << s.message() << "\n";
     return kExitUnknown;
   }
   ipc::Context ctx;
@@ -104,8 +90,8 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
   Status connected = client.Connect();
   auto list = connected.ok() ? client.ListPodStatuses() : Result<status::PodStatusList>(connected);
   if (!list.ok()) {
-    err << "nodeletctl: cannot list pods from nodelet-statusd at '"
-        << ipc::kStatusEndpoint.Path(o.run_dir) << "': " << list.status().message() << "\n";
+    Error(err) << "cannot list pods from nodelet-statusd at '"
+               << ipc::kStatusEndpoint.Path(o.run_dir) << "': " << list.status().message() << "\n";
     return kExitUnknown;
   }
   std::vector<std::string> containers = {r.container};
@@ -130,7 +116,7 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
     }
     auto dir = logs::OpenContainerLogDir(pods_fd.get(), *t);
     if (!dir.ok()) {
-      err << "error: " << dir.status().message() << "\n";
+      Error(err) << dir.status().message() << "\n";
       return kExitUnknown;
     }
     auto f = std::make_unique<Followed>();
@@ -151,7 +137,7 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
     for (const auto& f : targets) {
       Status s = logs::ReadCriLog(f->dir.get(), f->target.file, read, sink);
       if (!s.ok()) {
-        err << "error: " << f->target.container << ": " << s.message() << "\n";
+        Error(err) << f->target.container << ": " << s.message() << "\n";
         return kExitUnknown;
       }
     }
@@ -195,7 +181,7 @@ int RunLogs(const CtlOptions& o, const LogsRequest& r, std::ostream& out, std::o
   int rc = kExitOk;
   for (const auto& f : targets) {
     if (!f->result.ok()) {
-      err << "error: " << f->target.container << ": " << f->result.message() << "\n";
+      Error(err) << f->target.container << ": " << f->result.message() << "\n";
       rc = kExitUnknown;
     }
   }

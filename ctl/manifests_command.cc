@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "ctl/ctl_client.h"
-#include "lib/common/json_text.h"
 
 namespace nodelet::ctl {
 namespace {
@@ -111,7 +110,7 @@ std::string FormatManifests(const ipc::ctl::CtlReplyT& reply) {
   return out.str();
 }
 
-std::string FormatManifestsJson(const ipc::ctl::CtlReplyT& reply) {
+nlohmann::json ManifestsJson(const ipc::ctl::CtlReplyT& reply) {
   nlohmann::json sources = nlohmann::json::array();
   for (const auto& s : reply.manifest_sources) {
     sources.push_back({{"source", s->source},
@@ -140,19 +139,18 @@ std::string FormatManifestsJson(const ipc::ctl::CtlReplyT& reply) {
                          {"pods", pods},
                          {"configs", configs}});
   }
-  // A manifest's text may be anything: bytes that are not UTF-8 are replaced, never a throw.
-  return JsonText(nlohmann::json{{"sources", sources}, {"manifests", manifests}}, 2) + "\n";
+  // A manifest's text may be anything: PrintDocument replaces bytes that are not UTF-8.
+  return nlohmann::json{{"sources", sources}, {"manifests", manifests}};
 }
 
-int RunManifests(const CtlOptions& o, const std::string& output, std::ostream& out,
-                 std::ostream& err) {
-  if (!output.empty() && output != "json") {
-    err << "Error: unknown output format '" << output << "' (known: json)\n";
-    return 2;
-  }
+int RunManifests(const CtlOptions& o, OutputFormat format, std::ostream& out, std::ostream& err) {
   auto reply = CtlRequest(*o.clock, o.run_dir, ipc::ctl::RequestKind::Manifests, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
-  out << (output == "json" ? FormatManifestsJson(*reply) : FormatManifests(*reply));
+  if (format == OutputFormat::kName) {
+    for (const auto& m : reply->manifests) out << m->origin << "\n";
+  } else if (!PrintDocument(format, ManifestsJson(*reply), out)) {
+    out << FormatManifests(*reply);
+  }
   return ManifestsExitCode(*reply);
 }
 

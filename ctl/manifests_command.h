@@ -26,12 +26,12 @@ namespace nodelet::ctl {
 std::string ManifestStatusName(const ipc::ctl::ManifestStatusT& m);
 // The table (with `SOURCE  MANIFEST  STATUS  PODS/REASON` as its header).
 std::string FormatManifests(const ipc::ctl::CtlReplyT& reply);
-// The JSON form of `manifests -o json`.
-std::string FormatManifestsJson(const ipc::ctl::CtlReplyT& reply);
+// The document of `manifests -o json|yaml`.
+nlohmann::json ManifestsJson(const ipc::ctl::CtlReplyT& reply);
 // kExitOk when nothing was rejected and no source failed, kExitFailed otherwise.
 int ManifestsExitCode(const ipc::ctl::CtlReplyT& reply);
 
-int RunManifests(const CtlOptions& o, const std::string& output, std::ostream& out,
-                 std::ostream& err);
+// -o name prints each manifest's origin (its file or URL); wide is the table.
+int RunManifests(const CtlOptions& o, OutputFormat format, std::ostream& out, std::ostream& err);
 
 }  // namespace nodelet::ctl

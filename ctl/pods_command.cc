@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ctl/cli_output.h"
 #include "ctl/ctl_client.h"
 #include "lib/common/clock.h"
-#include "lib/common/json_text.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/peer_access.h"
 #include "lib/status/pod_status_json.h"
@@ -48,11 +48,25 @@ status::StatusClientOptions ClientOptions(const PodsOptions& o) {
 
 void PrintFailure(std::ostream& err, const std::string& what, const Status& s,
                   const PodsOptions& o) {
-  err << "Error: failed to " << what << ": " << s.message() << "\n";
+  Error(err) << "failed to " << what << ": " << s.message() << "\n";
   if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kUnavailable) {
-    err << "(nodeletctl asks nodelet-statusd directly at '" << ipc::kStatusEndpoint.Path(o.run_dir)
-        << "': is it running?)\n";
+    Error(err) << "nodelet-statusd is asked directly, at '" << ipc::kStatusEndpoint.Path(o.run_dir)
+               << "': is it running?\n";
   }
+}
+
+// The exit code of a failed call to statusd: 4 when it could not be reached (or timed out), 1
+// for an answer that makes no sense.
+int FailureCode(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kInternal
+             ? kExitFailed
+             : kExitUnknown;
+}
+
+// NAME, NAMESPACE/NAME, pod/NAME or a uid names this record.
+bool Names(const PodStatusRecord& r, std::string name) {
+  if (name.rfind("pod/", 0) == 0) name = name.substr(4);
+  return r.pod.uid == name || r.pod.name == name || r.pod.namespace_ + "/" + r.pod.name == name;
 }
 
 // Tells a user the file system keeps out apart from a statusd that is not there (a ZeroMQ connect
@@ -60,7 +74,7 @@ void PrintFailure(std::ostream& err, const std::string& what, const Status& s,
 bool MayConnect(std::ostream& err, const PodsOptions& o) {
   Status s = ipc::ProbeIpcSocket(ipc::kStatusEndpoint.Path(o.run_dir));
   if (s.code() != StatusCode::kPermissionDenied) return true;
-  err << "nodeletctl: " << s.message() << "\n";
+  Error(err) << s.message() << "\n";
   return false;
 }
 
@@ -224,12 +238,14 @@ std::string RestartsColumn(const PodStatusRecord& r, int64_t now_unix_s) {
 }
 
 std::string FormatPodTable(const std::vector<PodStatusRecord>& records, int64_t now_unix_s,
-                           bool wide, const std::string& node) {
+                           bool wide, const std::string& node, bool with_namespace) {
   std::vector<std::vector<std::string>> rows = {{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}};
+  if (with_namespace) rows[0].insert(rows[0].begin(), "NAMESPACE");
   if (wide) rows[0].insert(rows[0].end(), {"IP", "NODE", "QOS"});
   for (const auto& r : records) {
     rows.push_back({r.pod.name, ReadyColumn(r), StatusColumn(r), RestartsColumn(r, now_unix_s),
                     Ago(r.pod.creation_time_unix_s, now_unix_s)});
+    if (with_namespace) rows.back().insert(rows.back().begin(), r.pod.namespace_);
     if (wide) {
       rows.back().insert(
           rows.back().end(),
@@ -289,32 +305,40 @@ int WatchPods(const PodsOptions& o, ipc::Context& ctx, status::StatusClient& cli
               std::ostream& out, std::ostream& err);
 
 int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
-  if (!o.output.empty() && o.output != "json" && o.output != "wide") {
-    err << "Error: unknown output format '" << o.output << "' (known: json, wide)\n";
-    return 2;
+  OutputFormat format;
+  if (!ParseOutputOrExplain(o.output, &format, err)) return kExitUsage;
+  if (o.all_namespaces && !o.namespace_.empty()) {
+    Error(err) << "-A lists every namespace: give it or -n NAMESPACE, not both\n";
+    return kExitUsage;
   }
-  if (!MayConnect(err, o)) return 1;
+  if (o.watch && format != OutputFormat::kTable && format != OutputFormat::kWide) {
+    Error(err) << "--watch prints table rows: give it with no -o or -o wide\n";
+    return kExitUsage;
+  }
+  if (!MayConnect(err, o)) return kExitUnknown;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {
     PrintFailure(err, "connect to statusd", s, o);
-    return 1;
+    return FailureCode(s);
   }
   auto list = client.ListPodStatuses(o.namespace_);
   if (!list.ok()) {
     PrintFailure(err, "list pods", list.status(), o);
-    return 1;
+    return FailureCode(list.status());
   }
-  if (o.output == "json") {
-    out << JsonText(status::PodListToJson(list->records), 4) << "\n";
-    return 0;
+  if (PrintDocument(format, status::PodListToJson(list->records), out, 4)) return kExitOk;
+  if (format == OutputFormat::kName) {
+    for (const auto& r : list->records) out << "pod/" << r.pod.name << "\n";
+    return kExitOk;
   }
   if (list->records.empty()) {
+    // Not an error (kubectl's message and exit 0), on stderr so that a pipe reads nothing.
     err << "No pods found" << (o.namespace_.empty() ? "" : " in namespace " + o.namespace_)
         << ".\n";
-    return 0;
+    return kExitOk;
   }
-  const bool wide = o.output == "wide";
+  const bool wide = format == OutputFormat::kWide;
   std::string node;
   if (wide) {
     // The node's name, from the supervisor (every pod here runs on it); <none> without it.
@@ -324,9 +348,9 @@ int RunPods(const PodsOptions& o, std::ostream& out, std::ostream& err) {
       if (j.is_object() && j["metadata"].is_object()) node = j["metadata"].value("name", "");
     }
   }
-  out << FormatPodTable(list->records, o.clock->WallSeconds(), wide, node);
+  out << FormatPodTable(list->records, o.clock->WallSeconds(), wide, node, o.namespace_.empty());
   out.flush();
-  if (!o.watch) return 0;
+  if (!o.watch) return kExitOk;
   return WatchPods(o, ctx, client, std::move(list->records), wide, node, out, err);
 }
 
@@ -336,14 +360,15 @@ int WatchPods(const PodsOptions& o, ipc::Context& ctx, status::StatusClient& cli
   status::StatusWatcher watcher(ctx, o.run_dir);
   if (Status s = watcher.Connect(); !s.ok()) {
     PrintFailure(err, "watch statusd", s, o);
-    return 1;
+    return FailureCode(s);
   }
   // Each change is one row, in the columns of what was shown so far (kubectl get -w). A row is
   // the last line of the table of everything shown plus the changed pod.
   auto print_row = [&](const PodStatusRecord& r) {
     std::vector<PodStatusRecord> all = shown;
     all.push_back(r);
-    std::string table = FormatPodTable(all, o.clock->WallSeconds(), wide, node);
+    std::string table =
+        FormatPodTable(all, o.clock->WallSeconds(), wide, node, o.namespace_.empty());
     table.pop_back();
     out << table.substr(table.rfind('\n') + 1) << "\n";
     out.flush();
@@ -360,7 +385,7 @@ int WatchPods(const PodsOptions& o, ipc::Context& ctx, status::StatusClient& cli
         continue;
       }
       PrintFailure(err, "watch statusd", event.status(), o);
-      return 1;
+      return FailureCode(event.status());
     }
     std::vector<PodStatusRecord> changed;
     if (event->gap) {
@@ -409,94 +434,138 @@ std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t no
   return Columns(rows);
 }
 
+nlohmann::json EventListJson(const std::vector<status::PodEvent>& events) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& e : events) {
+    const bool node = e.pod_uid == "node";
+    nlohmann::json object = {{"kind", node ? "Node" : "Pod"}, {"name", e.pod_name}};
+    if (!node) {
+      object["namespace"] = e.namespace_;
+      object["uid"] = e.pod_uid;
+    }
+    items.push_back({{"involvedObject", object},
+                     {"type", e.type},
+                     {"reason", e.reason},
+                     {"message", e.message},
+                     {"source", {{"component", e.source}}},
+                     {"count", e.count},
+                     {"firstTimestamp", Time(e.first_unix_s)},
+                     {"lastTimestamp", Time(e.last_unix_s)}});
+  }
+  return {{"apiVersion", "v1"}, {"kind", "EventList"}, {"items", items}};
+}
+
+namespace {
+
+// The one record `name` names, or the exit code after saying why: 4 for none, 1 for several.
+Result<const PodStatusRecord*> FindPod(const std::vector<PodStatusRecord>& records,
+                                       const std::string& name, const PodsOptions& o,
+                                       std::ostream& err, int* exit_code) {
+  std::vector<const PodStatusRecord*> matches;
+  for (const auto& r : records) {
+    if (Names(r, name)) matches.push_back(&r);
+  }
+  if (matches.empty()) {
+    Error(err) << "no pod '" << name << "'"
+               << (o.namespace_.empty() ? "" : " in namespace " + o.namespace_) << " (statusd has "
+               << records.size() << " pod" << (records.size() == 1 ? "" : "s") << ")\n";
+    *exit_code = kExitUnknown;
+    return NotFound(name);
+  }
+  if (matches.size() > 1) {
+    Error(err) << "'" << name << "' names " << matches.size()
+               << " pods; give NAMESPACE/NAME, -n NAMESPACE or the uid:\n";
+    for (const auto* r : matches) {
+      Error(err) << "  " << r->pod.namespace_ << "/" << r->pod.name << " (uid " << r->pod.uid
+                 << ")\n";
+    }
+    *exit_code = kExitFailed;
+    return InvalidArgument(name);
+  }
+  return matches[0];
+}
+
+}  // namespace
+
 int RunEvents(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
-  if (!MayConnect(err, o)) return 1;
+  OutputFormat format;
+  if (!ParseOutputOrExplain(o.output, &format, err)) return kExitUsage;
+  if (!MayConnect(err, o)) return kExitUnknown;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {
     PrintFailure(err, "connect to statusd", s, o);
-    return 1;
+    return FailureCode(s);
   }
   std::string uid;
   if (!name.empty()) {
     auto list = client.ListPodStatuses(o.namespace_);
     if (!list.ok()) {
       PrintFailure(err, "list pods", list.status(), o);
-      return 1;
+      return FailureCode(list.status());
     }
-    for (const auto& r : list->records) {
-      if (r.pod.uid == name || r.pod.name == name || r.pod.namespace_ + "/" + r.pod.name == name) {
-        uid = r.pod.uid;
-      }
-    }
-    if (uid.empty()) {
-      err << "Error: no pod '" << name << "'\n";
-      return 1;
-    }
+    int rc = kExitOk;
+    auto found = FindPod(list->records, name, o, err, &rc);
+    if (!found.ok()) return rc;
+    uid = (*found)->pod.uid;
   }
   auto events = client.ListEvents(uid);
   if (!events.ok()) {
     PrintFailure(err, "list events", events.status(), o);
-    return 1;
+    return FailureCode(events.status());
+  }
+  if (uid.empty() && !o.namespace_.empty()) {
+    std::erase_if(*events, [&](const status::PodEvent& e) { return e.namespace_ != o.namespace_; });
+  }
+  if (PrintDocument(format, EventListJson(*events), out)) return kExitOk;
+  if (format == OutputFormat::kName) {
+    // The object each event is about, as OBJECT shows it.
+    for (const auto& e : *events) {
+      out << (e.pod_uid == "node" ? "node/" : "pod/") << e.pod_name << "\n";
+    }
+    return kExitOk;
   }
   out << FormatEvents(*events, o.clock->WallSeconds(), uid.empty());
-  return 0;
+  return kExitOk;
 }
 
 int RunPod(const PodsOptions& o, const std::string& name, std::ostream& out, std::ostream& err) {
-  if (!o.output.empty() && o.output != "json") {
-    err << "Error: unknown output format '" << o.output << "' (known: json)\n";
-    return 2;
-  }
-  if (!MayConnect(err, o)) return 1;
+  OutputFormat format;
+  if (!ParseOutputOrExplain(o.output, &format, err)) return kExitUsage;
+  if (!MayConnect(err, o)) return kExitUnknown;
   ipc::Context ctx;
   status::StatusClient client(ctx, o.run_dir, ClientOptions(o));
   if (Status s = client.Connect(); !s.ok()) {
     PrintFailure(err, "connect to statusd", s, o);
-    return 1;
+    return FailureCode(s);
   }
   auto list = client.ListPodStatuses(o.namespace_);
   if (!list.ok()) {
     PrintFailure(err, "list pods", list.status(), o);
-    return 1;
+    return FailureCode(list.status());
   }
-  std::vector<const PodStatusRecord*> matches;
-  for (const auto& r : list->records) {
-    if (r.pod.uid == name || r.pod.name == name || r.pod.namespace_ + "/" + r.pod.name == name) {
-      matches.push_back(&r);
+  int rc = kExitOk;
+  auto found = FindPod(list->records, name, o, err, &rc);
+  if (!found.ok()) return rc;
+  const PodStatusRecord& pod = **found;
+  if (PrintDocument(format, status::PodToJson(pod), out, 4)) return kExitOk;
+  if (format == OutputFormat::kName) {
+    out << "pod/" << pod.pod.name << "\n";
+    return kExitOk;
+  }
+  out << FormatPodDetails(pod, o.clock->WallSeconds());
+  // Events at the bottom, as kubectl describe shows them.
+  auto events = client.ListEvents(pod.pod.uid);
+  if (events.ok()) {
+    out << "Events:\n";
+    if (events->empty()) {
+      out << "  <none>\n";
+    } else {
+      std::istringstream lines(FormatEvents(*events, o.clock->WallSeconds(), false));
+      for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
     }
   }
-  if (matches.empty()) {
-    err << "Error: no pod '" << name << "'"
-        << (o.namespace_.empty() ? "" : " in namespace " + o.namespace_) << " (statusd has "
-        << list->records.size() << " pod" << (list->records.size() == 1 ? "" : "s") << ")\n";
-    return 1;
-  }
-  if (matches.size() > 1) {
-    err << "Error: '" << name << "' names " << matches.size()
-        << " pods; give NAMESPACE/NAME, -n NAMESPACE or the uid:\n";
-    for (const auto* r : matches) {
-      err << "  " << r->pod.namespace_ << "/" << r->pod.name << " (uid " << r->pod.uid << ")\n";
-    }
-    return 1;
-  }
-  if (o.output == "json") {
-    out << JsonText(status::PodToJson(*matches[0]), 4) << "\n";
-  } else {
-    out << FormatPodDetails(*matches[0], o.clock->WallSeconds());
-    // Events at the bottom, as kubectl describe shows them.
-    auto events = client.ListEvents(matches[0]->pod.uid);
-    if (events.ok()) {
-      out << "Events:\n";
-      if (events->empty()) {
-        out << "  <none>\n";
-      } else {
-        std::istringstream lines(FormatEvents(*events, o.clock->WallSeconds(), false));
-        for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
-      }
-    }
-  }
-  return 0;
+  return kExitOk;
 }
 
 void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
@@ -504,10 +573,13 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
   auto timeout_ms = std::make_shared<int>(3000);
 
   CLI::App* pods = app.add_subcommand("pods", "List pod statuses (from nodelet-statusd)");
-  pods->add_option("-n,--namespace", opts->namespace_, "Only pods of this namespace");
+  pods->add_option("-n,--namespace", opts->namespace_,
+                   "Only pods of this namespace (default: every namespace, with a NAMESPACE "
+                   "column)");
+  pods->add_flag("-A,--all-namespaces", opts->all_namespaces, "Every namespace (the default)");
   pods->add_option("-o,--output", opts->output,
-                   "Output format: json (a v1 PodList), wide (the table with each pod's IP, node "
-                   "and QoS class)");
+                   "Output format: json or yaml (a v1 PodList), wide (the table with each pod's "
+                   "IP, node and QoS class), name (pod/NAME)");
   pods->add_flag("-w,--watch", opts->watch,
                  "After the table, print a row for every change until interrupted");
   pods->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
@@ -522,7 +594,8 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
   CLI::App* pod = app.add_subcommand("pod", "Show one pod's status and conditions");
   pod->add_option("NAME", *name, "Pod name, NAMESPACE/NAME, or uid")->required();
   pod->add_option("-n,--namespace", opts->namespace_, "The pod's namespace");
-  pod->add_option("-o,--output", opts->output, "Output format: json (a v1 Pod)");
+  pod->add_option("-o,--output", opts->output,
+                  "Output format: json or yaml (a v1 Pod), name (pod/NAME)");
   pod->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
       ->capture_default_str();
   pod->callback([=] {
@@ -535,6 +608,9 @@ void AddPodCommands(CLI::App& app, const std::string* run_dir, int* exit_code) {
   CLI::App* events = app.add_subcommand(
       "events", "Pod events (Created, Started, BackOff, ...), deduplicated with counts");
   events->add_option("POD", *events_pod, "Only this pod (name, NAMESPACE/NAME or uid)");
+  events->add_option("-n,--namespace", opts->namespace_, "The pod's namespace");
+  events->add_option("-o,--output", opts->output,
+                     "Output format: json or yaml (a v1 EventList), name, wide");
   events->add_option("--timeout", *timeout_ms, "How long to wait for statusd, in milliseconds")
       ->capture_default_str();
   events->callback([=] {

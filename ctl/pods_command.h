@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,9 +23,11 @@ namespace nodelet::ctl {
 
 struct PodsOptions {
   std::string run_dir = "/run/nodelet";
-  // Only pods of this namespace (all when empty).
+  // Only pods of this namespace (all when empty: the node's every pod, with a NAMESPACE column,
+  // as `kubectl get pods -A`; -A says so explicitly and may not be given with -n).
   std::string namespace_;
-  // "" (table), "wide" or "json".
+  bool all_namespaces = false;
+  // -o: "" (table), "wide", "json", "yaml" or "name" (ctl/cli_output.h).
   std::string output;
   // --watch: after the table, a row for every change (kubectl get -w) until interrupted.
   bool watch = false;
@@ -34,21 +37,27 @@ struct PodsOptions {
   const Clock* clock = &RealClock::Get();
 };
 
-// `pods`: the table (or PodList JSON) on `out`, errors on `err`; returns the exit code.
+// `pods`: the table (or the PodList as JSON or YAML, or pod/NAME lines) on `out`, errors on
+// `err`; returns the exit code (ctl/cli_output.h: 4 when statusd cannot be reached).
 int RunPods(const PodsOptions& options, std::ostream& out, std::ostream& err);
-// `events [POD]`: LAST SEEN (with xCOUNT), TYPE, REASON, OBJECT, MESSAGE, oldest first.
+// `events [POD]`: LAST SEEN (with xCOUNT), TYPE, REASON, OBJECT, MESSAGE, oldest first; a v1
+// EventList with -o json|yaml.
 int RunEvents(const PodsOptions& options, const std::string& pod, std::ostream& out,
               std::ostream& err);
 std::string FormatEvents(const std::vector<status::PodEvent>& events, int64_t now,
                          bool with_object);
-// `pod NAME`: NAME is a pod name, "namespace/name" or a uid.
+nlohmann::json EventListJson(const std::vector<status::PodEvent>& events);
+// `pod NAME`: NAME is a pod name, "namespace/name", "pod/name" (as -o name prints it) or a uid.
+// 4 when no pod has it, 1 when several do.
 int RunPod(const PodsOptions& options, const std::string& name, std::ostream& out,
            std::ostream& err);
 
 // Formatting, exposed for tests. `now_unix_s` is the time AGE and "ago" are measured from.
-// `wide` adds IP, NODE (`node`, "<none>" when empty) and QOS.
+// `wide` adds IP, NODE (`node`, "<none>" when empty) and QOS; `with_namespace` puts NAMESPACE
+// first (a list of every namespace, as kubectl -A).
 std::string FormatPodTable(const std::vector<status::PodStatusRecord>& records, int64_t now_unix_s,
-                           bool wide = false, const std::string& node = "");
+                           bool wide = false, const std::string& node = "",
+                           bool with_namespace = false);
 std::string FormatPodDetails(const status::PodStatusRecord& record, int64_t now_unix_s);
 // kubectl's READY ("1/2"), STATUS ("Running", "CrashLoopBackOff", "Init:0/1", "Completed") and
 // RESTARTS ("3 (2m ago)") columns.

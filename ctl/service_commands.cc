@@ -15,7 +15,6 @@
 #include <sstream>
 
 #include "ctl/ctl_client.h"
-#include "lib/common/json_text.h"
 #include "lib/ipc/process_state_name.h"
 #include "nodelet_version.h"
 
@@ -35,11 +34,11 @@ int Unreachable(const CtlOptions& o, const Status& s, std::ostream& err) {
   if (s.code() == StatusCode::kPermissionDenied) {
     // "nodeletctl: permission denied: RUN/ctl.sock (needs root or group X)"; LSB's 4 is also
     // "insufficient privilege" for actions.
-    err << "nodeletctl: " << s.message() << "\n";
+    Error(err) << s.message() << "\n";
     return kExitUnknown;
   }
-  err << "nodeletctl: nodelet is not running, or not with --run-dir " << o.run_dir
-      << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
+  Error(err) << "nodelet is not running, or not with --run-dir " << o.run_dir
+             << " (cannot reach nodelet at " << o.run_dir << "/ctl.sock: " << s.message() << ")\n";
   return kExitUnknown;
 }
 
@@ -69,8 +68,26 @@ std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStat
   return out.str();
 }
 
-std::string FormatStatusJson(
+std::string FormatStatusWide(
     const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+  size_t maxlen = 30;
+  for (const auto& s : services) maxlen = std::max(maxlen, s->name.size());
+  std::ostringstream out;
+  out << Pad("NAME", maxlen + 3) << Pad("STATE", 10) << Pad("RESTARTS", 10) << Pad("HEALTH", 10)
+      << "DESCRIPTION\n";
+  for (const auto& s : services) {
+    std::string desc = s->description;
+    if (s->state == ProcessState::Running) {
+      desc = "pid " + std::to_string(s->pid) + ", uptime " + FormatUptime(s->uptime_ms);
+    }
+    out << Pad(s->name, maxlen + 3) << Pad(ipc::ProcessStateName(s->state), 10)
+        << Pad(std::to_string(s->restarts), 10) << Pad(s->health.empty() ? "-" : s->health, 10)
+        << desc << "\n";
+  }
+  return out.str();
+}
+
+nlohmann::json StatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : services) {
     arr.push_back({{"name", s->name},
@@ -83,16 +100,19 @@ std::string FormatStatusJson(
                    {"log_path", s->log_path},
                    {"state_since", s->state_since_epoch_s}});
   }
-  return JsonText(arr, 2) + "\n";
+  return arr;
 }
 
-int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool json,
+int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, OutputFormat format,
               std::ostream& out, std::ostream& err) {
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Status, names, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
-  if (json) {
-    out << FormatStatusJson(reply->services);
-  } else {
+  const bool structured = PrintDocument(format, StatusJson(reply->services), out);
+  if (format == OutputFormat::kName) {
+    for (const auto& s : reply->services) out << s->name << "\n";
+  } else if (format == OutputFormat::kWide) {
+    out << FormatStatusWide(reply->services);
+  } else if (!structured) {
     out << FormatStatus(reply->services);
   }
   int rc = kExitOk;
@@ -100,7 +120,7 @@ int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool j
     if (s->state != ProcessState::Running) rc = kExitNotRunning;
   }
   for (const auto& r : reply->results) {
-    if (!json) out << r->name << ": ERROR (" << r->message << ")\n";
+    if (!structured) out << r->name << ": ERROR (" << r->message << ")\n";
     rc = kExitUnknown;
   }
   return rc;
@@ -109,8 +129,8 @@ int RunStatus(const CtlOptions& o, const std::vector<std::string>& names, bool j
 int RunAction(const CtlOptions& o, RequestKind kind, const std::vector<std::string>& names,
               std::ostream& out, std::ostream& err) {
   if (names.empty()) {
-    err << "nodeletctl: name one or more services, or 'all'\n";
-    return kExitFailed;
+    Error(err) << "name one or more services, or 'all'\n";
+    return kExitUsage;
   }
   auto reply = CtlRequest(*o.clock, o.run_dir, kind, names, o.action_timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
@@ -136,16 +156,19 @@ int RunPid(const CtlOptions& o, const std::vector<std::string>& names, std::ostr
   }
   for (const auto& s : reply->services) out << s->pid << "\n";
   for (const auto& r : reply->results) {
-    err << r->name << ": ERROR (" << r->message << ")\n";
+    Error(err) << r->name << ": ERROR (" << r->message << ")\n";
     return kExitUnknown;
   }
   return kExitOk;
 }
 
-int RunVersion(const CtlOptions& o, std::ostream& out, std::ostream& err) {
+int RunVersion(const CtlOptions& o, bool client_only, std::ostream& out, std::ostream& err) {
+  out << "Client Version: " << NODELET_VERSION << "\n";
+  out.flush();
+  if (client_only) return kExitOk;
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Version, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
-  out << reply->version << "\n";
+  out << "Server Version: " << reply->version << "\n";
   return kExitOk;
 }
 
@@ -198,10 +221,17 @@ std::string FormatRuntime(const ipc::ctl::CtlReplyT& reply) {
   return out.str();
 }
 
-int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
+int RunRuntime(const CtlOptions& o, OutputFormat format, std::ostream& out, std::ostream& err) {
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Runtime, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
-  if (!json) {
+  if (format == OutputFormat::kName) {
+    // What names each pod sandbox: NAMESPACE/NAME, or the uid of a pod without a name.
+    for (const auto& p : reply->runtime_pods) {
+      out << (p->name.empty() ? p->uid : p->namespace_ + "/" + p->name) << "\n";
+    }
+    return kExitOk;
+  }
+  if (format == OutputFormat::kTable || format == OutputFormat::kWide) {
     out << FormatRuntime(*reply);
     return kExitOk;
   }
@@ -230,11 +260,11 @@ int RunRuntime(const CtlOptions& o, bool json, std::ostream& out, std::ostream& 
                     {"containers", containers},
                     {"inspect_error", p->inspect_error}});
   }
-  out << JsonText(nlohmann::json{{"relist", reply->runtime_relist},
-                                 {"error", reply->runtime_error},
-                                 {"pods", pods}},
-                  2)
-      << "\n";
+  PrintDocument(
+      format,
+      nlohmann::json{
+          {"relist", reply->runtime_relist}, {"error", reply->runtime_error}, {"pods", pods}},
+      out);
   return kExitOk;
 }
 
@@ -273,14 +303,14 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::LogPath, {name}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!reply->results.empty() || reply->services.empty()) {
-    err << name << ": ERROR (no such process)\n";
+    Error(err) << name << ": ERROR (no such process)\n";
     return kExitUnknown;
   }
   const std::string path = reply->services[0]->log_path;
   if (path.empty()) {
     // systemd mode: the services are units and their output is in the journal.
-    err << name << ": no log file; its output is in the journal (journalctl -u nodelet-" << name
-        << ".service)\n";
+    Error(err) << name << ": no log file; its output is in the journal (journalctl -u nodelet-"
+               << name << ".service)\n";
     return kExitFailed;
   }
   out << LastLines(path, lines);
@@ -291,7 +321,7 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
   // and a new one created), so this waits on events, never on a timer.
   int ino = inotify_init1(IN_CLOEXEC);
   if (ino < 0) {
-    err << "nodeletctl: inotify: " << std::strerror(errno) << "\n";
+    Error(err) << "inotify: " << std::strerror(errno) << "\n";
     return kExitFailed;
   }
   std::string dir = path.substr(0, path.rfind('/'));
@@ -335,21 +365,26 @@ int RunTail(const CtlOptions& o, const std::string& name, int lines, bool follow
   return kExitOk;
 }
 
-int RunNode(const CtlOptions& o, bool json, std::ostream& out, std::ostream& err) {
+int RunNode(const CtlOptions& o, OutputFormat format, std::ostream& out, std::ostream& err) {
   auto reply = CtlRequest(*o.clock, o.run_dir, RequestKind::Node, {}, o.timeout);
   if (!reply.ok()) return Unreachable(o, reply.status(), err);
   if (!reply->ok) {
-    err << "nodeletctl: " << reply->error << "\n";
+    Error(err) << reply->error << "\n";
     return kExitUnknown;
   }
-  if (json) {
+  if (format == OutputFormat::kJson) {
     out << reply->node_json << "\n";
     return kExitOk;
   }
   auto node = nlohmann::json::parse(reply->node_json, nullptr, false);
-  if (node.is_discarded()) {
-    err << "nodeletctl: the node status is not valid JSON\n";
+  if (node.is_discarded() || !node.is_object()) {
+    Error(err) << "the node status is not valid JSON\n";
     return kExitFailed;
+  }
+  if (PrintDocument(format, node, out)) return kExitOk;
+  if (format == OutputFormat::kName) {
+    out << "node/" << node["metadata"].value("name", "") << "\n";
+    return kExitOk;
   }
   const auto& st = node["status"];
   out << "Name:        " << node["metadata"].value("name", "") << "\n";

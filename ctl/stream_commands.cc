@@ -37,13 +37,13 @@ extern "C" void OnStopSignal(int signo) { g_stop_signal = signo; }
 int RunExecOrAttach(const std::string& run_dir, const StreamAskText& given) {
   StreamAskText ask = given;
   if (ask.tty && !isatty(STDIN_FILENO)) {
-    std::cerr << "nodeletctl: unable to use a TTY: stdin is not a terminal\n";
+    Error(std::cerr) << "unable to use a TTY: stdin is not a terminal\n";
     ask.tty = false;
   }
   std::string container;
   auto url = RequestStreamUrl(run_dir, ask, &container);
   if (!url.ok()) {
-    std::cerr << "nodeletctl: " << url.status().message() << "\n";
+    Error(std::cerr) << url.status().message() << "\n";
     return RefusalExit(url.status());
   }
   RemoteCommandOptions options;
@@ -51,10 +51,10 @@ int RunExecOrAttach(const std::string& run_dir, const StreamAskText& given) {
   options.tty = ask.tty;
   auto outcome = RunRemoteCommand(*url, options);
   if (!outcome.ok()) {
-    std::cerr << "nodeletctl: " << outcome.status().message() << "\n";
+    Error(std::cerr) << outcome.status().message() << "\n";
     return kExitFailed;
   }
-  if (!outcome->message.empty()) std::cerr << "nodeletctl: " << outcome->message << "\n";
+  if (!outcome->message.empty()) Error(std::cerr) << outcome->message << "\n";
   return outcome->exit_code;
 }
 
@@ -69,15 +69,15 @@ int RunPortForwardCommand(const std::string& run_dir, const std::string& pod,
   for (const auto& m : mappings) {
     auto pair = ParsePortPair(m);
     if (!pair.ok()) {
-      std::cerr << "nodeletctl: " << pair.status().message() << "\n";
-      return 2;
+      Error(std::cerr) << pair.status().message() << "\n";
+      return kExitUsage;
     }
     options.ports.push_back(*pair);
     ask.ports.push_back(pair->remote);
   }
   // The pod must exist and run before anything listens (the URL is not used: it expires).
   if (auto first = RequestStreamUrl(run_dir, ask); !first.ok()) {
-    std::cerr << "nodeletctl: " << first.status().message() << "\n";
+    Error(std::cerr) << first.status().message() << "\n";
     return RefusalExit(first.status());
   }
   options.open_url = [&](uint16_t remote) {
@@ -88,9 +88,7 @@ int RunPortForwardCommand(const std::string& run_dir, const std::string& pod,
   options.on_listen = [](const std::string& address, uint16_t local, uint16_t remote) {
     std::cout << "Forwarding from " << address << ":" << local << " -> " << remote << std::endl;
   };
-  options.on_error = [](const std::string& message) {
-    std::cerr << "nodeletctl: " << message << std::endl;
-  };
+  options.on_error = [](const std::string& message) { Error(std::cerr) << message << std::endl; };
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -98,7 +96,7 @@ int RunPortForwardCommand(const std::string& run_dir, const std::string& pod,
   options.stop = [] { return g_stop_signal.load() != 0; };
   Status s = RunPortForward(options);
   if (!s.ok()) {
-    std::cerr << "nodeletctl: " << s.message() << "\n";
+    Error(std::cerr) << s.message() << "\n";
     return kExitFailed;
   }
   return kExitOk;

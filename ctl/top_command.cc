@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ctl/ctl_client.h"
+#include "ctl/output_flags.h"
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "lib/common/fs.h"
@@ -116,6 +117,20 @@ std::string FormatMilliCores(uint64_t nano_cores) {
 
 std::string FormatMebibytes(int64_t bytes) {
   return std::to_string(std::max<int64_t>(0, bytes) / (1024 * 1024)) + "Mi";
+}
+
+Result<json> TopPodsDocument(const std::string& summary, const std::string& namespace_) {
+  auto j = ParseSummary(summary);
+  if (!j.ok()) return j.status();
+  json pods = json::array();
+  if (j->contains("pods") && (*j)["pods"].is_array()) {
+    for (const auto& p : (*j)["pods"]) {
+      if (!p.is_object() || !p.contains("podRef") || !p["podRef"].is_object()) continue;
+      if (!namespace_.empty() && p["podRef"].value("namespace", "") != namespace_) continue;
+      pods.push_back(p);
+    }
+  }
+  return json{{"pods", pods}};
 }
 
 Result<std::string> FormatTopPods(const std::string& summary, const std::string& namespace_,
@@ -281,12 +296,23 @@ Result<std::string> HttpGet(const Clock& clock, const std::string& address, cons
 int RunTopPods(const TopOptions& o, std::ostream& out, std::ostream& err) {
   auto summary = FetchSummary(o);
   if (!summary.ok()) {
-    err << "nodeletctl: " << summary.status().message() << "\n";
+    Error(err) << summary.status().message() << "\n";
     return kExitUnknown;
+  }
+  if (o.format == OutputFormat::kJson || o.format == OutputFormat::kYaml ||
+      o.format == OutputFormat::kName) {
+    auto doc = TopPodsDocument(*summary, o.namespace_);
+    if (!doc.ok()) {
+      Error(err) << doc.status().message() << "\n";
+      return kExitFailed;
+    }
+    if (PrintDocument(o.format, *doc, out)) return kExitOk;
+    for (const auto& p : (*doc)["pods"]) out << "pod/" << p["podRef"].value("name", "") << "\n";
+    return kExitOk;
   }
   auto table = FormatTopPods(*summary, o.namespace_, o.containers);
   if (!table.ok()) {
-    err << "nodeletctl: " << table.status().message() << "\n";
+    Error(err) << table.status().message() << "\n";
     return kExitFailed;
   }
   out << *table;
@@ -296,8 +322,19 @@ int RunTopPods(const TopOptions& o, std::ostream& out, std::ostream& err) {
 int RunTopNode(const TopOptions& o, std::ostream& out, std::ostream& err) {
   auto summary = FetchSummary(o);
   if (!summary.ok()) {
-    err << "nodeletctl: " << summary.status().message() << "\n";
+    Error(err) << summary.status().message() << "\n";
     return kExitUnknown;
+  }
+  if (o.format == OutputFormat::kJson || o.format == OutputFormat::kYaml ||
+      o.format == OutputFormat::kName) {
+    auto doc = ParseSummary(*summary);
+    if (!doc.ok()) {
+      Error(err) << doc.status().message() << "\n";
+      return kExitFailed;
+    }
+    const json& node = (*doc)["node"];
+    if (!PrintDocument(o.format, node, out)) out << "node/" << node.value("nodeName", "") << "\n";
+    return kExitOk;
   }
   // The allocatable the percentages are of, as kubectl top node: from the node's status.
   std::optional<int64_t> cpu_milli, memory;
@@ -315,12 +352,12 @@ int RunTopNode(const TopOptions& o, std::ostream& out, std::ostream& err) {
       }
     }
   } else {
-    err << "nodeletctl: no allocatable for the percentages: "
-        << (reply.ok() ? reply->error : reply.status().message()) << "\n";
+    Error(err) << "no allocatable for the percentages: "
+               << (reply.ok() ? reply->error : reply.status().message()) << "\n";
   }
   auto table = FormatTopNode(*summary, cpu_milli, memory);
   if (!table.ok()) {
-    err << "nodeletctl: " << table.status().message() << "\n";
+    Error(err) << table.status().message() << "\n";
     return kExitFailed;
   }
   out << *table;
@@ -338,6 +375,10 @@ void AddTopCommand(CLI::App& app, const std::string* run_dir, int* exit_code) {
                   "nodelet's HTTP endpoint (default: the address in RUN-DIR/http-address)");
   top->add_option("-n,--namespace", opts->namespace_, "pods: only this namespace");
   top->add_flag("--containers", opts->containers, "pods: a row per container");
+  auto output = std::make_shared<OutputFlags>();
+  AddOutputFlags(top, output.get(), /*json_alias=*/false,
+                 "Output format: json or yaml (the PodStats or NodeStats of /stats/summary), "
+                 "name, wide");
   top->add_option("--timeout", *timeout_ms, "How long to wait for the figures, in milliseconds")
       ->capture_default_str();
   top->add_subcommand("pods", "Each pod's CPU and memory (the pod's cgroup)");
@@ -345,6 +386,10 @@ void AddTopCommand(CLI::App& app, const std::string* run_dir, int* exit_code) {
                                        "The node's CPU and memory, and their share of "
                                        "the allocatable");
   top->callback([=] {
+    if (!output->Resolve(&opts->format, std::cerr)) {
+      *exit_code = kExitUsage;
+      return;
+    }
     opts->run_dir = *run_dir;
     opts->timeout = std::chrono::milliseconds(*timeout_ms);
     *exit_code = node->parsed() ? RunTopNode(*opts, std::cout, std::cerr)

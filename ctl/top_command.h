@@ -17,6 +17,7 @@
 #include <ostream>
 #include <string>
 
+#include "ctl/cli_output.h"
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 
@@ -27,6 +28,9 @@ struct TopOptions {
   std::string http_address;  // HOST:PORT; "" reads RUN-DIR/http-address
   std::string namespace_;    // pods: only this namespace ("" all)
   bool containers = false;   // pods: a row per container
+  // -o: the table (wide is the same), json or yaml (the pods' PodStats or the node's NodeStats
+  // of /stats/summary, the kubelet's Summary API), name (pod/NAME, node/NAME).
+  OutputFormat format = OutputFormat::kTable;
   std::chrono::milliseconds timeout{10000};
   const Clock* clock = &RealClock::Get();
 };
@@ -36,6 +40,8 @@ int RunTopPods(const TopOptions& options, std::ostream& out, std::ostream& err);
 int RunTopNode(const TopOptions& options, std::ostream& out, std::ostream& err);
 
 // Formatting, exposed for tests. `summary` is /stats/summary's JSON.
+// What -o json|yaml|name print for `top pods`: {"pods": [PodStats of the namespace]}.
+Result<nlohmann::json> TopPodsDocument(const std::string& summary, const std::string& namespace_);
 Result<std::string> FormatTopPods(const std::string& summary, const std::string& namespace_,
                                   bool containers);
 // `allocatable_*` nullopt: the percentages are "<unknown>".

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "lib/common/json_text.h"
+#include "ctl/output_flags.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
@@ -22,19 +22,19 @@ std::string Pad(const std::string& s, size_t w) {
 
 }  // namespace
 
-int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, std::ostream& out,
-               std::ostream& err) {
+int RunVolumes(const std::string& run_dir, const std::string& pod, OutputFormat format,
+               std::ostream& out, std::ostream& err) {
   // A user the file system keeps out is told so, not made to wait for the deadline.
   if (Status s = ipc::ProbeIpcSocket(ipc::kVolumeEndpoint.Path(run_dir));
       s.code() == StatusCode::kPermissionDenied) {
-    err << "nodeletctl: " << s.message() << "\n";
-    return 4;
+    Error(err) << s.message() << "\n";
+    return kExitUnknown;
   }
   ipc::Context ctx;
   ipc::RequestClient client(ctx, ipc::kVolumeEndpoint.Uri(run_dir), ipc::kVolumeChannel);
   if (Status s = client.Connect(); !s.ok()) {
-    err << "Error: cannot reach volumed in " << run_dir << ": " << s.message() << "\n";
-    return 4;
+    Error(err) << "cannot reach volumed in " << run_dir << ": " << s.message() << "\n";
+    return kExitUnknown;
   }
   flatbuffers::FlatBufferBuilder fbb(256);
   auto q = ipc::volume::CreateVolumesQueryDirect(fbb, 1, "");
@@ -47,20 +47,21 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
                              return m.ok() && (*m)->body_as_VolumesReport() != nullptr;
                            });
   if (!frame.ok()) {
-    err << "Error: volumed is not running or did not answer (" << run_dir
-        << "): " << frame.status().message() << "\n";
-    return 4;
+    Error(err) << "volumed is not running or did not answer (" << run_dir
+               << "): " << frame.status().message() << "\n";
+    return kExitUnknown;
   }
   auto m = ipc::DecodeMessage<ipc::volume::VolumeMessage>(frame->data(), frame->size(),
                                                           ipc::volume::VolumeMessageIdentifier());
   if (!m.ok()) {
-    err << "Error: bad reply from volumed: " << m.status().message() << "\n";
-    return 4;
+    Error(err) << "bad reply from volumed: " << m.status().message() << "\n";
+    return kExitFailed;
   }
   const auto* report = (*m)->body_as_VolumesReport();
   nlohmann::json list = nlohmann::json::array();
   std::string table =
       Pad("POD", 28) + Pad("VOLUME", 16) + Pad("PLUGIN", 14) + Pad("STATE", 10) + "PATH / REASON\n";
+  std::string names;
   bool found = pod.empty();
   if (report->volumes()) {
     for (const auto* v : *report->volumes()) {
@@ -75,29 +76,32 @@ int RunVolumes(const std::string& run_dir, const std::string& pod, bool json, st
                       {"state", state},
                       {"error", error},
                       {"host_path", Str(v->host_path())}});
+      names += name + "/" + Str(v->name()) + "\n";
       table += Pad(name, 28) + Pad(Str(v->name()), 16) + Pad(Str(v->plugin()), 14) +
                Pad(state, 10) + (error.empty() ? Str(v->host_path()) : error) + "\n";
     }
   }
   if (!found) {
-    err << "Error: no pod named " << pod << " has volumes in volumed\n";
-    return 4;
+    Error(err) << "no pod named " << pod << " has volumes in volumed\n";
+    return kExitUnknown;
   }
-  if (json) {
-    out << JsonText(list, 2) << "\n";
-  } else {
-    out << table;
-  }
-  return 0;
+  if (!PrintDocument(format, list, out)) out << (format == OutputFormat::kName ? names : table);
+  return kExitOk;
 }
 
 void AddVolumesCommand(CLI::App& app, const std::string* run_dir, int* rc) {
   auto pod = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
+  auto output = std::make_shared<OutputFlags>();
   auto* sub = app.add_subcommand("volumes", "Volumes per pod: desired, mounted, failing and why");
   sub->add_option("pod", *pod, "Pod name or UID (default: every pod)");
-  sub->add_flag("--json", *json, "Print JSON for scripts");
-  sub->callback([=] { *rc = RunVolumes(*run_dir, *pod, *json, std::cout, std::cerr); });
+  AddOutputFlags(sub, output.get(), /*json_alias=*/true,
+                 "Output format: json, yaml, wide, name (POD/VOLUME)");
+  sub->callback([=] {
+    OutputFormat format;
+    *rc = output->Resolve(&format, std::cerr)
+              ? RunVolumes(*run_dir, *pod, format, std::cout, std::cerr)
+              : kExitUsage;
+  });
 }
 
 }  // namespace nodelet::ctl

@@ -116,6 +116,16 @@ TEST_F(ContainerTextE2eTest, TerminationMessageBytesNeverBreakPodsOrTheTerminal)
   auto pod = nlohmann::json::parse(json.output, nullptr, false);
   ASSERT_FALSE(pod.is_discarded()) << "the escaped JSON stays JSON: " << json.output;
   EXPECT_EQ(TerminatedMessage(pod), message) << "and means the same";
+
+  // -o yaml: the controls are YAML escapes inside a quoted string, never raw bytes.
+  auto yaml =
+      RunCommand({ctl, "--run-dir", dir_.Sub("run"), "pod", "noisy-node1", "-o", "yaml"}, 10s);
+  EXPECT_EQ(yaml.exit_code, 0) << yaml.output;
+  EXPECT_FALSE(HasRawControl(yaml.output)) << yaml.output;
+  EXPECT_TRUE(IsValidUtf8(yaml.output));
+  EXPECT_NE(yaml.output.find("osc \\x1B]0;pwned\\x07 clear \\x1B[2J c1 \\x9B2J"),
+            std::string::npos)
+      << yaml.output;
 }
 
 }  // namespace

@@ -496,7 +496,7 @@ TEST_F(ExecE2eTest, PodsWatchPrintsARowPerChangeAndAgeIsKnown) {
   Write("late.yaml", BusyboxPodYaml("late", kSleepUntilTerm));
   // Pending first, then Running: a row for each change.
   EXPECT_TRUE(watch.ReadUntil("late-node1   1/1     Running", 60s)) << watch.out;
-  EXPECT_EQ(watch.out.find("NAME"), watch.out.rfind("NAME")) << "one header only:\n" << watch.out;
+  EXPECT_EQ(watch.out.find("READY"), watch.out.rfind("READY")) << "one header only:\n" << watch.out;
   kill(watch.pid(), SIGTERM);
   watch.Wait(10s);
 }

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "control_generated.h"
+#include "ctl/cli_output.h"
 #include "ctl/pods_command.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/status/status_client.h"
@@ -706,9 +707,9 @@ TEST_F(StatusdTest, NodeletctlPodsListsWhatWasStored) {
   o.run_dir = run();
   o.timeout = 1500ms;
   {
-    // statusd not running: a clear error, within the timeout.
+    // statusd not running: a clear error, within the timeout, and exit 4 (unknown).
     std::ostringstream out, err;
-    EXPECT_EQ(ctl::RunPods(o, out, err), 1);
+    EXPECT_EQ(ctl::RunPods(o, out, err), ctl::kExitUnknown);
     EXPECT_NE(err.str().find("failed to list pods"), std::string::npos) << err.str();
     EXPECT_NE(err.str().find("is it running?"), std::string::npos) << err.str();
   }
@@ -734,6 +735,19 @@ TEST_F(StatusdTest, NodeletctlPodsListsWhatWasStored) {
       << out.str();
   EXPECT_NE(out.str().find("job    0/1     Completed   0"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("web    1/1     Running     0"), std::string::npos) << out.str();
+  // Every namespace by default, NAMESPACE first (kubectl -A); -n drops the column.
+  EXPECT_EQ(out.str().rfind("NAMESPACE   NAME", 0), 0u) << out.str();
+  EXPECT_NE(out.str().find("\nbatch       job "), std::string::npos) << out.str();
+  o.namespace_ = "batch";
+  std::ostringstream one_out, one_err;
+  ASSERT_EQ(ctl::RunPods(o, one_out, one_err), 0) << one_err.str();
+  EXPECT_EQ(one_out.str().rfind("NAME   READY", 0), 0u) << one_out.str();
+  EXPECT_EQ(one_out.str().find("web"), std::string::npos) << one_out.str();
+  o.namespace_.clear();
+  o.output = "name";
+  std::ostringstream names_out, names_err;
+  ASSERT_EQ(ctl::RunPods(o, names_out, names_err), 0) << names_err.str();
+  EXPECT_EQ(names_out.str(), "pod/job\npod/web\n");
 
   o.output = "json";
   std::ostringstream json_out, json_err;
@@ -749,11 +763,16 @@ TEST_F(StatusdTest, NodeletctlPodsListsWhatWasStored) {
   o.output.clear();
   std::ostringstream pod_out, pod_err;
   ASSERT_EQ(ctl::RunPod(o, "batch/job", pod_out, pod_err), 0) << pod_err.str();
+  std::ostringstream by_name_out, by_name_err;
+  o.output = "name";
+  EXPECT_EQ(ctl::RunPod(o, "pod/job", by_name_out, by_name_err), 0) << by_name_err.str();
+  EXPECT_EQ(by_name_out.str(), "pod/job\n");
+  o.output.clear();
   EXPECT_NE(pod_out.str().find("Namespace:        batch"), std::string::npos) << pod_out.str();
   EXPECT_NE(pod_out.str().find("Restart Policy:   Never"), std::string::npos) << pod_out.str();
   EXPECT_NE(pod_out.str().find("Conditions:"), std::string::npos) << pod_out.str();
   std::ostringstream none_out, none_err;
-  EXPECT_EQ(ctl::RunPod(o, "nothing", none_out, none_err), 1);
+  EXPECT_EQ(ctl::RunPod(o, "nothing", none_out, none_err), ctl::kExitUnknown);
   EXPECT_NE(none_err.str().find("no pod 'nothing' (statusd has 2 pods)"), std::string::npos)
       << none_err.str();
 }

@@ -17,6 +17,7 @@
 #include "ctl/manifests_command.h"
 #include "ctl/service_commands.h"
 #include "lib/ipc/endpoints.h"
+#include "nodelet_version.h"
 #include "supervisor/ctl_server.h"
 #include "tests/testing/harness.h"
 
@@ -216,18 +217,33 @@ class CtlTest : public ::testing::Test {
 
 TEST_F(CtlTest, StatusFormatAndExitCodes) {
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, out, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kTable, out, err), ctl::kExitOk);
   EXPECT_EQ(out.str(), "plegd" + std::string(28, ' ') + "RUNNING   pid 1234, uptime 0:01:02\n");
   std::ostringstream out2;
-  EXPECT_EQ(ctl::RunStatus(opts_, {}, false, out2, err), ctl::kExitNotRunning);
+  EXPECT_EQ(ctl::RunStatus(opts_, {}, ctl::OutputFormat::kTable, out2, err), ctl::kExitNotRunning);
   EXPECT_NE(out2.str().find("slow" + std::string(29, ' ') + "BACKOFF   exit 1, restart in 0.4s"),
             std::string::npos);
   std::ostringstream out3;
-  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd", "nope"}, false, out3, err), ctl::kExitUnknown);
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd", "nope"}, ctl::OutputFormat::kTable, out3, err),
+            ctl::kExitUnknown);
   EXPECT_NE(out3.str().find("nope: ERROR (no such process)"), std::string::npos);
   std::ostringstream json;
-  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, true, json, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kJson, json, err), ctl::kExitOk);
   EXPECT_NE(json.str().find("\"state\": \"RUNNING\""), std::string::npos);
+  std::ostringstream yaml;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kYaml, yaml, err), ctl::kExitOk);
+  EXPECT_EQ(yaml.str().rfind("- description: ", 0), 0u) << yaml.str();
+  EXPECT_NE(yaml.str().find("\n  name: plegd\n"), std::string::npos) << yaml.str();
+  EXPECT_NE(yaml.str().find("\n  state: RUNNING\n"), std::string::npos) << yaml.str();
+  std::ostringstream names;
+  EXPECT_EQ(ctl::RunStatus(opts_, {}, ctl::OutputFormat::kName, names, err), ctl::kExitNotRunning);
+  EXPECT_NE(names.str().find("plegd\n"), std::string::npos) << names.str();
+  EXPECT_EQ(names.str().find("RUNNING"), std::string::npos) << names.str();
+  std::ostringstream wide;
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kWide, wide, err), ctl::kExitOk);
+  EXPECT_EQ(wide.str().substr(0, wide.str().find('\n')),
+            "NAME" + std::string(29, ' ') + "STATE     RESTARTS  HEALTH    DESCRIPTION")
+      << wide.str();
 }
 
 TEST_F(CtlTest, ActionsPidVersion) {
@@ -241,8 +257,9 @@ TEST_F(CtlTest, ActionsPidVersion) {
   EXPECT_EQ(ctl::RunPid(opts_, {}, sup, err), ctl::kExitOk);
   EXPECT_EQ(sup.str(), "777\n");
   std::ostringstream v;
-  EXPECT_EQ(ctl::RunVersion(opts_, v, err), ctl::kExitOk);
-  EXPECT_EQ(v.str(), "9.9.9\n");
+  EXPECT_EQ(ctl::RunVersion(opts_, false, v, err), ctl::kExitOk);
+  EXPECT_EQ(v.str(),
+            std::string("Client Version: ") + NODELET_VERSION + "\nServer Version: 9.9.9\n");
   std::ostringstream unknown;
   EXPECT_EQ(ctl::RunAction(opts_, RequestKind::Restart, {"bogus"}, unknown, err),
             ctl::kExitUnknown);
@@ -259,7 +276,7 @@ TEST_F(CtlTest, ActionIsAnsweredOnlyWhenDone) {
   // The reply waits for the fake's done-callback; a status request in between is served.
   ASSERT_TRUE(services_.WaitParked(std::chrono::milliseconds(5000)));
   std::ostringstream s;
-  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, s, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kTable, s, err), ctl::kExitOk);
   EXPECT_FALSE(answered.load());
   services_.Release();
   client.join();
@@ -292,12 +309,12 @@ TEST_F(CtlTest, GarbageGetsAnErrorReplyAndTheServerKeepsServing) {
   EXPECT_EQ(replies, 20);
   EXPECT_GE(server_->bad_requests(), 20u);
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, false, out, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunStatus(opts_, {"plegd"}, ctl::OutputFormat::kTable, out, err), ctl::kExitOk);
 }
 
 TEST_F(CtlTest, RuntimeViewMarksForeignPodsAndExitCodes) {
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::RunRuntime(opts_, false, out, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunRuntime(opts_, ctl::OutputFormat::kTable, out, err), ctl::kExitOk);
   const std::string text = out.str();
   EXPECT_NE(text.find("web-node1"), std::string::npos) << text;
   EXPECT_NE(text.find("0123456789abc"), std::string::npos) << text;
@@ -306,13 +323,16 @@ TEST_F(CtlTest, RuntimeViewMarksForeignPodsAndExitCodes) {
   EXPECT_NE(text.find("handmade"), std::string::npos) << text;
   EXPECT_NE(text.find("foreign (not nodelet's)"), std::string::npos) << text;
   std::ostringstream json;
-  EXPECT_EQ(ctl::RunRuntime(opts_, true, json, err), ctl::kExitOk);
+  EXPECT_EQ(ctl::RunRuntime(opts_, ctl::OutputFormat::kJson, json, err), ctl::kExitOk);
   EXPECT_NE(json.str().find("\"relist\": 12"), std::string::npos) << json.str();
+  std::ostringstream names;
+  EXPECT_EQ(ctl::RunRuntime(opts_, ctl::OutputFormat::kName, names, err), ctl::kExitOk);
+  EXPECT_NE(names.str().find("/web-node1\n"), std::string::npos) << names.str();
 }
 
 TEST_F(CtlTest, ManifestsTableJsonAndExitCodes) {
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::RunManifests(opts_, "", out, err), ctl::kExitFailed)
+  EXPECT_EQ(ctl::RunManifests(opts_, ctl::OutputFormat::kTable, out, err), ctl::kExitFailed)
       << "a rejected manifest and a failing source: exit 1: " << err.str();
   const std::string text = out.str();
   EXPECT_EQ(text.substr(0, text.find('\n')),
@@ -335,7 +355,7 @@ TEST_F(CtlTest, ManifestsTableJsonAndExitCodes) {
   }
 
   std::ostringstream json;
-  EXPECT_EQ(ctl::RunManifests(opts_, "json", json, err), ctl::kExitFailed);
+  EXPECT_EQ(ctl::RunManifests(opts_, ctl::OutputFormat::kJson, json, err), ctl::kExitFailed);
   auto doc = nlohmann::json::parse(json.str(), nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << json.str();
   ASSERT_EQ(doc["manifests"].size(), 3u);
@@ -348,12 +368,14 @@ TEST_F(CtlTest, ManifestsTableJsonAndExitCodes) {
             "spec.containers[0].ports[0].containerPort: Invalid value: 0");
   EXPECT_EQ(doc["sources"][1]["failure"], "fetch: Connection refused");
 
-  std::ostringstream bad_format;
-  EXPECT_EQ(ctl::RunManifests(opts_, "yaml", bad_format, err), 2);
+  std::ostringstream names;
+  EXPECT_EQ(ctl::RunManifests(opts_, ctl::OutputFormat::kName, names, err), ctl::kExitFailed);
+  EXPECT_EQ(names.str(), "/m/good.yaml\n/m/bad.yaml\nhttp://127.0.0.1:1/pods.yaml\n");
 
   manifests_.all_taken = true;
   std::ostringstream taken;
-  EXPECT_EQ(ctl::RunManifests(opts_, "", taken, err), ctl::kExitOk) << taken.str();
+  EXPECT_EQ(ctl::RunManifests(opts_, ctl::OutputFormat::kTable, taken, err), ctl::kExitOk)
+      << taken.str();
   EXPECT_EQ(taken.str().find("Rejected"), std::string::npos) << taken.str();
 }
 
@@ -362,12 +384,12 @@ TEST(CtlClientTest, NoSupervisorIsExit4WithAClearMessage) {
   ctl::CtlOptions o;
   o.run_dir = dir.path();
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::RunStatus(o, {}, false, out, err), ctl::kExitUnknown);
+  EXPECT_EQ(ctl::RunStatus(o, {}, ctl::OutputFormat::kTable, out, err), ctl::kExitUnknown);
   EXPECT_NE(err.str().find("cannot reach nodelet at " + dir.path() + "/ctl.sock"),
             std::string::npos)
       << err.str();
   std::ostringstream manifests_err;
-  EXPECT_EQ(ctl::RunManifests(o, "", out, manifests_err), ctl::kExitUnknown);
+  EXPECT_EQ(ctl::RunManifests(o, ctl::OutputFormat::kTable, out, manifests_err), ctl::kExitUnknown);
   EXPECT_NE(manifests_err.str().find("cannot reach nodelet"), std::string::npos)
       << manifests_err.str();
   EXPECT_NE(err.str().find("No such file or directory"), std::string::npos) << err.str();
