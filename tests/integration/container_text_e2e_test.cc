@@ -123,8 +123,7 @@ TEST_F(ContainerTextE2eTest, TerminationMessageBytesNeverBreakPodsOrTheTerminal)
   EXPECT_EQ(yaml.exit_code, 0) << yaml.output;
   EXPECT_FALSE(HasRawControl(yaml.output)) << yaml.output;
   EXPECT_TRUE(IsValidUtf8(yaml.output));
-  EXPECT_NE(yaml.output.find("osc \\x1B]0;pwned\\x07 clear \\x1B[2J c1 \\x9B2J"),
-            std::string::npos)
+  EXPECT_NE(yaml.output.find("osc \\x1B]0;pwned\\x07 clear \\x1B[2J c1 \\x9B2J"), std::string::npos)
       << yaml.output;
 }
 
