@@ -364,11 +364,11 @@ void EvictionManager::EvictOne(const pod::EvictionThreshold& t,
       eviction.grace_seconds = std::min(eviction.grace_seconds, options_.max_pod_grace_seconds);
     }
   }
-  Evict(victim.uid, victim.name, eviction);
+  Evict(victim.uid, victim.name, eviction, std::string(pod::SignalName(t.signal)));
 }
 
 bool EvictionManager::Evict(const std::string& uid, const std::string& name,
-                            const PodEviction& eviction) {
+                            const PodEviction& eviction, const std::string& signal) {
   auto log = GetLogger("supervisor");
   Record rec;
   rec.eviction = eviction;
@@ -383,6 +383,7 @@ bool EvictionManager::Evict(const std::string& uid, const std::string& name,
   log->warn("Evicting pod {} ({}): {}", name, uid, rec.eviction.message);
   pods_.Evict(uid, rec.eviction);
   ++evictions_total_;
+  ++by_signal_[signal];
   pending_ = std::make_pair(uid, rec.at_unix_ms + options_.pod_cleanup_timeout.count());
   return true;
 }
@@ -435,7 +436,13 @@ bool EvictionManager::EvictPastLocalStorageLimits(const NodeStats& sample) {
     PodEviction eviction;
     eviction.message = messages[uid];
     eviction.grace_seconds = kImmediateGraceSeconds;
-    evicted = Evict(uid, p->metadata.namespace_name + "/" + p->metadata.name, eviction) || evicted;
+    // The kubelet's signal names for the three limits (its localStorageEviction).
+    const std::string& m = eviction.message;
+    const char* signal = m.rfind("Usage of EmptyDir", 0) == 0 ? "emptydirfs.limit"
+                         : m.rfind("Container ", 0) == 0      ? "ephemeralcontainerfs.limit"
+                                                              : "ephemeralpodfs.limit";
+    evicted = Evict(uid, p->metadata.namespace_name + "/" + p->metadata.name, eviction, signal) ||
+              evicted;
   }
   return evicted;
 }

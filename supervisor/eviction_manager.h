@@ -104,6 +104,10 @@ class EvictionManager {
   void RequestStop();
 
   uint64_t evictions() const { return evictions_total_.load(); }
+  // On the loop: pods evicted by signal, under the kubelet's names (kubelet_evictions):
+  // "memory.available", "nodefs.available", ..., and for a pod past its own limits
+  // "emptydirfs.limit", "ephemeralcontainerfs.limit" or "ephemeralpodfs.limit".
+  const std::map<std::string, uint64_t>& evictions_by_signal() const { return by_signal_; }
 
   // On the loop: a reloaded configuration's thresholds, transition period, soft evictions' grace
   // limit and monitoring period (validated by the caller); the next sample is taken at once.
@@ -129,7 +133,8 @@ class EvictionManager {
   bool EvictPastLocalStorageLimits(const NodeStats& sample);
   // Records the eviction (ROOT/evictions), then has the pod manager carry it out; false when
   // the record could not be written (logged).
-  bool Evict(const std::string& uid, const std::string& name, const PodEviction& eviction);
+  bool Evict(const std::string& uid, const std::string& name, const PodEviction& eviction,
+             const std::string& signal);
   // The admitted pods that may still be evicted (not evicted, not being deleted, not finished)
   // and that `want` (when given) picks.
   std::vector<std::pair<std::string, const pod::Pod*>> Evictable(
@@ -147,6 +152,7 @@ class EvictionManager {
   std::shared_ptr<NodePressure> pressure_;
   pod::EvictionState state_;
   std::atomic<uint64_t> evictions_total_{0};
+  std::map<std::string, uint64_t> by_signal_;
   // The pod evicted last, until it is cleaned up or its deadline (Unix ms) passes.
   std::optional<std::pair<std::string, int64_t>> pending_;
   int64_t decide_after_ms_ = 0;  // samples taken before this only update the conditions

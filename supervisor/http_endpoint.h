@@ -31,6 +31,7 @@
 #include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
 #include "supervisor/http_server.h"
+#include "supervisor/metrics_text.h"
 #include "supervisor/service_control.h"
 #include "supervisor/stats_summary.h"
 
@@ -38,20 +39,6 @@ namespace nodelet::supervisor {
 
 // How long a request waits for the loop to take a snapshot.
 inline constexpr std::chrono::milliseconds kSnapshotWait{2000};
-
-struct HttpSnapshot {
-  std::vector<ServiceInfo> services;
-  // service → its last heartbeat's counters.
-  std::map<std::string, std::map<std::string, uint64_t>> counters;
-  // service → control messages received from it; "supervisor" → frames it refused.
-  std::map<std::string, uint64_t> messages;
-  uint64_t bad_control = 0;
-  // (source, reason) → failed reads of that pod source (nodelet_pod_source_failures_total).
-  std::map<std::pair<std::string, std::string>, uint64_t> source_failures;
-};
-
-// The Prometheus text for a snapshot (exposed for tests).
-std::string RenderMetrics(const HttpSnapshot& s);
 
 class HttpEndpoint {
  public:

@@ -200,7 +200,10 @@ nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status
                                             const std::string& reason, const std::string& message,
                                             int64_t now) {
   auto& t = transitions_[type];
-  if (t.second == 0 || t.first != status) t = {status, now};
+  if (t.second == 0 || t.first != status) {
+    t = {status, now};
+    if (options_.on_transition) options_.on_transition(type, status);
+  }
   return {{"type", type},
           {"status", status ? "True" : "False"},
           {"reason", reason},

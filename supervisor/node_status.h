@@ -63,6 +63,9 @@ struct NodeStatusOptions {
   // again at every runtime check while it returns false): the supervisor hands it to statusd,
   // and then to the status sinks. May be empty.
   std::function<bool(const std::string& node_json)> publish;
+  // Called from the manager's thread when a condition is first set and each time its status
+  // changes (for the node events: node_events.h). May be empty.
+  std::function<void(const std::string& type, bool status)> on_transition;
 };
 
 // Called with the node's status as statusd stored it (its version), for the status sinks.

@@ -694,6 +694,10 @@ bool PodManager::ConnectStatusClient() {
   return false;
 }
 
+void PodManager::RecordNodeEvent(status::PodEvent event) {
+  if (events_.size() < 100) events_.push_back(std::move(event));
+}
+
 void PodManager::FlushEvents() {
   if (events_.empty()) return;
   if (!ConnectStatusClient()) return;

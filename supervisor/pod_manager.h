@@ -124,6 +124,9 @@ class PodManager : public ManifestsView {
   // Re-reads the manifest directory when its resync is due and sends the desired set when it
   // changed or the housekeeping period passed.
   void Tick();
+  // Queues a node event (pod uid "node") for statusd; sent with the next housekeeping, never
+  // from here (statusd may be the service that just restarted). At most 100 wait.
+  void RecordNodeEvent(status::PodEvent event);
   MonoTime NextTick() const;
   // podworkerd or volumed said hello: send the desired set at once.
   void OnPodworkerdReady();
@@ -194,6 +197,7 @@ class PodManager : public ManifestsView {
   // The status client, connected on first use; false when statusd cannot be reached now.
   bool ConnectStatusClient();
   void FlushEvents();
+
   // Applies a merge's changes; new pods are admitted in the order they were created.
   void Apply(const std::vector<PodChange<pod::Pod>>& changes);
   void Send();

@@ -29,6 +29,7 @@
 #include "supervisor/etcd_status_sink.h"
 #include "supervisor/eviction_manager.h"
 #include "supervisor/http_endpoint.h"
+#include "supervisor/node_events.h"
 #include "supervisor/node_status.h"
 #include "supervisor/pleg_runtime_view.h"
 #include "supervisor/pod_manager.h"
@@ -191,6 +192,14 @@ class Supervisor::Impl {
     NodeStoredCallback stored;
     if (sinks_) stored = [w = sinks_.get()](const status::NodeStatusRecord& n) { w->PushNode(n); };
     node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir, std::move(stored));
+    node_opts.on_transition = [this](const std::string& type, bool status) {
+      loop_.Post([this, type, status] {
+        if (pods_) {
+          pods_->RecordNodeEvent(
+              NodeConditionEvent(options_.node_name, type, status, clock_.WallSeconds()));
+        }
+      });
+    };
     node_ = std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(),
                                                 cri_client_.get());
     node_->Start();
@@ -512,6 +521,7 @@ class Supervisor::Impl {
     HttpSnapshot snap{services().List(), service_counters_, service_messages_,
                       bad_control_.count()};
     snap.source_failures = pods_->source_failures();
+    if (eviction_) snap.evictions = eviction_->evictions_by_signal();
     return snap;
   }
 
@@ -523,6 +533,10 @@ class Supervisor::Impl {
     if (!stopping_) pods_->Tick();
     stats_->UpdateFromPleg(*mirror_);
     node_->SetServices(services().AllRunning(), services().Summary());
+    for (auto& e :
+         service_events_.Observe(services().List(), options_.node_name, clock_.WallSeconds())) {
+      pods_->RecordNodeEvent(std::move(e));
+    }
     after_.WakeAt(pods_->NextTick());
     Report();
     if (stopping_ && services().AllStopped()) loop_.Stop();
@@ -586,6 +600,7 @@ class Supervisor::Impl {
   std::unique_ptr<UsageSampler> usage_;  // over stats_; used by eviction_ and http_
   // After the pod manager, the mirror and the stats it uses: destroyed before them.
   std::unique_ptr<EvictionManager> eviction_;
+  ServiceEventWatcher service_events_;  // ServiceRestarted, ServiceFatal node events
   // After the usage sampler it reads: destroyed first.
   std::unique_ptr<HttpEndpoint> http_;
   SystemdNotifierImpl notifier_;

@@ -106,8 +106,23 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
   const MonoTime start = clock_.Now();
   Result<std::string> ref = images_.PullImage(spec, nullptr, nullptr);
   const Duration took = clock_.Now() - start;
+  // The pulled image's size, for the duration's label (the kubelet asks the runtime too).
+  uint64_t size = 0;
+  if (ref.ok()) {
+    cri::v1::ImageSpec pulled;
+    pulled.set_image(*ref);
+    if (auto st = images_.ImageStatus(pulled, false); st.ok() && st->has_image()) {
+      size = st->image().size();
+    }
+  }
 
   lock.lock();
+  if (ref.ok()) {
+    auto [h, _] = pull_durations_.try_emplace(
+        ImageSizeBucket(size), std::vector<double>{1, 5, 10, 20, 30, 60, 120, 180, 240, 300, 360,
+                                                   480, 600, 900, 1200, 1800, 2700, 3600});
+    h->second.Observe(std::chrono::duration_cast<std::chrono::microseconds>(took));
+  }
   --running_;
   if (ref.ok()) {
     backoff_.erase(image);
@@ -124,6 +139,26 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
   cv_.notify_all();
   *pulling = took;
   return ref;
+}
+
+std::string ImageSizeBucket(uint64_t bytes) {
+  if (bytes == 0) return "N/A";
+  constexpr uint64_t kMi = 1024ull * 1024, kGi = 1024 * kMi;
+  const std::pair<uint64_t, const char*> buckets[] = {
+      {100 * kGi, "GT100GB"},     {60 * kGi, "60GB-100GB"}, {40 * kGi, "40GB-60GB"},
+      {30 * kGi, "30GB-40GB"},    {20 * kGi, "20GB-30GB"},  {10 * kGi, "10GB-20GB"},
+      {5 * kGi, "5GB-10GB"},      {1 * kGi, "1GB-5GB"},     {500 * kMi, "500MB-1GB"},
+      {100 * kMi, "100MB-500MB"}, {10 * kMi, "10MB-100MB"}};
+  for (const auto& [lower, label] : buckets) {
+    if (bytes > lower) return label;
+  }
+  return "0-10MB";
+}
+
+void ImagePuller::ExportPullDurations(std::vector<std::pair<std::string, uint64_t>>& out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [size, h] : pull_durations_)
+    h.Export("image_pull_duration_seconds@" + size, out);
 }
 
 EnsureImageResult ImagePuller::EnsureImage(

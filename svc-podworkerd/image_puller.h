@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/common/histogram.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 
@@ -61,6 +62,10 @@ struct EnsureImageResult {
   std::optional<MonoTime> retry_at;
 };
 
+// The kubelet's label for an image of `bytes` ("0-10MB", "10MB-100MB", ..., "GT100GB"; "N/A" for
+// an unknown size).
+std::string ImageSizeBucket(uint64_t bytes);
+
 class ImagePuller {
  public:
   ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config = {});
@@ -73,6 +78,10 @@ class ImagePuller {
                                 const std::function<void(const ImageEvent&)>& on_pulling = {});
 
   const ImagePullerConfig& config() const { return config_; }
+  // Each successful PullImage's duration, by the pulled image's size (the kubelet's
+  // kubelet_image_pull_duration_seconds{image_size_in_bytes}), as heartbeat counters named
+  // "image_pull_duration_seconds@SIZE" (lib/common/histogram.h).
+  void ExportPullDurations(std::vector<std::pair<std::string, uint64_t>>& out) const;
   // PullImage calls running now, callers waiting (for their turn, or for a pull of the same
   // image in flight), and the most that ever ran at once (for tests and counters).
   int running() const;
@@ -106,6 +115,7 @@ class ImagePuller {
   mutable std::condition_variable cv_;  // a turn freed, a flight done, a caller queued
   std::map<std::string, std::shared_ptr<Flight>> flights_;
   std::map<std::string, Backoff> backoff_;
+  std::map<std::string, Histogram> pull_durations_;  // image size bucket → durations
   int running_ = 0;
   int queued_ = 0;
   int max_running_seen_ = 0;

@@ -265,6 +265,12 @@ void PodDispatcher::HandleDone(WorkDone& d) {
       const SyncOutcome& o = d.outcome;
       worker_duration_.Observe(d.took);
       counters_.containers_gc += static_cast<uint64_t>(o.containers_removed);
+      for (const auto& [type, n] : o.container_starts) {
+        counters_.container_starts[type] += static_cast<uint64_t>(n);
+      }
+      for (const auto& [key, n] : o.container_start_errors) {
+        counters_.container_start_errors[key] += static_cast<uint64_t>(n);
+      }
       if (!e.start_recorded && o.status.phase == status::PodPhase::kRunning) {
         e.start_recorded = true;
         pod_start_.Observe(

@@ -94,6 +94,9 @@ class DispatcherEffects {
 
 struct DispatcherCounters {
   uint64_t syncs = 0, sync_errors = 0, kills = 0, orphans_killed = 0, containers_gc = 0;
+  // The syncs' container starts and failed starts (SyncOutcome), summed.
+  std::map<std::string, uint64_t> container_starts;
+  std::map<std::pair<std::string, std::string>, uint64_t> container_start_errors;
 };
 
 class PodDispatcher {

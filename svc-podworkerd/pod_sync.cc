@@ -189,6 +189,27 @@ bool PodSyncer::StartContainer(const pod::Pod& pod, const pod::Container& c,
                                const ContainerRecordT* previous, uint32_t next_attempt,
                                const std::map<std::string, std::string>& volume_paths,
                                WaitingMap& waiting, SyncOutcome& out) {
+  // Names are unique across a pod's init and regular containers (validation).
+  const auto& init = pod.spec.init_containers;
+  const bool is_init = std::any_of(init.begin(), init.end(),
+                                   [&](const pod::Container& i) { return i.name == c.name; });
+  const std::string type = is_init ? "init_container" : "container";
+  ++out.container_starts[type];
+  if (CreateAndStart(pod, c, sandbox_id, sandbox_config, previous, next_attempt, volume_paths,
+                     waiting, out)) {
+    return true;
+  }
+  auto w = waiting.find(c.name);
+  ++out.container_start_errors[{type, w == waiting.end() ? "Unknown" : w->second.reason}];
+  return false;
+}
+
+bool PodSyncer::CreateAndStart(const pod::Pod& pod, const pod::Container& c,
+                               const std::string& sandbox_id,
+                               const v1::PodSandboxConfig& sandbox_config,
+                               const ContainerRecordT* previous, uint32_t next_attempt,
+                               const std::map<std::string, std::string>& volume_paths,
+                               WaitingMap& waiting, SyncOutcome& out) {
   if (Status s = EnsureImage(pod, c, waiting, out); !s.ok()) {
     out.error = "image for container " + c.name + ": " + s.message();
     return false;

@@ -58,6 +58,12 @@ struct SyncOutcome {
   std::vector<status::PodEvent> events;
   // Dead containers removed by garbage collection in this sync.
   int containers_removed = 0;
+  // Container starts this sync attempted, by type ("container", "init_container"), and those
+  // that failed, by type and the kubelet's code (the waiting reason: ErrImagePull,
+  // CreateContainerConfigError, CreateContainerError, RunContainerError, ...): the kubelet's
+  // kubelet_started_containers_total and kubelet_started_containers_errors_total.
+  std::map<std::string, int> container_starts;
+  std::map<std::pair<std::string, std::string>, int> container_start_errors;
 };
 
 using volume::PodVolumeSet;
@@ -104,6 +110,11 @@ class PodSyncer {
     puller_ = std::make_unique<ImagePuller>(images_, clock_, config);
   }
   const ImagePuller& image_puller() const { return *puller_; }
+  // The image pulls' durations (ImagePuller::ExportPullDurations); nothing before the puller is
+  // made.
+  void ExportPullDurations(std::vector<std::pair<std::string, uint64_t>>& out) const {
+    if (puller_) puller_->ExportPullDurations(out);
+  }
   // The ConfigMaps and Secrets of the latest desired set (env valueFrom and envFrom read them
   // when a container is created). Any thread.
   void SetConfigObjects(std::shared_ptr<const EnvSources> objects);
@@ -152,7 +163,14 @@ class PodSyncer {
                                     SandboxDecision& decision, int64_t grace, SyncOutcome& out);
   // Creates and starts `c` in the sandbox; `previous` is its last instance (for the restart
   // count and the backoff). Fills `waiting` on failure.
+  // Counts the attempt (and its failure, by the waiting reason it left) in `out`, around
+  // CreateAndStart.
   bool StartContainer(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,
+                      const cri::v1::PodSandboxConfig& sandbox_config,
+                      const ipc::pleg::ContainerRecordT* previous, uint32_t next_attempt,
+                      const std::map<std::string, std::string>& volume_paths, WaitingMap& waiting,
+                      SyncOutcome& out);
+  bool CreateAndStart(const pod::Pod& pod, const pod::Container& c, const std::string& sandbox_id,
                       const cri::v1::PodSandboxConfig& sandbox_config,
                       const ipc::pleg::ContainerRecordT* previous, uint32_t next_attempt,
                       const std::map<std::string, std::string>& volume_paths, WaitingMap& waiting,

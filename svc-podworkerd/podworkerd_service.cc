@@ -870,6 +870,11 @@ CounterList PodworkerdService::Counters() const {
   if (probes_) {
     for (auto& kv : probes_->Counters()) c.push_back(std::move(kv));
   }
+  for (const auto& [type, n] : d.container_starts) c.emplace_back("started_containers:" + type, n);
+  for (const auto& [key, n] : d.container_start_errors) {
+    c.emplace_back("started_containers_errors:" + key.first + ":" + key.second, n);
+  }
+  syncer_->ExportPullDurations(c);
   dispatcher_->pod_start().Export("pod_start_duration_seconds", c);
   dispatcher_->worker_duration().Export("pod_worker_duration_seconds", c);
   if (counting_) {

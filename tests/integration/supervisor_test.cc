@@ -535,13 +535,34 @@ TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
         "kubelet_runtime_operations_total", "nodelet_service_up{service=\"plegd\"} 1",
         "nodelet_service_restarts_total", "nodelet_ipc_messages_total",
         "nodelet_ipc_bad_messages_total",
-        "nodelet_service_stat{service=\"plegd\",name=\"relists\"} "}) {
+        "nodelet_service_stat{service=\"plegd\",name=\"relists\"} ",
+        // The process figures of the supervisor and of each running service, and the build.
+        "\nprocess_resident_memory_bytes ", "\nprocess_start_time_seconds ", "\nprocess_open_fds ",
+        "nodelet_build_info{version=\"",
+        "nodelet_service_resident_memory_bytes{service=\"plegd\"} ",
+        "nodelet_service_cpu_seconds_total{service=\"statusd\"} ",
+        "# TYPE kubelet_evictions counter", "# TYPE kubelet_started_containers_total counter"}) {
     EXPECT_THAT(body, HasSubstr(name));
   }
-  { std::ofstream(dir_.Sub("metrics.txt")) << body; }
-  auto check =
-      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")}, 30s);
-  EXPECT_EQ(check.exit_code, 0) << check.output;
+  auto promtool = [&](const std::string& text, const std::string& what) {
+    { std::ofstream(dir_.Sub("metrics.txt")) << text; }
+    auto check =
+        RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")}, 30s);
+    EXPECT_EQ(check.exit_code, 0) << what << ": " << check.output;
+  };
+  promtool(body, "/metrics");
+  // The kubelet's two other metric paths: the prober's metrics, and the resource metrics.
+  auto probes = http.Get("/metrics/probes");
+  ASSERT_TRUE(probes);
+  EXPECT_EQ(probes->status, 200);
+  EXPECT_THAT(probes->body, ::testing::Not(HasSubstr("kubelet_"))) << probes->body;
+  promtool(probes->body, "/metrics/probes");
+  auto resource = http.Get("/metrics/resource");
+  ASSERT_TRUE(resource);
+  EXPECT_EQ(resource->status, 200);
+  EXPECT_THAT(resource->body, HasSubstr("resource_scrape_error")) << resource->body;
+  EXPECT_THAT(resource->body, ::testing::Not(HasSubstr("nodelet_service_up"))) << resource->body;
+  promtool(resource->body, "/metrics/resource");
 
   auto pods = http.Get("/pods");
   ASSERT_TRUE(pods);
@@ -578,6 +599,25 @@ TEST_F(SupervisorTest, HttpEndpointHealthzMetricsAndPods) {
   health = http.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200) << health->body;
+
+  // Each step was a node event, recorded in statusd with the next housekeeping.
+  std::string events;
+  auto seen = [&](const std::string& reason) {
+    return events.find("\"reason\": \"" + reason + "\"") != std::string::npos;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  do {
+    events = Ctl({"events", "-o", "json"}).output;
+    if (seen("ServiceRestarted") && seen("ServiceFatal") && seen("ServiceRecovered")) break;
+    notify_->Receive(500ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_TRUE(seen("ServiceRestarted")) << events;
+  EXPECT_TRUE(seen("ServiceFatal")) << events;
+  EXPECT_TRUE(seen("ServiceRecovered")) << events;
+  EXPECT_THAT(events, HasSubstr("nodelet-volumed is FATAL: ")) << events;
+  // The node's conditions too (NodeNotReady: no runtime here).
+  EXPECT_TRUE(seen("NodeNotReady")) << events;
+  EXPECT_TRUE(seen("NodeHasSufficientMemory")) << events;
 }
 
 // Who may talk to nodelet. Without --admin-group only root (and nodelet's own

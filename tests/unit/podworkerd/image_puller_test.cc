@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -96,7 +97,32 @@ TEST_F(ImagePullerTest, AlwaysPullsEveryTime) {
     ASSERT_TRUE(puller.EnsureImage("reg.local/app:1", "Always").status.ok());
     EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), i);
   }
-  EXPECT_EQ(runtime_.CallCount(CriCall::kImageStatus), 0);
+  // Never asked whether it is there; asked once after each pull, for its size (the pull
+  // duration's label).
+  EXPECT_EQ(runtime_.CallCount(CriCall::kImageStatus), 3);
+}
+
+TEST_F(ImagePullerTest, PullDurationsAreKeptByTheKubeletsImageSizeBuckets) {
+  EXPECT_EQ(ImageSizeBucket(0), "N/A");
+  EXPECT_EQ(ImageSizeBucket(1), "0-10MB");
+  EXPECT_EQ(ImageSizeBucket(10ull << 20), "0-10MB");
+  EXPECT_EQ(ImageSizeBucket((10ull << 20) + 1), "10MB-100MB");
+  EXPECT_EQ(ImageSizeBucket(3ull << 30), "1GB-5GB");
+  EXPECT_EQ(ImageSizeBucket(200ull << 30), "GT100GB");
+
+  ImagePuller puller(runtime_, clock_);
+  runtime_.AddImage("reg.local/big:1", 20ull << 20);
+  ASSERT_TRUE(puller.EnsureImage("reg.local/big:1", "Always").status.ok());
+  ASSERT_TRUE(puller.EnsureImage("reg.local/big:1", "Always").status.ok());
+  runtime_.FailCall(CriCall::kPullImage, Unavailable("registry down"), 1);
+  EXPECT_FALSE(puller.EnsureImage("reg.local/big:1", "Always").status.ok());
+  std::vector<std::pair<std::string, uint64_t>> counters;
+  puller.ExportPullDurations(counters);
+  std::map<std::string, uint64_t> by_name(counters.begin(), counters.end());
+  EXPECT_EQ(by_name["image_pull_duration_seconds@10MB-100MB_count"], 2u)
+      << "two pulls that worked; the failed one is not a duration";
+  EXPECT_EQ(by_name["image_pull_duration_seconds@10MB-100MB_bucket:1"], 2u);
+  EXPECT_EQ(by_name.count("image_pull_duration_seconds@0-10MB_count"), 0u);
 }
 
 TEST_F(ImagePullerTest, NeverWithAnAbsentImageIsErrImageNeverPull) {
