@@ -198,8 +198,7 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   out << "# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal\n"
       << "# TYPE kubelet_evictions counter\n";
   for (const auto& [signal, n] : s.evictions) {
-    out << "kubelet_evictions{eviction_signal=\"" << PrometheusLabel(signal) << "\"} " << n
-        << "\n";
+    out << "kubelet_evictions{eviction_signal=\"" << PrometheusLabel(signal) << "\"} " << n << "\n";
   }
   std::ostringstream ops, errs;
   for (const auto& [k, v] : workers) {
@@ -355,8 +354,8 @@ std::string RenderProcessMetrics(const std::optional<ProcessFigures>& self,
       out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
           << name << " " << v << "\n";
     };
-    gauge("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-          self->cpu_seconds);
+    gauge("process_cpu_seconds_total", "counter",
+          "Total user and system CPU time spent in seconds.", self->cpu_seconds);
     gauge("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
           static_cast<double>(self->resident_bytes));
     gauge("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
@@ -368,8 +367,7 @@ std::string RenderProcessMetrics(const std::optional<ProcessFigures>& self,
     gauge("process_max_fds", "gauge", "Maximum number of open file descriptors.",
           static_cast<double>(self->max_fds));
   }
-  const auto per_service = [&](const char* name, const char* type, const char* help,
-                               auto value) {
+  const auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
     for (const auto& [svc, p] : services) {
       out << name << "{service=\"" << PrometheusLabel(svc) << "\"} " << value(p) << "\n";

@@ -34,8 +34,9 @@ status::PodEvent NodeConditionEvent(const std::string& node, const std::string& 
                        now_unix_s);
 }
 
-std::vector<status::PodEvent> ServiceEventWatcher::Observe(
-    const std::vector<ServiceInfo>& services, const std::string& node, int64_t now_unix_s) {
+std::vector<status::PodEvent> ServiceEventWatcher::Observe(const std::vector<ServiceInfo>& services,
+                                                           const std::string& node,
+                                                           int64_t now_unix_s) {
   std::vector<status::PodEvent> out;
   for (const auto& s : services) {
     auto [it, first] = last_.try_emplace(s.name, Seen{s.state, s.restarts, false});
@@ -48,18 +49,18 @@ std::vector<status::PodEvent> ServiceEventWatcher::Observe(
     if (s.state == ProcessState::Fatal) {
       // Its last exit made it FATAL: that, not a restart, is what happened.
       if (!seen.fatal) {
-        out.push_back(MakeNodeEvent(node, "Warning", "ServiceFatal",
-                                    unit + " is FATAL: " + s.description + " (nodeletctl start " +
-                                        s.name + " tries again)",
-                                    now_unix_s));
+        out.push_back(MakeNodeEvent(
+            node, "Warning", "ServiceFatal",
+            unit + " is FATAL: " + s.description + " (nodeletctl start " + s.name + " tries again)",
+            now_unix_s));
       }
       seen.fatal = true;
     } else if (s.restarts > seen.restarts) {
-      out.push_back(MakeNodeEvent(
-          node, "Warning", "ServiceRestarted",
-          unit + " ended and was restarted (automatic restart " + std::to_string(s.restarts) +
-              (s.description.empty() ? ")" : "): " + s.description),
-          now_unix_s));
+      out.push_back(MakeNodeEvent(node, "Warning", "ServiceRestarted",
+                                  unit + " ended and was restarted (automatic restart " +
+                                      std::to_string(s.restarts) +
+                                      (s.description.empty() ? ")" : "): " + s.description),
+                                  now_unix_s));
     }
     if (seen.fatal && s.state == ProcessState::Running) {
       out.push_back(MakeNodeEvent(node, "Normal", "ServiceRecovered",

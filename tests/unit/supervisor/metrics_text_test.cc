@@ -33,7 +33,8 @@ HttpSnapshot Snapshot() {
 
 TEST(MetricsTextTest, ContainerStartsEvictionsAndPullsUnderTheKubeletsNames) {
   const std::string text = RenderMetrics(Snapshot());
-  EXPECT_THAT(text, HasSubstr("kubelet_started_containers_total{container_type=\"container\"} 5\n"));
+  EXPECT_THAT(text,
+              HasSubstr("kubelet_started_containers_total{container_type=\"container\"} 5\n"));
   EXPECT_THAT(text,
               HasSubstr("kubelet_started_containers_total{container_type=\"init_container\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("kubelet_started_containers_errors_total{code=\"ErrImagePull\","
@@ -46,13 +47,15 @@ TEST(MetricsTextTest, ContainerStartsEvictionsAndPullsUnderTheKubeletsNames) {
   EXPECT_THAT(text, HasSubstr("kubelet_image_pull_duration_seconds_sum{image_size_in_bytes="
                               "\"10MB-100MB\"} 3.5\n"));
   // The probe metrics are in /metrics too.
-  EXPECT_THAT(text, HasSubstr("prober_probe_total{probe_type=\"Liveness\",result=\"successful\"} 7"));
+  EXPECT_THAT(text,
+              HasSubstr("prober_probe_total{probe_type=\"Liveness\",result=\"successful\"} 7"));
 }
 
 TEST(MetricsTextTest, ProbeMetricsAloneForMetricsProbes) {
   const std::string text = RenderProbeMetrics(Snapshot());
   EXPECT_THAT(text, HasSubstr("# TYPE prober_probe_total counter\n"));
-  EXPECT_THAT(text, HasSubstr("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("kubelet_")));
 }
 

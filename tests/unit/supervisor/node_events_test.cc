@@ -75,9 +75,9 @@ TEST(NodeEventsTest, ARestartAFatalAndARecoveryAreEachOneEvent) {
                          Service("volumed", ProcessState::Starting, 1)},
                         "n", 7)
                   .empty());
-  auto recovered = w.Observe({Service("plegd", ProcessState::Running, 1),
-                              Service("volumed", ProcessState::Running, 1)},
-                             "n", 8);
+  auto recovered = w.Observe(
+      {Service("plegd", ProcessState::Running, 1), Service("volumed", ProcessState::Running, 1)},
+      "n", 8);
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_EQ(recovered[0].reason, "ServiceRecovered");
   EXPECT_EQ(recovered[0].type, "Normal");
