@@ -34,6 +34,17 @@ status::PodEvent NodeConditionEvent(const std::string& node, const std::string& 
                        now_unix_s);
 }
 
+std::function<void(const std::string& type, bool status)> NodeConditionEventsTo(
+    EventLoop& loop, const Clock& clock, std::string node,
+    std::function<void(status::PodEvent)> record) {
+  return [&loop, &clock, node = std::move(node), record = std::move(record)](
+             const std::string& type, bool status) {
+    loop.Post([&clock, node, record, type, status] {
+      record(NodeConditionEvent(node, type, status, clock.WallSeconds()));
+    });
+  };
+}
+
 std::vector<status::PodEvent> ServiceEventWatcher::Observe(const std::vector<ServiceInfo>& services,
                                                            const std::string& node,
                                                            int64_t now_unix_s) {

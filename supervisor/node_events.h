@@ -5,11 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lib/common/clock.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/pod_status.h"
 #include "supervisor/service_control.h"
 
@@ -27,6 +30,12 @@ status::PodEvent MakeNodeEvent(const std::string& node, const std::string& type,
 // Another condition gets reason TYPE or NoTYPE.
 status::PodEvent NodeConditionEvent(const std::string& node, const std::string& type, bool status,
                                     int64_t now_unix_s);
+
+// NodeStatusOptions::on_transition for the node status thread: posts each change to `loop`,
+// where `record` gets its NodeConditionEvent (stamped with `clock`'s wall time).
+std::function<void(const std::string& type, bool status)> NodeConditionEventsTo(
+    EventLoop& loop, const Clock& clock, std::string node,
+    std::function<void(status::PodEvent)> record);
 
 // Watches the services' states, one observation after another, for what an operator is
 // paged for: a Warning ServiceRestarted when a service's automatic restarts grew (with what

@@ -192,14 +192,10 @@ class Supervisor::Impl {
     NodeStoredCallback stored;
     if (sinks_) stored = [w = sinks_.get()](const status::NodeStatusRecord& n) { w->PushNode(n); };
     node_opts.publish = MakeNodeStatusPublisher(*ctx_, c.run_dir, std::move(stored));
-    node_opts.on_transition = [this](const std::string& type, bool status) {
-      loop_.Post([this, type, status] {
-        if (pods_) {
-          pods_->RecordNodeEvent(
-              NodeConditionEvent(options_.node_name, type, status, clock_.WallSeconds()));
-        }
-      });
-    };
+    node_opts.on_transition =
+        NodeConditionEventsTo(loop_, clock_, options_.node_name, [this](status::PodEvent e) {
+          if (pods_) pods_->RecordNodeEvent(e);
+        });
     node_ = std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(),
                                                 cri_client_.get());
     node_->Start();
