@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "lib/common/base64.h"
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
@@ -33,34 +34,6 @@ int64_t NowMs(const Clock& clock) {
 pod::UnixTime NowUnix(const Clock& clock) {
   const int64_t ns = clock.WallNanos();
   return pod::UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
-}
-
-// Sum of the containers' requests (the larger of the app containers' sum and any one init
-// container, as the scheduler counts them).
-// Standard base64 (RFC 4648), as Secret data holds; nullopt when malformed.
-std::optional<std::string> DecodeBase64(const std::string& in) {
-  auto value = [](char ch) -> int {
-    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
-    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
-    if (ch == '+') return 62;
-    if (ch == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  int bits = 0, acc = 0;
-  for (char ch : in) {
-    if (ch == '=' || ch == '\n' || ch == '\r' || ch == ' ') continue;
-    int v = value(ch);
-    if (v < 0) return std::nullopt;
-    acc = (acc << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
 }
 
 // A ConfigMap or Secret document's data, or an error naming the field.

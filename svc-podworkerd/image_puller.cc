@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "lib/pod/pod.h"
+#include "svc-podworkerd/registry_credentials.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -103,8 +104,38 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
 
   cri::v1::ImageSpec spec;
   spec.set_image(image);
+  // The node's credentials for the image's registry, each tried in turn (the kubelet's way);
+  // none: the pull carries none. A config.json that does not parse is said in the pull's error.
+  std::vector<RegistryCredential> credentials;
+  Status keyring_error;
+  if (!config_.docker_config_paths.empty()) {
+    auto keyring = ReadDockerKeyring(config_.docker_config_paths);
+    if (keyring.ok()) {
+      credentials = keyring->Lookup(image);
+    } else {
+      keyring_error = keyring.status();
+    }
+  }
   const MonoTime start = clock_.Now();
-  Result<std::string> ref = images_.PullImage(spec, nullptr, nullptr);
+  Result<std::string> ref = Unavailable("no pull");
+  if (credentials.empty()) {
+    ref = images_.PullImage(spec, nullptr, nullptr);
+  }
+  for (const auto& c : credentials) {
+    cri::v1::AuthConfig auth;
+    auth.set_username(c.username);
+    auth.set_password(c.password);
+    auth.set_identity_token(c.identity_token);
+    auth.set_registry_token(c.registry_token);
+    // No server_address: the entry was matched to the image's registry here, and containerd
+    // reads the field as a URL (a bare "HOST:PORT" fails to parse there).
+    ref = images_.PullImage(spec, &auth, nullptr);
+    if (ref.ok()) break;
+  }
+  if (!ref.ok() && !keyring_error.ok()) {
+    ref = Status(ref.status().code(), ref.status().message() + " (registry credentials not read: " +
+                                          keyring_error.message() + ")");
+  }
   const Duration took = clock_.Now() - start;
   // The pulled image's size, for the duration's label (the kubelet asks the runtime too).
   uint64_t size = 0;

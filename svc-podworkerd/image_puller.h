@@ -35,6 +35,9 @@ struct ImagePullerConfig {
   // --image-pull-backoff-initial / --image-pull-backoff-max.
   std::chrono::milliseconds backoff_initial{10000};
   std::chrono::milliseconds backoff_max{300000};
+  // Where node-wide registry credentials are looked for (registry_credentials.h: the first
+  // docker config.json of these that exists, read at each pull); none: pulls carry none.
+  std::vector<std::string> docker_config_paths;
 };
 
 // Refuses a config that cannot be meant: max_parallel > 1 with serialization on (the kubelet

@@ -23,6 +23,7 @@
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
+#include "svc-podworkerd/registry_credentials.h"
 #include "volume_generated.h"
 
 namespace nodelet::podworkerd {
@@ -274,7 +275,9 @@ Status PodworkerdService::Start() {
     ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
                               std::move(events))] { status_->SendEvents(std::move(*shared)); });
   });
-  syncer_->set_image_puller_config(config_.image_pulls);
+  ImagePullerConfig pulls = config_.image_pulls;
+  pulls.docker_config_paths = DockerConfigPaths(ctx.options.root_dir);
+  syncer_->set_image_puller_config(pulls);
   router_ = std::make_unique<ipc::RouterServer>(ctx.ipc, ipc::kPodWorkChannel);
   if (Status s = router_->Bind(ipc::kPodWorkerEndpoint.Uri(ctx.options.run_dir)); !s.ok()) {
     return s;

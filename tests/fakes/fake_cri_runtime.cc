@@ -734,6 +734,8 @@ Result<std::string> FakeCriRuntime::PullImage(const v1::ImageSpec& image,
                                               const v1::PodSandboxConfig* sandbox_config) {
   {
     std::unique_lock<std::mutex> lock(mu_);
+    // Recorded before the failure rules apply: a refused credential was sent all the same.
+    pull_auths_.push_back(auth == nullptr ? "" : auth->username() + ":" + auth->password());
     if (Status s = Enter(lock, CriCall::kPullImage, {image.image()}); !s.ok()) return s;
     if (image.image().empty()) {
       return CallError(CriCall::kPullImage, StatusCode::kInvalidArgument,

@@ -160,6 +160,11 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   // ---- ImageService ---------------------------------------------------------------------------
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;
   Result<v1::ImageStatusResponse> ImageStatus(const v1::ImageSpec& image, bool verbose) override;
+  // Each PullImage call's credentials, "USER:PASSWORD" ("" without any), in order.
+  std::vector<std::string> PullAuths() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pull_auths_;
+  }
   Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
                                 const v1::PodSandboxConfig* sandbox_config) override;
   Status RemoveImage(const v1::ImageSpec& image) override;
@@ -216,6 +221,7 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   void StopContainerLocked(ContainerRecord& c, int32_t exit_code, const std::string& reason);
 
   mutable std::mutex mu_;
+  std::vector<std::string> pull_auths_;
   std::condition_variable hang_cv_;   // hung calls wait here
   std::condition_variable state_cv_;  // WaitForHungCalls waits here
   uint64_t hang_generation_ = 0;      // bumped by ReleaseHangs

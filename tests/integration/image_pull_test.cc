@@ -238,4 +238,39 @@ TEST_F(ImagePullTest, RegistryDownBacksOffWithGrowingDelaysAndRecovers) {
 }
 
 }  // namespace
+// A registry that wants a password: the pull is refused (ErrImagePull) until the node has
+// credentials for it in ROOT-DIR/config.json, which is read again at the next pull; then the
+// pod runs. The registry's own log has the user the pull came as.
+TEST_F(ImagePullTest, ARegistryWithAuthIsPulledWithTheNodesDockerConfigCredentials) {
+  RegistryOptions options;
+  options.dir = dir_.Sub("auth-registry");
+  options.user = "puller";
+  options.password = "s3cret:with:colons";
+  auto locked = RegistryInstance::Start(options);
+  ASSERT_TRUE(locked.ok()) << locked.status().ToString();
+  ASSERT_TRUE((*locked)->Push(ImagesDir() + "/busybox.tar", "locked/busybox:1").ok());
+  ASSERT_TRUE(WritePlainHttpHostConfig(dir_.Sub("certs.d"), (*locked)->host()).ok());
+  const std::string image = (*locked)->host() + "/locked/busybox:1";
+
+  StartWithPodworkerdConfig("  image-pull-backoff-initial: 1s\n  image-pull-backoff-max: 2s\n");
+  Write("locked.yaml", PodYaml("locked", image, "IfNotPresent", kServe));
+  ASSERT_TRUE(WaitApp(
+      "locked-node1",
+      [](const nlohmann::json& c) {
+        return WaitingReason(c) == "ErrImagePull" || WaitingReason(c) == "ImagePullBackOff";
+      },
+      30s))
+      << last_;
+
+  // The operator gives the node its credentials (the kubelet's file, in nodelet's root dir).
+  std::ofstream(dir_.Sub("root") + "/config.json")
+      << R"({"auths": {")" << (*locked)->host()
+      << R"(": {"username": "puller", "password": "s3cret:with:colons"}}})";
+  ASSERT_TRUE(WaitApp("locked-node1", Running, 30s)) << last_;
+  std::ifstream log(options.dir + "/registry-1.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("auth.user.name=puller")) << "the pull came as the node's user";
+  EXPECT_TRUE((*locked)->Stop().ok());
+}
+
 }  // namespace nodelet::testing

@@ -1,6 +1,7 @@
 #include "tests/testing/registry.h"
 
 #include <arpa/inet.h>
+#include <crypt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -69,6 +70,18 @@ Result<std::unique_ptr<RegistryInstance>> RegistryInstance::Start(const Registry
          << "storage:\n  filesystem:\n    rootdirectory: " << r->options_.dir << "/storage\n"
          << "  delete:\n    enabled: true\n"
          << "http:\n  addr: 127.0.0.1:" << r->options_.port << "\n";
+  if (!r->options_.user.empty()) {
+    // bcrypt, the one scheme the registry's htpasswd takes (libcrypt's "$2b$", cost 5).
+    char setting[CRYPT_GENSALT_OUTPUT_SIZE];
+    crypt_data data{};
+    if (crypt_gensalt_rn("$2b$", 5, nullptr, 0, setting, sizeof setting) == nullptr ||
+        crypt_r(r->options_.password.c_str(), setting, &data) == nullptr) {
+      return Internal("cannot make a bcrypt hash for the registry's htpasswd");
+    }
+    std::ofstream(r->options_.dir + "/htpasswd") << r->options_.user << ":" << data.output << "\n";
+    config << "auth:\n  htpasswd:\n    realm: nodelet-test\n    path: " << r->options_.dir
+           << "/htpasswd\n";
+  }
   config.close();
   if (!config) return Internal("cannot write " + r->options_.dir + "/config.yml");
   if (Status s = r->Launch(); !s.ok()) return s;
@@ -119,9 +132,13 @@ Status RegistryInstance::Restart() {
 }
 
 Status RegistryInstance::Push(const std::string& oci_archive, const std::string& repo_tag) {
-  auto r = RunCommand({options_.skopeo_bin, "copy", "--quiet", "--dest-tls-verify=false",
-                       "oci-archive:" + oci_archive, "docker://" + host() + "/" + repo_tag},
-                      60s);
+  std::vector<std::string> argv = {options_.skopeo_bin, "copy", "--quiet",
+                                   "--dest-tls-verify=false"};
+  if (!options_.user.empty())
+    argv.push_back("--dest-creds=" + options_.user + ":" + options_.password);
+  argv.push_back("oci-archive:" + oci_archive);
+  argv.push_back("docker://" + host() + "/" + repo_tag);
+  auto r = RunCommand(argv, 60s);
   if (r.exit_code != 0) {
     return Internal("skopeo copy of " + oci_archive + " to " + host() + "/" + repo_tag +
                     " failed (exit " + std::to_string(r.exit_code) + "): " + Tail(r.output));

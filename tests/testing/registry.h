@@ -23,6 +23,9 @@ struct RegistryOptions {
   std::string skopeo_bin = "/usr/bin/skopeo";
   // Until the registry answers on its port.
   std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+  // Not empty: every request needs HTTP basic authentication as this user (htpasswd, bcrypt),
+  // Push included.
+  std::string user, password;
 };
 
 class RegistryInstance {
