@@ -82,9 +82,9 @@ ImageLocation LocateImage(std::string_view image) {
   ImageLocation out;
   const size_t slash = ref.find('/');
   const std::string first = ref.substr(0, slash);
-  const bool has_host = slash != std::string::npos &&
-                        (first.find('.') != std::string::npos ||
-                         first.find(':') != std::string::npos || first == "localhost");
+  const bool has_host =
+      slash != std::string::npos && (first.find('.') != std::string::npos ||
+                                     first.find(':') != std::string::npos || first == "localhost");
   if (has_host) {
     out.host = Canonical(first);
     out.repository = ref.substr(slash + 1);
@@ -97,7 +97,8 @@ ImageLocation LocateImage(std::string_view image) {
 
 Result<DockerKeyring> DockerKeyring::Parse(std::string_view json, const std::string& origin) {
   auto doc = nlohmann::json::parse(json, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return InvalidArgument(origin + ": not a JSON object");
+  if (doc.is_discarded() || !doc.is_object())
+    return InvalidArgument(origin + ": not a JSON object");
   DockerKeyring k;
   if (!doc.contains("auths")) return k;  // credential helpers only: nothing nodelet reads
   if (!doc["auths"].is_object()) return InvalidArgument(origin + ": auths: not an object");
@@ -115,8 +116,10 @@ Result<DockerKeyring> DockerKeyring::Parse(std::string_view json, const std::str
       return Status::Ok();
     };
     std::string auth;
-    for (auto [field, out] : {std::pair{"auth", &auth}, {"username", &c.username},
-                              {"password", &c.password}, {"identitytoken", &c.identity_token},
+    for (auto [field, out] : {std::pair{"auth", &auth},
+                              {"username", &c.username},
+                              {"password", &c.password},
+                              {"identitytoken", &c.identity_token},
                               {"registrytoken", &c.registry_token}}) {
       if (Status s = text(field, out); !s.ok()) return s;
     }
@@ -159,7 +162,7 @@ std::vector<std::string> DockerConfigPaths(const std::string& root_dir) {
 
 Result<DockerKeyring> ReadDockerKeyring(const std::vector<std::string>& paths) {
   for (const auto& path : paths) {
-    struct stat st{};
+    struct stat st {};
     if (stat(path.c_str(), &st) != 0) continue;
     auto text = ReadFileBounded(path, kMaxConfigBytes);
     if (!text.ok()) return InvalidArgument(path + ": " + text.status().message());
