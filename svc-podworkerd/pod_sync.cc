@@ -143,12 +143,23 @@ PodSyncer::PodSyncer(cri::RuntimeService& runtime, cri::ImageService& images, co
       backoff_(clock, backoff),
       puller_(std::make_unique<ImagePuller>(images, clock)) {}
 
+namespace {
+
+// The record of the pod the calling worker thread is syncing (SyncPodOnce), for the status sent
+// while a pull runs.
+thread_local const PodRecordT* syncing_record = nullptr;
+
+}  // namespace
+
 Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
                               SyncOutcome& out) {
   std::function<void(const ImageEvent&)> on_pulling;
-  if (progress_events_) {
+  if (progress_events_ || progress_status_) {
     on_pulling = [&](const ImageEvent& e) {
-      progress_events_({MakeEvent(pod, e.type, e.reason, e.message)});
+      if (progress_events_) progress_events_({MakeEvent(pod, e.type, e.reason, e.message)});
+      // What the pod is while the pull runs: the record's containers as they are, the ones not
+      // made yet (this one among them) waiting in ContainerCreating.
+      if (progress_status_) progress_status_(pod, BuildStatus(pod, syncing_record, false));
     };
   }
   EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy, on_pulling);
@@ -712,6 +723,10 @@ SyncOutcome PodSyncer::SyncPod(const pod::Pod& pod, const PodRecordT* rec) {
 }
 
 SyncOutcome PodSyncer::SyncPodOnce(const pod::Pod& pod, const PodRecordT* rec) {
+  struct Syncing {
+    explicit Syncing(const PodRecordT* r) { syncing_record = r; }
+    ~Syncing() { syncing_record = nullptr; }
+  } syncing(rec);
   SyncOutcome out;
   const std::set<std::string> cut = CutStarts();
   WaitingMap waiting;

@@ -120,6 +120,12 @@ class PodSyncer {
   void SetConfigObjects(std::shared_ptr<const EnvSources> objects);
   // Where events go that must not wait for the end of the sync (the Pulling event of a pull that
   // may take long); without it they come with the sync's outcome. Called from worker threads.
+  // A status to send while a sync is still running, from its worker thread: the pod's status
+  // when an image pull begins (the container waits in ContainerCreating while the pull runs, as
+  // the kubelet shows it).
+  void set_progress_status(std::function<void(const pod::Pod&, status::PodStatus)> send) {
+    progress_status_ = std::move(send);
+  }
   void set_progress_events(std::function<void(std::vector<status::PodEvent>)> send) {
     progress_events_ = std::move(send);
   }
@@ -268,6 +274,7 @@ class PodSyncer {
   std::set<std::string> deadline_exceeded_;     // pods failed with DeadlineExceeded
   std::map<std::string, Eviction> evicted_;     // by pod uid
   std::function<void(std::vector<status::PodEvent>)> progress_events_;
+  std::function<void(const pod::Pod&, status::PodStatus)> progress_status_;
   CutStartLedger cut_starts_;
   PodCgroupConfig pod_cgroups_;
   mutable std::mutex env_mu_;

@@ -275,6 +275,12 @@ Status PodworkerdService::Start() {
     ctx_.loop.Post([this, shared = std::make_shared<std::vector<status::PodEvent>>(
                               std::move(events))] { status_->SendEvents(std::move(*shared)); });
   });
+  syncer_->set_progress_status([this](const pod::Pod& pod, status::PodStatus status) {
+    ctx_.loop.Post([this, id = IdentityOf(pod),
+                    shared = std::make_shared<status::PodStatus>(std::move(status))] {
+      status_->Send(id, *shared);
+    });
+  });
   ImagePullerConfig pulls = config_.image_pulls;
   pulls.docker_config_paths = DockerConfigPaths(ctx.options.root_dir);
   syncer_->set_image_puller_config(pulls);

@@ -949,6 +949,16 @@ TEST_F(LifecycleE2eTest, AHangingPullDelaysNoOtherPod) {
   EXPECT_TRUE(WaitFor([&] { return ResultsHave("fresh running"); }, 20s))
       << "a new pod must start while the other pull hangs";
   EXPECT_TRUE(RunningContainer("stuck-node1").empty()) << "the pull cannot have succeeded";
+  // While it hangs the pod is Pending with its container waiting in ContainerCreating (a status
+  // sent when the pull began, not at the end of the sync).
+  auto stuck = RunCommand(
+      {BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "pod", "stuck-node1", "-o", "json"},
+      5s);
+  auto stuck_pod = nlohmann::json::parse(stuck.output, nullptr, false);
+  ASSERT_TRUE(stuck_pod.is_object()) << stuck.output;
+  EXPECT_EQ(stuck_pod["status"].value("phase", ""), "Pending") << stuck.output;
+  const auto& waiting = stuck_pod["status"]["containerStatuses"][0]["state"]["waiting"];
+  EXPECT_EQ(waiting.value("reason", ""), "ContainerCreating") << stuck.output;
   // The pull is visible while it hangs: its Pulling event is recorded when it starts.
   auto events = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events"}, 5s);
   EXPECT_THAT(events.output, HasSubstr("Pulling image \"" + image + "\"")) << events.output;

@@ -467,6 +467,29 @@ TEST_F(PodSyncTest, AStaleNotReadyRecordKillsNothing) {
   EXPECT_THAT(out.error, ::testing::HasSubstr("waiting"));
 }
 
+// An image pull sends the pod's status when it begins: the container waits in
+// ContainerCreating while the pull runs, as the kubelet shows it.
+TEST_F(PodSyncTest, APullSendsContainerCreatingWhenItBegins) {
+  std::vector<status::PodStatus> sent;
+  syncer_.set_progress_status(
+      [&](const pod::Pod&, status::PodStatus s) { sent.push_back(std::move(s)); });
+  pod_.spec.containers[0].image = "reg.local/absent:1";
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1);
+  ASSERT_EQ(sent.size(), 1u) << "one status, when the pull began";
+  EXPECT_EQ(sent[0].phase, status::PodPhase::kPending);
+  ASSERT_EQ(sent[0].container_statuses.size(), 1u);
+  ASSERT_TRUE(sent[0].container_statuses[0].state.waiting.has_value());
+  EXPECT_EQ(sent[0].container_statuses[0].state.waiting->reason, "ContainerCreating");
+
+  // No pull (the image is there now): no status before the sync's own.
+  sent.clear();
+  pod_.metadata.uid = "uid-other";
+  (void)syncer_.SyncPod(pod_, nullptr);
+  EXPECT_TRUE(sent.empty());
+}
+
 // A container containerd lists as CONTAINER_UNKNOWN after a restart (its task could not be
 // loaded) is never waited on: it is killed and a new instance started, even under Never.
 TEST_F(PodSyncTest, AnUnknownContainerIsKilledAndStartedAgain) {
