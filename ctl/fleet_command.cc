@@ -23,8 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kExitRefused = kExitFailed, kExitUnreachable = kExitUnknown;
-
 // The Ready condition of a v1 Node, as kubectl prints it.
 std::string NodeReady(const std::string& node_json) {
   auto doc = json::parse(node_json, nullptr, false);
@@ -222,8 +220,8 @@ std::string FirstComponent(const std::string& key, const std::string& head) {
 int Fail(std::ostream& err, const Status& s) {
   Error(err) << "fleet: " << s.message() << "\n";
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded
-             ? kExitUnreachable
-             : kExitRefused;
+             ? kExitUnknown
+             : kExitFailed;
 }
 
 int RunNodes(const FleetOptions& o, OutputFormat format, std::ostream& out, std::ostream& err) {
@@ -317,7 +315,7 @@ int RunApply(const FleetOptions& o, const std::string& file, const std::string& 
   auto writes = FleetApplyKeys(o.prefix, file, *content, all ? etcd::kAllNodes : node);
   if (!writes.ok()) {
     Error(err) << "fleet apply: " << writes.status().message() << "\n";
-    return kExitRefused;
+    return kExitFailed;
   }
   auto client = Connect(o);
   if (!client.ok()) return Fail(err, client.status());
@@ -358,7 +356,7 @@ int RunDelete(const FleetOptions& o, const std::string& kind, const std::string&
   if (!got.ok()) return Fail(err, got.status());
   if (got->kvs.empty()) {
     Error(err) << "fleet delete: " << key << " does not exist\n";
-    return kExitRefused;
+    return kExitFailed;
   }
   auto del = (*client)->Delete(key);
   if (!del.ok()) return Fail(err, del.status());

@@ -54,37 +54,41 @@ std::string FormatUptime(uint64_t uptime_ms) {
   return std::to_string(days) + (days == 1 ? " day, " : " days, ") + buf;
 }
 
-std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+namespace {
+
+// supervisorctl's lines; `wide` adds a header and the RESTARTS and HEALTH columns.
+std::string StatusLines(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services,
+                        bool wide) {
   size_t maxlen = 30;
   for (const auto& s : services) maxlen = std::max(maxlen, s->name.size());
   std::ostringstream out;
+  if (wide) {
+    out << Pad("NAME", maxlen + 3) << Pad("STATE", 10) << Pad("RESTARTS", 10) << Pad("HEALTH", 10)
+        << "DESCRIPTION\n";
+  }
   for (const auto& s : services) {
     std::string desc = s->description;
     if (s->state == ProcessState::Running) {
       desc = "pid " + std::to_string(s->pid) + ", uptime " + FormatUptime(s->uptime_ms);
     }
-    out << Pad(s->name, maxlen + 3) << Pad(ipc::ProcessStateName(s->state), 10) << desc << "\n";
+    out << Pad(s->name, maxlen + 3) << Pad(ipc::ProcessStateName(s->state), 10);
+    if (wide) {
+      out << Pad(std::to_string(s->restarts), 10) << Pad(s->health.empty() ? "-" : s->health, 10);
+    }
+    out << desc << "\n";
   }
   return out.str();
 }
 
+}  // namespace
+
+std::string FormatStatus(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
+  return StatusLines(services, false);
+}
+
 std::string FormatStatusWide(
     const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {
-  size_t maxlen = 30;
-  for (const auto& s : services) maxlen = std::max(maxlen, s->name.size());
-  std::ostringstream out;
-  out << Pad("NAME", maxlen + 3) << Pad("STATE", 10) << Pad("RESTARTS", 10) << Pad("HEALTH", 10)
-      << "DESCRIPTION\n";
-  for (const auto& s : services) {
-    std::string desc = s->description;
-    if (s->state == ProcessState::Running) {
-      desc = "pid " + std::to_string(s->pid) + ", uptime " + FormatUptime(s->uptime_ms);
-    }
-    out << Pad(s->name, maxlen + 3) << Pad(ipc::ProcessStateName(s->state), 10)
-        << Pad(std::to_string(s->restarts), 10) << Pad(s->health.empty() ? "-" : s->health, 10)
-        << desc << "\n";
-  }
-  return out.str();
+  return StatusLines(services, true);
 }
 
 nlohmann::json StatusJson(const std::vector<std::unique_ptr<ipc::ctl::ServiceStatusT>>& services) {

@@ -22,10 +22,11 @@ std::string Seconds(uint64_t us) {
   return s.str();
 }
 
-// Writes the histogram exported under `prefix` in `counters` (lib/common/histogram.h) as NAME.
-void RenderHistogram(std::ostringstream& out, const std::string& name, const std::string& help,
-                     const std::map<std::string, uint64_t>& counters, const std::string& prefix,
-                     const std::string& labels = "") {
+// Writes the series of the histogram exported under `prefix` in `counters`
+// (lib/common/histogram.h) as NAME with `labels`, no HELP or TYPE line; false when it has none.
+bool RenderHistogramSeries(std::ostringstream& out, const std::string& name,
+                           const std::map<std::string, uint64_t>& counters,
+                           const std::string& prefix, const std::string& labels = "") {
   std::vector<std::pair<double, std::pair<std::string, uint64_t>>> buckets;
   const std::string bucket_prefix = prefix + "_bucket:";
   for (const auto& [k, v] : counters) {
@@ -34,9 +35,8 @@ void RenderHistogram(std::ostringstream& out, const std::string& name, const std
     double bound = le == "+Inf" ? 1e300 : std::strtod(le.c_str(), nullptr);
     buckets.push_back({bound, {le, v}});
   }
-  if (buckets.empty()) return;
+  if (buckets.empty()) return false;
   std::sort(buckets.begin(), buckets.end());
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
   const std::string sep = labels.empty() ? "" : ",";
   for (const auto& [_, b] : buckets) {
     out << name << "_bucket{" << labels << sep << "le=\"" << b.first << "\"} " << b.second << "\n";
@@ -46,6 +46,28 @@ void RenderHistogram(std::ostringstream& out, const std::string& name, const std
   std::string l = labels.empty() ? "" : "{" + labels + "}";
   out << name << "_sum" << l << " " << Seconds(sum == counters.end() ? 0 : sum->second) << "\n";
   out << name << "_count" << l << " " << (count == counters.end() ? 0 : count->second) << "\n";
+  return true;
+}
+
+// The histogram with its HELP and TYPE lines, when it has series.
+void RenderHistogram(std::ostringstream& out, const std::string& name, const std::string& help,
+                     const std::map<std::string, uint64_t>& counters, const std::string& prefix) {
+  std::ostringstream series;
+  if (!RenderHistogramSeries(series, name, counters, prefix)) return;
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n" << series.str();
+}
+
+// A counter with one label from the counters named PREFIX:VALUE (NAME{LABEL="VALUE"}), its HELP
+// and TYPE lines always written.
+void RenderLabelledCounter(std::ostringstream& out, const std::string& name,
+                           const std::string& help, const std::map<std::string, uint64_t>& counters,
+                           const std::string& prefix, const std::string& label) {
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+  for (const auto& [k, v] : counters) {
+    if (k.rfind(prefix, 0) != 0) continue;
+    out << name << "{" << label << "=\"" << PrometheusLabel(k.substr(prefix.size())) << "\"} " << v
+        << "\n";
+  }
 }
 
 // A pointer, not a reference: GCC 14 (Debian 13) takes a reference returned from a call with a
@@ -72,19 +94,12 @@ std::string RenderProbeMetrics(const HttpSnapshot& s) {
     std::ostringstream hist;
     bool any = false;
     for (const char* kind : {"liveness", "readiness", "startup"}) {
-      std::ostringstream one;
       std::string type = kind;
       type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
-      RenderHistogram(one, "prober_probe_duration_seconds", "", workers,
-                      std::string("probe_duration_seconds_") + kind, "probe_type=\"" + type + "\"");
-      std::string text = one.str();
-      // Keep the series only: HELP and TYPE are written once below.
-      std::istringstream lines(text);
-      for (std::string line; std::getline(lines, line);) {
-        if (line.rfind("# ", 0) == 0) continue;
-        hist << line << "\n";
-        any = true;
-      }
+      any = RenderHistogramSeries(hist, "prober_probe_duration_seconds", workers,
+                                  std::string("probe_duration_seconds_") + kind,
+                                  "probe_type=\"" + type + "\"") ||
+            any;
     }
     if (any) {
       out << "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n"
@@ -147,23 +162,19 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   // code (ErrImagePull, CreateContainerConfigError, CreateContainerError, RunContainerError,
   // PostStartHookError, ...), as the kubelet's SyncPod counts them.
   {
-    std::ostringstream started, failed;
+    std::ostringstream failed;
     for (const auto& [k, v] : workers) {
-      if (k.rfind("started_containers:", 0) == 0) {
-        started << "kubelet_started_containers_total{container_type=\""
-                << PrometheusLabel(k.substr(19)) << "\"} " << v << "\n";
-      } else if (k.rfind("started_containers_errors:", 0) == 0) {
-        const std::string rest = k.substr(26);
-        const size_t colon = rest.find(':');
-        if (colon == std::string::npos) continue;
-        failed << "kubelet_started_containers_errors_total{code=\""
-               << PrometheusLabel(rest.substr(colon + 1)) << "\",container_type=\""
-               << PrometheusLabel(rest.substr(0, colon)) << "\"} " << v << "\n";
-      }
+      if (k.rfind("started_containers_errors:", 0) != 0) continue;
+      const std::string rest = k.substr(26);
+      const size_t colon = rest.find(':');
+      if (colon == std::string::npos) continue;
+      failed << "kubelet_started_containers_errors_total{code=\""
+             << PrometheusLabel(rest.substr(colon + 1)) << "\",container_type=\""
+             << PrometheusLabel(rest.substr(0, colon)) << "\"} " << v << "\n";
     }
-    out << "# HELP kubelet_started_containers_total Cumulative number of containers started\n"
-        << "# TYPE kubelet_started_containers_total counter\n"
-        << started.str();
+    RenderLabelledCounter(out, "kubelet_started_containers_total",
+                          "Cumulative number of containers started", workers,
+                          "started_containers:", "container_type");
     out << "# HELP kubelet_started_containers_errors_total Cumulative number of errors when "
            "starting containers\n"
         << "# TYPE kubelet_started_containers_errors_total counter\n"
@@ -180,14 +191,9 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
     }
     for (const auto& size : sizes) {
-      std::ostringstream one;
-      RenderHistogram(one, "kubelet_image_pull_duration_seconds", "", workers,
-                      "image_pull_duration_seconds@" + size,
-                      "image_size_in_bytes=\"" + PrometheusLabel(size) + "\"");
-      std::istringstream lines(one.str());
-      for (std::string line; std::getline(lines, line);) {
-        if (line.rfind("# ", 0) != 0) pulls << line << "\n";
-      }
+      RenderHistogramSeries(pulls, "kubelet_image_pull_duration_seconds", workers,
+                            "image_pull_duration_seconds@" + size,
+                            "image_size_in_bytes=\"" + PrometheusLabel(size) + "\"");
     }
     if (!pulls.str().empty()) {
       out << "# HELP kubelet_image_pull_duration_seconds Duration in seconds to pull an image.\n"
@@ -200,24 +206,12 @@ std::string RenderMetrics(const HttpSnapshot& s) {
   for (const auto& [signal, n] : s.evictions) {
     out << "kubelet_evictions{eviction_signal=\"" << PrometheusLabel(signal) << "\"} " << n << "\n";
   }
-  std::ostringstream ops, errs;
-  for (const auto& [k, v] : workers) {
-    if (k.rfind("runtime_operations:", 0) == 0) {
-      ops << "kubelet_runtime_operations_total{operation_type=\"" << PrometheusLabel(k.substr(19))
-          << "\"} " << v << "\n";
-    } else if (k.rfind("runtime_operations_errors:", 0) == 0) {
-      errs << "kubelet_runtime_operations_errors_total{operation_type=\""
-           << PrometheusLabel(k.substr(26)) << "\"} " << v << "\n";
-    }
-  }
-  out << "# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by "
-         "operation type.\n"
-      << "# TYPE kubelet_runtime_operations_total counter\n"
-      << ops.str();
-  out << "# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation "
-         "errors by operation type.\n"
-      << "# TYPE kubelet_runtime_operations_errors_total counter\n"
-      << errs.str();
+  RenderLabelledCounter(out, "kubelet_runtime_operations_total",
+                        "Cumulative number of runtime operations by operation type.", workers,
+                        "runtime_operations:", "operation_type");
+  RenderLabelledCounter(out, "kubelet_runtime_operations_errors_total",
+                        "Cumulative number of runtime operation errors by operation type.", workers,
+                        "runtime_operations_errors:", "operation_type");
 
   out << "# HELP kubelet_garbage_collected_containers_total Dead containers removed by garbage "
          "collection.\n"
