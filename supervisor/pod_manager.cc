@@ -8,7 +8,6 @@
 #include <sstream>
 #include <tuple>
 
-#include "lib/common/base64.h"
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/ipc/endpoints.h"
@@ -34,38 +33,6 @@ int64_t NowMs(const Clock& clock) {
 pod::UnixTime NowUnix(const Clock& clock) {
   const int64_t ns = clock.WallNanos();
   return pod::UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
-}
-
-// A ConfigMap or Secret document's data, or an error naming the field.
-Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
-  ConfigData out;
-  out.kind = doc.kind;
-  out.namespace_name = doc.namespace_name.empty() ? pod::kDefaultNamespace : doc.namespace_name;
-  out.name = doc.name;
-  if (out.name.empty()) return InvalidArgument("metadata.name: Required value");
-  auto read_map = [&](const char* field, bool base64) -> Status {
-    YAML::Node m = doc.object[field];
-    if (!m) return Status::Ok();
-    if (!m.IsMap()) return InvalidArgument(std::string(field) + ": must be a map");
-    for (const auto& kv : m) {
-      std::string key = kv.first.as<std::string>(), value = kv.second.as<std::string>("");
-      if (base64) {
-        auto decoded = DecodeBase64(value);
-        if (!decoded) return InvalidArgument(std::string(field) + "." + key + ": invalid base64");
-        value = *decoded;
-      }
-      out.data[key] = value;
-    }
-    return Status::Ok();
-  };
-  try {
-    const bool secret = doc.kind == "Secret";
-    if (Status s = read_map(secret ? "data" : "binaryData", true); !s.ok()) return s;
-    if (Status s = read_map(secret ? "stringData" : "data", false); !s.ok()) return s;
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("data: ") + e.what());
-  }
-  return out;
 }
 
 }  // namespace
@@ -768,9 +735,9 @@ void PodManager::Send() {
             fbb, fbb.CreateString(k),
             fbb.CreateVector(reinterpret_cast<const uint8_t*>(v.data()), v.size())));
       }
-      auto obj =
-          ipc::podwork::CreateConfigObject(fbb, fbb.CreateString(cd.namespace_name),
-                                           fbb.CreateString(cd.name), fbb.CreateVector(entries));
+      auto obj = ipc::podwork::CreateConfigObject(
+          fbb, fbb.CreateString(cd.namespace_name), fbb.CreateString(cd.name),
+          fbb.CreateVector(entries), cd.type.empty() ? 0 : fbb.CreateString(cd.type));
       (cd.kind == "Secret" ? secrets : config_maps).push_back(obj);
     }
   }

@@ -29,6 +29,7 @@
 #include "lib/pod/rfc3339.h"
 #include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
+#include "supervisor/config_documents.h"
 #include "supervisor/manifest_book.h"
 #include "supervisor/pod_config.h"
 #include "supervisor/service_control.h"
@@ -69,15 +70,6 @@ AdmissionResult AdmitSecurity(const pod::Pod& pod, const std::vector<std::string
 // The kubelet's admission for a new pod against those already admitted.
 AdmissionResult Admit(const pod::Pod& pod, const std::vector<const pod::Pod*>& admitted,
                       int max_pods, const NodeResources& allocatable);
-
-// A ConfigMap or Secret from a pod source (values decoded), for volumed.
-struct ConfigData {
-  std::string kind;  // ConfigMap or Secret
-  std::string namespace_name;
-  std::string name;
-  std::map<std::string, std::string> data;
-  bool operator==(const ConfigData&) const = default;
-};
 
 struct PodManagerOptions {
   std::string run_dir;

@@ -77,9 +77,18 @@ bool ImagePuller::WaitForQueued(int n, std::chrono::milliseconds timeout) const 
   return cv_.wait_for(lock, timeout, [&] { return queued_ >= n; });
 }
 
-Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pulling) {
+Result<std::string> ImagePuller::Pull(const std::string& image,
+                                      const std::vector<RegistryCredential>& pod_credentials,
+                                      Duration* pulling) {
+  std::string flight_key = image;
+  for (const auto& c : pod_credentials) {
+    for (const std::string* part :
+         {&c.registry, &c.username, &c.password, &c.identity_token, &c.registry_token}) {
+      flight_key += '\0' + *part;
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  if (auto it = flights_.find(image); it != flights_.end()) {
+  if (auto it = flights_.find(flight_key); it != flights_.end()) {
     // Someone is pulling this image already: wait for that pull and share its result.
     std::shared_ptr<Flight> flight = it->second;
     ++queued_;
@@ -90,7 +99,7 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
     return flight->ref;
   }
   auto flight = std::make_shared<Flight>();
-  flights_[image] = flight;
+  flights_[flight_key] = flight;
   const int max = limit();
   if (max > 0 && running_ >= max) {
     ++queued_;
@@ -104,14 +113,15 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
 
   cri::v1::ImageSpec spec;
   spec.set_image(image);
-  // The node's credentials for the image's registry, each tried in turn (the kubelet's way);
-  // none: the pull carries none. A config.json that does not parse is said in the pull's error.
-  std::vector<RegistryCredential> credentials;
+  // The pod's credentials, then the node's for the image's registry, each tried in turn (the
+  // kubelet's way); none: the pull carries none. A config.json that does not parse is said in
+  // the pull's error.
+  std::vector<RegistryCredential> credentials = pod_credentials;
   Status keyring_error;
   if (!config_.docker_config_paths.empty()) {
     auto keyring = ReadDockerKeyring(config_.docker_config_paths);
     if (keyring.ok()) {
-      credentials = keyring->Lookup(image);
+      for (auto& c : keyring->Lookup(image)) credentials.push_back(std::move(c));
     } else {
       keyring_error = keyring.status();
     }
@@ -166,7 +176,7 @@ Result<std::string> ImagePuller::Pull(const std::string& image, Duration* pullin
   flight->ref = ref;
   flight->pulling = took;
   flight->done = true;
-  flights_.erase(image);
+  flights_.erase(flight_key);
   cv_.notify_all();
   *pulling = took;
   return ref;
@@ -192,9 +202,9 @@ void ImagePuller::ExportPullDurations(std::vector<std::pair<std::string, uint64_
     h.Export("image_pull_duration_seconds@" + size, out);
 }
 
-EnsureImageResult ImagePuller::EnsureImage(
-    const std::string& image, const std::string& pull_policy,
-    const std::function<void(const ImageEvent&)>& on_pulling) {
+EnsureImageResult ImagePuller::EnsureImage(const std::string& image, const std::string& pull_policy,
+                                           const std::function<void(const ImageEvent&)>& on_pulling,
+                                           const std::vector<RegistryCredential>& pod_credentials) {
   EnsureImageResult out;
   cri::v1::ImageSpec spec;
   spec.set_image(image);
@@ -243,7 +253,7 @@ EnsureImageResult ImagePuller::EnsureImage(
     out.events.push_back(std::move(started));
   }
   Duration pulling{};
-  Result<std::string> ref = Pull(image, &pulling);
+  Result<std::string> ref = Pull(image, pod_credentials, &pulling);
   if (ref.ok()) {
     out.events.push_back({"Normal", "Pulled",
                           "Successfully pulled image " + Quoted(image) + " in " +

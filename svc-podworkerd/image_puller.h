@@ -24,6 +24,7 @@
 #include "lib/common/histogram.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
+#include "svc-podworkerd/registry_credentials.h"
 
 namespace nodelet::podworkerd {
 
@@ -76,9 +77,11 @@ class ImagePuller {
   // Makes `image` present per `pull_policy` ("Always", "IfNotPresent", "Never"; anything else
   // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs. With
   // `on_pulling`, the Pulling event goes to it when the pull is about to start (so an operator
-  // sees it while a slow pull runs) instead of into the result.
+  // sees it while a slow pull runs) instead of into the result. `pod_credentials` (the pod's
+  // imagePullSecrets' entries for the image, pull_secrets.h) are tried before the node's.
   EnsureImageResult EnsureImage(const std::string& image, const std::string& pull_policy,
-                                const std::function<void(const ImageEvent&)>& on_pulling = {});
+                                const std::function<void(const ImageEvent&)>& on_pulling = {},
+                                const std::vector<RegistryCredential>& pod_credentials = {});
 
   const ImagePullerConfig& config() const { return config_; }
   // Each successful PullImage's duration, by the pulled image's size (the kubelet's
@@ -105,9 +108,11 @@ class ImagePuller {
     std::chrono::milliseconds delay{0};
   };
 
-  // Pulls `image` (taking a turn, or joining a pull of it in flight). `pulling` is how long
-  // the PullImage call took.
-  Result<std::string> Pull(const std::string& image, Duration* pulling);
+  // Pulls `image` (taking a turn, or joining a pull of it with the same pod credentials in
+  // flight). `pulling` is how long the PullImage call took.
+  Result<std::string> Pull(const std::string& image,
+                           const std::vector<RegistryCredential>& pod_credentials,
+                           Duration* pulling);
   int limit() const;
 
   cri::ImageService& images_;
@@ -116,6 +121,8 @@ class ImagePuller {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // a turn freed, a flight done, a caller queued
+  // By image and the pod credentials it carries: a pod with credentials does not share the
+  // failure of a pull without them.
   std::map<std::string, std::shared_ptr<Flight>> flights_;
   std::map<std::string, Backoff> backoff_;
   std::map<std::string, Histogram> pull_durations_;  // image size bucket → durations

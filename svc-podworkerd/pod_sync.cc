@@ -15,6 +15,7 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
+#include "svc-podworkerd/pull_secrets.h"
 #include "svc-podworkerd/termination_message.h"
 
 namespace nodelet::podworkerd {
@@ -153,16 +154,43 @@ thread_local const PodRecordT* syncing_record = nullptr;
 
 Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, WaitingMap& waiting,
                               SyncOutcome& out) {
+  PodPullCredentials pull_secrets;
+  if (!pod.spec.image_pull_secrets.empty()) {
+    static const pod::ConfigObjectMap kNone;
+    auto objects = ConfigObjects();
+    pull_secrets = PullCredentialsFor(pod, objects ? objects->secrets : kNone, c.image);
+    if (!pull_secrets.error.ok()) {
+      // As a pull that failed: the kubelet's keyring is made before PullImage and its error is
+      // the pull's.
+      const std::string message = pull_secrets.error.message();
+      waiting[c.name] = {"ErrImagePull", message};
+      out.events.push_back(MakeEvent(pod, "Warning", "Failed",
+                                     "Failed to pull image \"" + c.image + "\": " + message));
+      out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: ErrImagePull"));
+      return pull_secrets.error;
+    }
+  }
   std::function<void(const ImageEvent&)> on_pulling;
-  if (progress_events_ || progress_status_) {
+  if (progress_events_ || progress_status_ || !pull_secrets.missing.empty()) {
     on_pulling = [&](const ImageEvent& e) {
-      if (progress_events_) progress_events_({MakeEvent(pod, e.type, e.reason, e.message)});
+      std::vector<status::PodEvent> events;
+      if (!pull_secrets.missing.empty()) {
+        events.push_back(MakeEvent(pod, "Warning", "FailedToRetrieveImagePullSecret",
+                                   MissingPullSecretsMessage(pull_secrets.missing)));
+      }
+      events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
+      if (progress_events_) {
+        progress_events_(std::move(events));
+      } else {
+        for (auto& ev : events) out.events.push_back(std::move(ev));
+      }
       // What the pod is while the pull runs: the record's containers as they are, the ones not
       // made yet (this one among them) waiting in ContainerCreating.
       if (progress_status_) progress_status_(pod, BuildStatus(pod, syncing_record, false));
     };
   }
-  EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy, on_pulling);
+  EnsureImageResult r =
+      puller_->EnsureImage(c.image, c.image_pull_policy, on_pulling, pull_secrets.credentials);
   for (const auto& e : r.events) out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
   if (r.retry_at) out.retry_at = out.retry_at ? std::min(*out.retry_at, *r.retry_at) : *r.retry_at;
   if (!r.status.ok()) waiting[c.name] = {r.reason, r.message};

@@ -95,17 +95,17 @@ ImageLocation LocateImage(std::string_view image) {
   return out;
 }
 
-Result<DockerKeyring> DockerKeyring::Parse(std::string_view json, const std::string& origin) {
-  auto doc = nlohmann::json::parse(json, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return InvalidArgument(origin + ": not a JSON object");
-  DockerKeyring k;
-  if (!doc.contains("auths")) return k;  // credential helpers only: nothing nodelet reads
-  if (!doc["auths"].is_object()) return InvalidArgument(origin + ": auths: not an object");
-  for (const auto& item : doc["auths"].items()) {
+namespace {
+
+// The entries of an "auths" map (`prefix` names it in errors: "auths." or "" for a .dockercfg).
+Result<std::vector<RegistryCredential>> ParseAuths(const nlohmann::json& auths,
+                                                   const std::string& origin,
+                                                   const std::string& prefix) {
+  std::vector<RegistryCredential> entries;
+  for (const auto& item : auths.items()) {
     const std::string& key = item.key();
     const nlohmann::json& entry = item.value();
-    const std::string at = origin + ": auths." + key;
+    const std::string at = origin + ": " + prefix + key;
     if (!entry.is_object()) return InvalidArgument(at + ": not an object");
     RegistryCredential c;
     c.registry = key;
@@ -132,9 +132,40 @@ Result<DockerKeyring> DockerKeyring::Parse(std::string_view json, const std::str
       c.username = decoded->substr(0, colon);
       c.password = decoded->substr(colon + 1);
     }
-    k.entries_.push_back(std::move(c));
+    entries.push_back(std::move(c));
   }
+  return entries;
+}
+
+}  // namespace
+
+Result<DockerKeyring> DockerKeyring::Parse(std::string_view json, const std::string& origin) {
+  auto doc = nlohmann::json::parse(json, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return InvalidArgument(origin + ": not a JSON object");
+  DockerKeyring k;
+  if (!doc.contains("auths")) return k;  // credential helpers only: nothing nodelet reads
+  if (!doc["auths"].is_object()) return InvalidArgument(origin + ": auths: not an object");
+  auto entries = ParseAuths(doc["auths"], origin, "auths.");
+  if (!entries.ok()) return entries.status();
+  k.entries_ = std::move(*entries);
   return k;
+}
+
+Result<DockerKeyring> DockerKeyring::ParseDockercfg(std::string_view json,
+                                                    const std::string& origin) {
+  auto doc = nlohmann::json::parse(json, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return InvalidArgument(origin + ": not a JSON object");
+  auto entries = ParseAuths(doc, origin, "");
+  if (!entries.ok()) return entries.status();
+  DockerKeyring k;
+  k.entries_ = std::move(*entries);
+  return k;
+}
+
+void DockerKeyring::Add(const DockerKeyring& other) {
+  entries_.insert(entries_.end(), other.entries_.begin(), other.entries_.end());
 }
 
 std::vector<RegistryCredential> DockerKeyring::Lookup(std::string_view image) const {

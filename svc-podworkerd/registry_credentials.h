@@ -35,6 +35,10 @@ class DockerKeyring {
  public:
   // A config.json's text; `origin` names it in errors ("FILE: auths.KEY.auth: not base64").
   static Result<DockerKeyring> Parse(std::string_view json, const std::string& origin);
+  // The older ~/.dockercfg form (a Secret's .dockercfg): the "auths" map alone.
+  static Result<DockerKeyring> ParseDockercfg(std::string_view json, const std::string& origin);
+  // `other`'s entries beside these (Lookup orders them all by how specific they are).
+  void Add(const DockerKeyring& other);
   // The credentials for `image`, most specific entry first.
   std::vector<RegistryCredential> Lookup(std::string_view image) const;
   size_t size() const { return entries_.size(); }

@@ -10,5 +10,7 @@ namespace nodelet {
 // The decoded bytes; padding ('=') and line breaks and spaces are skipped; nullopt for any other
 // character outside the alphabet.
 std::optional<std::string> DecodeBase64(std::string_view in);
+// `in` encoded, with padding and no line breaks.
+std::string EncodeBase64(std::string_view in);
 
 }  // namespace nodelet

@@ -401,6 +401,7 @@ std::string CanonicalPod(const Pod& pod) {
   });
 
   spec.Str(21, s.priority_class_name);
+  spec.StrList(22, s.image_pull_secrets);
   Writer w;
   w.Message(1, meta);
   w.Message(2, spec);

@@ -10,6 +10,7 @@ ConfigObjectMap DecodeConfigObjects(
     ConfigObject obj;
     obj.namespace_name = o->namespace_name() ? o->namespace_name()->str() : "default";
     obj.name = o->name() ? o->name()->str() : "";
+    obj.type = o->type() ? o->type()->str() : "";
     if (o->data()) {
       for (const auto* e : *o->data()) {
         if (!e->key()) continue;

@@ -16,6 +16,7 @@ struct ConfigObject {
   std::string namespace_name;
   std::string name;
   std::map<std::string, std::string> data;
+  std::string type;  // a Secret's type; empty for a ConfigMap
   bool operator==(const ConfigObject&) const = default;
 };
 

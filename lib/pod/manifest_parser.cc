@@ -679,6 +679,11 @@ class PodDecoder {
     StrList(f, "hostnames", p, a.hostnames);
   }
 
+  // A LocalObjectReference: only its name.
+  void ReferenceName(const Fields& f, const std::string& p, std::string& name) {
+    Str(f, "name", p, name);
+  }
+
   void DnsOption(const Fields& f, const std::string& p, PodDnsConfigOption& o) {
     Str(f, "name", p, o.name);
     if (const YAML::Node* n = Get(f, "value")) {
@@ -966,6 +971,7 @@ class PodDecoder {
     Str(f, "dnsPolicy", p, s.dns_policy);
     Sub(f, "dnsConfig", p, s.dns_config, &PodDecoder::DnsConfig);
     Str(f, "priorityClassName", p, s.priority_class_name);
+    ObjectList(f, "imagePullSecrets", p, s.image_pull_secrets, &PodDecoder::ReferenceName);
     for (const char* key : {"ephemeralContainers", "resourceClaims", "resources"}) {
       ForbidSet(f, key, p);
     }

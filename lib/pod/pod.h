@@ -396,6 +396,9 @@ struct PodSpec {
   // nodelet has no PriorityClass objects, so other names give priority 0, as for a standalone
   // kubelet.
   std::string priority_class_name;
+  // imagePullSecrets[].name: Secrets of the pod's namespace (kubernetes.io/dockerconfigjson or
+  // kubernetes.io/dockercfg) whose registry credentials are tried before the node's.
+  std::vector<std::string> image_pull_secrets;
   bool operator==(const PodSpec&) const = default;
 };
 

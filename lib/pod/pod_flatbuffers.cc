@@ -528,7 +528,7 @@ Offset<fb::Pod> PodToFlatBuffer(FlatBufferBuilder& b, const Pod& pod) {
       Str(b, s.node_name), Str(b, s.runtime_class_name), Str(b, s.service_account_name), s.host_pid,
       s.host_ipc, Opt(s.share_process_namespace), security, Str(b, s.hostname), Str(b, s.subdomain),
       Opt(s.set_hostname_as_fqdn), aliases, Str(b, s.dns_policy), dns_config,
-      Str(b, s.priority_class_name));
+      Str(b, s.priority_class_name), StrList(b, s.image_pull_secrets));
   return fb::CreatePod(b, meta, spec);
 }
 
@@ -594,6 +594,10 @@ Result<Pod> PodFromFlatBuffer(const fb::Pod* p) {
   pod.spec.subdomain = S(s->subdomain());
   pod.spec.set_hostname_as_fqdn = O(s->set_hostname_as_fqdn());
   pod.spec.priority_class_name = S(s->priority_class_name());
+  if (s->image_pull_secrets()) {
+    for (const auto* name : *s->image_pull_secrets())
+      pod.spec.image_pull_secrets.push_back(S(name));
+  }
   if (s->host_aliases()) {
     for (const auto* a : *s->host_aliases()) {
       HostAlias alias{S(a->ip()), {}};

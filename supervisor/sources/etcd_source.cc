@@ -94,6 +94,9 @@ std::set<std::string> ConfigRefs(const pod::Pod& pod) {
     if (v.config_map) out.insert("ConfigMap/" + ns + "/" + v.config_map->name);
     if (v.secret) out.insert("Secret/" + ns + "/" + v.secret->secret_name);
   }
+  for (const auto& name : pod.spec.image_pull_secrets) {
+    if (!name.empty()) out.insert("Secret/" + ns + "/" + name);
+  }
   for (const auto& c : pod.spec.init_containers) AddEnvRefs(c, ns, out);
   for (const auto& c : pod.spec.containers) AddEnvRefs(c, ns, out);
   return out;

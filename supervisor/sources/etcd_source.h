@@ -54,8 +54,8 @@ struct PodKeyParts {
 };
 std::optional<PodKeyParts> ParsePodKey(const std::string& prefix, const std::string& key);
 
-// The ConfigMaps and Secrets `pod` reads (volumes, env valueFrom, envFrom, in every container),
-// as "ConfigMap/NAMESPACE/NAME" and "Secret/NAMESPACE/NAME".
+// The ConfigMaps and Secrets `pod` reads (volumes, env valueFrom, envFrom, in every container,
+// imagePullSecrets), as "ConfigMap/NAMESPACE/NAME" and "Secret/NAMESPACE/NAME".
 std::set<std::string> ConfigRefs(const pod::Pod& pod);
 
 // The cache file's text for these manifests (key -> the value in etcd) and the pods' keys'

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/base64.h"
 #include "tests/testing/containerd.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/nodelet_fixture.h"
@@ -28,6 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kServe[] = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 constexpr char kRepo[] = "nodelet/busybox";
@@ -270,6 +272,51 @@ TEST_F(ImagePullTest, ARegistryWithAuthIsPulledWithTheNodesDockerConfigCredentia
   std::ifstream log(options.dir + "/registry-1.log");
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("auth.user.name=puller")) << "the pull came as the node's user";
+  EXPECT_TRUE((*locked)->Stop().ok());
+}
+
+TEST_F(ImagePullTest, APodsImagePullSecretIsTriedBeforeTheNodesAndAMissingOneIsSaid) {
+  RegistryOptions options;
+  options.dir = dir_.Sub("team-registry");
+  options.user = "team";
+  options.password = "team-pass";
+  auto locked = RegistryInstance::Start(options);
+  ASSERT_TRUE(locked.ok()) << locked.status().ToString();
+  ASSERT_TRUE((*locked)->Push(ImagesDir() + "/busybox.tar", "team/busybox:1").ok());
+  ASSERT_TRUE(WritePlainHttpHostConfig(dir_.Sub("certs.d"), (*locked)->host()).ok());
+  const std::string image = (*locked)->host() + "/team/busybox:1";
+  // The node's own credentials for that registry are wrong: only the pod's Secret can pull.
+  std::ofstream(dir_.Sub("root") + "/config.json")
+      << R"({"auths": {")" << (*locked)->host()
+      << R"(": {"username": "team", "password": "not-the-password"}}})";
+
+  StartWithPodworkerdConfig("  image-pull-backoff-initial: 1s\n  image-pull-backoff-max: 2s\n");
+  const std::string config_json = R"({"auths": {")" + (*locked)->host() + R"(": {"auth": ")" +
+                                  EncodeBase64("team:team-pass") + R"("}}})";
+  // The Secret and the pods in one file, as kubectl apply -f takes them.
+  Write("team.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: team-registry\n"
+        "type: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: " +
+            EncodeBase64(config_json) + "\n---\n" +
+            PodYaml("with-secret", image, "Always", kServe) +
+            "  imagePullSecrets:\n  - name: not-there\n  - name: team-registry\n---\n" +
+            PodYaml("without-secret", image, "Always", kServe));
+  ASSERT_TRUE(WaitApp("with-secret-node1", Running, 30s)) << last_;
+  // The pod without the Secret pulls with the node's credentials alone, and is refused.
+  ASSERT_TRUE(WaitApp(
+      "without-secret-node1",
+      [](const nlohmann::json& c) {
+        return WaitingReason(c) == "ErrImagePull" || WaitingReason(c) == "ImagePullBackOff";
+      },
+      30s))
+      << last_;
+  std::ifstream log(options.dir + "/registry-1.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("auth.user.name=team")) << "the pull came as the Secret's user";
+  EXPECT_THAT(Events("with-secret-node1"),
+              HasSubstr("Unable to retrieve some image pull secrets (not-there); attempting to "
+                        "pull the image may not succeed."));
+  EXPECT_THAT(Events("without-secret-node1"), Not(HasSubstr("image pull secrets")));
   EXPECT_TRUE((*locked)->Stop().ok());
 }
 

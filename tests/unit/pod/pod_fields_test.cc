@@ -52,6 +52,7 @@ spec:
   runtimeClassName: runc-fast
   priorityClassName: system-node-critical
   serviceAccountName: builder
+  imagePullSecrets: [{name: registry-a}, {name: registry-b}]
   hostPID: true
   hostIPC: true
   shareProcessNamespace: false

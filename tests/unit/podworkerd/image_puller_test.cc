@@ -40,11 +40,13 @@ class Pulls {
     runtime_.ReleaseHangs();
     for (auto& t : threads_) t.join();
   }
-  void Start(const std::string& image) {
+  void Start(const std::string& image, std::vector<RegistryCredential> pod_credentials = {}) {
     ASSERT_LT(results_.size(), results_.capacity());
     results_.emplace_back();
     size_t i = results_.size() - 1;
-    threads_.emplace_back([this, image, i] { results_[i] = puller_.EnsureImage(image, "Always"); });
+    threads_.emplace_back([this, image, i, pod_credentials] {
+      results_[i] = puller_.EnsureImage(image, "Always", {}, pod_credentials);
+    });
   }
   // Releases the hangs and waits for every call; returns the results in start order.
   std::vector<EnsureImageResult> Finish() {
@@ -265,6 +267,26 @@ TEST_F(ImagePullerTest, ConcurrentRequestsForOneImageShareOnePull) {
   auto results = pulls.Finish();
   for (const auto& r : results) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1);
+}
+
+TEST_F(ImagePullerTest, RequestsWithOtherPodCredentialsDoNotShareAPull) {
+  ImagePullerConfig config;
+  config.serialize = false;
+  ImagePuller puller(runtime_, clock_, config);
+  runtime_.HangCall(CriCall::kPullImage, "", /*fail_when_released=*/false);
+  const RegistryCredential team{"reg.local", "team", "pw", "", ""};
+  Pulls pulls(runtime_, puller, 3);
+  pulls.Start("reg.local/same:1");
+  pulls.Start("reg.local/same:1", {team});
+  pulls.Start("reg.local/same:1", {team});
+  // Two PullImage calls: one without credentials, one with the pod's, which the third shares.
+  ASSERT_TRUE(runtime_.WaitForHungCalls(2, 5s));
+  ASSERT_TRUE(puller.WaitForQueued(1, 5s));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 2);
+  auto results = pulls.Finish();
+  for (const auto& r : results) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 2);
+  EXPECT_THAT(runtime_.PullAuths(), ::testing::UnorderedElementsAre("", "team:pw"));
 }
 
 TEST_F(ImagePullerTest, ASharedFailedPullBacksOffOnce) {

@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "svc-podworkerd/image_puller.h"
+#include "svc-podworkerd/pull_secrets.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
 #include "tests/testing/harness.h"
@@ -121,6 +123,70 @@ TEST(RegistryCredentialsTest, TheFirstConfigThatExistsIsReadAtEachPull) {
   EXPECT_FALSE(failed.status.ok());
   EXPECT_THAT(failed.message, HasSubstr("(registry credentials not read: " + root +
                                         "/config.json: not a JSON object)"));
+}
+
+pod::ConfigObject Secret(const std::string& ns, const std::string& name, const std::string& type,
+                         std::map<std::string, std::string> data) {
+  return pod::ConfigObject{ns, name, std::move(data), type};
+}
+
+TEST(PullSecretsTest, ThePodsSecretsOfTheRegistryTypesInItsNamespaceAreRead) {
+  pod::ConfigObjectMap secrets;
+  for (auto s : {Secret("shop", "json", "kubernetes.io/dockerconfigjson",
+                        {{".dockerconfigjson",
+                          R"({"auths": {"r.io": {"username": "json", "password": "1"}}})"}}),
+                 Secret("shop", "cfg", "kubernetes.io/dockercfg",
+                        {{".dockercfg", R"({"r.io/team": {"auth": "Y2ZnOjI="}})"}}),
+                 // Right key, wrong type: the kubelet reads neither.
+                 Secret("shop", "opaque", "Opaque",
+                        {{".dockerconfigjson",
+                          R"({"auths": {"r.io": {"username": "opaque", "password": "3"}}})"}}),
+                 Secret("other", "elsewhere", "kubernetes.io/dockerconfigjson",
+                        {{".dockerconfigjson",
+                          R"({"auths": {"r.io": {"username": "other", "password": "4"}}})"}})}) {
+    secrets[s.namespace_name + "/" + s.name] = s;
+  }
+  pod::Pod pod;
+  pod.metadata.namespace_name = "shop";
+  pod.spec.image_pull_secrets = {"", "json", "cfg", "opaque", "absent", "elsewhere"};
+  PodPullCredentials got = PullCredentialsFor(pod, secrets, "r.io/team/app:1");
+  ASSERT_TRUE(got.error.ok()) << got.error.ToString();
+  // Both Secrets' entries in one keyring, the most specific first ("Y2ZnOjI=" is "cfg:2").
+  EXPECT_THAT(Users(got.credentials), ElementsAre("cfg", "json"));
+  EXPECT_THAT(got.missing, ElementsAre("absent", "elsewhere"));
+  EXPECT_EQ(MissingPullSecretsMessage(got.missing),
+            "Unable to retrieve some image pull secrets (absent, elsewhere); attempting to pull "
+            "the image may not succeed.");
+  EXPECT_THAT(Users(PullCredentialsFor(pod, secrets, "r.io/solo/app").credentials),
+              ElementsAre("json"));
+  EXPECT_TRUE(PullCredentialsFor(pod, secrets, "quay.io/x").credentials.empty());
+
+  // The pod's come first, then the node's, each tried until one pulls.
+  testing::TempDir dir;
+  std::ofstream(dir.Sub("config.json"))
+      << R"({"auths": {"r.io": {"username": "node", "password": "5"}}})";
+  testing::FakeCriRuntime runtime;
+  testing::FakeClock clock;
+  ImagePullerConfig config;
+  config.docker_config_paths = {dir.Sub("config.json")};
+  ImagePuller puller(runtime, clock, config);
+  runtime.FailCall(testing::CriCall::kPullImage, Unavailable("unauthorized"), 2);
+  ASSERT_TRUE(puller.EnsureImage("r.io/team/app:1", "Always", {}, got.credentials).status.ok());
+  EXPECT_THAT(runtime.PullAuths(), ElementsAre("cfg:2", "json:1", "node:5"));
+}
+
+TEST(PullSecretsTest, ASecretWhoseCredentialsDoNotParseIsAnErrorNamingIt) {
+  pod::ConfigObjectMap secrets;
+  secrets["default/bad"] =
+      Secret("default", "bad", "kubernetes.io/dockerconfigjson",
+             {{".dockerconfigjson", R"({"auths": {"r.io": {"auth": "%%%"}}})"}});
+  pod::Pod pod;
+  pod.spec.image_pull_secrets = {"bad"};
+  PodPullCredentials got = PullCredentialsFor(pod, secrets, "r.io/app");
+  ASSERT_FALSE(got.error.ok());
+  EXPECT_EQ(got.error.message(),
+            "imagePullSecrets: secret default/bad .dockerconfigjson: auths.r.io.auth: not base64 "
+            "of USER:PASSWORD");
 }
 
 }  // namespace

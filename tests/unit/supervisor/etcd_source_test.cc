@@ -25,7 +25,7 @@ TEST(EtcdSourceTest, APodKeyIsPrefixPodsNodeNamespaceName) {
   }
 }
 
-TEST(EtcdSourceTest, ConfigRefsAreVolumesEnvAndEnvFromOfEveryContainer) {
+TEST(EtcdSourceTest, ConfigRefsAreVolumesEnvEnvFromOfEveryContainerAndPullSecrets) {
   pod::Pod p;
   p.metadata.namespace_name = "shop";
   pod::Volume cm;
@@ -56,9 +56,10 @@ TEST(EtcdSourceTest, ConfigRefsAreVolumesEnvAndEnvFromOfEveryContainer) {
   app.env = {plain};
   app.env_from = {all};
   p.spec.containers = {app};
+  p.spec.image_pull_secrets = {"registry", ""};  // an empty name is skipped, as the kubelet does
   EXPECT_EQ(ConfigRefs(p),
             (std::set<std::string>{"ConfigMap/shop/features", "ConfigMap/shop/settings",
-                                   "Secret/shop/api", "Secret/shop/db"}));
+                                   "Secret/shop/api", "Secret/shop/db", "Secret/shop/registry"}));
   p.metadata.namespace_name.clear();
   EXPECT_EQ(ConfigRefs(p).count("ConfigMap/default/settings"), 1u) << "default namespace";
 }
