@@ -52,9 +52,9 @@ Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
     return InvalidArgument(std::string("data: ") + e.what());
   }
   // The registry credentials' types: their key must be there and hold a JSON object.
-  for (const auto& [type, key] : {std::pair<std::string, std::string>{kDockerConfigJsonType,
-                                                                      ".dockerconfigjson"},
-                                  {kDockercfgType, ".dockercfg"}}) {
+  for (const auto& [type, key] :
+       {std::pair<std::string, std::string>{kDockerConfigJsonType, ".dockerconfigjson"},
+        {kDockercfgType, ".dockercfg"}}) {
     if (out.type != type) continue;
     auto it = out.data.find(key);
     if (it == out.data.end()) return InvalidArgument("data[" + key + "]: Required value");
@@ -66,6 +66,5 @@ Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
   }
   return out;
 }
-
 
 }  // namespace nodelet::supervisor

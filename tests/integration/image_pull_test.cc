@@ -19,7 +19,10 @@
 #include <vector>
 
 #include "lib/common/base64.h"
+#include "lib/etcd/etcd_client.h"
+#include "lib/etcd/fleet_keys.h"
 #include "tests/testing/containerd.h"
+#include "tests/testing/etcd_cluster.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/nodelet_fixture.h"
 #include "tests/testing/registry.h"
@@ -275,7 +278,7 @@ TEST_F(ImagePullTest, ARegistryWithAuthIsPulledWithTheNodesDockerConfigCredentia
   EXPECT_TRUE((*locked)->Stop().ok());
 }
 
-TEST_F(ImagePullTest, APodsImagePullSecretIsTriedBeforeTheNodesAndAMissingOneIsSaid) {
+TEST_F(ImagePullTest, APodsImagePullSecretsFromItsSourceAreTriedBeforeTheNodes) {
   RegistryOptions options;
   options.dir = dir_.Sub("team-registry");
   options.user = "team";
@@ -285,23 +288,51 @@ TEST_F(ImagePullTest, APodsImagePullSecretIsTriedBeforeTheNodesAndAMissingOneIsS
   ASSERT_TRUE((*locked)->Push(ImagesDir() + "/busybox.tar", "team/busybox:1").ok());
   ASSERT_TRUE(WritePlainHttpHostConfig(dir_.Sub("certs.d"), (*locked)->host()).ok());
   const std::string image = (*locked)->host() + "/team/busybox:1";
-  // The node's own credentials for that registry are wrong: only the pod's Secret can pull.
+  // The node's own credentials for that registry are wrong: only a pod's Secret can pull.
   std::ofstream(dir_.Sub("root") + "/config.json")
       << R"({"auths": {")" << (*locked)->host()
       << R"(": {"username": "team", "password": "not-the-password"}}})";
+  auto secret = [&](const std::string& name) {
+    return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " + name +
+           "\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: " +
+           EncodeBase64(R"({"auths": {")" + (*locked)->host() + R"(": {"auth": ")" +
+                        EncodeBase64("team:team-pass") + R"("}}})") +
+           "\n";
+  };
+  auto pull_secrets = [](const std::string& name) {
+    return "  imagePullSecrets:\n  - name: not-there\n  - name: " + name + "\n";
+  };
 
-  StartWithPodworkerdConfig("  image-pull-backoff-initial: 1s\n  image-pull-backoff-max: 2s\n");
-  const std::string config_json = R"({"auths": {")" + (*locked)->host() + R"(": {"auth": ")" +
-                                  EncodeBase64("team:team-pass") + R"("}}})";
-  // The Secret and the pods in one file, as kubectl apply -f takes them.
-  Write("team.yaml",
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: team-registry\n"
-        "type: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: " +
-            EncodeBase64(config_json) + "\n---\n" +
-            PodYaml("with-secret", image, "Always", kServe) +
-            "  imagePullSecrets:\n  - name: not-there\n  - name: team-registry\n---\n" +
-            PodYaml("without-secret", image, "Always", kServe));
+  // A fleet's etcd carries a Secret and a pod that names it (the etcd source reads and watches
+  // the Secrets its pods name); the manifest directory another Secret beside a pod, and a pod
+  // without one.
+  EtcdClusterOptions etcd_options;
+  etcd_options.members = 1;
+  EtcdCluster cluster(etcd_options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.Logs();
+  auto etcd = etcd::Client::Connect(*cluster.ClientOptionsFor(), RealClock::Get());
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  const etcd::FleetKeys keys;
+  ASSERT_TRUE(
+      (*etcd)
+          ->Put(keys.Config("Secret", "default", "fleet-registry"), secret("fleet-registry"))
+          .ok());
+  ASSERT_TRUE(
+      (*etcd)
+          ->Put(keys.Pod("node1", "default", "from-etcd"),
+                PodYaml("from-etcd", image, "Always", kServe) + pull_secrets("fleet-registry"))
+          .ok());
+  Write("team.yaml", secret("team-registry") + "---\n" +
+                         PodYaml("with-secret", image, "Always", kServe) +
+                         pull_secrets("team-registry") + "---\n" +
+                         PodYaml("without-secret", image, "Always", kServe));
+  std::ofstream(dir_.Sub("nodelet.yaml"))
+      << "podworkerd:\n  image-pull-backoff-initial: 1s\n  image-pull-backoff-max: 2s\n";
+  StartNodelet({"--config", dir_.Sub("nodelet.yaml"), "--etcd-endpoints",
+                cluster.endpoints_string(), "--etcd-allow-insecure"});
+
   ASSERT_TRUE(WaitApp("with-secret-node1", Running, 30s)) << last_;
+  ASSERT_TRUE(WaitApp("from-etcd", Running, 30s)) << last_;
   // The pod without the Secret pulls with the node's credentials alone, and is refused.
   ASSERT_TRUE(WaitApp(
       "without-secret-node1",
@@ -313,9 +344,11 @@ TEST_F(ImagePullTest, APodsImagePullSecretIsTriedBeforeTheNodesAndAMissingOneIsS
   std::ifstream log(options.dir + "/registry-1.log");
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("auth.user.name=team")) << "the pull came as the Secret's user";
-  EXPECT_THAT(Events("with-secret-node1"),
-              HasSubstr("Unable to retrieve some image pull secrets (not-there); attempting to "
-                        "pull the image may not succeed."));
+  for (const char* pod : {"with-secret-node1", "from-etcd"}) {
+    EXPECT_THAT(Events(pod), HasSubstr("Unable to retrieve some image pull secrets (not-there); "
+                                       "attempting to pull the image may not succeed."))
+        << pod;
+  }
   EXPECT_THAT(Events("without-secret-node1"), Not(HasSubstr("image pull secrets")));
   EXPECT_TRUE((*locked)->Stop().ok());
 }

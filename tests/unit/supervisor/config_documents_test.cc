@@ -27,8 +27,9 @@ TEST(ConfigDocumentsTest, DataIsDecodedAndASecretHasItsType) {
   EXPECT_EQ(secret->type, "Opaque") << "a Secret that names no type";
   EXPECT_EQ(secret->data.at("a"), "one\n");
   EXPECT_EQ(secret->data.at("b"), "two");
-  auto config_map = Parse("ConfigMap", "data: {a: text}\nbinaryData: {b: " +
-                                           EncodeBase64(std::string("\0\xff", 2)) + "}");
+  auto config_map =
+      Parse("ConfigMap",
+            "data: {a: text}\nbinaryData: {b: " + EncodeBase64(std::string("\0\xff", 2)) + "}");
   ASSERT_TRUE(config_map.ok()) << config_map.status().ToString();
   EXPECT_EQ(config_map->type, "");
   EXPECT_EQ(config_map->data.at("b"), std::string("\0\xff", 2));
@@ -39,11 +40,12 @@ TEST(ConfigDocumentsTest, DataIsDecodedAndASecretHasItsType) {
 
 TEST(ConfigDocumentsTest, RegistryCredentialSecretsNeedTheirKeyHoldingAJsonObject) {
   const std::string json = EncodeBase64(R"({"auths": {}})");
-  auto good = Parse("Secret", "type: kubernetes.io/dockerconfigjson\ndata: {.dockerconfigjson: " +
-                                  json + "}");
+  auto good = Parse(
+      "Secret", "type: kubernetes.io/dockerconfigjson\ndata: {.dockerconfigjson: " + json + "}");
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_EQ(good->type, "kubernetes.io/dockerconfigjson");
-  auto missing = Parse("Secret", "type: kubernetes.io/dockerconfigjson\ndata: {other: " + json + "}");
+  auto missing =
+      Parse("Secret", "type: kubernetes.io/dockerconfigjson\ndata: {other: " + json + "}");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "data[.dockerconfigjson]: Required value");
   auto not_json = Parse("Secret", "type: kubernetes.io/dockercfg\nstringData: {.dockercfg: '['}");
