@@ -140,8 +140,9 @@ class CountingRuntime final : public cri::RuntimeService, public cri::ImageServi
     return Count("image_status", images_.ImageStatus(image, verbose));
   }
   Result<std::string> PullImage(const cri::v1::ImageSpec& image, const cri::v1::AuthConfig* auth,
-                                const cri::v1::PodSandboxConfig* sandbox) override {
-    return Count("pull_image", images_.PullImage(image, auth, sandbox));
+                                const cri::v1::PodSandboxConfig* sandbox,
+                                cri::CallCancel* cancel) override {
+    return Count("pull_image", images_.PullImage(image, auth, sandbox, cancel));
   }
   Status RemoveImage(const cri::v1::ImageSpec& image) override {
     return CountStatus("remove_image", images_.RemoveImage(image));

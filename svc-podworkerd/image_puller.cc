@@ -52,6 +52,16 @@ Status ValidateImagePullerConfig(const ImagePullerConfig& c) {
 ImagePuller::ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config)
     : images_(images), clock_(clock), config_(config) {}
 
+ImagePuller::~ImagePuller() {
+  CancelAll();
+  std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& [_, t] : threads) t.join();
+}
+
 int ImagePuller::limit() const {
   if (config_.serialize) return 1;
   return config_.max_parallel > 0 ? config_.max_parallel : 0;
@@ -62,9 +72,15 @@ int ImagePuller::running() const {
   return running_;
 }
 
+int ImagePuller::QueuedLocked() const {
+  int n = 0;
+  for (const auto& [_, f] : flights_) n += f->started ? std::max(0, f->waiters - 1) : f->waiters;
+  return n;
+}
+
 int ImagePuller::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return queued_;
+  return QueuedLocked();
 }
 
 int ImagePuller::max_running_seen() const {
@@ -74,49 +90,54 @@ int ImagePuller::max_running_seen() const {
 
 bool ImagePuller::WaitForQueued(int n, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return queued_ >= n; });
+  return cv_.wait_for(lock, timeout, [&] { return QueuedLocked() >= n; });
 }
 
-Result<std::string> ImagePuller::Pull(const std::string& image,
-                                      const std::vector<RegistryCredential>& pod_credentials,
-                                      Duration* pulling) {
-  std::string flight_key = image;
-  for (const auto& c : pod_credentials) {
-    for (const std::string* part :
-         {&c.registry, &c.username, &c.password, &c.identity_token, &c.registry_token}) {
-      flight_key += '\0' + *part;
+void ImagePuller::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_all_ = true;
+  for (auto& [_, f] : flights_) {
+    if (f->started) {
+      f->cancel.Cancel();  // the thread ends with the call and reports CANCELLED
+    } else {
+      f->ref = Status(StatusCode::kCancelled, "image pull cancelled: podworkerd is stopping");
+      f->done = true;
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (auto it = flights_.find(flight_key); it != flights_.end()) {
-    // Someone is pulling this image already: wait for that pull and share its result.
-    std::shared_ptr<Flight> flight = it->second;
-    ++queued_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return flight->done; });
-    --queued_;
-    *pulling = flight->pulling;
-    return flight->ref;
-  }
-  auto flight = std::make_shared<Flight>();
-  flights_[flight_key] = flight;
-  const int max = limit();
-  if (max > 0 && running_ >= max) {
-    ++queued_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return running_ < max; });
-    --queued_;
-  }
-  ++running_;
-  max_running_seen_ = std::max(max_running_seen_, running_);
-  lock.unlock();
+  waiting_for_turn_.clear();
+  std::erase_if(flights_, [](const auto& entry) { return !entry.second->started; });
+  cv_.notify_all();
+}
 
+void ImagePuller::StartTurns() {
+  // Threads whose flight has finished return at once: joined here rather than kept.
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->first->finished) {
+      it->second.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const int max = limit();
+  while (!waiting_for_turn_.empty() && (max <= 0 || running_ < max)) {
+    std::shared_ptr<Flight> flight = waiting_for_turn_.front();
+    waiting_for_turn_.erase(waiting_for_turn_.begin());
+    flight->started = true;
+    ++running_;
+    max_running_seen_ = std::max(max_running_seen_, running_);
+    threads_.emplace_back(flight, std::thread([this, flight] { RunFlight(flight); }));
+  }
+}
+
+void ImagePuller::RunFlight(const std::shared_ptr<Flight>& flight) {
+  const std::string& image = flight->image;
   cri::v1::ImageSpec spec;
   spec.set_image(image);
   // The pod's credentials, then the node's for the image's registry, each tried in turn (the
   // kubelet's way); none: the pull carries none. A config.json that does not parse is said in
   // the pull's error.
-  std::vector<RegistryCredential> credentials = pod_credentials;
+  std::vector<RegistryCredential> credentials = flight->pod_credentials;
   Status keyring_error;
   if (!config_.docker_config_paths.empty()) {
     auto keyring = ReadDockerKeyring(config_.docker_config_paths);
@@ -129,7 +150,7 @@ Result<std::string> ImagePuller::Pull(const std::string& image,
   const MonoTime start = clock_.Now();
   Result<std::string> ref = Unavailable("no pull");
   if (credentials.empty()) {
-    ref = images_.PullImage(spec, nullptr, nullptr);
+    ref = images_.PullImage(spec, nullptr, nullptr, &flight->cancel);
   }
   for (const auto& c : credentials) {
     cri::v1::AuthConfig auth;
@@ -139,10 +160,11 @@ Result<std::string> ImagePuller::Pull(const std::string& image,
     auth.set_registry_token(c.registry_token);
     // No server_address: the entry was matched to the image's registry here, and containerd
     // reads the field as a URL (a bare "HOST:PORT" fails to parse there).
-    ref = images_.PullImage(spec, &auth, nullptr);
-    if (ref.ok()) break;
+    ref = images_.PullImage(spec, &auth, nullptr, &flight->cancel);
+    if (ref.ok() || flight->cancel.cancelled()) break;
   }
-  if (!ref.ok() && !keyring_error.ok()) {
+  const bool cancelled = flight->cancel.cancelled();
+  if (!ref.ok() && !cancelled && !keyring_error.ok()) {
     ref = Status(ref.status().code(), ref.status().message() + " (registry credentials not read: " +
                                           keyring_error.message() + ")");
   }
@@ -157,29 +179,94 @@ Result<std::string> ImagePuller::Pull(const std::string& image,
     }
   }
 
-  lock.lock();
+  std::lock_guard<std::mutex> lock(mu_);
   if (ref.ok()) {
     auto [h, _] = pull_durations_.try_emplace(
         ImageSizeBucket(size), std::vector<double>{1, 5, 10, 20, 30, 60, 120, 180, 240, 300, 360,
                                                    480, 600, 900, 1200, 1800, 2700, 3600});
     h->second.Observe(std::chrono::duration_cast<std::chrono::microseconds>(took));
-  }
-  --running_;
-  if (ref.ok()) {
     backoff_.erase(image);
-  } else {
+  } else if (!cancelled) {
     Backoff& b = backoff_[image];
     b.delay =
         b.delay.count() == 0 ? config_.backoff_initial : std::min(b.delay * 2, config_.backoff_max);
     b.until = clock_.Now() + b.delay;
   }
+  --running_;
   flight->ref = ref;
   flight->pulling = took;
   flight->done = true;
-  flights_.erase(flight_key);
+  if (auto it = flights_.find(flight->key); it != flights_.end() && it->second == flight) {
+    flights_.erase(it);
+  }
+  StartTurns();
+  // Last: from here on this thread only returns, so whoever holds mu_ next may join it.
+  flight->finished = true;
   cv_.notify_all();
-  *pulling = took;
-  return ref;
+}
+
+Result<std::string> ImagePuller::Pull(const std::string& image, const PullOptions& options,
+                                      Duration* pulling) {
+  std::string key = image;
+  for (const auto& c : options.pod_credentials) {
+    for (const std::string* part :
+         {&c.registry, &c.username, &c.password, &c.identity_token, &c.registry_token}) {
+      key += '\0' + *part;
+    }
+  }
+  cri::CallCancel* cancel = options.cancel;
+  auto cancelled = [&] { return cancel != nullptr && cancel->cancelled(); };
+  if (cancelled()) {
+    return Status(StatusCode::kCancelled,
+                  "image pull of \"" + image + "\" abandoned: the pod is being stopped");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (cancelled_all_)
+    return Status(StatusCode::kCancelled, "image pull cancelled: podworkerd is stopping");
+  std::shared_ptr<Flight>& slot = flights_[key];
+  if (!slot) {
+    slot = std::make_shared<Flight>();
+    slot->key = key;
+    slot->image = image;
+    slot->pod_credentials = options.pod_credentials;
+    waiting_for_turn_.push_back(slot);
+  }
+  std::shared_ptr<Flight> flight = slot;
+  ++flight->waiters;
+  StartTurns();
+  cv_.notify_all();
+  // The caller's cancellation wakes this wait; the wait itself has no deadline, as the pull has
+  // none. `cancel` is read without its lock here, and cancelled outside this one.
+  lock.unlock();
+  {
+    cri::CallCancelScope woken(cancel, [this] {
+      std::lock_guard<std::mutex> inner(mu_);
+      cv_.notify_all();
+    });
+    lock.lock();
+    cv_.wait(lock, [&] { return flight->done || cancelled(); });
+    lock.unlock();
+  }
+  lock.lock();
+  --flight->waiters;
+  if (!flight->done) {
+    // Gone before the result: the last caller to go cancels the pull.
+    if (flight->waiters == 0) {
+      if (auto it = flights_.find(key); it != flights_.end() && it->second == flight) {
+        flights_.erase(it);
+      }
+      if (flight->started) {
+        flight->cancel.Cancel();
+      } else {
+        std::erase(waiting_for_turn_, flight);
+      }
+    }
+    cv_.notify_all();
+    return Status(StatusCode::kCancelled,
+                  "image pull of \"" + image + "\" abandoned: the pod is being stopped");
+  }
+  *pulling = flight->pulling;
+  return flight->ref;
 }
 
 std::string ImageSizeBucket(uint64_t bytes) {
@@ -203,8 +290,7 @@ void ImagePuller::ExportPullDurations(std::vector<std::pair<std::string, uint64_
 }
 
 EnsureImageResult ImagePuller::EnsureImage(const std::string& image, const std::string& pull_policy,
-                                           const std::function<void(const ImageEvent&)>& on_pulling,
-                                           const std::vector<RegistryCredential>& pod_credentials) {
+                                           const PullOptions& options) {
   EnsureImageResult out;
   cri::v1::ImageSpec spec;
   spec.set_image(image);
@@ -247,13 +333,13 @@ EnsureImageResult ImagePuller::EnsureImage(const std::string& image, const std::
     }
   }
   ImageEvent started{"Normal", "Pulling", "Pulling image " + Quoted(image)};
-  if (on_pulling) {
-    on_pulling(started);
+  if (options.on_pulling) {
+    options.on_pulling(started);
   } else {
     out.events.push_back(std::move(started));
   }
   Duration pulling{};
-  Result<std::string> ref = Pull(image, pod_credentials, &pulling);
+  Result<std::string> ref = Pull(image, options, &pulling);
   if (ref.ok()) {
     out.events.push_back({"Normal", "Pulled",
                           "Successfully pulled image " + Quoted(image) + " in " +

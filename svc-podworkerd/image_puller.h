@@ -8,6 +8,12 @@
 // and its result. A failed pull backs the image off (initial delay doubling to max); while in
 // back-off the image is not pulled and the container waits in ImagePullBackOff. A successful
 // pull clears the back-off. Thread-safe: every pod worker thread calls EnsureImage.
+//
+// A pull has no deadline (the kubelet's --runtime-request-timeout does not bound pulls either):
+// PullImage runs on a thread of the puller's own, and each caller waits for its result until
+// its CallCancel is cancelled (podworkerd: the caller's pod is being stopped), then goes with
+// CANCELLED; once no caller waits for a pull, its PullImage call is cancelled. A cancelled pull
+// does not back the image off. CancelAll (and the destructor) ends every pull.
 #pragma once
 
 #include <chrono>
@@ -18,11 +24,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/histogram.h"
 #include "lib/common/status.h"
+#include "lib/cri/call_cancel.h"
 #include "lib/cri/runtime_service.h"
 #include "svc-podworkerd/registry_credentials.h"
 
@@ -53,6 +62,17 @@ struct ImageEvent {
   std::string message;
 };
 
+// What a caller brings besides the image and the policy.
+struct PullOptions {
+  // The Pulling event, when the pull is about to start (so an operator sees it while a slow
+  // pull runs) instead of into the result.
+  std::function<void(const ImageEvent&)> on_pulling;
+  // The pod's imagePullSecrets' entries for the image (pull_secrets.h), tried before the node's.
+  std::vector<RegistryCredential> pod_credentials;
+  // Cancelled: stop waiting (the result is CANCELLED).
+  cri::CallCancel* cancel = nullptr;
+};
+
 struct EnsureImageResult {
   // OK when the image is present (it was, or it was pulled). Otherwise the container waits
   // with `reason` (ErrImageInspect, ErrImageNeverPull, ErrImagePull, ImagePullBackOff) and
@@ -73,15 +93,19 @@ std::string ImageSizeBucket(uint64_t bytes);
 class ImagePuller {
  public:
   ImagePuller(cri::ImageService& images, const Clock& clock, ImagePullerConfig config = {});
+  // CancelAll, then joins the pulls' threads.
+  ~ImagePuller();
+  ImagePuller(const ImagePuller&) = delete;
+  ImagePuller& operator=(const ImagePuller&) = delete;
 
   // Makes `image` present per `pull_policy` ("Always", "IfNotPresent", "Never"; anything else
-  // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs. With
-  // `on_pulling`, the Pulling event goes to it when the pull is about to start (so an operator
-  // sees it while a slow pull runs) instead of into the result. `pod_credentials` (the pod's
-  // imagePullSecrets' entries for the image, pull_secrets.h) are tried before the node's.
+  // is treated as IfNotPresent). Blocks while the pull waits for its turn and runs, or until
+  // `options.cancel` is cancelled.
   EnsureImageResult EnsureImage(const std::string& image, const std::string& pull_policy,
-                                const std::function<void(const ImageEvent&)>& on_pulling = {},
-                                const std::vector<RegistryCredential>& pod_credentials = {});
+                                const PullOptions& options = {});
+  // Cancels every pull, running or waiting for its turn, and every pull asked for later
+  // (podworkerd is stopping): their callers get CANCELLED.
+  void CancelAll();
 
   const ImagePullerConfig& config() const { return config_; }
   // Each successful PullImage's duration, by the pulled image's size (the kubelet's
@@ -97,23 +121,35 @@ class ImagePuller {
   bool WaitForQueued(int n, std::chrono::milliseconds timeout) const;
 
  private:
-  // One PullImage call in flight, shared by every caller asking for the same image meanwhile.
+  // One pull, shared by every caller asking for the same image with the same pod credentials
+  // meanwhile; run by a thread of its own once it has a turn.
   struct Flight {
-    bool done = false;
+    std::string key;  // in flights_
+    std::string image;
+    std::vector<RegistryCredential> pod_credentials;
+    int waiters = 0;        // callers waiting for its result
+    bool started = false;   // has a turn and a thread
+    bool done = false;      // the result is there
+    bool finished = false;  // its thread is about to return (joinable at once)
     Result<std::string> ref = std::string();
-    Duration pulling{};  // the PullImage call itself
+    Duration pulling{};      // the PullImage calls themselves
+    cri::CallCancel cancel;  // the PullImage call's
   };
   struct Backoff {
     MonoTime until{};
     std::chrono::milliseconds delay{0};
   };
 
-  // Pulls `image` (taking a turn, or joining a pull of it with the same pod credentials in
-  // flight). `pulling` is how long the PullImage call took.
-  Result<std::string> Pull(const std::string& image,
-                           const std::vector<RegistryCredential>& pod_credentials,
-                           Duration* pulling);
+  // Waits for a pull of `image` (a new one, or one with the same pod credentials in flight).
+  // `pulling` is how long the PullImage calls took.
+  Result<std::string> Pull(const std::string& image, const PullOptions& options, Duration* pulling);
+  // Gives the pulls waiting for a turn their threads, as the limit allows; reaps finished
+  // threads. Under mu_.
+  void StartTurns();
+  // A flight's thread: the PullImage calls, then the result.
+  void RunFlight(const std::shared_ptr<Flight>& flight);
   int limit() const;
+  int QueuedLocked() const;
 
   cri::ImageService& images_;
   const Clock& clock_;
@@ -124,11 +160,13 @@ class ImagePuller {
   // By image and the pod credentials it carries: a pod with credentials does not share the
   // failure of a pull without them.
   std::map<std::string, std::shared_ptr<Flight>> flights_;
+  std::vector<std::shared_ptr<Flight>> waiting_for_turn_;  // in the order they were asked for
+  std::vector<std::pair<std::shared_ptr<Flight>, std::thread>> threads_;
   std::map<std::string, Backoff> backoff_;
   std::map<std::string, Histogram> pull_durations_;  // image size bucket → durations
   int running_ = 0;
-  int queued_ = 0;
   int max_running_seen_ = 0;
+  bool cancelled_all_ = false;
 };
 
 }  // namespace nodelet::podworkerd

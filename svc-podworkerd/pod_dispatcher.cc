@@ -181,6 +181,11 @@ std::optional<MonoTime> PodDispatcher::NextDue() const {
 }
 
 void PodDispatcher::Update(PodUpdate<pod::Pod> update) {
+  // A pod that must stop while its worker syncs it: the sync gives up what it waits for
+  // without end (an image pull), so that the kill comes next.
+  if (update.type == UpdateType::kKill && lifecycle_.Busy(update.uid)) {
+    effects_.CancelSync(update.uid);
+  }
   auto work = lifecycle_.Update(std::move(update));
   if (work) Dispatch(std::move(*work));
 }

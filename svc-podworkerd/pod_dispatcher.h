@@ -87,6 +87,9 @@ class DispatcherEffects {
   virtual void ForgetPod(const std::string& uid) = 0;
   // The desired pods' uids and images, which garbage collection keeps.
   virtual void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) = 0;
+  // The pod must stop while its worker runs a sync: the sync stops waiting for an image pull
+  // (PodSyncer::CancelPulls). Any thread may be the worker's.
+  virtual void CancelSync(const std::string& uid) { (void)uid; }
   // The pod was just changed in the runtime: ask plegd to relist it alone now rather than wait
   // for its next full relist.
   virtual void RequestRelist(const std::string& uid) { (void)uid; }

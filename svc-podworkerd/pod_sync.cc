@@ -170,9 +170,13 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
       return pull_secrets.error;
     }
   }
-  std::function<void(const ImageEvent&)> on_pulling;
+  PullOptions pull;
+  pull.pod_credentials = std::move(pull_secrets.credentials);
+  // Held for the pull: ForgetPod may drop the pod's entry meanwhile.
+  std::shared_ptr<cri::CallCancel> cancel = PullCancel(pod.metadata.uid);
+  pull.cancel = cancel.get();
   if (progress_events_ || progress_status_ || !pull_secrets.missing.empty()) {
-    on_pulling = [&](const ImageEvent& e) {
+    pull.on_pulling = [&](const ImageEvent& e) {
       std::vector<status::PodEvent> events;
       if (!pull_secrets.missing.empty()) {
         events.push_back(MakeEvent(pod, "Warning", "FailedToRetrieveImagePullSecret",
@@ -189,8 +193,7 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
       if (progress_status_) progress_status_(pod, BuildStatus(pod, syncing_record, false));
     };
   }
-  EnsureImageResult r =
-      puller_->EnsureImage(c.image, c.image_pull_policy, on_pulling, pull_secrets.credentials);
+  EnsureImageResult r = puller_->EnsureImage(c.image, c.image_pull_policy, pull);
   for (const auto& e : r.events) out.events.push_back(MakeEvent(pod, e.type, e.reason, e.message));
   if (r.retry_at) out.retry_at = out.retry_at ? std::min(*out.retry_at, *r.retry_at) : *r.retry_at;
   if (!r.status.ok()) waiting[c.name] = {r.reason, r.message};
@@ -1107,7 +1110,20 @@ v1::PodSandboxConfig PodSyncer::SandboxConfig(const pod::Pod& pod, uint32_t atte
   return config;
 }
 
+std::shared_ptr<cri::CallCancel> PodSyncer::PullCancel(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(pull_cancel_mu_);
+  auto& slot = pull_cancels_[uid];
+  if (!slot) slot = std::make_shared<cri::CallCancel>();
+  return slot;
+}
+
+void PodSyncer::CancelPulls(const std::string& uid) { PullCancel(uid)->Cancel(); }
+
 void PodSyncer::ForgetPod(const std::string& uid) {
+  {
+    std::lock_guard<std::mutex> lock(pull_cancel_mu_);
+    pull_cancels_.erase(uid);
+  }
   {
     std::lock_guard<std::mutex> lock(backoff_mu_);
     backoff_.ForgetPod(uid);

@@ -110,6 +110,14 @@ class PodSyncer {
     puller_ = std::make_unique<ImagePuller>(images_, clock_, config);
   }
   const ImagePuller& image_puller() const { return *puller_; }
+  // The pod is being stopped: its worker stops waiting for an image pull (now, or when its
+  // sync reaches one), and a pull no one else waits for is cancelled. Until ForgetPod. Any
+  // thread.
+  void CancelPulls(const std::string& uid);
+  // podworkerd is stopping: every pull ends (ImagePuller::CancelAll).
+  void CancelAllPulls() {
+    if (puller_) puller_->CancelAll();
+  }
   // The image pulls' durations (ImagePuller::ExportPullDurations); nothing before the puller is
   // made.
   void ExportPullDurations(std::vector<std::pair<std::string, uint64_t>>& out) const {
@@ -266,6 +274,10 @@ class PodSyncer {
   std::mutex backoff_mu_;
   CrashLoopBackoff backoff_;
   std::unique_ptr<ImagePuller> puller_;
+  // The pod's pulls' canceller (made on first use).
+  std::shared_ptr<cri::CallCancel> PullCancel(const std::string& uid);
+  std::mutex pull_cancel_mu_;
+  std::map<std::string, std::shared_ptr<cri::CallCancel>> pull_cancels_;  // by pod uid
   int max_dead_per_container_ = 1;
   // Containers whose OOM kill was already reported (one event each).
   std::set<std::string> oom_reported_;

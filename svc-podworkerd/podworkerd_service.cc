@@ -102,6 +102,7 @@ class PodworkerdService::Effects : public DispatcherEffects {
   }
   void RemoveProbes(const std::string& uid) override { s_.probes_->RemovePod(uid); }
   void ForgetPod(const std::string& uid) override { s_.syncer_->ForgetPod(uid); }
+  void CancelSync(const std::string& uid) override { s_.syncer_->CancelPulls(uid); }
   void SetGcDesired(std::set<std::string> uids, std::set<std::string> images) override {
     if (s_.container_logs_) s_.container_logs_->SetDesired(uids);
     {
@@ -351,6 +352,8 @@ Status PodworkerdService::Start() {
 void PodworkerdService::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  // A pull has no deadline: it is ended, so that the worker waiting for it returns.
+  if (syncer_) syncer_->CancelAllPulls();
   if (pool_) pool_->Stop();
   gc_.reset();
   container_logs_.reset();
@@ -933,7 +936,9 @@ ServiceSpec MakeSpec() {
                    "kubepods cgroup's limits)");
     app.add_option("--kube-reserved", config->kube_reserved,
                    "Resources kept for nodelet itself (same syntax)");
-    app.add_option("--runtime-request-timeout", *timeout, "Deadline of CRI calls that change state")
+    app.add_option("--runtime-request-timeout", *timeout,
+                   "Deadline of CRI calls that change state, but not of PullImage, which has "
+                   "none (as the kubelet's)")
         ->check(DurationValidator())
         ->capture_default_str();
     app.add_option("--crashloop-initial", *initial, "First crash-loop back-off delay")

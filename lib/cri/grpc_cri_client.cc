@@ -475,16 +475,23 @@ Result<v1::ImageStatusResponse> GrpcCriClient::ImageStatus(const v1::ImageSpec& 
 }
 
 Result<std::string> GrpcCriClient::PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
-                                             const v1::PodSandboxConfig* sandbox_config) {
+                                             const v1::PodSandboxConfig* sandbox_config,
+                                             CallCancel* cancel) {
   v1::PullImageRequest request;
   *request.mutable_image() = image;
   if (auth != nullptr) *request.mutable_auth() = *auth;
   if (sandbox_config != nullptr) *request.mutable_sandbox_config() = *sandbox_config;
   v1::PullImageResponse response;
-  Status s = Invoke("PullImage", timeouts_.call, [&](grpc::ClientContext* c) {
-    return stubs_->image->PullImage(c, request, &response);
-  });
-  if (!s.ok()) return s;
+  // No deadline, as the kubelet's pulls have none (its --runtime-request-timeout does not bound
+  // them): a large image on a slow registry takes what it takes. The caller ends it by `cancel`
+  // (podworkerd: the pod is being stopped, or podworkerd is).
+  grpc::ClientContext context;
+  grpc::Status status;
+  {
+    CallCancelScope bound(cancel, [&context] { context.TryCancel(); });
+    status = stubs_->image->PullImage(&context, request, &response);
+  }
+  if (!status.ok()) return StatusFromGrpc("PullImage", status);
   if (response.image_ref().empty()) {
     return CallFailed("PullImage",
                       "the runtime returned an empty image ref for '" + image.image() + "'");

@@ -21,7 +21,7 @@ namespace nodelet::cri {
 // (Version, Status, List*, *Status) get a much shorter one here, so that a hung runtime is
 // noticed quickly by whoever relists it.
 struct CriTimeouts {
-  // RunPodSandbox, Stop/Remove*, CreateContainer, StartContainer, PullImage, RemoveImage; also
+  // RunPodSandbox, Stop/Remove*, CreateContainer, StartContainer, RemoveImage; also
   // the base of StopContainer's (plus its grace period) and ExecSync's (plus its timeout).
   std::chrono::milliseconds call{std::chrono::minutes(2)};
   // Version, Status, ListPodSandbox, PodSandboxStatus, ListContainers, ContainerStatus,
@@ -100,7 +100,8 @@ class GrpcCriClient final : public RuntimeService, public ImageService {
   Result<std::vector<v1::Image>> ListImages(const v1::ImageFilter& filter) override;
   Result<v1::ImageStatusResponse> ImageStatus(const v1::ImageSpec& image, bool verbose) override;
   Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
-                                const v1::PodSandboxConfig* sandbox_config) override;
+                                const v1::PodSandboxConfig* sandbox_config,
+                                CallCancel* cancel) override;
   Status RemoveImage(const v1::ImageSpec& image) override;
   Result<v1::ImageFsInfoResponse> ImageFsInfo() override;
 

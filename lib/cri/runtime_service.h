@@ -21,6 +21,7 @@
 
 #include "lib/common/status.h"
 #include "lib/cri/api.pb.h"
+#include "lib/cri/call_cancel.h"
 
 namespace nodelet::cri {
 
@@ -102,9 +103,11 @@ class ImageService {
   // OK with `has_image() == false` when the image is not present.
   virtual Result<v1::ImageStatusResponse> ImageStatus(const v1::ImageSpec& image, bool verbose) = 0;
   // Pulls the image; returns its reference (image id or digest). `auth` and `sandbox_config`
-  // may be null.
+  // may be null. No deadline (a pull takes as long as the image needs, as the kubelet's); with
+  // `cancel`, CallCancel::Cancel() ends it (CANCELLED).
   virtual Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
-                                        const v1::PodSandboxConfig* sandbox_config) = 0;
+                                        const v1::PodSandboxConfig* sandbox_config,
+                                        CallCancel* cancel) = 0;
   virtual Status RemoveImage(const v1::ImageSpec& image) = 0;
   // The filesystem(s) that hold images: mountpoint and the bytes the images use there.
   virtual Result<v1::ImageFsInfoResponse> ImageFsInfo() = 0;

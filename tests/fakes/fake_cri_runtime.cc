@@ -150,6 +150,11 @@ bool FakeCriRuntime::WaitForHungCalls(int count, std::chrono::milliseconds timeo
   return state_cv_.wait_for(lock, timeout, [&] { return hung_ >= count; });
 }
 
+bool FakeCriRuntime::WaitForHungCallsAtMost(int count, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return state_cv_.wait_for(lock, timeout, [&] { return hung_ <= count; });
+}
+
 int FakeCriRuntime::hung_calls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return hung_;
@@ -162,7 +167,7 @@ int FakeCriRuntime::CallCount(CriCall call) const {
 }
 
 Status FakeCriRuntime::Enter(std::unique_lock<std::mutex>& lock, CriCall call,
-                             const std::vector<std::string>& ids) {
+                             const std::vector<std::string>& ids, const cri::CallCancel* cancel) {
   ++call_counts_[call];
   auto matches = [&](CriCall rule_call, const std::string& rule_id) {
     if (rule_call != call) return false;
@@ -174,9 +179,11 @@ Status FakeCriRuntime::Enter(std::unique_lock<std::mutex>& lock, CriCall call,
     uint64_t generation = hang_generation_;
     ++hung_;
     state_cv_.notify_all();
-    hang_cv_.wait(lock, [&] { return hang_generation_ != generation; });
+    auto cancelled = [&] { return cancel != nullptr && cancel->cancelled(); };
+    hang_cv_.wait(lock, [&] { return hang_generation_ != generation || cancelled(); });
     --hung_;
     state_cv_.notify_all();
+    if (cancelled()) return CallError(call, StatusCode::kCancelled, "context canceled");
     if (fail || destroying_) {
       return CallError(call, StatusCode::kDeadlineExceeded, "context deadline exceeded");
     }
@@ -731,12 +738,18 @@ Result<v1::ImageStatusResponse> FakeCriRuntime::ImageStatus(const v1::ImageSpec&
 
 Result<std::string> FakeCriRuntime::PullImage(const v1::ImageSpec& image,
                                               const v1::AuthConfig* auth,
-                                              const v1::PodSandboxConfig* sandbox_config) {
+                                              const v1::PodSandboxConfig* sandbox_config,
+                                              cri::CallCancel* cancel) {
+  // Bound before the lock is taken: a canceller cancelled already runs the action at once.
+  cri::CallCancelScope bound(cancel, [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_cv_.notify_all();
+  });
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Recorded before the failure rules apply: a refused credential was sent all the same.
     pull_auths_.push_back(auth == nullptr ? "" : auth->username() + ":" + auth->password());
-    if (Status s = Enter(lock, CriCall::kPullImage, {image.image()}); !s.ok()) return s;
+    if (Status s = Enter(lock, CriCall::kPullImage, {image.image()}, cancel); !s.ok()) return s;
     if (image.image().empty()) {
       return CallError(CriCall::kPullImage, StatusCode::kInvalidArgument,
                        "image reference is empty");

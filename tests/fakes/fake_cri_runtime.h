@@ -87,6 +87,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   void ReleaseHangs();
   // Waits (real time, on a condition variable) until at least `count` calls are blocked.
   bool WaitForHungCalls(int count, std::chrono::milliseconds timeout);
+  // Waits until at most `count` calls are blocked (a cancelled one has returned).
+  bool WaitForHungCallsAtMost(int count, std::chrono::milliseconds timeout);
   int hung_calls() const;
 
   // How many times `call` was made (including failed and hung ones).
@@ -166,7 +168,8 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
     return pull_auths_;
   }
   Result<std::string> PullImage(const v1::ImageSpec& image, const v1::AuthConfig* auth,
-                                const v1::PodSandboxConfig* sandbox_config) override;
+                                const v1::PodSandboxConfig* sandbox_config,
+                                cri::CallCancel* cancel) override;
   Status RemoveImage(const v1::ImageSpec& image) override;
   Result<v1::ImageFsInfoResponse> ImageFsInfo() override;
 
@@ -209,9 +212,10 @@ class FakeCriRuntime : public cri::RuntimeService, public cri::ImageService {
   };
 
   // Counts the call, applies hang and failure rules. Takes and returns with `lock` held.
-  // `ids` are the targets the rules may match. Returns non-OK when the call must fail.
+  // `ids` are the targets the rules may match. Returns non-OK when the call must fail. A hung
+  // call with `cancel` also ends when it is cancelled (CANCELLED), as a real client's does.
   Status Enter(std::unique_lock<std::mutex>& lock, CriCall call,
-               const std::vector<std::string>& ids);
+               const std::vector<std::string>& ids, const cri::CallCancel* cancel = nullptr);
   int64_t Tick();  // advances the fake clock by 1 ms; returns the new time
   std::vector<std::string> ContainerIds(const std::string& container_id) const;
   // OK when the container exists and runs; the CRI's NOT_FOUND / FAILED_PRECONDITION otherwise.

@@ -962,6 +962,12 @@ TEST_F(LifecycleE2eTest, AHangingPullDelaysNoOtherPod) {
   // The pull is visible while it hangs: its Pulling event is recorded when it starts.
   auto events = RunCommand({BinDir() + "/nodeletctl", "--run-dir", dir_.Sub("run"), "events"}, 5s);
   EXPECT_THAT(events.output, HasSubstr("Pulling image \"" + image + "\"")) << events.output;
+
+  // A pull has no deadline, and the deletion of its pod cancels it: the pod is gone within
+  // seconds, where the pull alone would never end.
+  std::filesystem::remove(manifests() + "/stuck.yaml");
+  EXPECT_TRUE(WaitFor([&] { return CtlPod("stuck-node1").is_null(); }, 20s))
+      << "the deleted pod's pull must be cancelled";
 }
 
 // Removals wait for every source: with a manifest directory and a manifest URL, a restart of

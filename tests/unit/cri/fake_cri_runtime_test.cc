@@ -280,7 +280,7 @@ TEST_F(FakeCriRuntimeTest, Images) {
 
   v1::ImageSpec pause;
   pause.set_image("nodelet.local/pause:1.0");
-  auto ref = fake_.PullImage(pause, nullptr, nullptr);
+  auto ref = fake_.PullImage(pause, nullptr, nullptr, nullptr);
   ASSERT_TRUE(ref.ok());
   status = fake_.ImageStatus(pause, false);
   ASSERT_TRUE(status->has_image());

@@ -89,8 +89,19 @@ class ScriptedRuntime final : public v1::RuntimeService::Service, public v1::Ima
     }
     return grpc::Status::OK;
   }
-  grpc::Status PullImage(grpc::ServerContext*, const v1::PullImageRequest* request,
+  grpc::Status PullImage(grpc::ServerContext* context, const v1::PullImageRequest* request,
                          v1::PullImageResponse*) override {
+    if (request->image().image() == "held:1") {
+      // Until the client cancels (a server learns it by asking), or 20 s.
+      std::unique_lock<std::mutex> lock(mu);
+      ++held_pulls;
+      cv.notify_all();
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!context->IsCancelled() && std::chrono::steady_clock::now() < end) {
+        cv.wait_for(lock, milliseconds(20));
+      }
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "never answered");
+    }
     return grpc::Status(grpc::StatusCode::UNKNOWN,
                         "failed to resolve reference \"" + request->image().image() + "\"");
   }
@@ -99,6 +110,7 @@ class ScriptedRuntime final : public v1::RuntimeService::Service, public v1::Ima
   std::condition_variable cv;
   bool block_lists = false;
   int blocked = 0;
+  int held_pulls = 0;
   std::string sandbox_id_to_return = "sandbox-1";
   v1::PodSandboxConfig last_sandbox_config;
   std::string last_runtime_handler;
@@ -226,7 +238,7 @@ TEST_F(GrpcCriClientTest, ErrorsCarryTheCallTheGrpcCodeAndTheMessage) {
 
   v1::ImageSpec image;
   image.set_image("example.com/x:1");
-  auto pull = client->PullImage(image, nullptr, nullptr);
+  auto pull = client->PullImage(image, nullptr, nullptr, nullptr);
   ASSERT_FALSE(pull.ok());
   EXPECT_EQ(pull.status().code(), StatusCode::kInternal);
   EXPECT_THAT(pull.status().message(),
@@ -270,6 +282,35 @@ TEST_F(GrpcCriClientTest, AHungCallEndsAtItsDeadline) {
   EXPECT_GE(took, milliseconds(250));
   // Other calls are not held up by the hung one's deadline.
   EXPECT_TRUE(client->Version().ok());
+}
+
+TEST_F(GrpcCriClientTest, APullHasNoDeadlineAndEndsWhenCancelled) {
+  ScriptedServer server(dir_.Sub("cri.sock"));
+  CriTimeouts timeouts;
+  timeouts.call = milliseconds(100);
+  timeouts.query = milliseconds(100);
+  auto client = Client(timeouts);
+  CallCancel cancel;
+  v1::ImageSpec image;
+  image.set_image("held:1");
+  auto pull = std::async(std::launch::async,
+                         [&] { return client->PullImage(image, nullptr, nullptr, &cancel); });
+  {
+    std::unique_lock<std::mutex> lock(server.runtime.mu);
+    ASSERT_TRUE(server.runtime.cv.wait_for(lock, std::chrono::seconds(10),
+                                           [&] { return server.runtime.held_pulls == 1; }));
+  }
+  // Three times the deadline of the other calls that change state, it is still in flight.
+  EXPECT_EQ(pull.wait_for(milliseconds(300)), std::future_status::timeout);
+  cancel.Cancel();
+  ASSERT_EQ(pull.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto pulled = pull.get();
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_EQ(pulled.status().code(), StatusCode::kCancelled);
+  EXPECT_THAT(pulled.status().message(), StartsWith("CRI PullImage failed: CANCELLED"));
+  // Cancelling is final: a pull given the same canceller ends at once.
+  auto again = client->PullImage(image, nullptr, nullptr, &cancel);
+  EXPECT_EQ(again.status().code(), StatusCode::kCancelled);
 }
 
 TEST_F(GrpcCriClientTest, NoRuntimeIsUnavailable) {

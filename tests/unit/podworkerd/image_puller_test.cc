@@ -38,20 +38,29 @@ class Pulls {
   }
   ~Pulls() {
     runtime_.ReleaseHangs();
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
-  void Start(const std::string& image, std::vector<RegistryCredential> pod_credentials = {}) {
+  void Start(const std::string& image, PullOptions options = {}) {
     ASSERT_LT(results_.size(), results_.capacity());
     results_.emplace_back();
     size_t i = results_.size() - 1;
-    threads_.emplace_back([this, image, i, pod_credentials] {
-      results_[i] = puller_.EnsureImage(image, "Always", {}, pod_credentials);
-    });
+    threads_.emplace_back(
+        [this, image, i, options] { results_[i] = puller_.EnsureImage(image, "Always", options); });
+  }
+  // Waits for the call started `i`-th (the others go on).
+  EnsureImageResult Join(size_t i) {
+    threads_[i].join();
+    threads_[i] = std::thread();
+    return results_[i];
   }
   // Releases the hangs and waits for every call; returns the results in start order.
   std::vector<EnsureImageResult> Finish() {
     runtime_.ReleaseHangs();
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
     threads_.clear();
     return results_;
   }
@@ -274,11 +283,12 @@ TEST_F(ImagePullerTest, RequestsWithOtherPodCredentialsDoNotShareAPull) {
   config.serialize = false;
   ImagePuller puller(runtime_, clock_, config);
   runtime_.HangCall(CriCall::kPullImage, "", /*fail_when_released=*/false);
-  const RegistryCredential team{"reg.local", "team", "pw", "", ""};
+  PullOptions team;
+  team.pod_credentials = {{"reg.local", "team", "pw", "", ""}};
   Pulls pulls(runtime_, puller, 3);
   pulls.Start("reg.local/same:1");
-  pulls.Start("reg.local/same:1", {team});
-  pulls.Start("reg.local/same:1", {team});
+  pulls.Start("reg.local/same:1", team);
+  pulls.Start("reg.local/same:1", team);
   // Two PullImage calls: one without credentials, one with the pod's, which the third shares.
   ASSERT_TRUE(runtime_.WaitForHungCalls(2, 5s));
   ASSERT_TRUE(puller.WaitForQueued(1, 5s));
@@ -287,6 +297,75 @@ TEST_F(ImagePullerTest, RequestsWithOtherPodCredentialsDoNotShareAPull) {
   for (const auto& r : results) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 2);
   EXPECT_THAT(runtime_.PullAuths(), ::testing::UnorderedElementsAre("", "team:pw"));
+}
+
+TEST_F(ImagePullerTest, CancelledCallersStopWaitingAndTheLastOneCancelsThePull) {
+  ImagePullerConfig config;
+  config.serialize = false;
+  ImagePuller puller(runtime_, clock_, config);
+  runtime_.HangCall(CriCall::kPullImage, "", /*fail_when_released=*/false);
+  cri::CallCancel first_pod, second_pod;
+  PullOptions first, second;
+  first.cancel = &first_pod;
+  second.cancel = &second_pod;
+  Pulls pulls(runtime_, puller, 2);
+  pulls.Start("reg.local/big:1", first);
+  pulls.Start("reg.local/big:1", second);
+  ASSERT_TRUE(runtime_.WaitForHungCalls(1, 5s));
+  ASSERT_TRUE(puller.WaitForQueued(1, 5s));
+  first_pod.Cancel();
+  EnsureImageResult gone = pulls.Join(0);
+  EXPECT_EQ(gone.status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(gone.message, HasSubstr("abandoned: the pod is being stopped"));
+  EXPECT_EQ(runtime_.hung_calls(), 1) << "the other caller still waits for the pull";
+  second_pod.Cancel();
+  EXPECT_EQ(pulls.Join(1).status.code(), StatusCode::kCancelled);
+  // No caller is left: the PullImage call itself is cancelled.
+  ASSERT_TRUE(runtime_.WaitForHungCallsAtMost(0, 5s));
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1);
+  // A cancelled pull does not back the image off: the next one runs at once.
+  runtime_.ReleaseHangs();
+  EXPECT_TRUE(puller.EnsureImage("reg.local/big:1", "Always").status.ok());
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 2);
+  // A caller cancelled already does not start a pull.
+  auto late = puller.EnsureImage("reg.local/big:1", "Always", first);
+  EXPECT_EQ(late.status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 2);
+}
+
+TEST_F(ImagePullerTest, ACallerCancelledWhileWaitingForItsTurnLeavesTheQueue) {
+  ImagePuller puller(runtime_, clock_);  // serialized
+  runtime_.HangCall(CriCall::kPullImage, "", /*fail_when_released=*/false);
+  cri::CallCancel pod;
+  PullOptions waiting;
+  waiting.cancel = &pod;
+  Pulls pulls(runtime_, puller, 2);
+  pulls.Start("reg.local/first:1");
+  ASSERT_TRUE(runtime_.WaitForHungCalls(1, 5s));
+  pulls.Start("reg.local/second:1", waiting);
+  ASSERT_TRUE(puller.WaitForQueued(1, 5s));
+  pod.Cancel();
+  EXPECT_EQ(pulls.Join(1).status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(puller.queued(), 0);
+  auto results = pulls.Finish();
+  EXPECT_TRUE(results[0].status.ok()) << results[0].status.ToString();
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1) << "the second image was never pulled";
+}
+
+TEST_F(ImagePullerTest, CancelAllEndsRunningAndWaitingPullsAndLaterOnes) {
+  ImagePuller puller(runtime_, clock_);  // serialized
+  runtime_.HangCall(CriCall::kPullImage, "", /*fail_when_released=*/false);
+  Pulls pulls(runtime_, puller, 2);
+  pulls.Start("reg.local/first:1");
+  ASSERT_TRUE(runtime_.WaitForHungCalls(1, 5s));
+  pulls.Start("reg.local/second:1");
+  ASSERT_TRUE(puller.WaitForQueued(1, 5s));
+  puller.CancelAll();
+  EXPECT_EQ(pulls.Join(0).status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(pulls.Join(1).status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(puller.EnsureImage("reg.local/third:1", "Always").status.code(),
+            StatusCode::kCancelled);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1);
 }
 
 TEST_F(ImagePullerTest, ASharedFailedPullBacksOffOnce) {

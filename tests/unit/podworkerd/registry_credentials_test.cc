@@ -171,7 +171,9 @@ TEST(PullSecretsTest, ThePodsSecretsOfTheRegistryTypesInItsNamespaceAreRead) {
   config.docker_config_paths = {dir.Sub("config.json")};
   ImagePuller puller(runtime, clock, config);
   runtime.FailCall(testing::CriCall::kPullImage, Unavailable("unauthorized"), 2);
-  ASSERT_TRUE(puller.EnsureImage("r.io/team/app:1", "Always", {}, got.credentials).status.ok());
+  PullOptions with_pod_credentials;
+  with_pod_credentials.pod_credentials = got.credentials;
+  ASSERT_TRUE(puller.EnsureImage("r.io/team/app:1", "Always", with_pod_credentials).status.ok());
   EXPECT_THAT(runtime.PullAuths(), ElementsAre("cfg:2", "json:1", "node:5"));
 }
 
