@@ -76,6 +76,12 @@ void WritePodSeeds(const std::string& dir) {
        "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: &l {x: y}}\n"
        "spec: {containers: [{name: c, image: i, env: [{name: A, value: *l}]}]}\n"},
       {"badkind.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"},
+      {"secrets.yaml",
+       "apiVersion: v1\nkind: Secret\nmetadata: {name: pull, namespace: team}\ntype: "
+       "kubernetes.io/dockerconfigjson\ndata: {.dockerconfigjson: "
+       "eyJhdXRocyI6IHsicmVnLmlvIjogeyJhdXRoIjogImRYTmxjanB3WVhOeiJ9fX0=}\nstringData: {note: "
+       "text}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: bin}\nbinaryData: {b: "
+       "AP8=}\n"},
       {"badqty.yaml",
        std::string(testing::kMinimalPodYaml) + "    resources: {limits: {memory: 12xyz}}\n"},
   };

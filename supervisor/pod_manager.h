@@ -25,11 +25,11 @@
 #include "lib/etcd/etcd_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
+#include "lib/pod/config_documents.h"
 #include "lib/pod/pod.h"
 #include "lib/pod/rfc3339.h"
 #include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
-#include "supervisor/config_documents.h"
 #include "supervisor/manifest_book.h"
 #include "supervisor/pod_config.h"
 #include "supervisor/service_control.h"
@@ -225,7 +225,7 @@ class PodManager : public ManifestsView {
   std::unique_ptr<ipc::DealerClient> work_;
   std::unique_ptr<ipc::DealerClient> volumes_;
   // ConfigMaps and Secrets by source, then by kind/namespace/name.
-  std::map<std::string, std::map<std::string, ConfigData>> configs_;
+  std::map<std::string, std::map<std::string, pod::ConfigData>> configs_;
   ipc::EnvelopeWriter envelope_;
 
   std::map<std::string, std::shared_ptr<const pod::Pod>> admitted_;  // uid -> pod

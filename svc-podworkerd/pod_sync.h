@@ -276,6 +276,9 @@ class PodSyncer {
   std::unique_ptr<ImagePuller> puller_;
   // The pod's pulls' canceller (made on first use).
   std::shared_ptr<cri::CallCancel> PullCancel(const std::string& uid);
+  // The record of the pod the calling worker thread is syncing (set by SyncPodOnce), for the
+  // status sent while a pull runs.
+  static thread_local const ipc::pleg::PodRecordT* syncing_record_;
   std::mutex pull_cancel_mu_;
   std::map<std::string, std::shared_ptr<cri::CallCancel>> pull_cancels_;  // by pod uid
   int max_dead_per_container_ = 1;

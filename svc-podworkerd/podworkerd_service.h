@@ -146,6 +146,9 @@ class PodworkerdService : public Service {
   cri::ContainerdTasks* tasks_;                      // null when the runtime is not containerd
   std::unique_ptr<OrphanShimSweeper> orphan_shims_;  // when the runtime is containerd
   void SweepOrphanShims(bool final_sweep);  // repairs stuck tasks (lib/cri/containerd_tasks.h)
+  // The repairs of what containerd leaves (tasks and shims of removed sandboxes, cgroups of a
+  // cancelled start, stuck tasks) and the orphan shim sweeper: podworkerd_host.cc.
+  void InstallRuntimeRepairs();
   std::unique_ptr<CountingRuntime> counting_;
   std::unique_ptr<ProbeManager> probes_;
   std::unique_ptr<PodSyncer> syncer_;

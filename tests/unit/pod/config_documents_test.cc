@@ -1,6 +1,6 @@
 // ConfigMap and Secret documents as the API server decodes them, and the registry credential
 // Secrets' required keys.
-#include "supervisor/config_documents.h"
+#include "lib/pod/config_documents.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -9,11 +9,11 @@
 
 #include "lib/common/base64.h"
 
-namespace nodelet::supervisor {
+namespace nodelet::pod {
 namespace {
 
 Result<ConfigData> Parse(const std::string& kind, const std::string& yaml) {
-  pod::OtherDocument doc;
+  OtherDocument doc;
   doc.kind = kind;
   doc.name = "creds";
   doc.object = YAML::Load(yaml);
@@ -71,4 +71,4 @@ TEST(ConfigDocumentsTest, Base64RoundTripsEveryLength) {
 }
 
 }  // namespace
-}  // namespace nodelet::supervisor
+}  // namespace nodelet::pod

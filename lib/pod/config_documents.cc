@@ -1,4 +1,4 @@
-#include "supervisor/config_documents.h"
+#include "lib/pod/config_documents.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -8,7 +8,7 @@
 #include "lib/common/base64.h"
 #include "lib/pod/pod.h"
 
-namespace nodelet::supervisor {
+namespace nodelet::pod {
 namespace {
 
 constexpr char kDockerConfigJsonType[] = "kubernetes.io/dockerconfigjson";
@@ -17,10 +17,10 @@ constexpr char kDockercfgType[] = "kubernetes.io/dockercfg";
 }  // namespace
 
 // A ConfigMap or Secret document's data, or an error naming the field.
-Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
+Result<ConfigData> ParseConfigObject(const OtherDocument& doc) {
   ConfigData out;
   out.kind = doc.kind;
-  out.namespace_name = doc.namespace_name.empty() ? pod::kDefaultNamespace : doc.namespace_name;
+  out.namespace_name = doc.namespace_name.empty() ? kDefaultNamespace : doc.namespace_name;
   out.name = doc.name;
   if (out.name.empty()) return InvalidArgument("metadata.name: Required value");
   auto read_map = [&](const char* field, bool base64) -> Status {
@@ -67,4 +67,4 @@ Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc) {
   return out;
 }
 
-}  // namespace nodelet::supervisor
+}  // namespace nodelet::pod

@@ -13,7 +13,7 @@
 #include "lib/common/status.h"
 #include "lib/pod/manifest_parser.h"
 
-namespace nodelet::supervisor {
+namespace nodelet::pod {
 
 // A ConfigMap or Secret from a pod source (values decoded).
 struct ConfigData {
@@ -26,6 +26,6 @@ struct ConfigData {
 };
 
 // A ConfigMap or Secret document's data, or an error naming the field.
-Result<ConfigData> ParseConfigObject(const pod::OtherDocument& doc);
+Result<ConfigData> ParseConfigObject(const OtherDocument& doc);
 
-}  // namespace nodelet::supervisor
+}  // namespace nodelet::pod
