@@ -1,8 +1,6 @@
 // PodManager's admission, as the kubelet admits pods: creation order, max pods, CPU and memory
 // requests against allocatable, sysctls and AppArmor; rejected pods and their statuses;
 // evictions.
-#include "supervisor/pod_manager.h"
-
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -23,6 +21,7 @@
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
 #include "podwork_generated.h"
+#include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
 

@@ -1,7 +1,5 @@
 // PodManager's delivery: the desired set sent to podworkerd and volumed, their acknowledgements
 // and the pods in use, the events and statuses it writes to statusd.
-#include "supervisor/pod_manager.h"
-
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -22,6 +20,7 @@
 #include "lib/pod/static_pod.h"
 #include "lib/status/status_client.h"
 #include "podwork_generated.h"
+#include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
 

@@ -13,6 +13,10 @@
 
 namespace nodelet::podworkerd {
 
+// The message of a pod failed by activeDeadlineSeconds (status and event), as the kubelet's.
+inline constexpr char kDeadlineMessage[] =
+    "Pod was active on the node longer than the specified deadline";
+
 using ipc::pleg::ContainerRecordT;
 using ipc::pleg::ContainerState;
 using ipc::pleg::PodRecordT;
@@ -59,7 +63,7 @@ inline bool InterruptedStart(const ContainerRecordT& c, const std::set<std::stri
 }
 
 inline bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited,
-                   const std::set<std::string>& cut) {
+                          const std::set<std::string>& cut) {
   if (InterruptedStart(exited, cut)) return true;
   if (pod.spec.restart_policy == pod::kRestartPolicyNever) return false;
   if (pod.spec.restart_policy == pod::kRestartPolicyOnFailure) return exited.exit_code != 0;
@@ -77,7 +81,8 @@ inline status::RestartPolicy ToStatusPolicy(const std::string& p) {
   return status::RestartPolicy::kAlways;
 }
 
-inline status::ContainerState FromRecord(const ContainerRecordT& c, const std::set<std::string>& cut) {
+inline status::ContainerState FromRecord(const ContainerRecordT& c,
+                                         const std::set<std::string>& cut) {
   status::ContainerState s;
   if (InterruptedStart(c, cut)) {
     // Not a run: the container is being created again (not a terminated state that would make

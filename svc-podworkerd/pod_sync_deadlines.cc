@@ -1,6 +1,4 @@
 // PodSyncer's ends decided by time or by the node: activeDeadlineSeconds and evictions.
-#include "svc-podworkerd/pod_sync.h"
-
 #include <algorithm>
 #include <future>
 #include <set>
@@ -16,9 +14,10 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
+#include "svc-podworkerd/pod_records.h"
+#include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/pull_secrets.h"
 #include "svc-podworkerd/termination_message.h"
-#include "svc-podworkerd/pod_records.h"
 
 namespace nodelet::podworkerd {
 namespace {

@@ -1,6 +1,4 @@
 // PodSyncer's sandboxes: creation (cgroups, DNS, ports, the sandbox config) and its config.
-#include "svc-podworkerd/pod_sync.h"
-
 #include <algorithm>
 #include <future>
 #include <set>
@@ -16,9 +14,10 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
+#include "svc-podworkerd/pod_records.h"
+#include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/pull_secrets.h"
 #include "svc-podworkerd/termination_message.h"
-#include "svc-podworkerd/pod_records.h"
 
 namespace nodelet::podworkerd {
 namespace {
@@ -139,8 +138,6 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
   }
   return *created;
 }
-
-constexpr char kDeadlineMessage[] = "Pod was active on the node longer than the specified deadline";
 
 v1::PodSandboxConfig PodSyncer::SandboxConfig(const pod::Pod& pod, uint32_t attempt,
                                               const SandboxNetwork* network) const {

@@ -1,7 +1,5 @@
 // PodSyncer's container starts: the image (pull policy, credentials, cancellation), crash-loop
 // back-off, create and start with the environment, mounts, hooks and the pod's network facts.
-#include "svc-podworkerd/pod_sync.h"
-
 #include <algorithm>
 #include <future>
 #include <set>
@@ -17,9 +15,10 @@
 #include "svc-podworkerd/cri_configs.h"
 #include "svc-podworkerd/lifecycle_hooks.h"
 #include "svc-podworkerd/pod_phase.h"
+#include "svc-podworkerd/pod_records.h"
+#include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/pull_secrets.h"
 #include "svc-podworkerd/termination_message.h"
-#include "svc-podworkerd/pod_records.h"
 
 namespace nodelet::podworkerd {
 namespace {

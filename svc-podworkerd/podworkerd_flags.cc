@@ -1,6 +1,4 @@
 // podworkerd's flags and config keys (docs/flags.md is generated from them).
-#include "svc-podworkerd/podworkerd_service.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
+#include "svc-podworkerd/podworkerd_service.h"
 #include "svc-podworkerd/registry_credentials.h"
 #include "volume_generated.h"
 

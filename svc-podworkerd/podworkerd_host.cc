@@ -1,7 +1,5 @@
 // What podworkerd keeps right on the host beside CRI: the kubepods and QoS cgroups, pod cgroups
 // that no pod owns any more, containerd tasks and shims that nothing reaches (docs/podworkerd.md).
-#include "svc-podworkerd/podworkerd_service.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +23,7 @@
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
+#include "svc-podworkerd/podworkerd_service.h"
 #include "svc-podworkerd/registry_credentials.h"
 #include "volume_generated.h"
 

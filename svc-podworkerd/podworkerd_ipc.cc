@@ -1,7 +1,5 @@
 // podworkerd's messages: the supervisor's desired pods and stream requests on podworkerd.sock,
 // its acknowledgements and in-use reports, volumed's events, and relist requests to plegd.
-#include "svc-podworkerd/podworkerd_service.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +23,7 @@
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
+#include "svc-podworkerd/podworkerd_service.h"
 #include "svc-podworkerd/registry_credentials.h"
 #include "volume_generated.h"
 

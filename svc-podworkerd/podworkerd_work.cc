@@ -1,7 +1,5 @@
 // A pod's work on a worker thread (sync, kill, removal) with its result posted back to the loop;
 // probes, readiness carried over from statusd, and podworkerd's health and counters.
-#include "svc-podworkerd/podworkerd_service.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +23,7 @@
 #include "lib/service/container_log_flags.h"
 #include "lib/service/dns_flags.h"
 #include "lib/status/status_client.h"
+#include "svc-podworkerd/podworkerd_service.h"
 #include "svc-podworkerd/registry_credentials.h"
 #include "volume_generated.h"
 
