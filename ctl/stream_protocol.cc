@@ -3,6 +3,16 @@
 #include <nlohmann/json.hpp>
 
 namespace nodelet::ctl {
+namespace {
+
+// The string `key` of the object `j`, or `fallback` when it is missing or not a string: the
+// server's JSON is not trusted to have the types of a v1 Status.
+std::string StringField(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+}  // namespace
 
 Result<StreamUrl> ParseStreamUrl(const std::string& url) {
   const std::string scheme = "http://";
@@ -40,15 +50,15 @@ CommandOutcome OutcomeFromStatus(const std::string& status_json) {
     out.message = "unreadable status from the streaming server: " + status_json.substr(0, 200);
     return out;
   }
-  if (j.value("status", "") == "Success") return out;
-  out.message = j.value("message", "the command failed");
-  if (j.value("reason", "") == "NonZeroExitCode" && j.contains("details") &&
+  if (StringField(j, "status", "") == "Success") return out;
+  out.message = StringField(j, "message", "the command failed");
+  if (StringField(j, "reason", "") == "NonZeroExitCode" && j.contains("details") &&
       j["details"].is_object() && j["details"].contains("causes") &&
       j["details"]["causes"].is_array()) {
     for (const auto& cause : j["details"]["causes"]) {
-      if (!cause.is_object() || cause.value("reason", "") != "ExitCode") continue;
+      if (!cause.is_object() || StringField(cause, "reason", "") != "ExitCode") continue;
       try {
-        out.exit_code = std::stoi(cause.value("message", ""));
+        out.exit_code = std::stoi(StringField(cause, "message", ""));
         out.message.clear();
         return out;
       } catch (const std::exception&) {

@@ -357,6 +357,51 @@ void WriteCriLogSeeds(const std::string& dir) {
   WriteText(dir + "/duration", std::string(1, '\0') + "1h30m5.5s");
 }
 
+// Seeds for fuzz-http-request: request heads as clients send them.
+void WriteHttpRequestSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  WriteText(dir + "/metrics", "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:10255\r\n\r\n");
+  WriteText(dir + "/logs",
+            "GET /containerLogs/default/web/app?tailLines=10&timestamps=true&sinceTime=2024-05-01"
+            "T12%3A00%3A00Z HTTP/1.0\n\n");
+  WriteText(dir + "/head", "HEAD /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
+  WriteText(dir + "/partial", "GET /pods?a=%41+b&&c HTTP/1.1\r\nHost");
+}
+
+// Seeds for fuzz-stream-protocol: a selector byte (URL, Status, port pair, frame), then text.
+void WriteStreamProtocolSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  WriteText(dir + "/url", std::string(1, '\0') + "http://127.0.0.1:40123/exec/Xy9_token");
+  WriteText(dir + "/url-v6", std::string(1, '\4') + "http://[::1]:8080/portforward/abc");
+  WriteText(dir + "/status-exit",
+            std::string(1, '\1') +
+                R"({"metadata":{},"status":"Failure","message":"command terminated with non-zero )"
+                R"(exit code: 3","reason":"NonZeroExitCode","details":{"causes":[{"reason":)"
+                R"("ExitCode","message":"3"}]}})");
+  WriteText(dir + "/status-success",
+            std::string(1, '\1') + R"({"metadata":{},"status":"Success"})");
+  WriteText(dir + "/ports", std::string(1, '\2') + "8080:80");
+  WriteText(dir + "/frame", std::string(1, '\3') + "hello");
+}
+
+// Seeds for fuzz-config: nodelet's own file and a kubelet's KubeletConfiguration.
+void WriteConfigSeeds(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  WriteText(dir + "/nodelet.yaml",
+            "root-dir: /var/lib/nodelet\nrun-dir: /run/nodelet\nlog-level: info\n"
+            "heartbeat-interval: 2000\nruntime-endpoint: unix:///run/containerd/containerd.sock\n"
+            "supervisor:\n  pod-manifest-path: /etc/nodelet/manifests\n"
+            "  http-address: 127.0.0.1:10255\n  services:\n    plegd:\n"
+            "      args: [--relist-period, 5s]\nplegd:\n  relist-threshold: 3m\n"
+            "  runtime-events: true\n");
+  WriteText(dir + "/kubelet-config.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            "staticPodPath: /etc/kubernetes/manifests\nmaxPods: 50\ncgroupDriver: systemd\n"
+            "evictionHard: {memory.available: 200Mi, nodefs.available: 5%}\n"
+            "systemReserved: {cpu: 100m, memory: 256Mi}\nstaticPodURLHeader: {X-Token: [a, b]}\n");
+  WriteText(dir + "/unknown-key", "log-level: debug\nno-such-key: 1\nsupervisor: [a]\n");
+}
+
 int main(int argc, char** argv) {
   using namespace nodelet::ipc;
   std::string dir = argc > 1 ? argv[1] : "fuzz/corpus";
@@ -422,5 +467,8 @@ int main(int argc, char** argv) {
   WriteUrlResponseSeeds(dir + "/url-response");
   WriteJsonSeeds(dir + "/manifest-json");
   WriteCriLogSeeds(dir + "/cri-log");
+  WriteHttpRequestSeeds(dir + "/http-request");
+  WriteStreamProtocolSeeds(dir + "/stream-protocol");
+  WriteConfigSeeds(dir + "/config");
   return 0;
 }

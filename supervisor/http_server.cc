@@ -17,6 +17,7 @@
 
 #include "lib/common/logging.h"
 #include "lib/common/utf8.h"
+#include "supervisor/http_request.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -77,44 +78,6 @@ std::string PeerKey(const sockaddr_storage& addr) {
     return "local";
   }
   return text;
-}
-
-int FromHex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && FromHex(s[i + 1]) >= 0 &&
-               FromHex(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(FromHex(s[i + 1]) * 16 + FromHex(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> ParseQuery(std::string_view q) {
-  std::map<std::string, std::string> out;
-  while (!q.empty()) {
-    size_t amp = q.find('&');
-    std::string_view pair = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string key = Unescape(pair.substr(0, eq));
-    std::string value = eq == std::string_view::npos ? "" : Unescape(pair.substr(eq + 1));
-    out.emplace(std::move(key), std::move(value));  // the first of repeated keys wins
-  }
-  return out;
 }
 
 std::string Head(const HttpReply& reply, const std::string& framing) {
@@ -371,30 +334,20 @@ void HttpServer::EventLoop() {
         continue;
       }
       c.head.append(buf, static_cast<size_t>(n));
-      auto end = c.head.find("\r\n\r\n");
-      if (end == std::string::npos) end = c.head.find("\n\n");
-      if (end == std::string::npos) {
+      if (RequestHeadLength(c.head) == std::string::npos) {
         if (c.head.size() > kMaxRequestHeadBytes) {
           CloseConn(c.fd);
           conns.erase(it);
         }
         continue;
       }
+      RequestLine line = ParseRequestLine(c.head);
       Job job;
       job.fd = c.fd;
-      std::string line = c.head.substr(0, c.head.find_first_of("\r\n"));
-      auto sp1 = line.find(' ');
-      auto sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
-      if (sp1 != std::string::npos) {
-        job.method = line.substr(0, sp1);
-        job.path =
-            line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
-        if (auto q = job.path.find('?'); q != std::string::npos) {
-          job.query = job.path.substr(q + 1);
-          job.path.resize(q);
-        }
-        job.http10 = sp2 != std::string::npos && line.compare(sp2 + 1, 8, "HTTP/1.0") == 0;
-      }
+      job.method = std::move(line.method);
+      job.path = std::move(line.path);
+      job.query = std::move(line.query);
+      job.http10 = line.http10;
       conns.erase(it);
       job.queued = clock_.Now();
       const bool urgent = urgent_paths_.count(job.path) != 0;

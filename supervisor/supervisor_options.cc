@@ -255,6 +255,25 @@ std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* o) {
   return flags;
 }
 
+Result<std::vector<ServiceConfig>> ReadServiceConfigs(const std::string& file) {
+  auto yaml = LoadYamlFile(file);
+  if (!yaml.ok()) return yaml.status();
+  std::vector<ServiceConfig> out;
+  for (const auto& name : DefaultServiceNames()) {
+    ServiceConfig svc;
+    svc.name = name;
+    try {
+      YAML::Node node = (*yaml)["supervisor"]["services"][name];
+      if (node && node["command"]) svc.command = node["command"].as<std::vector<std::string>>();
+      if (node && node["args"]) svc.args = node["args"].as<std::vector<std::string>>();
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(file + ": supervisor.services." + name + ": " + e.what());
+    }
+    out.push_back(std::move(svc));
+  }
+  return out;
+}
+
 int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
   auto flags = MakeSupervisorFlags(o);
   CLI::App& app = flags->app;
@@ -316,26 +335,12 @@ int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* o) {
     std::fprintf(stderr, "nodelet: %s\n", s.message().c_str());
     return 2;
   }
-  // Per-service settings: supervisor.services.NAME.{command,args}.
-  auto yaml = LoadYamlFile(o->common.config_file);
-  if (!yaml.ok()) {
-    std::fprintf(stderr, "nodelet: %s\n", yaml.status().message().c_str());
+  auto services = ReadServiceConfigs(o->common.config_file);
+  if (!services.ok()) {
+    std::fprintf(stderr, "nodelet: %s\n", services.status().message().c_str());
     return 2;
   }
-  for (const auto& name : DefaultServiceNames()) {
-    ServiceConfig svc;
-    svc.name = name;
-    try {
-      YAML::Node node = (*yaml)["supervisor"]["services"][name];
-      if (node && node["command"]) svc.command = node["command"].as<std::vector<std::string>>();
-      if (node && node["args"]) svc.args = node["args"].as<std::vector<std::string>>();
-    } catch (const YAML::Exception& e) {
-      std::fprintf(stderr, "nodelet: %s: supervisor.services.%s: %s\n",
-                   o->common.config_file.c_str(), name.c_str(), e.what());
-      return 2;
-    }
-    o->services.push_back(std::move(svc));
-  }
+  o->services = std::move(*services);
   InitLogging("nodelet", o->common.log_level, o->common.log_format);
   return -1;
 }

@@ -118,6 +118,10 @@ struct SupervisorFlags {
 // them with lib/service/config_keys.h).
 std::unique_ptr<SupervisorFlags> MakeSupervisorFlags(SupervisorOptions* options);
 
+// supervisor.services.NAME.{command,args} of the config file `file` (empty: none), for each of
+// DefaultServiceNames(); an error names the file and the key.
+Result<std::vector<ServiceConfig>> ReadServiceConfigs(const std::string& file);
+
 // Parses nodelet's flags and config file into options; returns an exit code < 0 to go on.
 int ParseSupervisorOptions(int argc, char** argv, SupervisorOptions* options);
 

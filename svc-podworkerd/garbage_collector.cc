@@ -21,41 +21,38 @@ std::string RuntimeSandboxImage(cri::RuntimeService& runtime) {
   return image->get<std::string>();
 }
 
-GarbageCollector::GarbageCollector(cri::RuntimeService& runtime, cri::ImageService& images,
-                                   FsStatsSource& fs, const Clock& clock,
+GarbageCollector::GarbageCollector(EventLoop& loop, cri::RuntimeService& runtime,
+                                   cri::ImageService& images, FsStatsSource& fs,
                                    GarbageCollectionConfig config, EventSink events)
     : runtime_(runtime),
-      clock_(clock),
+      clock_(loop.clock()),
       config_(std::move(config)),
       events_(std::move(events)),
-      image_gc_(runtime, images, fs, clock, config_.image),
-      container_gc_(runtime, config_.containers) {
+      image_gc_(runtime, images, fs, loop.clock(), config_.image),
+      container_gc_(runtime, config_.containers),
+      timer_(loop.AddTimer([this] { Schedule(); })),
+      executor_(loop, 1) {
   char host[256] = {};
   node_name_ = gethostname(host, sizeof host - 1) == 0 ? host : "node";
 }
 
-GarbageCollector::~GarbageCollector() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void GarbageCollector::Start() {
-  thread_ = std::thread([this] { Loop(); });
-}
+GarbageCollector::~GarbageCollector() { executor_.Stop(); }
 
 void GarbageCollector::SetDesired(std::set<std::string> pod_uids, std::set<std::string> images) {
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    first = !desired_pods_.has_value();
-    desired_pods_ = std::move(pod_uids);
-    desired_images_ = std::move(images);
-  }
-  if (first) cv_.notify_all();
+  const bool first = !desired_pods_.has_value();
+  desired_pods_ = std::move(pod_uids);
+  desired_images_ = std::move(images);
+  if (!first) return;
+  // The first image pass and the first sweep soon after start (the kubelet waits a minute; a
+  // restart of podworkerd should not postpone them by a whole period either).
+  auto first_within = [](std::chrono::milliseconds period) {
+    return std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5));
+  };
+  const MonoTime now = clock_.Now();
+  next_containers_ = now;
+  next_image_ = now + first_within(config_.image_gc_period);
+  if (sweep_) next_sweep_ = now + first_within(sweep_period_);
+  Schedule();
 }
 
 std::vector<std::pair<std::string, uint64_t>> GarbageCollector::Counters() const {
@@ -73,62 +70,50 @@ std::vector<std::pair<std::string, uint64_t>> GarbageCollector::Counters() const
 }
 
 void GarbageCollector::RequestReclaim() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reclaim_ = true;
+  if (!desired_pods_) return;  // the first passes come with the desired pods
+  if (running_) {
+    reclaim_after_pass_ = true;  // the pass running may have started before the pressure
+    return;
   }
-  cv_.notify_all();
+  const MonoTime now = clock_.Now();
+  next_containers_ = std::min(next_containers_, now);
+  next_image_ = std::min(next_image_, now);
+  Schedule();
 }
 
-void GarbageCollector::Loop() {
-  // The first image GC and the first sweep soon after start (the kubelet waits a minute; a
-  // restart of podworkerd should not postpone them by a whole period either).
-  auto first_within = [](std::chrono::milliseconds period) {
-    return std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5));
-  };
-  MonoTime next_image = clock_.Now() + first_within(config_.image_gc_period);
-  MonoTime next_containers = clock_.Now();
-  MonoTime next_sweep = MonoTime::max();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    if (!desired_pods_) {
-      // Nothing runs before the desired pods are known (SetDesired notifies).
-      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || desired_pods_; });
-      continue;
-    }
-    if (sweep_ && next_sweep == MonoTime::max()) {
-      next_sweep = clock_.Now() + first_within(sweep_period_);
-    }
-    cv_.wait_for(lock, TimeUntil(clock_, std::min({next_image, next_containers, next_sweep})),
-                 [&] { return stopping_ || reclaim_; });
-    if (stopping_) break;
-    const MonoTime now = clock_.Now();
-    if (reclaim_) {
-      reclaim_ = false;
-      next_containers = std::min(next_containers, now);
-      next_image = std::min(next_image, now);
-    }
-    if (now >= next_sweep) {
-      lock.unlock();
-      sweep_();
-      lock.lock();
-      next_sweep = clock_.Now() + sweep_period_;
-    }
-    if (now >= next_containers) {
-      std::set<std::string> live = *desired_pods_;
-      lock.unlock();
-      RunContainerGc(live);
-      lock.lock();
-      next_containers = clock_.Now() + config_.container_gc_period;
-    }
-    if (now >= next_image) {
-      image_gc_.set_desired_refs(desired_images_);
-      lock.unlock();
-      RunImageGc();
-      lock.lock();
-      next_image = clock_.Now() + config_.image_gc_period;
-    }
+void GarbageCollector::Schedule() {
+  if (running_ || !desired_pods_) return;
+  const MonoTime now = clock_.Now();
+  const bool sweep = now >= next_sweep_;
+  const bool containers = now >= next_containers_;
+  const bool image = now >= next_image_;
+  if (!sweep && !containers && !image) {
+    timer_.ArmAt(std::min({next_containers_, next_image_, next_sweep_}));
+    return;
   }
+  running_ = true;
+  timer_.Cancel();
+  if (image) image_gc_.set_desired_refs(desired_images_);
+  std::set<std::string> live = containers ? *desired_pods_ : std::set<std::string>();
+  executor_.Submit(
+      [this, sweep, containers, image, live = std::move(live)] {
+        if (sweep) sweep_();
+        if (containers) RunContainerGc(live);
+        if (image) RunImageGc();
+      },
+      [this, sweep, containers, image] {
+        // Each period counts from the end of its pass.
+        const MonoTime done = clock_.Now();
+        if (sweep) next_sweep_ = done + sweep_period_;
+        if (containers) next_containers_ = done + config_.container_gc_period;
+        if (image) next_image_ = done + config_.image_gc_period;
+        if (reclaim_after_pass_) {
+          reclaim_after_pass_ = false;
+          next_containers_ = next_image_ = done;
+        }
+        running_ = false;
+        Schedule();
+      });
 }
 
 void GarbageCollector::RunContainerGc(const std::set<std::string>& live) {

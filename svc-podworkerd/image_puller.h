@@ -14,6 +14,10 @@
 // its CallCancel is cancelled (podworkerd: the caller's pod is being stopped), then goes with
 // CANCELLED; once no caller waits for a pull, its PullImage call is cancelled. A cancelled pull
 // does not back the image off. CancelAll (and the destructor) ends every pull.
+//
+// Threads: at most one per pull in flight, and a pull is in flight only while a pod worker waits
+// for it (a pull nobody waits for is cancelled), so with no limit there are at most as many as
+// pod workers that are pulling at once, as many goroutines as the kubelet's parallel puller has.
 #pragma once
 
 #include <chrono>

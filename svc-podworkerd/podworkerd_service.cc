@@ -252,7 +252,7 @@ Status PodworkerdService::Start() {
   }
   config_.gc.containers.max_per_pod_container = config_.max_dead_per_container;
   gc_ = std::make_unique<GarbageCollector>(
-      *counting_, *counting_, fs_stats_, ctx.clock, config_.gc,
+      ctx.loop, *counting_, *counting_, fs_stats_, config_.gc,
       [sender = status_.get()](status::PodEvent e) { sender->SendEvents({std::move(e)}); });
   if (orphan_shims_ || config_.pod_cgroups.enabled) {
     gc_->set_periodic_sweep(config_.orphan_shim_period, [this] {
@@ -270,7 +270,6 @@ Status PodworkerdService::Start() {
     });
     container_logs_->Start();
   }
-  gc_->Start();
   pool_ = std::make_unique<WorkerPool>(config_.workers);
   GetLogger("podworkerd")
       ->info("pod workers ready ({} threads, runtime {})", config_.workers,

@@ -25,6 +25,19 @@ TEST(StreamProtocolTest, ParsesTheStreamingServersUrls) {
   EXPECT_FALSE(ParseStreamUrl("").ok());
 }
 
+TEST(StreamProtocolTest, AStatusWithFieldsOfTheWrongTypeIsAFailureNotACrash) {
+  // A server's Status whose fields are not strings: read as missing, never thrown.
+  auto numbers = OutcomeFromStatus(R"({"status":1,"message":2,"reason":3})");
+  EXPECT_EQ(numbers.exit_code, 1);
+  EXPECT_EQ(numbers.message, "the command failed");
+  auto cause = OutcomeFromStatus(R"({"status":"Failure","reason":"NonZeroExitCode","message":"m",)"
+                                 R"("details":{"causes":[{"reason":["ExitCode"],"message":7},)"
+                                 R"({"reason":"ExitCode","message":{"a":1}}]}})");
+  EXPECT_EQ(cause.exit_code, 1);
+  EXPECT_EQ(cause.message, "m");
+  EXPECT_EQ(OutcomeFromStatus(R"({"status":null})").exit_code, 1);
+}
+
 TEST(StreamProtocolTest, TheErrorChannelsStatusGivesTheExitCode) {
   EXPECT_EQ(OutcomeFromStatus(R"({"metadata":{},"status":"Success"})").exit_code, 0);
   auto three = OutcomeFromStatus(
