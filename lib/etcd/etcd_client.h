@@ -1,5 +1,5 @@
 // etcd::Client: nodelet's client of an etcd v3 cluster (gRPC, lib/etcd/etcd.proto), for taking
-// pods from etcd and writing statuses back (issue "fleet").
+// pods from etcd and writing statuses back (fleet mode, docs/etcd.md).
 //
 // Every call has a deadline (ClientOptions::timeout) and fails over between the members: one
 // gRPC channel per endpoint; an attempt that meets a member that is down, has no leader, or
