@@ -13,9 +13,9 @@
 #include "ctl/pods_command.h"
 #include "lib/common/clock.h"
 #include "lib/common/fs.h"
+#include "lib/common/rfc3339.h"
 #include "lib/etcd/fleet_keys.h"
 #include "lib/pod/manifest_parser.h"
-#include "lib/pod/rfc3339.h"
 
 namespace nodelet::ctl {
 
@@ -54,7 +54,7 @@ Status ReadString(const json& j, const std::string& path, const char* key, std::
 Status ReadTime(const json& j, const std::string& path, const char* key, int64_t* out) {
   std::string text;
   if (Status s = ReadString(j, path, key, &text); !s.ok() || text.empty()) return s;
-  auto t = pod::ParseRfc3339(text);
+  auto t = ParseRfc3339(text);
   if (!t) return InvalidArgument(path + "." + key + ": \"" + text + "\" is not an RFC 3339 time");
   *out = t->seconds;
   return Status::Ok();

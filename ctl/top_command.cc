@@ -1,14 +1,7 @@
 #include "ctl/top_command.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <charconv>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,7 +13,7 @@
 #include "ctl/pods_command.h"
 #include "ctl/service_commands.h"
 #include "lib/common/fs.h"
-#include "lib/common/unique_fd.h"
+#include "lib/http/http_client.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/pod/quantity.h"
 
@@ -61,12 +54,17 @@ Result<json> ParseSummary(const std::string& text) {
   return j;
 }
 
-// "host:port" or "[v6]:port" into its two parts.
-bool SplitHostPort(const std::string& address, std::string* host, std::string* port) {
+// "host:port" or "[v6]:port" into its two parts; the port a number from 1 to 65535.
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
   *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
+  const char* first = address.data() + colon + 1;
+  const char* last = address.data() + address.size();
+  if (auto [end, ec] = std::from_chars(first, last, *port);
+      ec != std::errc() || end != last || *port < 1 || *port > 65535) {
+    return false;
+  }
   if (host->front() == '[') {
     if (host->size() < 3 || host->back() != ']') return false;
     *host = host->substr(1, host->size() - 2);
@@ -74,17 +72,19 @@ bool SplitHostPort(const std::string& address, std::string* host, std::string* p
   return true;
 }
 
-// Waits for `events` on `fd` until `deadline`; false on timeout or error.
-bool WaitFd(const Clock& clock, int fd, short events, MonoTime deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const long ms = MillisUntil(clock, deadline, 60000);
-    int r = poll(&p, 1, static_cast<int>(ms));
-    if (r > 0) return true;
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0 && ms > 0) continue;  // the 60 s cap of one poll, not the deadline
-    return false;
+// What a failed exchange says to the user of `top`.
+Status FetchFailure(const http::Error& e, const std::string& host,
+                    std::chrono::milliseconds timeout) {
+  const bool late = e.kind == http::ErrorKind::kTimeout || e.kind == http::ErrorKind::kDeadline;
+  if (!e.dial_reason.empty()) {
+    if (e.unresolved) return Unavailable("cannot resolve " + host + ": " + e.dial_reason);
+    return Unavailable("cannot connect: " + (late ? "connect timed out" : e.dial_reason));
   }
+  if (late) return DeadlineExceeded("no answer within " + std::to_string(timeout.count()) + " ms");
+  if (e.kind == http::ErrorKind::kProtocol || e.kind == http::ErrorKind::kTooLarge) {
+    return InvalidArgument("not an HTTP answer");
+  }
+  return Unavailable(e.message);
 }
 
 Result<std::string> HttpAddress(const TopOptions& o) {
@@ -209,86 +209,31 @@ Result<std::string> FormatTopNode(const std::string& summary,
 
 Result<std::string> HttpGet(const Clock& clock, const std::string& address, const std::string& path,
                             std::chrono::milliseconds timeout) {
-  const MonoTime deadline = clock.Now() + timeout;
-  std::string host, port;
-  if (!SplitHostPort(address, &host, &port)) {
+  http::Request request;
+  if (!SplitHostPort(address, &request.host, &request.port)) {
     return InvalidArgument("\"" + address + "\": want HOST:PORT");
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return Unavailable(std::string("cannot resolve ") + host + ": " + gai_strerror(rc));
+  request.path = path;
+  request.host_header = address;
+  request.http10 = true;
+  request.user_agent = "nodeletctl";
+  http::Limits limits;
+  limits.deadline = clock.Now() + timeout;
+  http::Exchange exchange(clock, limits);
+  http::ResponseHead head;
+  std::string body;
+  // One byte past the cap tells an answer over it.
+  if (!exchange.Start(request, head) ||
+      !exchange.ReadBody(kMaxBody + 1, [&](const char* data, size_t len) {
+        body.append(data, len);
+        return true;
+      })) {
+    return FetchFailure(exchange.error(), request.host, timeout);
   }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
-  UniqueFd fd;
-  std::string why = "no address";
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd s(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!s.valid()) continue;
-    if (connect(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        why = std::strerror(errno);
-        continue;
-      }
-      if (!WaitFd(clock, s.get(), POLLOUT, deadline)) {
-        why = "connect timed out";
-        continue;
-      }
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        why = std::strerror(err);
-        continue;
-      }
-    }
-    fd = std::move(s);
-    break;
-  }
-  if (!fd.valid()) return Unavailable("cannot connect: " + why);
-
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + address + "\r\n\r\n";
-  size_t sent = 0;
-  while (sent < request.size()) {
-    ssize_t n = send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN && WaitFd(clock, fd.get(), POLLOUT, deadline)) {
-      continue;
-    } else {
-      return Unavailable("sending the request failed");
-    }
-  }
-  std::string response;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd.get(), buf, sizeof(buf));
-    if (n > 0) {
-      response.append(buf, static_cast<size_t>(n));
-      if (response.size() > kMaxBody) return ResourceExhausted("answer over 64 MiB");
-      continue;
-    }
-    if (n == 0) break;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN && WaitFd(clock, fd.get(), POLLIN, deadline)) continue;
-    return DeadlineExceeded(errno == EAGAIN
-                                ? "no answer within " + std::to_string(timeout.count()) + " ms"
-                                : std::string("read: ") + std::strerror(errno));
-  }
-  const size_t head_end = response.find("\r\n\r\n");
-  if (response.compare(0, 5, "HTTP/") != 0 || head_end == std::string::npos) {
-    return InvalidArgument("not an HTTP answer");
-  }
-  const size_t sp = response.find(' ');
-  const int code = sp < head_end ? std::atoi(response.c_str() + sp + 1) : 0;
-  std::string body = response.substr(head_end + 4);
-  if (code != 200) {
+  if (body.size() > kMaxBody) return ResourceExhausted("answer over 64 MiB");
+  if (head.status != 200) {
     std::string first = body.substr(0, std::min<size_t>(body.find('\n'), 200));
-    return Unavailable("HTTP " + std::to_string(code) + (first.empty() ? "" : ": " + first));
+    return Unavailable("HTTP " + std::to_string(head.status) + (first.empty() ? "" : ": " + first));
   }
   return body;
 }

@@ -52,7 +52,8 @@ Result<std::string> FormatTopNode(const std::string& summary,
 std::string FormatMilliCores(uint64_t nano_cores);
 std::string FormatMebibytes(int64_t bytes);
 
-// The body of GET `path` at HOST:PORT (HTTP/1.0) within `timeout`; an error for anything but 200.
+// The body of GET `path` at HOST:PORT (HTTP/1.0, through lib/http's client) within `timeout`; an
+// error for anything but 200.
 Result<std::string> HttpGet(const Clock& clock, const std::string& address, const std::string& path,
                             std::chrono::milliseconds timeout);
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lib/common/json_text.h"
+#include "lib/common/rfc3339.h"
 #include "lib/status/pod_status_json.h"
 
 namespace nodelet::supervisor {
@@ -134,7 +135,7 @@ Status EtcdStatusSink::KeepNodeLocked(bool renew) {
   if (!registered_) {
     // Create-only: the first registration's time stays.
     const nlohmann::json reg = {{"name", options_.node_name},
-                                {"registeredAt", status::FormatRfc3339(clock_.WallSeconds())}};
+                                {"registeredAt", FormatRfc3339(clock_.WallSeconds())}};
     auto put = client_->PutIf(keys_.Registration(options_.node_name), JsonText(reg), 0);
     if (!put.ok()) return put.status();
     registered_ = true;

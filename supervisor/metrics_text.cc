@@ -1,3 +1,5 @@
+// The HTTP endpoint's Prometheus text (metrics_text.h), written with lib/metrics' TextWriter,
+// and the process figures read from /proc.
 #include "supervisor/metrics_text.h"
 
 #include <unistd.h>
@@ -8,25 +10,25 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
+#include "lib/metrics/prometheus_text.h"
 #include "nodelet_version.h"
-#include "supervisor/stats_summary.h"
 
 namespace nodelet::supervisor {
 namespace {
 
-std::string Seconds(uint64_t us) {
-  std::ostringstream s;
-  s.precision(9);
-  s << static_cast<double>(us) / 1e6;
-  return s.str();
-}
+using metrics::MetricType;
+using metrics::TextWriter;
 
-// Writes the series of the histogram exported under `prefix` in `counters`
-// (lib/common/histogram.h) as NAME with `labels`, no HELP or TYPE line; false when it has none.
-bool RenderHistogramSeries(std::ostringstream& out, const std::string& name,
-                           const std::map<std::string, uint64_t>& counters,
-                           const std::string& prefix, const std::string& labels = "") {
+// Microseconds as seconds, 9 significant digits.
+std::string Seconds(uint64_t us) { return metrics::FormatDouble(static_cast<double>(us) / 1e6, 9); }
+
+// The histogram a service exported under `prefix` in its counters (lib/common/histogram.h:
+// PREFIX_bucket:LE, PREFIX_sum_us, PREFIX_count), its buckets in the order of their bounds;
+// nullopt when it has no bucket.
+std::optional<metrics::HistogramData> ExportedHistogram(
+    const std::map<std::string, uint64_t>& counters, const std::string& prefix) {
   std::vector<std::pair<double, std::pair<std::string, uint64_t>>> buckets;
   const std::string bucket_prefix = prefix + "_bucket:";
   for (const auto& [k, v] : counters) {
@@ -35,39 +37,42 @@ bool RenderHistogramSeries(std::ostringstream& out, const std::string& name,
     double bound = le == "+Inf" ? 1e300 : std::strtod(le.c_str(), nullptr);
     buckets.push_back({bound, {le, v}});
   }
-  if (buckets.empty()) return false;
+  if (buckets.empty()) return std::nullopt;
   std::sort(buckets.begin(), buckets.end());
-  const std::string sep = labels.empty() ? "" : ",";
-  for (const auto& [_, b] : buckets) {
-    out << name << "_bucket{" << labels << sep << "le=\"" << b.first << "\"} " << b.second << "\n";
-  }
+  metrics::HistogramData h;
+  for (auto& [_, b] : buckets) h.buckets.push_back(std::move(b));
   auto sum = counters.find(prefix + "_sum_us");
   auto count = counters.find(prefix + "_count");
-  std::string l = labels.empty() ? "" : "{" + labels + "}";
-  out << name << "_sum" << l << " " << Seconds(sum == counters.end() ? 0 : sum->second) << "\n";
-  out << name << "_count" << l << " " << (count == counters.end() ? 0 : count->second) << "\n";
-  return true;
+  h.sum = Seconds(sum == counters.end() ? 0 : sum->second);
+  h.count = count == counters.end() ? 0 : count->second;
+  return h;
 }
 
 // The histogram with its HELP and TYPE lines, when it has series.
-void RenderHistogram(std::ostringstream& out, const std::string& name, const std::string& help,
-                     const std::map<std::string, uint64_t>& counters, const std::string& prefix) {
-  std::ostringstream series;
-  if (!RenderHistogramSeries(series, name, counters, prefix)) return;
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n" << series.str();
+void WriteHistogram(TextWriter& out, const std::string& name, const std::string& help,
+                    const std::map<std::string, uint64_t>& counters, const std::string& prefix) {
+  auto h = ExportedHistogram(counters, prefix);
+  if (!h) return;
+  out.Family(name, help, MetricType::kHistogram);
+  out.Histogram(name, {}, *h);
 }
 
 // A counter with one label from the counters named PREFIX:VALUE (NAME{LABEL="VALUE"}), its HELP
 // and TYPE lines always written.
-void RenderLabelledCounter(std::ostringstream& out, const std::string& name,
-                           const std::string& help, const std::map<std::string, uint64_t>& counters,
-                           const std::string& prefix, const std::string& label) {
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+void WriteLabelledCounter(TextWriter& out, const std::string& name, const std::string& help,
+                          const std::map<std::string, uint64_t>& counters,
+                          const std::string& prefix, const std::string& label) {
+  out.Family(name, help, MetricType::kCounter);
   for (const auto& [k, v] : counters) {
     if (k.rfind(prefix, 0) != 0) continue;
-    out << name << "{" << label << "=\"" << PrometheusLabel(k.substr(prefix.size())) << "\"} " << v
-        << "\n";
+    out.Sample(name, {{label, k.substr(prefix.size())}}, v);
   }
+}
+
+// A probe kind as the kubelet's probe_type label says it: "liveness" -> "Liveness".
+std::string ProbeType(std::string kind) {
+  if (!kind.empty()) kind[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(kind[0])));
+  return kind;
 }
 
 // A pointer, not a reference: GCC 14 (Debian 13) takes a reference returned from a call with a
@@ -83,106 +88,106 @@ uint64_t Get(const std::map<std::string, uint64_t>& m, const std::string& k) {
   return it == m.end() ? 0 : it->second;
 }
 
+// Probes: one histogram and one counter, labelled by probe type (not by pod: the kubelet's
+// per-pod labels would make the series grow with the pods); each family only with series.
+void WriteProbeMetrics(TextWriter& out, const HttpSnapshot& s) {
+  const auto& workers = *CountersOf(s, "podworkerd");
+  TextWriter durations;
+  for (const char* kind : {"liveness", "readiness", "startup"}) {
+    if (auto h = ExportedHistogram(workers, std::string("probe_duration_seconds_") + kind)) {
+      durations.Histogram("prober_probe_duration_seconds", {{"probe_type", ProbeType(kind)}}, *h);
+    }
+  }
+  if (!durations.empty()) {
+    out.Family("prober_probe_duration_seconds", "Duration in seconds for a probe response.",
+               MetricType::kHistogram);
+    out.Append(durations);
+  }
+  TextWriter totals;
+  for (const auto& [k, v] : workers) {
+    if (k.rfind("probe_total:", 0) != 0) continue;
+    std::string rest = k.substr(12);
+    auto colon = rest.find(':');
+    if (colon == std::string::npos) continue;
+    totals.Sample(
+        "prober_probe_total",
+        {{"probe_type", ProbeType(rest.substr(0, colon))}, {"result", rest.substr(colon + 1)}}, v);
+  }
+  if (!totals.empty()) {
+    out.Family("prober_probe_total",
+               "Cumulative number of a liveness, readiness or startup probe for a container by "
+               "result.",
+               MetricType::kCounter);
+    out.Append(totals);
+  }
+}
+
+// A number as the process figures print it: a double with 15 significant digits, an integer as
+// it is.
+template <typename T>
+std::string ProcessNumber(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return metrics::FormatDouble(v, 15);
+  } else {
+    return std::to_string(v);
+  }
+}
+
 }  // namespace
 
 std::string RenderProbeMetrics(const HttpSnapshot& s) {
-  std::ostringstream out;
-  const auto& workers = *CountersOf(s, "podworkerd");
-  // Probes: one histogram and one counter, labelled by probe type (not by pod: the kubelet's
-  // per-pod labels would make the series grow with the pods).
-  {
-    std::ostringstream hist;
-    bool any = false;
-    for (const char* kind : {"liveness", "readiness", "startup"}) {
-      std::string type = kind;
-      type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
-      any = RenderHistogramSeries(hist, "prober_probe_duration_seconds", workers,
-                                  std::string("probe_duration_seconds_") + kind,
-                                  "probe_type=\"" + type + "\"") ||
-            any;
-    }
-    if (any) {
-      out << "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n"
-          << "# TYPE prober_probe_duration_seconds histogram\n"
-          << hist.str();
-    }
-    std::ostringstream totals;
-    for (const auto& [k, v] : workers) {
-      if (k.rfind("probe_total:", 0) != 0) continue;
-      std::string rest = k.substr(12);
-      auto colon = rest.find(':');
-      if (colon == std::string::npos) continue;
-      std::string type = rest.substr(0, colon);
-      if (!type.empty())
-        type[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(type[0])));
-      totals << "prober_probe_total{probe_type=\"" << PrometheusLabel(type) << "\",result=\""
-             << PrometheusLabel(rest.substr(colon + 1)) << "\"} " << v << "\n";
-    }
-    if (!totals.str().empty()) {
-      out << "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup "
-             "probe for a container by result.\n"
-          << "# TYPE prober_probe_total counter\n"
-          << totals.str();
-    }
-  }
-  return out.str();
+  TextWriter out;
+  WriteProbeMetrics(out, s);
+  return out.Take();
 }
 
 std::string RenderMetrics(const HttpSnapshot& s) {
-  std::ostringstream out;
+  TextWriter out;
   const auto& pleg = *CountersOf(s, "plegd");
   const auto& workers = *CountersOf(s, "podworkerd");
 
-  out << "# HELP kubelet_running_pods Number of pods that have a running container.\n"
-      << "# TYPE kubelet_running_pods gauge\n"
-      << "kubelet_running_pods " << Get(pleg, "running_pods") << "\n";
-  out << "# HELP kubelet_running_containers Number of containers currently running.\n"
-      << "# TYPE kubelet_running_containers gauge\n"
-      << "kubelet_running_containers{container_state=\"running\"} "
-      << Get(pleg, "running_containers") << "\n";
-  RenderHistogram(out, "kubelet_pleg_relist_duration_seconds",
-                  "Duration in seconds for relisting pods in PLEG.", pleg,
-                  "relist_duration_seconds");
-  RenderHistogram(out, "kubelet_pleg_relist_interval_seconds",
-                  "Interval in seconds between relisting in PLEG.", pleg,
-                  "relist_interval_seconds");
-  out << "# HELP kubelet_pleg_last_seen_seconds Timestamp in seconds when PLEG was last seen "
-         "active.\n"
-      << "# TYPE kubelet_pleg_last_seen_seconds gauge\n"
-      << "kubelet_pleg_last_seen_seconds " << Seconds(Get(pleg, "last_relist_unix_ms") * 1000)
-      << "\n";
-  RenderHistogram(out, "kubelet_pod_start_duration_seconds",
-                  "Duration in seconds from a pod's ADD to its status Running.", workers,
-                  "pod_start_duration_seconds");
-  RenderHistogram(out, "kubelet_pod_worker_duration_seconds",
-                  "Duration in seconds to sync a single pod.", workers,
-                  "pod_worker_duration_seconds");
-  out << RenderProbeMetrics(s);
+  out.Family("kubelet_running_pods", "Number of pods that have a running container.",
+             MetricType::kGauge);
+  out.Sample("kubelet_running_pods", {}, Get(pleg, "running_pods"));
+  out.Family("kubelet_running_containers", "Number of containers currently running.",
+             MetricType::kGauge);
+  out.Sample("kubelet_running_containers", {{"container_state", "running"}},
+             Get(pleg, "running_containers"));
+  WriteHistogram(out, "kubelet_pleg_relist_duration_seconds",
+                 "Duration in seconds for relisting pods in PLEG.", pleg,
+                 "relist_duration_seconds");
+  WriteHistogram(out, "kubelet_pleg_relist_interval_seconds",
+                 "Interval in seconds between relisting in PLEG.", pleg, "relist_interval_seconds");
+  out.Family("kubelet_pleg_last_seen_seconds",
+             "Timestamp in seconds when PLEG was last seen active.", MetricType::kGauge);
+  out.Sample("kubelet_pleg_last_seen_seconds", {},
+             Seconds(Get(pleg, "last_relist_unix_ms") * 1000));
+  WriteHistogram(out, "kubelet_pod_start_duration_seconds",
+                 "Duration in seconds from a pod's ADD to its status Running.", workers,
+                 "pod_start_duration_seconds");
+  WriteHistogram(out, "kubelet_pod_worker_duration_seconds",
+                 "Duration in seconds to sync a single pod.", workers,
+                 "pod_worker_duration_seconds");
+  WriteProbeMetrics(out, s);
   // Containers started and the starts that failed, by container type and the kubelet's error
   // code (ErrImagePull, CreateContainerConfigError, CreateContainerError, RunContainerError,
   // PostStartHookError, ...), as the kubelet's SyncPod counts them.
-  {
-    std::ostringstream failed;
-    for (const auto& [k, v] : workers) {
-      if (k.rfind("started_containers_errors:", 0) != 0) continue;
-      const std::string rest = k.substr(26);
-      const size_t colon = rest.find(':');
-      if (colon == std::string::npos) continue;
-      failed << "kubelet_started_containers_errors_total{code=\""
-             << PrometheusLabel(rest.substr(colon + 1)) << "\",container_type=\""
-             << PrometheusLabel(rest.substr(0, colon)) << "\"} " << v << "\n";
-    }
-    RenderLabelledCounter(out, "kubelet_started_containers_total",
-                          "Cumulative number of containers started", workers,
-                          "started_containers:", "container_type");
-    out << "# HELP kubelet_started_containers_errors_total Cumulative number of errors when "
-           "starting containers\n"
-        << "# TYPE kubelet_started_containers_errors_total counter\n"
-        << failed.str();
+  WriteLabelledCounter(out, "kubelet_started_containers_total",
+                       "Cumulative number of containers started", workers,
+                       "started_containers:", "container_type");
+  out.Family("kubelet_started_containers_errors_total",
+             "Cumulative number of errors when starting containers", MetricType::kCounter);
+  for (const auto& [k, v] : workers) {
+    if (k.rfind("started_containers_errors:", 0) != 0) continue;
+    const std::string rest = k.substr(26);
+    const size_t colon = rest.find(':');
+    if (colon == std::string::npos) continue;
+    out.Sample("kubelet_started_containers_errors_total",
+               {{"code", rest.substr(colon + 1)}, {"container_type", rest.substr(0, colon)}}, v);
   }
   // Image pulls: one histogram per image size bucket (the kubelet's label values).
   {
-    std::ostringstream pulls;
+    TextWriter pulls;
     std::vector<std::string> sizes;
     for (const auto& [k, v] : workers) {
       const std::string head = "image_pull_duration_seconds@";
@@ -191,105 +196,101 @@ std::string RenderMetrics(const HttpSnapshot& s) {
       if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
     }
     for (const auto& size : sizes) {
-      RenderHistogramSeries(pulls, "kubelet_image_pull_duration_seconds", workers,
-                            "image_pull_duration_seconds@" + size,
-                            "image_size_in_bytes=\"" + PrometheusLabel(size) + "\"");
+      if (auto h = ExportedHistogram(workers, "image_pull_duration_seconds@" + size)) {
+        pulls.Histogram("kubelet_image_pull_duration_seconds", {{"image_size_in_bytes", size}}, *h);
+      }
     }
-    if (!pulls.str().empty()) {
-      out << "# HELP kubelet_image_pull_duration_seconds Duration in seconds to pull an image.\n"
-          << "# TYPE kubelet_image_pull_duration_seconds histogram\n"
-          << pulls.str();
+    if (!pulls.empty()) {
+      out.Family("kubelet_image_pull_duration_seconds", "Duration in seconds to pull an image.",
+                 MetricType::kHistogram);
+      out.Append(pulls);
     }
   }
-  out << "# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal\n"
-      << "# TYPE kubelet_evictions counter\n";
+  out.Family("kubelet_evictions", "Cumulative number of pod evictions by eviction signal",
+             MetricType::kCounter);
   for (const auto& [signal, n] : s.evictions) {
-    out << "kubelet_evictions{eviction_signal=\"" << PrometheusLabel(signal) << "\"} " << n << "\n";
+    out.Sample("kubelet_evictions", {{"eviction_signal", signal}}, n);
   }
-  RenderLabelledCounter(out, "kubelet_runtime_operations_total",
-                        "Cumulative number of runtime operations by operation type.", workers,
-                        "runtime_operations:", "operation_type");
-  RenderLabelledCounter(out, "kubelet_runtime_operations_errors_total",
-                        "Cumulative number of runtime operation errors by operation type.", workers,
-                        "runtime_operations_errors:", "operation_type");
+  WriteLabelledCounter(out, "kubelet_runtime_operations_total",
+                       "Cumulative number of runtime operations by operation type.", workers,
+                       "runtime_operations:", "operation_type");
+  WriteLabelledCounter(out, "kubelet_runtime_operations_errors_total",
+                       "Cumulative number of runtime operation errors by operation type.", workers,
+                       "runtime_operations_errors:", "operation_type");
 
-  out << "# HELP kubelet_garbage_collected_containers_total Dead containers removed by garbage "
-         "collection.\n"
-      << "# TYPE kubelet_garbage_collected_containers_total counter\n"
-      << "kubelet_garbage_collected_containers_total "
-      << Get(workers, "containers_garbage_collected") << "\n";
-  auto counter = [&](const char* name, const char* help, const char* type, const char* key) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-        << name << " " << Get(workers, key) << "\n";
+  auto counter = [&](const char* name, const char* help, MetricType type, const char* key) {
+    out.Family(name, help, type);
+    out.Sample(name, {}, Get(workers, key));
   };
+  counter("kubelet_garbage_collected_containers_total",
+          "Dead containers removed by garbage collection.", MetricType::kCounter,
+          "containers_garbage_collected");
   counter("kubelet_image_garbage_collected_total", "Images removed by image garbage collection.",
-          "counter", "images_garbage_collected");
+          MetricType::kCounter, "images_garbage_collected");
   counter("nodelet_image_gc_freed_bytes_total",
-          "Bytes freed by image garbage collection (the removed images' sizes).", "counter",
-          "image_gc_bytes_freed");
-  counter("nodelet_image_gc_runs_total", "Image garbage collection passes.", "counter",
+          "Bytes freed by image garbage collection (the removed images' sizes).",
+          MetricType::kCounter, "image_gc_bytes_freed");
+  counter("nodelet_image_gc_runs_total", "Image garbage collection passes.", MetricType::kCounter,
           "image_gc_runs");
   counter("nodelet_image_gc_failures_total",
-          "Image garbage collection passes that failed or could not free enough.", "counter",
-          "image_gc_failures");
-  counter("nodelet_image_fs_capacity_bytes", "Capacity of the image filesystem.", "gauge",
-          "image_fs_capacity_bytes");
+          "Image garbage collection passes that failed or could not free enough.",
+          MetricType::kCounter, "image_gc_failures");
+  counter("nodelet_image_fs_capacity_bytes", "Capacity of the image filesystem.",
+          MetricType::kGauge, "image_fs_capacity_bytes");
   counter("nodelet_image_fs_available_bytes",
-          "Free bytes of the image filesystem at the last image GC pass.", "gauge",
+          "Free bytes of the image filesystem at the last image GC pass.", MetricType::kGauge,
           "image_fs_available_bytes");
   counter("nodelet_container_gc_runs_total", "Node-wide dead-container garbage collection passes.",
-          "counter", "container_gc_runs");
+          MetricType::kCounter, "container_gc_runs");
   counter("nodelet_container_gc_failures_total",
-          "Node-wide dead-container garbage collection passes that failed.", "counter",
+          "Node-wide dead-container garbage collection passes that failed.", MetricType::kCounter,
           "container_gc_failures");
-  out << "# HELP nodelet_service_up Whether the service is RUNNING (1) or not (0).\n"
-      << "# TYPE nodelet_service_up gauge\n";
+  out.Family("nodelet_service_up", "Whether the service is RUNNING (1) or not (0).",
+             MetricType::kGauge);
   for (const auto& svc : s.services) {
-    out << "nodelet_service_up{service=\"" << svc.name << "\"} "
-        << (svc.state == ProcessState::Running ? 1 : 0) << "\n";
+    out.Sample("nodelet_service_up", {{"service", svc.name}},
+               svc.state == ProcessState::Running ? 1 : 0);
   }
-  out << "# HELP nodelet_service_restarts_total Automatic restarts of the service.\n"
-      << "# TYPE nodelet_service_restarts_total counter\n";
+  out.Family("nodelet_service_restarts_total", "Automatic restarts of the service.",
+             MetricType::kCounter);
   for (const auto& svc : s.services) {
-    out << "nodelet_service_restarts_total{service=\"" << svc.name << "\"} " << svc.restarts
-        << "\n";
+    out.Sample("nodelet_service_restarts_total", {{"service", svc.name}}, svc.restarts);
   }
-  out << "# HELP nodelet_ipc_messages_total Control messages the supervisor received, by sender.\n"
-      << "# TYPE nodelet_ipc_messages_total counter\n";
+  out.Family("nodelet_ipc_messages_total", "Control messages the supervisor received, by sender.",
+             MetricType::kCounter);
   for (const auto& svc : s.services) {
     auto it = s.messages.find(svc.name);
-    out << "nodelet_ipc_messages_total{service=\"" << svc.name << "\"} "
-        << (it == s.messages.end() ? 0 : it->second) << "\n";
+    out.Sample("nodelet_ipc_messages_total", {{"service", svc.name}},
+               it == s.messages.end() ? 0 : it->second);
   }
-  out << "# HELP nodelet_ipc_bad_messages_total Messages refused by verification, by receiving "
-         "service.\n"
-      << "# TYPE nodelet_ipc_bad_messages_total counter\n";
+  out.Family("nodelet_ipc_bad_messages_total",
+             "Messages refused by verification, by receiving service.", MetricType::kCounter);
   for (const auto& svc : s.services) {
     const auto& c = *CountersOf(s, svc.name);
-    out << "nodelet_ipc_bad_messages_total{service=\"" << svc.name << "\"} "
-        << Get(c, "bad_messages") + Get(c, "bad_requests") << "\n";
+    out.Sample("nodelet_ipc_bad_messages_total", {{"service", svc.name}},
+               Get(c, "bad_messages") + Get(c, "bad_requests"));
   }
-  out << "nodelet_ipc_bad_messages_total{service=\"supervisor\"} " << s.bad_control << "\n";
+  out.Sample("nodelet_ipc_bad_messages_total", {{"service", "supervisor"}}, s.bad_control);
   // Every counter each service reported in its last heartbeat, under its own name (docs/ of each
   // service names them): what the metrics above leave out, for whoever is chasing one service's
   // work (a bench, an operator comparing two nodes).
-  out << "# HELP nodelet_service_stat A service's own counter or gauge (docs/ of each "
-         "service), as its last heartbeat reported it, by service and name.\n"
-      << "# TYPE nodelet_service_stat untyped\n";
+  out.Family("nodelet_service_stat",
+             "A service's own counter or gauge (docs/ of each service), as its last heartbeat "
+             "reported it, by service and name.",
+             MetricType::kUntyped);
   for (const auto& [svc, counters] : s.counters) {
     for (const auto& [name, v] : counters) {
-      out << "nodelet_service_stat{service=\"" << PrometheusLabel(svc) << "\",name=\""
-          << PrometheusLabel(name) << "\"} " << v << "\n";
+      out.Sample("nodelet_service_stat", {{"service", svc}, {"name", name}}, v);
     }
   }
-  out << "# HELP nodelet_pod_source_failures_total Reads of a pod source that failed (its pods "
-         "were kept), by source and reason.\n"
-      << "# TYPE nodelet_pod_source_failures_total counter\n";
+  out.Family("nodelet_pod_source_failures_total",
+             "Reads of a pod source that failed (its pods were kept), by source and reason.",
+             MetricType::kCounter);
   for (const auto& [key, n] : s.source_failures) {
-    out << "nodelet_pod_source_failures_total{source=\"" << PrometheusLabel(key.first)
-        << "\",reason=\"" << PrometheusLabel(key.second) << "\"} " << n << "\n";
+    out.Sample("nodelet_pod_source_failures_total", {{"source", key.first}, {"reason", key.second}},
+               n);
   }
-  return out.str();
+  return out.Take();
 }
 
 std::optional<ProcessFigures> ReadProcessFigures(pid_t pid, double boot_time_unix_s) {
@@ -337,45 +338,46 @@ double BootTimeUnixSeconds() {
 
 std::string RenderProcessMetrics(const std::optional<ProcessFigures>& self,
                                  const std::map<std::string, ProcessFigures>& services) {
-  std::ostringstream out;
-  out.precision(15);
-  out << "# HELP nodelet_build_info The version nodelet was built from, and how.\n"
-      << "# TYPE nodelet_build_info gauge\n"
-      << "nodelet_build_info{version=\"" << PrometheusLabel(NODELET_VERSION) << "\",compiler=\""
-      << PrometheusLabel(__VERSION__) << "\",platform=\"linux/amd64\"} 1\n";
+  TextWriter out;
+  out.Family("nodelet_build_info", "The version nodelet was built from, and how.",
+             MetricType::kGauge);
+  out.Sample("nodelet_build_info",
+             {{"version", NODELET_VERSION}, {"compiler", __VERSION__}, {"platform", "linux/amd64"}},
+             1);
   if (self) {
-    const auto gauge = [&](const char* name, const char* type, const char* help, double v) {
-      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-          << name << " " << v << "\n";
+    const auto gauge = [&](const char* name, MetricType type, const char* help, double v) {
+      out.Family(name, help, type);
+      out.Sample(name, {}, ProcessNumber(v));
     };
-    gauge("process_cpu_seconds_total", "counter",
+    gauge("process_cpu_seconds_total", MetricType::kCounter,
           "Total user and system CPU time spent in seconds.", self->cpu_seconds);
-    gauge("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+    gauge("process_resident_memory_bytes", MetricType::kGauge, "Resident memory size in bytes.",
           static_cast<double>(self->resident_bytes));
-    gauge("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+    gauge("process_virtual_memory_bytes", MetricType::kGauge, "Virtual memory size in bytes.",
           static_cast<double>(self->virtual_bytes));
-    gauge("process_start_time_seconds", "gauge",
+    gauge("process_start_time_seconds", MetricType::kGauge,
           "Start time of the process since unix epoch in seconds.", self->start_time_unix_s);
-    gauge("process_open_fds", "gauge", "Number of open file descriptors.",
+    gauge("process_open_fds", MetricType::kGauge, "Number of open file descriptors.",
           static_cast<double>(self->open_fds));
-    gauge("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+    gauge("process_max_fds", MetricType::kGauge, "Maximum number of open file descriptors.",
           static_cast<double>(self->max_fds));
   }
-  const auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  const auto per_service = [&](const char* name, MetricType type, const char* help, auto value) {
+    out.Family(name, help, type);
     for (const auto& [svc, p] : services) {
-      out << name << "{service=\"" << PrometheusLabel(svc) << "\"} " << value(p) << "\n";
+      out.Sample(name, {{"service", svc}}, ProcessNumber(value(p)));
     }
   };
-  per_service("nodelet_service_cpu_seconds_total", "counter",
+  per_service("nodelet_service_cpu_seconds_total", MetricType::kCounter,
               "A running service's user and system CPU time in seconds.",
               [](const ProcessFigures& p) { return p.cpu_seconds; });
-  per_service("nodelet_service_resident_memory_bytes", "gauge",
+  per_service("nodelet_service_resident_memory_bytes", MetricType::kGauge,
               "A running service's resident memory in bytes.",
               [](const ProcessFigures& p) { return p.resident_bytes; });
-  per_service("nodelet_service_open_fds", "gauge", "A running service's open file descriptors.",
+  per_service("nodelet_service_open_fds", MetricType::kGauge,
+              "A running service's open file descriptors.",
               [](const ProcessFigures& p) { return p.open_fds; });
-  return out.str();
+  return out.Take();
 }
 
 }  // namespace nodelet::supervisor

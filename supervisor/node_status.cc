@@ -10,8 +10,8 @@
 
 #include "lib/common/json_text.h"
 #include "lib/common/logging.h"
+#include "lib/common/rfc3339.h"
 #include "lib/pod/quantity.h"
-#include "lib/pod/rfc3339.h"
 #include "lib/stats/usage.h"
 #include "lib/status/status_client.h"
 #include "supervisor/pod_manager.h"
@@ -19,7 +19,7 @@
 namespace nodelet::supervisor {
 namespace {
 
-std::string Time(int64_t unix_s) { return pod::FormatRfc3339Nano(pod::UnixTime{unix_s, 0}); }
+std::string Time(int64_t unix_s) { return FormatRfc3339Nano(UnixTime{unix_s, 0}); }
 
 int64_t MemAvailable() {
   std::ifstream in("/proc/meminfo");

@@ -11,6 +11,7 @@
 
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
+#include "lib/common/rfc3339.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/pod/canonical.h"
@@ -46,7 +47,7 @@ std::vector<PodChange<pod::Pod>> InAdmissionOrder(std::vector<PodChange<pod::Pod
     std::string seen_text = seen != md.annotations.end() ? seen->second : std::string();
     int64_t when = md.creation_timestamp.value_or(0);
     if (!md.creation_timestamp) {
-      if (auto t = pod::ParseRfc3339(seen_text)) when = t->seconds;
+      if (auto t = ParseRfc3339(seen_text)) when = t->seconds;
     }
     return std::make_tuple(when, md.creation_timestamp ? std::string() : seen_text,
                            md.namespace_name, md.name);

@@ -1,11 +1,13 @@
+// The Summary API's JSON and the resource metrics of a usage sample, the CPU rates they carry,
+// and the one sampler the endpoint and the eviction manager share (stats_summary.h).
 #include "supervisor/stats_summary.h"
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "lib/common/json_text.h"
-#include "lib/pod/rfc3339.h"
+#include "lib/common/rfc3339.h"
+#include "lib/metrics/prometheus_text.h"
 #include "lib/stats/usage.h"
 
 namespace nodelet::supervisor {
@@ -129,23 +131,10 @@ CpuRates CpuRateTracker::Observe(const NodeStats& sample) {
   return out;
 }
 
-std::string PrometheusLabel(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
 std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
   const NodeStats& s = rated.stats;
-  const std::string time = pod::FormatRfc3339(s.time_unix_ms / 1000);
-  json node = {{"nodeName", s.node_name}, {"startTime", pod::FormatRfc3339(node_start_unix_s)}};
+  const std::string time = FormatRfc3339(s.time_unix_ms / 1000);
+  json node = {{"nodeName", s.node_name}, {"startTime", FormatRfc3339(node_start_unix_s)}};
   if (s.cpu) node["cpu"] = CpuJson(time, *s.cpu, rated.rates.node);
   if (s.memory) {
     node["memory"] = {{"time", time},
@@ -161,10 +150,10 @@ std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
   json pods = json::array();
   for (const auto& p : s.pods) {
     json pj = {{"podRef", {{"name", p.name}, {"namespace", p.namespace_name}, {"uid", p.uid}}},
-               {"startTime", pod::FormatRfc3339(p.start_time_unix_s)}};
+               {"startTime", FormatRfc3339(p.start_time_unix_s)}};
     json containers = json::array();
     for (const auto& c : p.containers) {
-      json cj = {{"name", c.name}, {"startTime", pod::FormatRfc3339(c.start_time_unix_s)}};
+      json cj = {{"name", c.name}, {"startTime", FormatRfc3339(c.start_time_unix_s)}};
       if (c.cpu) cj["cpu"] = CpuJson(time, *c.cpu, Find(rated.rates.containers, c.id));
       if (c.memory) cj["memory"] = MemoryJson(time, *c.memory);
       if (c.rootfs) cj["rootfs"] = DirJson(time, *c.rootfs, s.imagefs ? s.imagefs : s.nodefs);
@@ -191,73 +180,80 @@ std::string SummaryJson(const RatedSample& rated, int64_t node_start_unix_s) {
 }
 
 std::string RenderUsageMetrics(const NodeStats* s) {
-  std::ostringstream out;
-  auto family = [&](const char* name, const char* help, const char* type) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-  };
+  using metrics::MetricType;
+  metrics::TextWriter out;
   if (s != nullptr) {
-    const std::string ts = " " + std::to_string(s->time_unix_ms) + "\n";
-    family("node_cpu_usage_seconds_total",
-           "Cumulative cpu time consumed by the node in core-seconds", "counter");
+    const int64_t ts = s->time_unix_ms;
+    out.Family("node_cpu_usage_seconds_total",
+               "Cumulative cpu time consumed by the node in core-seconds", MetricType::kCounter);
     if (s->cpu) {
-      out << "node_cpu_usage_seconds_total " << NanosAsSeconds(s->cpu->usage_core_nanoseconds)
-          << ts;
+      out.Sample("node_cpu_usage_seconds_total", {}, NanosAsSeconds(s->cpu->usage_core_nanoseconds),
+                 ts);
     }
-    family("node_memory_working_set_bytes", "Current working set of the node in bytes", "gauge");
-    if (s->memory) out << "node_memory_working_set_bytes " << s->memory->working_set_bytes << ts;
+    out.Family("node_memory_working_set_bytes", "Current working set of the node in bytes",
+               MetricType::kGauge);
+    if (s->memory) {
+      out.Sample("node_memory_working_set_bytes", {}, s->memory->working_set_bytes, ts);
+    }
 
-    auto per_container = [&](const char* name, const char* help, const char* type, auto value) {
-      family(name, help, type);
+    // A family's series, one for each container (each pod) `value` has a figure for.
+    auto per_container = [&](const char* name, const char* help, MetricType type,
+                             std::optional<int64_t> time, auto value) {
+      out.Family(name, help, type);
       for (const auto& p : s->pods) {
         for (const auto& c : p.containers) {
-          std::string v = value(c);
-          if (v.empty()) continue;
-          out << name << "{container=\"" << PrometheusLabel(c.name) << "\",namespace=\""
-              << PrometheusLabel(p.namespace_name) << "\",pod=\"" << PrometheusLabel(p.name)
-              << "\"} " << v;
+          std::optional<std::string> v = value(c);
+          if (!v) continue;
+          out.Sample(name,
+                     {{"container", c.name}, {"namespace", p.namespace_name}, {"pod", p.name}}, *v,
+                     time);
         }
       }
     };
     per_container("container_cpu_usage_seconds_total",
-                  "Cumulative cpu time consumed by the container in core-seconds", "counter",
-                  [&](const ContainerStats& c) {
-                    return c.cpu ? NanosAsSeconds(c.cpu->usage_core_nanoseconds) + ts
-                                 : std::string();
+                  "Cumulative cpu time consumed by the container in core-seconds",
+                  MetricType::kCounter, ts,
+                  [](const ContainerStats& c) -> std::optional<std::string> {
+                    if (!c.cpu) return std::nullopt;
+                    return NanosAsSeconds(c.cpu->usage_core_nanoseconds);
                   });
-    per_container(
-        "container_memory_working_set_bytes", "Current working set of the container in bytes",
-        "gauge", [&](const ContainerStats& c) {
-          return c.memory ? std::to_string(c.memory->working_set_bytes) + ts : std::string();
-        });
+    per_container("container_memory_working_set_bytes",
+                  "Current working set of the container in bytes", MetricType::kGauge, ts,
+                  [](const ContainerStats& c) -> std::optional<std::string> {
+                    if (!c.memory) return std::nullopt;
+                    return std::to_string(c.memory->working_set_bytes);
+                  });
     per_container("container_start_time_seconds",
-                  "Start time of the container since unix epoch in seconds", "gauge",
-                  [&](const ContainerStats& c) {
-                    return c.start_time_unix_s > 0 ? std::to_string(c.start_time_unix_s) + "\n"
-                                                   : std::string();
+                  "Start time of the container since unix epoch in seconds", MetricType::kGauge,
+                  std::nullopt, [](const ContainerStats& c) -> std::optional<std::string> {
+                    if (c.start_time_unix_s <= 0) return std::nullopt;
+                    return std::to_string(c.start_time_unix_s);
                   });
-    auto per_pod = [&](const char* name, const char* help, const char* type, auto value) {
-      family(name, help, type);
+    auto per_pod = [&](const char* name, const char* help, MetricType type, auto value) {
+      out.Family(name, help, type);
       for (const auto& p : s->pods) {
-        std::string v = value(p);
-        if (v.empty()) continue;
-        out << name << "{namespace=\"" << PrometheusLabel(p.namespace_name) << "\",pod=\""
-            << PrometheusLabel(p.name) << "\"} " << v;
+        std::optional<std::string> v = value(p);
+        if (!v) continue;
+        out.Sample(name, {{"namespace", p.namespace_name}, {"pod", p.name}}, *v, ts);
       }
     };
     per_pod("pod_cpu_usage_seconds_total",
-            "Cumulative cpu time consumed by the pod in core-seconds", "counter",
-            [&](const PodStats& p) {
-              return p.cpu ? NanosAsSeconds(p.cpu->usage_core_nanoseconds) + ts : std::string();
+            "Cumulative cpu time consumed by the pod in core-seconds", MetricType::kCounter,
+            [](const PodStats& p) -> std::optional<std::string> {
+              if (!p.cpu) return std::nullopt;
+              return NanosAsSeconds(p.cpu->usage_core_nanoseconds);
             });
-    per_pod("pod_memory_working_set_bytes", "Current working set of the pod in bytes", "gauge",
-            [&](const PodStats& p) {
-              return p.memory ? std::to_string(p.memory->working_set_bytes) + ts : std::string();
+    per_pod("pod_memory_working_set_bytes", "Current working set of the pod in bytes",
+            MetricType::kGauge, [](const PodStats& p) -> std::optional<std::string> {
+              if (!p.memory) return std::nullopt;
+              return std::to_string(p.memory->working_set_bytes);
             });
   }
-  family("resource_scrape_error",
-         "1 if there was an error while getting container metrics, 0 otherwise", "gauge");
-  out << "resource_scrape_error " << (s == nullptr ? 1 : 0) << "\n";
-  return out.str();
+  out.Family("resource_scrape_error",
+             "1 if there was an error while getting container metrics, 0 otherwise",
+             MetricType::kGauge);
+  out.Sample("resource_scrape_error", {}, s == nullptr ? 1 : 0);
+  return out.Take();
 }
 
 UsageSampler::UsageSampler(const Clock& clock, StatsSource& source,

@@ -55,9 +55,6 @@ struct RatedSample {
   CpuRates rates;
 };
 
-// A Prometheus label value escaped (backslash, double quote, newline), for every /metrics series.
-std::string PrometheusLabel(const std::string& v);
-
 // The Summary JSON of a sample. `node_start_unix_s` is the node's startTime (its boot).
 std::string SummaryJson(const RatedSample& s, int64_t node_start_unix_s);
 

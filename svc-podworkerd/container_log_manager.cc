@@ -221,23 +221,21 @@ Result<int> RemoveContainerLogSymlinks(const std::string& log_dir,
   return removed;
 }
 
-ContainerLogManager::ContainerLogManager(cri::RuntimeService& runtime, const Clock& clock,
+ContainerLogManager::ContainerLogManager(EventLoop& loop, cri::RuntimeService& runtime,
                                          std::string log_dir, ContainerLogPolicy policy)
-    : runtime_(runtime), clock_(clock), log_dir_(std::move(log_dir)), policy_(policy) {
+    : runtime_(runtime),
+      clock_(loop.clock()),
+      log_dir_(std::move(log_dir)),
+      policy_(policy),
+      timer_(loop.AddTimer([this] { StartPass(); })),
+      executor_(loop, 1) {
   // The runtime reports cleaned paths (Go's filepath.Join): no trailing slash to compare with.
   while (log_dir_.size() > 1 && log_dir_.back() == '/') log_dir_.pop_back();
   policy_.max_files = std::max(2, policy_.max_files);
   policy_.max_size_bytes = std::max<int64_t>(1, policy_.max_size_bytes);
 }
 
-ContainerLogManager::~ContainerLogManager() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+ContainerLogManager::~ContainerLogManager() { executor_.Stop(); }
 
 LogRotationResult ContainerLogManager::RotateLogs() {
   LogRotationResult result;
@@ -502,9 +500,7 @@ LogCleanupResult ContainerLogManager::CleanUp(const std::set<std::string>& live_
   return result;
 }
 
-void ContainerLogManager::Start() {
-  thread_ = std::thread([this] { Loop(); });
-}
+void ContainerLogManager::Start() { timer_.ArmAfter(policy_.monitor_interval); }
 
 void ContainerLogManager::SetDesired(std::set<std::string> pod_uids) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -527,48 +523,50 @@ std::vector<std::pair<std::string, uint64_t>> ContainerLogManager::Counters() co
   };
 }
 
-void ContainerLogManager::Loop() {
-  auto log = GetLogger("podworkerd");
-  std::string last_rotation_error, last_cleanup_error;
-  MonoTime next = clock_.Now() + policy_.monitor_interval;
-  // The first clean-up comes with the first pass after the desired pods are known.
-  int passes_to_cleanup = 0;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, TimeUntil(clock_, next), [&] { return stopping_; });
-    if (stopping_) break;
-    if (clock_.Now() < next) continue;
-    std::optional<std::set<std::string>> live = desired_pods_;
-    lock.unlock();
-    LogRotationResult r = RotateLogs();
-    rotations_ += static_cast<uint64_t>(r.rotated);
-    compressed_ += static_cast<uint64_t>(r.compressed);
-    removed_ += static_cast<uint64_t>(r.removed);
-    if (!r.status.ok()) {
-      ++rotation_failures_;
-      // Once per distinct failure: a log that cannot be rotated is retried every interval.
-      if (r.status.message() != last_rotation_error) {
-        log->warn("Container log rotation: {}", r.status.message());
-      }
-    }
-    last_rotation_error = r.status.ok() ? "" : r.status.message();
-    // Until the desired pods are known, no pod's logs may be taken for a removed pod's.
-    if (live && --passes_to_cleanup <= 0) {
-      passes_to_cleanup = kLogCleanupEveryPasses;
-      LogCleanupResult c = CleanUp(*live);
-      pod_dirs_removed_ += static_cast<uint64_t>(c.pod_dirs_removed);
-      symlinks_removed_ += static_cast<uint64_t>(c.symlinks_removed);
-      for (const auto& name : c.removed_pod_dirs) {
-        log->info("Removed the log directory {} of a removed pod", name);
-      }
-      if (!c.status.ok() && c.status.message() != last_cleanup_error) {
-        log->warn("Container log clean-up: {}", c.status.message());
-      }
-      last_cleanup_error = c.status.ok() ? "" : c.status.message();
-    }
-    lock.lock();
-    next = clock_.Now() + policy_.monitor_interval;
+void ContainerLogManager::StartPass() {
+  if (pass_running_) return;
+  pass_running_ = true;
+  std::optional<std::set<std::string>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = desired_pods_;
   }
+  executor_.Submit([this, live = std::move(live)] { Pass(live); },
+                   [this] {
+                     pass_running_ = false;
+                     timer_.ArmAfter(policy_.monitor_interval);
+                   });
+}
+
+void ContainerLogManager::Pass(const std::optional<std::set<std::string>>& live) {
+  auto log = GetLogger("podworkerd");
+  LogRotationResult r = RotateLogs();
+  rotations_ += static_cast<uint64_t>(r.rotated);
+  compressed_ += static_cast<uint64_t>(r.compressed);
+  removed_ += static_cast<uint64_t>(r.removed);
+  if (!r.status.ok()) {
+    ++rotation_failures_;
+    // Once per distinct failure: a log that cannot be rotated is retried every interval.
+    if (r.status.message() != last_rotation_error_) {
+      log->warn("Container log rotation: {}", r.status.message());
+    }
+  }
+  last_rotation_error_ = r.status.ok() ? "" : r.status.message();
+  // Until the desired pods are known, no pod's logs may be taken for a removed pod's.
+  if (live && --passes_to_cleanup_ <= 0) {
+    passes_to_cleanup_ = kLogCleanupEveryPasses;
+    LogCleanupResult c = CleanUp(*live);
+    pod_dirs_removed_ += static_cast<uint64_t>(c.pod_dirs_removed);
+    symlinks_removed_ += static_cast<uint64_t>(c.symlinks_removed);
+    for (const auto& name : c.removed_pod_dirs) {
+      log->info("Removed the log directory {} of a removed pod", name);
+    }
+    if (!c.status.ok() && c.status.message() != last_cleanup_error_) {
+      log->warn("Container log clean-up: {}", c.status.message());
+    }
+    last_cleanup_error_ = c.status.ok() ? "" : c.status.message();
+  }
+  ++passes_;
 }
 
 }  // namespace nodelet::podworkerd

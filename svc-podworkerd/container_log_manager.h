@@ -26,20 +26,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 
 namespace nodelet::podworkerd {
 
@@ -84,9 +84,10 @@ struct LogCleanupResult {
 
 class ContainerLogManager {
  public:
-  ContainerLogManager(cri::RuntimeService& runtime, const Clock& clock, std::string log_dir,
+  // The loop's clock times the passes.
+  ContainerLogManager(EventLoop& loop, cri::RuntimeService& runtime, std::string log_dir,
                       ContainerLogPolicy policy);
-  // Stops the thread.
+  // Waits for a pass in flight; none starts afterwards.
   ~ContainerLogManager();
   ContainerLogManager(const ContainerLogManager&) = delete;
   ContainerLogManager& operator=(const ContainerLogManager&) = delete;
@@ -101,8 +102,9 @@ class ContainerLogManager {
   // and whose container exited.
   LogCleanupResult CleanUp(const std::set<std::string>& live_pods);
 
-  // Runs RotateLogs every monitor interval and, once SetDesired was called, CleanUp, on a
-  // thread of its own.
+  // Runs RotateLogs every monitor interval and, once SetDesired was called, CleanUp: a timer on
+  // the loop, the pass on a thread of the manager's executor; each interval counts from the end
+  // of the last pass. On the loop's thread.
   void Start();
   // The pods podworkerd runs (uids). Thread-safe.
   void SetDesired(std::set<std::string> pod_uids);
@@ -112,9 +114,16 @@ class ContainerLogManager {
   void SetRunning(std::set<std::string> container_ids);
   // Heartbeat counters (name, value). Thread-safe.
   std::vector<std::pair<std::string, uint64_t>> Counters() const;
+  // Passes run so far, whole (rotation, and clean-up when due). Thread-safe.
+  uint64_t passes() const { return passes_.load(); }
+  // Whether a pass is on the executor (its continuation not yet run on the loop).
+  bool pass_running() const { return pass_running_; }
 
  private:
-  void Loop();
+  // The timer's: starts a pass on the executor unless one runs.
+  void StartPass();
+  // One pass (the executor's thread): rotation, then the clean-up every few passes.
+  void Pass(const std::optional<std::set<std::string>>& live);
 
   cri::RuntimeService& runtime_;
   const Clock& clock_;
@@ -122,18 +131,23 @@ class ContainerLogManager {
   ContainerLogPolicy policy_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
   std::optional<std::set<std::string>> desired_pods_;
   std::optional<std::set<std::string>> running_;  // SetRunning's
   // RotateLogs, one pass at a time: the log path of each running container seen by the last
   // pass, by container id.
   std::mutex rotate_mu_;
   std::map<std::string, std::string> log_paths_;
-  std::thread thread_;
+  // The passes' own state (the executor's one thread).
+  std::string last_rotation_error_, last_cleanup_error_;
+  int passes_to_cleanup_ = 0;  // the first clean-up comes with the first pass that can make it
+  std::atomic<uint64_t> passes_{0};
+  bool pass_running_ = false;  // on the loop
 
   std::atomic<uint64_t> rotations_{0}, rotation_failures_{0}, compressed_{0}, removed_{0},
       pod_dirs_removed_{0}, symlinks_removed_{0};
+  EventLoop::Timer timer_;
+  // Last: stopped (a pass in flight waited for) before what the pass uses goes.
+  BlockingExecutor executor_;
 };
 
 }  // namespace nodelet::podworkerd

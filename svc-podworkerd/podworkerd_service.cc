@@ -178,8 +178,8 @@ Status PodworkerdService::Start() {
   std::string run_dir = ctx.options.run_dir;
   counting_ = std::make_unique<CountingRuntime>(*runtime_.runtime, *runtime_.images);
   if (tasks_) InstallRuntimeRepairs();
-  // Probe results that changed are taken on the loop.
-  probes_ = std::make_unique<ProbeManager>(*counting_, ctx.clock, [this] {
+  // Probe results that changed are taken on the loop (where the manager records them).
+  probes_ = std::make_unique<ProbeManager>(ctx.loop, *counting_, [this] {
     ctx_.loop.Post([this] {
       dispatcher_->SyncChanged(probes_->TakeChanged());
       WakeTick();
@@ -264,7 +264,7 @@ Status PodworkerdService::Start() {
     // LOG-DIR/containers holds the log symlinks (container_log_manager.h).
     if (Status s = EnsureDirectory(ctx.options.log_dir + "/containers", 0755); !s.ok()) return s;
     container_logs_ = std::make_unique<ContainerLogManager>(
-        *counting_, ctx.clock, ctx.options.log_dir, config_.container_logs);
+        ctx.loop, *counting_, ctx.options.log_dir, config_.container_logs);
     gc_->set_on_container_removed([log_dir = ctx.options.log_dir](const std::string& id) {
       (void)RemoveContainerLogSymlinks(log_dir, id);
     });

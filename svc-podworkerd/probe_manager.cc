@@ -1,57 +1,27 @@
 #include "svc-podworkerd/probe_manager.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <optional>
 
+#include "lib/common/unique_fd.h"
 #include "lib/common/utf8.h"
+#include "lib/http/dial.h"
 #include "svc-podworkerd/grpc_probe.h"
 #include "svc-podworkerd/http_probe.h"
 
 namespace nodelet::podworkerd {
 namespace {
 
-ProbeOutcome TcpProbe(const std::string& host, int port, std::chrono::milliseconds timeout) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string service = std::to_string(port);
-  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || res == nullptr) {
-    return {false, "cannot resolve " + host};
-  }
-  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  ProbeOutcome out{false, ""};
-  if (fd >= 0) {
-    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
-    if (rc == 0) {
-      out.success = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      if (poll(&p, 1, static_cast<int>(timeout.count())) == 1) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        out.success = err == 0;
-        if (err != 0) out.message = std::string("dial tcp: ") + std::strerror(err);
-      } else {
-        out.message = "dial tcp: timeout";
-      }
-    } else {
-      out.message = std::string("dial tcp: ") + std::strerror(errno);
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
+// A tcpSocket probe: the connection is all it checks.
+ProbeOutcome TcpProbe(const Clock& clock, const std::string& host, int port,
+                      std::chrono::milliseconds timeout) {
+  http::Error error;
+  UniqueFd fd = http::DialTcp(clock, host, port, clock.Now() + timeout, {}, error);
+  if (fd) return {true, ""};
+  if (error.unresolved) return {false, "cannot resolve " + host};
+  if (error.kind != http::ErrorKind::kConnect) return {false, "dial tcp: timeout"};
+  return {false, "dial tcp: " + error.dial_reason};
 }
 
 }  // namespace
@@ -106,8 +76,8 @@ ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const po
   if (probe.tcp_socket) {
     auto port = ResolvePort(probe.tcp_socket->port, container);
     if (!port) return {false, "no port named " + probe.tcp_socket->port.ToString()};
-    return TcpProbe(probe.tcp_socket->host.empty() ? default_host : probe.tcp_socket->host, *port,
-                    std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    return TcpProbe(clock, probe.tcp_socket->host.empty() ? default_host : probe.tcp_socket->host,
+                    *port, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
   }
   return {false, "probe has no handler"};
 }
@@ -124,37 +94,24 @@ const char* ProbeKindName(ProbeKind kind) {
   return "?";
 }
 
-ProbeManager::ProbeManager(cri::RuntimeService& runtime, const Clock& clock,
+ProbeManager::ProbeManager(EventLoop& loop, cri::RuntimeService& runtime,
                            std::function<void()> on_change, int min_threads)
     : runtime_(runtime),
-      clock_(clock),
+      clock_(loop.clock()),
       on_change_(std::move(on_change)),
-      min_threads_(static_cast<size_t>(std::max(1, min_threads))) {
+      min_threads_(static_cast<size_t>(std::max(1, min_threads))),
+      timer_(loop.AddTimer([this] { Schedule(); })),
+      executor_(loop, static_cast<int>(min_threads_)) {}
+
+// An attempt in flight ends by its own deadline (timeoutSeconds, or the CRI call's).
+ProbeManager::~ProbeManager() { executor_.Stop(); }
+
+void ProbeManager::ResizePool() {
   std::lock_guard<std::mutex> lock(mu_);
-  GrowLocked();
+  executor_.Resize(static_cast<int>(std::max(min_threads_, probes_.size())));
 }
 
-ProbeManager::~ProbeManager() {
-  std::unique_lock<std::mutex> lock(mu_);
-  stopping_ = true;
-  cv_.notify_all();
-  // An attempt in flight ends by its own deadline (timeoutSeconds, or the CRI call's).
-  exited_.wait(lock, [this] { return alive_ == 0; });
-}
-
-void ProbeManager::GrowLocked() {
-  // One thread per probe (each has at most one attempt in flight), never fewer than the minimum.
-  const size_t want = std::max(min_threads_, probes_.size());
-  while (alive_ < want) {
-    ++alive_;
-    std::thread([this] { Loop(); }).detach();
-  }
-}
-
-size_t ProbeManager::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return alive_;
-}
+size_t ProbeManager::threads() const { return executor_.threads(); }
 
 std::vector<std::pair<std::string, uint64_t>> ProbeManager::Counters() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -166,7 +123,7 @@ std::vector<std::pair<std::string, uint64_t>> ProbeManager::Counters() const {
     out.emplace_back("probe_total:" + kind + ":successful", successes_[k]);
     out.emplace_back("probe_total:" + kind + ":failed", failures_[k]);
   }
-  out.emplace_back("probe_threads", alive_);
+  out.emplace_back("probe_threads", executor_.threads());
   return out;
 }
 
@@ -207,16 +164,19 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
   add(ProbeKind::kStartup, container.startup_probe);
   add(ProbeKind::kLiveness, container.liveness_probe);
   add(ProbeKind::kReadiness, container.readiness_probe);
-  GrowLocked();
-  cv_.notify_all();
+  executor_.Resize(static_cast<int>(std::max(min_threads_, probes_.size())));
+  timer_.ArmAt(clock_.Now());  // Schedule, once this call is done
 }
 
 void ProbeManager::RemovePod(const std::string& pod_uid) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = probes_.begin(); it != probes_.end();) {
-    it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = probes_.begin(); it != probes_.end();) {
+      it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
+    }
   }
-  cv_.notify_all();  // threads beyond what the probes left need may end
+  ResizePool();  // threads beyond what the probes left need end
+  timer_.ArmAt(clock_.Now());
 }
 
 void ProbeManager::SeedReady(const std::string& container_id, bool ready) {
@@ -268,44 +228,46 @@ std::set<std::string> ProbeManager::TakeChanged() {
 
 void ProbeManager::Record(const Key& key, const ProbeOutcome& outcome,
                           std::chrono::microseconds took) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int k = static_cast<int>(key.second);
-  durations_[k].Observe(took);
-  ++(outcome.success ? successes_[k] : failures_[k]);
-  auto it = probes_.find(key);
-  if (it == probes_.end()) return;  // removed meanwhile
-  Probe& p = it->second;
-  p.running = false;
-  p.next = clock_.Now() + std::chrono::seconds(std::max(1, p.spec.period_seconds));
-  std::optional<bool> before = p.result;
-  if (outcome.success) {
-    p.failures = 0;
-    if (++p.successes >= std::max(1, p.spec.success_threshold)) p.result = true;
-  } else {
-    p.successes = 0;
-    if (++p.failures >= std::max(1, p.spec.failure_threshold)) p.result = false;
+  bool tell = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int k = static_cast<int>(key.second);
+    durations_[k].Observe(took);
+    ++(outcome.success ? successes_[k] : failures_[k]);
+    auto it = probes_.find(key);
+    if (it == probes_.end()) return;  // removed meanwhile
+    Probe& p = it->second;
+    p.running = false;
+    p.next = clock_.Now() + std::chrono::seconds(std::max(1, p.spec.period_seconds));
+    std::optional<bool> before = p.result;
+    if (outcome.success) {
+      p.failures = 0;
+      if (++p.successes >= std::max(1, p.spec.success_threshold)) p.result = true;
+    } else {
+      p.successes = 0;
+      if (++p.failures >= std::max(1, p.spec.failure_threshold)) p.result = false;
+    }
+    if (p.result != before) {
+      // The owner is told once per batch: when the set it takes was empty.
+      tell = changed_.empty();
+      changed_.insert(p.pod_uid);
+    }
   }
-  if (p.result != before) {
-    // The owner is told once per batch: when the set it takes was empty.
-    const bool was_empty = changed_.empty();
-    changed_.insert(p.pod_uid);
-    if (was_empty && on_change_) on_change_();
-  }
-  cv_.notify_all();
+  if (tell && on_change_) on_change_();
 }
 
-void ProbeManager::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    // More threads than probes (and than the minimum): this one is not needed any more.
-    if (alive_ > std::max(min_threads_, probes_.size())) break;
-    // The earliest due probe that is not in flight and not held back by a startup probe.
+void ProbeManager::Schedule() {
+  struct Attempt {
+    Key key;
+    pod::Probe spec;
+    pod::Container container;
+    std::string host;
+  };
+  std::vector<Attempt> due;
+  std::optional<MonoTime> next_wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     const MonoTime now = clock_.Now();
-    // The earliest time a probe that waits for its time is due; none: only a change (Ensure,
-    // Record, RemovePod, Stop, all of which notify) can make one due. It once woke every
-    // second regardless: two idle threads' wakeups at 100 pods without a probe.
-    std::optional<MonoTime> next_wake;
-    Probe* due = nullptr;
     for (auto& [key, p] : probes_) {
       if (p.running) continue;
       if (p.kind != ProbeKind::kStartup && !StartedLocked(p.container_id)) continue;
@@ -314,33 +276,33 @@ void ProbeManager::Loop() {
       // A startup probe is done once it passed; one that failed waits for the restart too.
       if (p.kind == ProbeKind::kStartup && p.result.has_value()) continue;
       if (p.next <= now) {
-        due = &p;
-        break;
-      }
-      next_wake = next_wake ? std::min(*next_wake, p.next) : p.next;
-    }
-    if (due == nullptr) {
-      if (next_wake) {
-        cv_.wait_for(lock, TimeUntil(clock_, *next_wake));
+        p.running = true;
+        due.push_back({key, p.spec, p.container, p.host});
       } else {
-        cv_.wait(lock);
+        next_wake = next_wake ? std::min(*next_wake, p.next) : p.next;
       }
-      continue;
     }
-    due->running = true;
-    Key key{due->container_id, due->kind};
-    pod::Probe spec = due->spec;
-    pod::Container container = due->container;
-    std::string host = due->host;
-    lock.unlock();
-    const MonoTime start = clock_.Now();
-    ProbeOutcome outcome = RunProbe(clock_, runtime_, spec, container, key.first, host);
-    Record(key, outcome,
-           std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - start));
-    lock.lock();
   }
-  --alive_;
-  exited_.notify_all();  // under the lock: the destructor may free *this right after
+  // None waiting for its time: only a change (Ensure, a result, RemovePod) makes one due.
+  if (next_wake) {
+    timer_.ArmAt(*next_wake);
+  } else {
+    timer_.Cancel();
+  }
+  for (auto& a : due) {
+    auto outcome = std::make_shared<ProbeOutcome>();
+    auto took = std::make_shared<std::chrono::microseconds>();
+    executor_.Submit(
+        [this, a, outcome, took] {
+          const MonoTime start = clock_.Now();
+          *outcome = RunProbe(clock_, runtime_, a.spec, a.container, a.key.first, a.host);
+          *took = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - start);
+        },
+        [this, key = a.key, outcome, took] {
+          Record(key, *outcome, *took);
+          Schedule();  // its next time, and a passed startup probe lets the others run
+        });
+  }
 }
 
 }  // namespace nodelet::podworkerd

@@ -3,23 +3,24 @@
 // One probe per (container instance, kind), run at its period after its initial delay: exec
 // through CRI ExecSync under the probe's timeout (plus the CRI call's own gRPC deadline),
 // httpGet through DoHttpProbe (http_probe.h: one deadline for the whole attempt, a 10 KiB body
-// cap, the kubelet's redirect rules) and tcpSocket with a connect deadline. No probe can hold
-// back another: the pool has at least one thread per registered probe (it grows in Ensure and
-// idle threads above that number exit), and each probe has at most one attempt in flight, so a
-// due probe always finds a free thread however many endpoints hang (each for at most its
-// timeoutSeconds). successThreshold consecutive successes make a probe
-// pass, failureThreshold consecutive failures make it fail. A startup probe, while it has not
-// passed, holds the other two back. Results are read by the pod syncer (is this container ready?
-// did its liveness fail?) from any thread; a change of result is queued for the main loop, which
-// syncs the pod (a failed liveness restarts the container; readiness changes the status).
+// cap, the kubelet's redirect rules) and tcpSocket through lib/http's DialTcp (connecting is the
+// whole check) under the probe's timeout. The schedule is a timer on podworkerd's loop: when a
+// probe is due, its attempt runs on the manager's executor, and its result is recorded back on
+// the loop, where the probe's next time is set. No probe can hold back another: the executor has
+// at least one thread per registered probe (resized in Ensure and RemovePod), and each probe
+// has at most one attempt in flight, so a due probe always finds a free thread however many
+// endpoints hang (each for at most its timeoutSeconds). successThreshold consecutive successes
+// make a probe pass, failureThreshold consecutive failures make it fail. A startup probe, while
+// it has not passed, holds the other two back. Results are read by the pod syncer (is this
+// container ready? did its liveness fail?) from any thread; a change of result is queued for the
+// loop, which syncs the pod (a failed liveness restarts the container; readiness changes the
+// status).
 //
 // Readiness survives restarts: the service seeds a container's readiness from its last status
 // in statusd, so a podworkerd or supervisor restart does not flip a ready container to unready.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,7 +28,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "lib/common/clock.h"
@@ -35,6 +35,8 @@
 #include "lib/common/status.h"
 #include "lib/cri/runtime_service.h"
 #include "lib/pod/pod.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 
 namespace nodelet::podworkerd {
 
@@ -59,19 +61,21 @@ ProbeOutcome RunHttpGet(const Clock& clock, const pod::HttpGetAction& http_get,
                         const pod::Container& container, const std::string& default_host,
                         std::chrono::milliseconds timeout);
 // Runs one probe attempt against a container (exec / httpGet / tcpSocket). `host` is the pod's
-// IP (127.0.0.1 for host-network pods) unless the probe names a host. `clock` times an httpGet.
+// IP (127.0.0.1 for host-network pods) unless the probe names a host. `clock` times an httpGet
+// and a tcpSocket's connect.
 ProbeOutcome RunProbe(const Clock& clock, cri::RuntimeService& runtime, const pod::Probe& probe,
                       const pod::Container& container, const std::string& container_id,
                       const std::string& host);
 
 class ProbeManager {
  public:
-  // `clock` schedules the probes (periods, initial delays) and times their attempts.
-  // `on_change` is called from a probe thread when TakeChanged() has something after it was
-  // empty; it must be thread-safe (EventLoop::Post). `min_threads` stay up while idle; more are
-  // started as probes are registered.
-  ProbeManager(cri::RuntimeService& runtime, const Clock& clock, std::function<void()> on_change,
+  // The loop's clock schedules the probes (periods, initial delays) and times their attempts.
+  // `on_change` is called on the loop's thread when TakeChanged() has something after it was
+  // empty. `min_threads` stay up while idle; more are started as probes are registered. Ensure,
+  // RemovePod and SeedReady are called on the loop's thread; the readers from any thread.
+  ProbeManager(EventLoop& loop, cri::RuntimeService& runtime, std::function<void()> on_change,
                int min_threads = 2);
+  // Waits for the attempts in flight (each ends by its own deadline).
   ~ProbeManager();
 
   // Makes sure the probes of a running container instance exist (started at `started_at`).
@@ -104,7 +108,7 @@ class ProbeManager {
   //   probe_duration_seconds_<kind>_bucket:LE, ..._sum_us, ..._count   (lib/common/histogram.h)
   //   probe_total:<kind>:<successful|failed>
   std::vector<std::pair<std::string, uint64_t>> Counters() const;
-  // Threads in the pool now (tests).
+  // Threads of the executor now (tests).
   size_t threads() const;
 
  private:
@@ -122,29 +126,30 @@ class ProbeManager {
   };
   using Key = std::pair<std::string, ProbeKind>;  // container id, kind
 
-  void Loop();
-  void GrowLocked();
+  // Starts the attempts that are due and arms the timer for the next one. On the loop.
+  void Schedule();
+  // The executor's size: one thread per probe, never fewer than the minimum.
+  void ResizePool();
   void Record(const Key& key, const ProbeOutcome& outcome, std::chrono::microseconds took);
   bool StartedLocked(const std::string& container_id) const;
 
   cri::RuntimeService& runtime_;
   const Clock& clock_;
   std::function<void()> on_change_;
+  size_t min_threads_;
+  // Guards what the readers see from the pod workers' threads; the schedule is the loop's.
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::map<Key, Probe> probes_;
   std::map<std::string, bool> seeded_;  // container id -> ready
   std::set<std::string> changed_;
-  bool stopping_ = false;
-  // The pool: detached threads, counted; the destructor waits for `alive_` to reach 0.
-  size_t min_threads_;
-  size_t alive_ = 0;
-  std::condition_variable exited_;
   // Metrics, by kind (index: ProbeKind).
   Histogram durations_[3] = {Histogram(Histogram::LatencyBuckets()),
                              Histogram(Histogram::LatencyBuckets()),
                              Histogram(Histogram::LatencyBuckets())};
   uint64_t successes_[3] = {0, 0, 0}, failures_[3] = {0, 0, 0};
+  EventLoop::Timer timer_;
+  // Last: stopped (its attempts waited for) before what they use goes.
+  BlockingExecutor executor_;
 };
 
 }  // namespace nodelet::podworkerd

@@ -1,7 +1,8 @@
+// lib/http's GET exchange (http_client.h): the request, the bounded head, the body (by length,
+// chunked or to EOF) and TLS on the dialled socket.
 #include "lib/http/http_client.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -127,88 +128,38 @@ std::string ResponseHead::Header(std::string_view name) const {
   return "";
 }
 
-std::string HostPort(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 Exchange::Exchange(const Clock& clock, Limits limits) : clock_(clock), limits_(limits) {}
 
 Exchange::~Exchange() = default;
 
 bool Exchange::Fail(ErrorKind kind, std::string message) {
-  error_ = {kind, std::move(message)};
+  error_ = Error();
+  error_.kind = kind;
+  error_.message = std::move(message);
   return false;
 }
 
-bool Exchange::FailWait(Wait wait, const std::string& what) {
+bool Exchange::FailWait(WaitResult wait, const std::string& what) {
   switch (wait) {
-    case Wait::kTimeout:
+    case WaitResult::kTimeout:
       return Fail(ErrorKind::kTimeout, what);
-    case Wait::kDeadline:
+    case WaitResult::kDeadline:
       return Fail(ErrorKind::kDeadline, what);
     default:
       return Fail(ErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
   }
 }
 
-Exchange::Wait Exchange::WaitFor(int fd, short events) const {
-  const bool idle_limit = limits_.io_timeout.count() > 0;
-  const MonoTime idle_end = clock_.Now() + limits_.io_timeout;
-  for (;;) {
-    const MonoTime now = clock_.Now();
-    if (now >= limits_.deadline) return Wait::kDeadline;
-    if (idle_limit && now >= idle_end) return Wait::kTimeout;
-    const MonoTime end = idle_limit ? std::min(idle_end, limits_.deadline) : limits_.deadline;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now).count();
-    pollfd p{fd, events, 0};
-    int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left + 1, 1 << 30)));
-    if (rc > 0) return Wait::kReady;
-    // rc == 0: re-check the clock (poll may wake early).
-    if (rc < 0 && errno != EINTR) return Wait::kFailed;
-  }
+WaitResult Exchange::WaitFor(int fd, short events) const {
+  return WaitFd(clock_, fd, events, limits_.deadline, limits_.io_timeout);
 }
 
 bool Exchange::Connect(const Request& request) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(request.port);
-  if (int rc = getaddrinfo(request.host.c_str(), service.c_str(), &hints, &found);
-      rc != 0 || found == nullptr) {
-    return Fail(ErrorKind::kConnect, "dial tcp: lookup " + request.host + ": " + gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
-  const std::string where = "dial tcp " + HostPort(request.host, request.port) + ": ";
-  // Each address in turn (a name may resolve to an IPv6 address nothing listens on first); a
-  // timeout ends the attempt, the others move on to the next address.
-  std::string why = "no address";
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd) {
-      why = std::string("socket: ") + std::strerror(errno);
-      continue;
-    }
-    if (connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        why = std::strerror(errno);
-        continue;
-      }
-      if (Wait w = WaitFor(fd.get(), POLLOUT); w != Wait::kReady) {
-        return FailWait(w, where + "i/o timeout");
-      }
-      int err = 0;
-      socklen_t len = sizeof err;
-      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        why = std::strerror(err);
-        continue;
-      }
-    }
-    conn_ = std::make_unique<Conn>(std::move(fd));
-    return true;
-  }
-  return Fail(ErrorKind::kConnect, where + why);
+  UniqueFd fd =
+      DialTcp(clock_, request.host, request.port, limits_.deadline, limits_.io_timeout, error_);
+  if (!fd) return false;
+  conn_ = std::make_unique<Conn>(std::move(fd));
+  return true;
 }
 
 bool Exchange::Handshake(const Request& request) {
@@ -260,7 +211,7 @@ bool Exchange::Handshake(const Request& request) {
       }
       return Fail(ErrorKind::kTls, "tls: " + TlsFailure("handshake failed"));
     }
-    if (Wait w = WaitFor(conn_->fd(), wants); w != Wait::kReady) {
+    if (WaitResult w = WaitFor(conn_->fd(), wants); w != WaitResult::kReady) {
       return FailWait(w, "tls: handshake timeout");
     }
   }
@@ -291,7 +242,7 @@ bool Exchange::Send(const std::string& data) {
         return Fail(ErrorKind::kIo, std::string("write: ") + std::strerror(errno));
       }
     }
-    if (Wait w = WaitFor(conn_->fd(), wants); w != Wait::kReady) {
+    if (WaitResult w = WaitFor(conn_->fd(), wants); w != WaitResult::kReady) {
       return FailWait(w, "write: i/o timeout");
     }
   }
@@ -330,7 +281,7 @@ ssize_t Exchange::Receive(size_t max, const char* timeout_message) {
         return -1;
       }
     }
-    if (Wait w = WaitFor(conn_->fd(), wants); w != Wait::kReady) {
+    if (WaitResult w = WaitFor(conn_->fd(), wants); w != WaitResult::kReady) {
       FailWait(w, timeout_message);
       return -1;
     }
@@ -366,7 +317,8 @@ bool Exchange::Start(const Request& request, ResponseHead& head) {
     accept = accept || lname == "accept";
     extra += name + ": " + value + "\r\n";
   }
-  std::string text = "GET " + request.path + " HTTP/1.1\r\nHost: " + host_header + "\r\n";
+  std::string text = "GET " + request.path + (request.http10 ? " HTTP/1.0" : " HTTP/1.1") +
+                     "\r\nHost: " + host_header + "\r\n";
   if (!user_agent && !request.user_agent.empty()) {
     text += "User-Agent: " + request.user_agent + "\r\n";
   }

@@ -1,18 +1,20 @@
-// http::Exchange: one HTTP/1.1 GET on its own connection (`Connection: close`), for peers that
-// are hostile input: a container's probe endpoint (svc-podworkerd/http_probe.h) and the
-// `--manifest-url` server (supervisor/sources/manifest_url_source.h). Such a peer may hang,
-// trickle a byte at a time, stream without end or send gigabytes of headers, so
+// http::Exchange: one HTTP/1.1 (or 1.0) GET on its own connection (`Connection: close`), the
+// project's one HTTP client. Its peers may be hostile input: a container's probe endpoint
+// (svc-podworkerd/http_probe.h), the `--manifest-url` server
+// (supervisor/sources/manifest_url_source.h); `nodeletctl top` (ctl/top_command.h) reads the
+// supervisor's /stats/summary with it too. Such a peer may hang, trickle a byte at a time, stream
+// without end or send gigabytes of headers, so
 //   - nothing waits past Limits::deadline (connect, TLS handshake, request, headers, body), and
 //     no single wait longer than Limits::io_timeout when one is set;
 //   - at most Limits::max_header_bytes of status line and headers (and of chunked trailers) are
 //     read, and the body only as far as the caller asks (ReadBody's `max_bytes`, or a sink that
 //     says stop);
 //   - chunked transfer-encoding is decoded: the caller sees the body, never the framing.
-// The socket is non-blocking and close-on-exec. With Tls::enabled the same socket carries TLS
-// (1.2 or later, OpenSSL) under the same deadline; Tls::verify checks the chain against the
-// system's CAs or Tls::ca_file and the server's name (or address) against the certificate.
-// OpenSSL is only touched by an https exchange: it initializes itself on first use, so a process
-// that never fetches https pays nothing for it.
+// The socket is DialTcp's (dial.h): non-blocking and close-on-exec. With Tls::enabled the same
+// socket carries TLS (1.2 or later, OpenSSL) under the same deadline; Tls::verify checks the chain
+// against the system's CAs or Tls::ca_file and the server's name (or address) against the
+// certificate. OpenSSL is only touched by an https exchange: it initializes itself on first use, so
+// a process that never fetches https pays nothing for it.
 #pragma once
 
 #include <sys/types.h>
@@ -29,29 +31,11 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/http/dial.h"
 
 namespace nodelet::http {
 
 inline constexpr size_t kDefaultMaxHeaderBytes = 64 * 1024;
-
-// What went wrong, for callers that sort failures (metric labels, probe verdicts); the message
-// says it for people.
-enum class ErrorKind {
-  kNone,
-  kConnect,   // the name did not resolve, or the connection was refused or unreachable
-  kTls,       // the handshake failed, the certificate was refused, the CA file was unreadable
-  kTimeout,   // one wait ran past Limits::io_timeout
-  kDeadline,  // Limits::deadline passed
-  kIo,        // a read or write failed, or the peer closed before the answer was complete
-  kProtocol,  // not an HTTP/1.x answer, or bad chunked framing
-  kTooLarge,  // status line and headers (or trailers) over Limits::max_header_bytes
-  kAborted,   // the body sink asked to stop
-};
-
-struct Error {
-  ErrorKind kind = ErrorKind::kNone;
-  std::string message;  // "dial tcp 10.0.0.1:80: Connection refused", "timeout awaiting ..."
-};
 
 struct Limits {
   MonoTime deadline;                        // the whole exchange ends by then
@@ -76,6 +60,7 @@ struct Request {
   // Content-Length and Transfer-Encoding, which the exchange decides.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string user_agent = "nodelet";  // sent unless `headers` has a User-Agent
+  bool http10 = false;                 // "HTTP/1.0" on the request line, else "HTTP/1.1"
 };
 
 struct ResponseHead {
@@ -89,9 +74,6 @@ struct ResponseHead {
 
 // Gets each piece of body as it arrives; false stops the transfer (ErrorKind::kAborted).
 using BodySink = std::function<bool(const char* data, size_t len)>;
-
-// "host:port", with brackets around an IPv6 address.
-std::string HostPort(const std::string& host, int port);
 
 // One GET: Start, then ReadBody when the body is wanted. Not reused for a second request.
 class Exchange {
@@ -116,10 +98,9 @@ class Exchange {
 
  private:
   class Conn;
-  enum class Wait { kReady, kTimeout, kDeadline, kFailed };
 
   // Waits for `events` on `fd` within the deadline and the io_timeout.
-  Wait WaitFor(int fd, short events) const;
+  WaitResult WaitFor(int fd, short events) const;
   bool Connect(const Request& request);
   bool Handshake(const Request& request);
   bool Send(const std::string& data);
@@ -134,7 +115,7 @@ class Exchange {
   bool ReadChunked(size_t max_bytes, const BodySink& sink);
   bool Deliver(const char* data, size_t len, const BodySink& sink);
   bool Fail(ErrorKind kind, std::string message);
-  bool FailWait(Wait wait, const std::string& what);
+  bool FailWait(WaitResult wait, const std::string& what);
 
   const Clock& clock_;
   Limits limits_;

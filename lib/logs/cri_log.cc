@@ -10,23 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <limits>
 
 #include "lib/common/beneath.h"
 #include "lib/common/duration.h"
-#include "lib/pod/rfc3339.h"
 
 namespace nodelet::logs {
-
-std::optional<int64_t> ParseRfc3339Nanos(std::string_view s) {
-  // The API's parser (a zone is required; years 0001..9999), then what 64-bit nanoseconds
-  // since 1970 hold: the years 1678..2262. A time outside is not one a log line can carry.
-  auto t = pod::ParseRfc3339(s);
-  if (!t) return std::nullopt;
-  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000000 - 1;
-  if (t->seconds > kMaxSeconds || t->seconds < -kMaxSeconds) return std::nullopt;
-  return t->seconds * 1000000000 + t->nanos;
-}
 
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
   auto d = ::nodelet::ParseGoDuration(std::string(text));

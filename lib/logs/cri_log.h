@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/common/rfc3339.h"
 #include "lib/common/status.h"
 #include "lib/common/unique_fd.h"
 #include "lib/status/pod_status.h"
@@ -37,8 +38,9 @@ struct CriLogLine {
 // Parses one line without its '\n'; false when it is not in CRI's format.
 bool ParseCriLogLine(std::string_view line, CriLogLine* out);
 
-// "2024-05-01T12:00:00.123456789Z" or with an offset ("+02:00"), to Unix nanoseconds.
-std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
+// "2024-05-01T12:00:00.123456789Z" or with an offset ("+02:00"), to Unix nanoseconds (the one
+// parser, lib/common/rfc3339.h).
+using ::nodelet::ParseRfc3339Nanos;
 
 // A Go duration ("5s", "2m", "1h30m", "1.5h", "300ms", "0"), for --since: nodelet's one parser
 // (lib/common/duration.h), negative refused.

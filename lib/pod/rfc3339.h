@@ -1,24 +1,14 @@
-// RFC 3339 timestamps as the Kubernetes API writes them ("2024-05-01T12:00:00Z",
-// "2024-05-01T12:00:00.123456789+02:00"), to and from Unix time.
+// The RFC 3339 functions under lib/pod's names, for the callers that still spell them pod::
+// (pod::UnixTime is the type of StaticPodOrigin::seen). They live in lib/common/rfc3339.h.
 #pragma once
 
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
+#include "lib/common/rfc3339.h"
 
 namespace nodelet::pod {
 
-struct UnixTime {
-  int64_t seconds = 0;
-  int32_t nanos = 0;  // 0..999999999
-};
-
-// Parses an RFC 3339 date-time; nullopt when malformed or out of the years 0001..9999.
-std::optional<UnixTime> ParseRfc3339(std::string_view text);
-// "2024-05-01T12:00:00Z" (UTC, whole seconds: Go's time.RFC3339).
-std::string FormatRfc3339(int64_t unix_seconds);
-// "2024-05-01T12:00:00.5Z" (UTC, trailing zeros of the fraction dropped: Go's RFC3339Nano).
-std::string FormatRfc3339Nano(UnixTime t);
+using ::nodelet::FormatRfc3339;
+using ::nodelet::FormatRfc3339Nano;
+using ::nodelet::ParseRfc3339;
+using ::nodelet::UnixTime;
 
 }  // namespace nodelet::pod

@@ -7,8 +7,41 @@
 namespace nodelet {
 
 BlockingExecutor::BlockingExecutor(EventLoop& loop, int threads) : loop_(loop) {
-  if (threads < 1) threads = 1;
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  std::lock_guard<std::mutex> lock(mu_);
+  target_ = threads < 1 ? 1 : static_cast<size_t>(threads);
+  StartThreadsLocked();
+}
+
+void BlockingExecutor::StartThreadsLocked() {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->ended->load()) {
+      it->thread.join();  // it has returned or is about to
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  while (live_ < target_) {
+    Worker w;
+    w.thread = std::thread([this, ended = w.ended] { Run(ended); });
+    workers_.push_back(std::move(w));
+    ++live_;
+  }
+}
+
+void BlockingExecutor::Resize(int threads) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    target_ = threads < 1 ? 1 : static_cast<size_t>(threads);
+    StartThreadsLocked();
+  }
+  cv_.notify_all();  // idle threads above the target end
+}
+
+size_t BlockingExecutor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
 }
 
 BlockingExecutor::~BlockingExecutor() { Stop(); }
@@ -24,19 +57,19 @@ void BlockingExecutor::Submit(std::function<void()> work, std::function<void()> 
 }
 
 void BlockingExecutor::Stop() {
+  std::vector<Worker> workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && threads_.empty()) return;
     stopping_ = true;
     pending_ -= queue_.size();
     queue_.clear();
+    workers.swap(workers_);
   }
   *alive_ = false;
   cv_.notify_all();
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
+  for (auto& w : workers) {
+    if (w.thread.joinable()) w.thread.join();
   }
-  threads_.clear();
 }
 
 size_t BlockingExecutor::pending() const {
@@ -44,13 +77,18 @@ size_t BlockingExecutor::pending() const {
   return pending_;
 }
 
-void BlockingExecutor::Run() {
+void BlockingExecutor::Run(std::shared_ptr<std::atomic<bool>> ended) {
   for (;;) {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || live_ > target_; });
       if (stopping_) return;
+      if (live_ > target_) {  // resized down: the others serve the queue
+        --live_;
+        ended->store(true);
+        return;
+      }
       job = std::move(queue_.front());
       queue_.pop_front();
     }

@@ -40,13 +40,24 @@ class BlockingExecutor {
   void Stop();
   // Work queued or running (the loop's view: decremented when its continuation is posted).
   size_t pending() const;
+  // Sets the number of threads (at least 1): more start at once; those above it end as they
+  // become idle (podworkerd's probes keep one thread per probe, so none waits behind another).
+  void Resize(int threads);
+  // Threads running now.
+  size_t threads() const;
 
  private:
   struct Job {
     std::function<void()> work;
     std::function<void()> then;
   };
-  void Run();
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
+  };
+  void Run(std::shared_ptr<std::atomic<bool>> ended);
+  // Joins the threads that ended and starts threads up to target_. Under mu_.
+  void StartThreadsLocked();
 
   EventLoop& loop_;
   // Read on the loop's thread by each posted continuation; cleared by Stop.
@@ -56,7 +67,9 @@ class BlockingExecutor {
   std::deque<Job> queue_;
   size_t pending_ = 0;
   bool stopping_ = false;
-  std::vector<std::thread> threads_;
+  size_t target_ = 1;
+  size_t live_ = 0;
+  std::vector<Worker> workers_;
 };
 
 }  // namespace nodelet

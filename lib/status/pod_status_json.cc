@@ -1,7 +1,5 @@
 #include "lib/status/pod_status_json.h"
 
-#include <time.h>
-
 namespace nodelet::status {
 namespace {
 
@@ -68,15 +66,6 @@ json IpsToJson(const std::vector<std::string>& ips) {
 }
 
 }  // namespace
-
-std::string FormatRfc3339(int64_t unix_s) {
-  time_t t = static_cast<time_t>(unix_s);
-  struct tm tm {};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 json PodStatusToJson(const PodStatus& s) {
   json j = {{"phase", PhaseName(s.phase)}};

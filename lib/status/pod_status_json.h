@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "lib/common/rfc3339.h"
 #include "lib/status/pod_status.h"
 
 namespace nodelet::status {
 
-// "2024-05-01T12:00:00Z" (UTC, seconds), as metav1.Time serializes.
-std::string FormatRfc3339(int64_t unix_s);
+// "2024-05-01T12:00:00Z" (UTC, seconds), as metav1.Time serializes (the one formatter,
+// lib/common/rfc3339.h).
+using ::nodelet::FormatRfc3339;
 
 // v1 PodStatus.
 nlohmann::json PodStatusToJson(const PodStatus& status);

@@ -211,23 +211,6 @@ TEST(StaticPodTest, BadManifestFilesAreRejectedAndTheGoodOneLoads) {
   EXPECT_EQ(good.pods.at(0).pod.metadata.name, "web-node1");
 }
 
-TEST(Rfc3339Test, ParseAndFormat) {
-  EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
-  EXPECT_EQ(FormatRfc3339(1714564800), "2024-05-01T12:00:00Z");
-  EXPECT_EQ(FormatRfc3339(951782400), "2000-02-29T00:00:00Z");
-  EXPECT_EQ(FormatRfc3339Nano({1714564800, 500000000}), "2024-05-01T12:00:00.5Z");
-  EXPECT_EQ(FormatRfc3339Nano({1714564800, 0}), "2024-05-01T12:00:00Z");
-  EXPECT_EQ(ParseRfc3339("2024-05-01T12:00:00Z")->seconds, 1714564800);
-  EXPECT_EQ(ParseRfc3339("2024-05-01T12:00:00.25Z")->nanos, 250000000);
-  EXPECT_EQ(ParseRfc3339("2024-05-01T14:30:00+02:30")->seconds, 1714564800);
-  EXPECT_EQ(ParseRfc3339("1969-12-31T23:59:59Z")->seconds, -1);
-  for (const char* bad : {"", "2024-05-01", "2024-05-01T12:00:00", "2024-13-01T00:00:00Z",
-                          "2023-02-29T00:00:00Z", "2024-05-01T12:00:00Zx", "2024-05-01T12:00:00.Z",
-                          "2024-05-01T24:00:00Z", "2024-05-01T12:00:00+2:00"}) {
-    EXPECT_FALSE(ParseRfc3339(bad).has_value()) << bad;
-  }
-}
-
 // A pod from etcd never takes the uid its value names: it could otherwise take a static pod's
 // uid, and with it the pod's directory and containers. Its uid comes from the node, the key and
 // the key's create_revision: an edit keeps it, a key written again after a delete changes it.

@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "lib/service/event_loop.h"
 #include "svc-podworkerd/cri_configs.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
@@ -93,12 +95,13 @@ class ContainerLogManagerTest : public ::testing::Test {
   std::string root_, log_dir_;
   FakeCriRuntime runtime_;
   FakeClock clock_;
+  EventLoop loop_{clock_};
   std::map<std::string, std::string> sandboxes_;
 };
 
 TEST_F(ContainerLogManagerTest, ASmallLogIsLeftAlone) {
   const std::string id = Run("u1", "app", 0, "short\n");
-  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {100, 3, std::chrono::seconds(1)});
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 0);
@@ -109,7 +112,7 @@ TEST_F(ContainerLogManagerTest, ASmallLogIsLeftAlone) {
 TEST_F(ContainerLogManagerTest, RotationRenamesWithAUtcStampReopensAndCompressesOlderFiles) {
   const std::string id = Run("u1", "app", 2, std::string(200, 'a'));
   const std::string dir = PodDir("u1") + "/app";
-  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {100, 3, std::chrono::seconds(1)});
 
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
@@ -136,7 +139,7 @@ TEST_F(ContainerLogManagerTest, RotationRenamesWithAUtcStampReopensAndCompresses
 TEST_F(ContainerLogManagerTest, NeverMoreThanMaxFilesTheOldestGoFirst) {
   const std::string id = Run("u1", "app", 0, "");
   const std::string dir = PodDir("u1") + "/app";
-  ContainerLogManager m(runtime_, clock_, log_dir_, {5, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {5, 3, std::chrono::seconds(1)});
   for (int i = 0; i < 6; ++i) {
     Append(dir + "/0.log", "round " + std::to_string(i) + "\n");
     auto r = m.RotateLogs();
@@ -160,7 +163,7 @@ TEST_F(ContainerLogManagerTest, LeftoversOfAnInterruptedCompressionAreCleanedUp)
   std::ofstream(dir + "/0.log.20231114-231000.gz.tmp") << "partial";
   std::ofstream(dir + "/0.log.20231114-231100") << "done";
   std::ofstream(dir + "/0.log.20231114-231100.gz") << "compressed";
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 5, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 5, std::chrono::seconds(1)});
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_THAT(SortedNames(dir),
@@ -171,7 +174,7 @@ TEST_F(ContainerLogManagerTest, AFailedReopenRenamesTheLogBackAndTheNextPassRetr
   const std::string id = Run("u1", "app", 0, std::string(20, 'z'));
   const std::string dir = PodDir("u1") + "/app";
   runtime_.FailCall(CriCall::kReopenContainerLog, Unavailable("runtime busy"), 1);
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 3, std::chrono::seconds(1)});
   auto r = m.RotateLogs();
   EXPECT_FALSE(r.status.ok());
   EXPECT_THAT(r.status.message(), ::testing::HasSubstr("runtime busy"));
@@ -189,7 +192,7 @@ TEST_F(ContainerLogManagerTest, AFailedReopenRenamesTheLogBackAndTheNextPassRetr
 TEST_F(ContainerLogManagerTest, OnlyRunningManagedContainersAreRotated) {
   const std::string exited = Run("u1", "done", 0, std::string(50, 'e'));
   ASSERT_TRUE(runtime_.ExitContainer(exited, 0).ok());
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 3, std::chrono::seconds(1)});
   auto r = m.RotateLogs();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.rotated, 0);
@@ -200,7 +203,7 @@ TEST_F(ContainerLogManagerTest, OnlyRunningManagedContainersAreRotated) {
 // later is asked for its own.
 TEST_F(ContainerLogManagerTest, EachContainersLogPathIsAskedOnce) {
   Run("u1", "app", 0, "short\n");
-  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {100, 3, std::chrono::seconds(1)});
   ASSERT_TRUE(m.RotateLogs().status.ok());
   const int after_first = runtime_.CallCount(CriCall::kContainerStatus);
   EXPECT_EQ(after_first, 1);
@@ -219,7 +222,7 @@ TEST_F(ContainerLogManagerTest, EachContainersLogPathIsAskedOnce) {
 TEST_F(ContainerLogManagerTest, WithPlegdsRunningContainersAPassDoesNotListTheRuntime) {
   const std::string a = Run("u1", "app", 0, std::string(200, 'a'));
   const std::string b = Run("u1", "side", 0, std::string(200, 'b'));
-  ContainerLogManager m(runtime_, clock_, log_dir_, {100, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {100, 3, std::chrono::seconds(1)});
   m.SetRunning({a});
   const int lists = runtime_.CallCount(CriCall::kListContainers);
   auto r = m.RotateLogs();
@@ -233,7 +236,7 @@ TEST_F(ContainerLogManagerTest, WithPlegdsRunningContainersAPassDoesNotListTheRu
 TEST_F(ContainerLogManagerTest, ALogPathOutsideThePodLogsIsRefused) {
   const std::string outside = root_ + "/outside.log";
   std::ofstream(outside) << std::string(100, 'o');
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 3, std::chrono::seconds(1)});
   for (const std::string& path :
        {outside, log_dir_ + "/pods/../../outside.log", log_dir_ + "/pods/a/../../outside.log",
         log_dir_ + "/pods/p/outside.log"}) {
@@ -257,7 +260,7 @@ TEST_F(ContainerLogManagerTest, PlantedSymlinksAreNotFollowed) {
   const std::string dir = PodDir("u1") + "/app";
   fs::remove(dir + "/0.log");
   fs::create_symlink(secret, dir + "/0.log");
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 2, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 2, std::chrono::seconds(1)});
   auto r = m.RotateLog(id, dir + "/0.log");
   EXPECT_FALSE(r.status.ok());
   EXPECT_TRUE(fs::is_symlink(dir + "/0.log"));
@@ -334,7 +337,7 @@ TEST_F(ContainerLogManagerTest, SymlinksAreMadeRemovedAndSwept) {
                                         PodDir("u1") + "/busy/1.log")
                   .ok());
   std::ofstream(log_dir_ + "/containers/notes.txt") << "not ours";
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 3, std::chrono::seconds(1)});
   auto c = m.CleanUp({"u1"});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_EQ(c.symlinks_removed, 2);
@@ -351,7 +354,7 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
   fs::create_directories(log_dir_ + "/pods/default_gone_u3/app");
   std::ofstream(log_dir_ + "/pods/default_gone_u3/app/0.log") << "gone\n";
   std::ofstream(log_dir_ + "/pods/default_gone_u3/app/0.log.20231114-000000.gz") << "gz";
-  ContainerLogManager m(runtime_, clock_, log_dir_, {10, 3, std::chrono::seconds(1)});
+  ContainerLogManager m(loop_, runtime_, log_dir_, {10, 3, std::chrono::seconds(1)});
 
   // u3 has nothing in the runtime and is not desired: its directory goes. u1 and u2 have a
   // sandbox (u2 is not desired any more but still there).
@@ -381,6 +384,34 @@ TEST_F(ContainerLogManagerTest, ARemovedPodsLogDirectoryGoesOnlyOnceNothingOfItI
   c = m.CleanUp({});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   EXPECT_THAT(SortedNames(log_dir_ + "/pods"), ElementsAre());
+}
+
+// The passes are the loop's timer's, each interval counted from the end of the last pass; the
+// clock moves only when the test says so.
+TEST_F(ContainerLogManagerTest, APassRunsEveryMonitorIntervalOnceStarted) {
+  ContainerLogManager m(loop_, runtime_, log_dir_, {100, 3, std::chrono::seconds(10)});
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (!loop_.RunOnce(std::chrono::milliseconds(10)).ok()) return false;
+    }
+    return true;
+  };
+  clock_.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(loop_.RunOnce(std::chrono::milliseconds(0)).ok());
+  EXPECT_EQ(m.passes(), 0u) << "not before Start";
+  m.Start();
+  clock_.Advance(std::chrono::milliseconds(9999));
+  ASSERT_TRUE(loop_.RunOnce(std::chrono::milliseconds(20)).ok());
+  EXPECT_EQ(m.passes(), 0u) << "not before its interval";
+  clock_.Advance(std::chrono::milliseconds(1));
+  ASSERT_TRUE(run_until([&] { return m.passes() == 1; }));
+  // Its continuation arms the next interval from the end of the pass.
+  ASSERT_TRUE(run_until([&] { return !m.pass_running(); }));
+  EXPECT_GT(runtime_.CallCount(testing::CriCall::kListContainers), 0) << "it listed the runtime";
+  clock_.Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(run_until([&] { return m.passes() == 2; }));
 }
 
 }  // namespace

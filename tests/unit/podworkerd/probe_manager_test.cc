@@ -1,7 +1,8 @@
-// ProbeManager on the fake runtime with exec probes (the fake's exec handler answers): success
-// and failure thresholds, a startup probe holding the other two back, readiness before the first
-// result and carried over from statusd, results reported as changed pods, a probe that hangs
-// holding back no other, and probes dropped with their pod or an older instance.
+// ProbeManager on the fake runtime with exec probes (the fake's exec handler answers), on a loop
+// with a FakeClock: success and failure thresholds, a startup probe holding the other two back,
+// readiness before the first result and carried over from statusd, results reported as changed
+// pods, a probe that hangs holding back no other, and probes dropped with their pod or an older
+// instance. Periods pass when a test advances the clock.
 #include "svc-podworkerd/probe_manager.h"
 
 #include <gmock/gmock.h>
@@ -18,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/service/event_loop.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
 #include "tests/unit/podworkerd/runtime_pods.h"
 
@@ -85,19 +88,45 @@ class ProbeManagerTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_[name];
   }
-  // Waits (at most `timeout`) until the probe `name` has been called `n` times.
-  bool WaitCalls(const std::string& name, int n, std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return calls_[name] >= n; });
-  }
-  template <typename Pred>
-  static bool WaitFor(Pred done, std::chrono::milliseconds timeout = 10s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Turns the loop (attempts are scheduled there and their results recorded there) until
+  // `done()` holds, at most 5 s of real time.
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (!done()) {
       if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(5ms);
+      if (!loop_.RunOnce(10ms).ok()) return false;
     }
     return true;
+  }
+  // Turns the loop until the probe `name` has been called `n` times.
+  bool WaitCalls(const std::string& name, int n) {
+    return RunUntil([&] { return Calls(name) >= n; });
+  }
+  // Turns the loop until `done()`, letting one probe period pass whenever nothing happens for
+  // a while (an attempt and its result take milliseconds), at most `periods` periods.
+  bool PeriodsUntil(const std::function<bool()>& done, int periods = 10) {
+    for (int i = 0; i <= periods; ++i) {
+      const auto until = std::chrono::steady_clock::now() + 200ms;
+      while (std::chrono::steady_clock::now() < until) {
+        if (done()) return true;
+        if (!loop_.RunOnce(5ms).ok()) return false;
+      }
+      clock_.Advance(1s);
+    }
+    return done();
+  }
+  // Turns the loop for `real` (an attempt wrongly started would be seen in that time) while
+  // `periods` probe periods pass; whether `name` stayed at `calls` calls.
+  bool StaysAt(const std::string& name, int calls, int periods = 3,
+               std::chrono::milliseconds real = 100ms) {
+    for (int i = 0; i < periods; ++i) {
+      clock_.Advance(1s);
+      const auto until = std::chrono::steady_clock::now() + real / periods;
+      while (std::chrono::steady_clock::now() < until) {
+        if (!loop_.RunOnce(5ms).ok()) return false;
+      }
+    }
+    return Calls(name) == calls;
   }
 
   static pod::Pod PodOf(const pod::Container& c) {
@@ -107,8 +136,8 @@ class ProbeManagerTest : public ::testing::Test {
     return p;
   }
 
-  // Real time: the probe threads wait for their periods.
-  RealClock clock_;
+  testing::FakeClock clock_;
+  EventLoop loop_{clock_};
   FakeCriRuntime runtime_;
   testing::RuntimePods pods_{runtime_, kProbeImage};
   std::mutex mu_;
@@ -119,7 +148,7 @@ class ProbeManagerTest : public ::testing::Test {
 };
 
 TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReportedChanged) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -131,14 +160,14 @@ TEST_F(ProbeManagerTest, ReadinessPassesAtItsSuccessThresholdAndThePodIsReported
   ASSERT_TRUE(WaitCalls("ready", 1));
   // One success of two needed.
   EXPECT_FALSE(probes.Ready(id, true, false));
-  ASSERT_TRUE(WaitFor([&] { return probes.Ready(id, true, false); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.Ready(id, true, false); }));
   EXPECT_GE(Calls("ready"), 2);
   EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
   EXPECT_TRUE(probes.TakeChanged().empty());
 }
 
 TEST_F(ProbeManagerTest, LivenessFailsAtItsFailureThresholdAndIsNotProbedAgain) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -146,15 +175,15 @@ TEST_F(ProbeManagerTest, LivenessFailsAtItsFailureThresholdAndIsNotProbedAgain) 
   probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
   ASSERT_TRUE(WaitCalls("live", 1));
   EXPECT_FALSE(probes.LivenessFailed(id));
-  ASSERT_TRUE(WaitFor([&] { return probes.LivenessFailed(id); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.LivenessFailed(id); }));
   EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
   // A failed liveness probe waits for the container's restart: no further attempts.
   const int calls = Calls("live");
-  EXPECT_FALSE(WaitCalls("live", calls + 1, 2500ms));
+  EXPECT_TRUE(StaysAt("live", calls));
 }
 
 TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -164,12 +193,12 @@ TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
   Pass("ready", true);
   Pass("live", true);
   probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
-  ASSERT_TRUE(WaitCalls("startup", 2));
+  ASSERT_TRUE(PeriodsUntil([&] { return Calls("startup") >= 2; }));
   EXPECT_EQ(Calls("ready"), 0);
   EXPECT_EQ(Calls("live"), 0);
   EXPECT_FALSE(probes.Ready(id, true, true));
   Pass("startup", true);
-  ASSERT_TRUE(WaitFor([&] { return probes.Ready(id, true, true); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.Ready(id, true, true); }));
   ASSERT_TRUE(WaitCalls("live", 1));
   EXPECT_FALSE(probes.LivenessFailed(id));
 }
@@ -178,7 +207,7 @@ TEST_F(ProbeManagerTest, AStartupProbeHoldsTheOthersBackUntilItPasses) {
 // (it is killed and restarted, as for liveness), is not probed again, and never lets the others
 // run.
 TEST_F(ProbeManagerTest, AStartupProbeThatNeverPassesFailsTheContainer) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string id = Running("u1", "app");
   pod::Container c;
   c.name = "app";
@@ -188,18 +217,18 @@ TEST_F(ProbeManagerTest, AStartupProbeThatNeverPassesFailsTheContainer) {
   probes.Ensure("u1", PodOf(c), c, id, "127.0.0.1");
   ASSERT_TRUE(WaitCalls("startup", 1));
   EXPECT_EQ(probes.FailedToRestart(id), std::nullopt) << "one failure of two";
-  ASSERT_TRUE(WaitFor([&] { return probes.FailedToRestart(id).has_value(); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.FailedToRestart(id).has_value(); }));
   EXPECT_EQ(probes.FailedToRestart(id), ProbeKind::kStartup);
   EXPECT_FALSE(probes.LivenessFailed(id));
   EXPECT_EQ(probes.TakeChanged(), std::set<std::string>{"u1"});
   const int calls = Calls("startup");
-  EXPECT_FALSE(WaitCalls("startup", calls + 1, 2500ms)) << "probed again before a restart";
+  EXPECT_TRUE(StaysAt("startup", calls)) << "probed again before a restart";
   EXPECT_EQ(Calls("live"), 0);
   EXPECT_FALSE(probes.Ready(id, false, true));
 }
 
 TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   // No readiness or startup probe: ready as soon as it runs.
   EXPECT_TRUE(probes.Ready("c1", false, false));
   // Probes declared but not registered yet: not ready.
@@ -211,7 +240,7 @@ TEST_F(ProbeManagerTest, ReadinessOfAContainerWithoutRegisteredProbes) {
 }
 
 TEST_F(ProbeManagerTest, ASeededReadinessStaysWhileItIsProbedAgain) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string id = Running("u1", "app");
   probes.SeedReady(id, true);
   pod::Container c;
@@ -221,12 +250,12 @@ TEST_F(ProbeManagerTest, ASeededReadinessStaysWhileItIsProbedAgain) {
   ASSERT_TRUE(WaitCalls("ready", 1));
   // One failure of three: no flip to unready after a restart of podworkerd.
   EXPECT_TRUE(probes.Ready(id, true, false));
-  ASSERT_TRUE(WaitFor([&] { return !probes.Ready(id, true, false); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return !probes.Ready(id, true, false); }));
 }
 
 TEST_F(ProbeManagerTest, AProbeThatHangsHoldsBackNoOther) {
   ProbeManager probes(
-      runtime_, clock_, [] {}, /*min_threads=*/1);
+      loop_, runtime_, [] {}, /*min_threads=*/1);
   // Declared after the manager, so destroyed first: the hung probe returns before the manager
   // waits for its threads, also when an assertion ends the test early.
   struct ReleaseAtEnd {
@@ -246,29 +275,29 @@ TEST_F(ProbeManagerTest, AProbeThatHangsHoldsBackNoOther) {
   b.readiness_probe = ExecProbe("ready");
   Pass("ready", true);
   probes.Ensure("u2", PodOf(b), b, fine, "127.0.0.1");
-  ASSERT_TRUE(WaitFor([&] { return probes.Ready(fine, true, false); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.Ready(fine, true, false); }));
   EXPECT_GE(probes.threads(), 2u);
   EXPECT_FALSE(probes.Ready(stuck, true, false));
 }
 
 TEST_F(ProbeManagerTest, ProbesEndWithTheirPodAndWithAnOlderInstance) {
-  ProbeManager probes(runtime_, clock_, [] {});
+  ProbeManager probes(loop_, runtime_, [] {});
   const std::string first = Running("u1", "app");
   pod::Container c;
   c.name = "app";
   c.readiness_probe = ExecProbe("ready");
   Pass("ready", true);
   probes.Ensure("u1", PodOf(c), c, first, "127.0.0.1");
-  ASSERT_TRUE(WaitFor([&] { return probes.Ready(first, true, false); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.Ready(first, true, false); }));
   // The container restarted: the old instance's probe stops, the new one starts unready.
   const std::string second = Running("u1", "app", /*attempt=*/1);
   probes.Ensure("u1", PodOf(c), c, second, "127.0.0.1");
   EXPECT_FALSE(probes.Ready(first, true, false));
-  ASSERT_TRUE(WaitFor([&] { return probes.Ready(second, true, false); }));
+  ASSERT_TRUE(PeriodsUntil([&] { return probes.Ready(second, true, false); }));
   probes.RemovePod("u1");
   EXPECT_FALSE(probes.Ready(second, true, false));
   const int calls = Calls("ready");
-  EXPECT_FALSE(WaitCalls("ready", calls + 1, 2500ms));
+  EXPECT_TRUE(StaysAt("ready", calls));
 }
 
 }  // namespace

@@ -92,6 +92,32 @@ TEST_F(BlockingExecutorTest, NoMoreWorkRunsAtOnceThanItHasThreads) {
   EXPECT_EQ(most.load(), 2);
 }
 
+TEST_F(BlockingExecutorTest, ResizingAddsThreadsAtOnceAndEndsIdleOnesAboveTheNewSize) {
+  BlockingExecutor executor(loop_, 1);
+  EXPECT_EQ(executor.threads(), 1u);
+  executor.Resize(3);
+  EXPECT_EQ(executor.threads(), 3u);
+  std::atomic<int> running{0}, done{0};
+  for (int i = 0; i < 3; ++i) {
+    executor.Submit(
+        [&] {
+          ++running;
+          WaitOpen();
+        },
+        [&] { ++done; });
+  }
+  ASSERT_TRUE(RunUntil([&] { return running.load() == 3; })) << "all three at once";
+  executor.Resize(1);  // busy threads finish their work first
+  EXPECT_EQ(executor.threads(), 3u);
+  Open();
+  ASSERT_TRUE(RunUntil([&] { return done.load() == 3 && executor.threads() == 1; }));
+  // The one left still serves, and growing again reuses nothing that ended.
+  executor.Submit([] {}, [&] { ++done; });
+  ASSERT_TRUE(RunUntil([&] { return done.load() == 4; }));
+  executor.Resize(2);
+  EXPECT_EQ(executor.threads(), 2u);
+}
+
 TEST_F(BlockingExecutorTest, StopDropsQueuedWorkAndEveryContinuationNotYetRun) {
   std::atomic<int> started{0};
   int continued = 0;

@@ -1,8 +1,10 @@
-#include "lib/pod/rfc3339.h"
+// RFC 3339 parsing and formatting (rfc3339.h), on the proleptic Gregorian calendar.
+#include "lib/common/rfc3339.h"
 
 #include <cstdio>
+#include <limits>
 
-namespace nodelet::pod {
+namespace nodelet {
 namespace {
 
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -90,6 +92,14 @@ std::optional<UnixTime> ParseRfc3339(std::string_view s) {
   return UnixTime{secs, nanos};
 }
 
+std::optional<int64_t> ParseRfc3339Nanos(std::string_view s) {
+  auto t = ParseRfc3339(s);
+  if (!t) return std::nullopt;
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000000 - 1;
+  if (t->seconds > kMaxSeconds || t->seconds < -kMaxSeconds) return std::nullopt;
+  return t->seconds * 1000000000 + t->nanos;
+}
+
 std::string FormatRfc3339(int64_t unix_seconds) {
   int64_t days = unix_seconds / 86400;
   int64_t rem = unix_seconds % 86400;
@@ -118,4 +128,4 @@ std::string FormatRfc3339Nano(UnixTime t) {
   return out;
 }
 
-}  // namespace nodelet::pod
+}  // namespace nodelet
