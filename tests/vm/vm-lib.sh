@@ -44,8 +44,8 @@ install_deb() {
 # io.containerd.timeout.shim.load (5 s by default), ending its task; and
 # io.containerd.timeout.task.state (2 s) bounds its query of a task's state, and a sandbox whose
 # state CRI cannot read when it starts stays UNKNOWN (NOTREADY, never READY again). Under TCG
-# right after a restart both can take longer, so the VM gives them 60 s and 30 s
-# (docs/install.md; which of the two the replaced pods came from is not shown yet).
+# right after a restart both can take longer, so the VM gives them 60 s and 30 s. Neither ended
+# the pods replaced at a restart of containerd (docs/install.md): their shims end first.
 setup_containerd() {
   local systemd_cgroup=false i
   [ "$1" = systemd ] && systemd_cgroup=true
