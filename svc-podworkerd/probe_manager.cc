@@ -106,8 +106,7 @@ ProbeManager::ProbeManager(EventLoop& loop, cri::RuntimeService& runtime,
 // An attempt in flight ends by its own deadline (timeoutSeconds, or the CRI call's).
 ProbeManager::~ProbeManager() { executor_.Stop(); }
 
-void ProbeManager::ResizePool() {
-  std::lock_guard<std::mutex> lock(mu_);
+void ProbeManager::ResizePoolLocked() {
   executor_.Resize(static_cast<int>(std::max(min_threads_, probes_.size())));
 }
 
@@ -132,12 +131,15 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
                           const std::string& host) {
   (void)pod;
   std::lock_guard<std::mutex> lock(mu_);
+  // Called at every sync of the pod: most calls change nothing and cost no schedule.
+  bool added = false, removed = false;
   // Other instances of this container (its earlier runs) are not probed any more.
   for (auto it = probes_.begin(); it != probes_.end();) {
     const Probe& p = it->second;
     if (p.pod_uid == pod_uid && p.container.name == container.name &&
         p.container_id != container_id) {
       it = probes_.erase(it);
+      removed = true;
     } else {
       ++it;
     }
@@ -146,6 +148,7 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
     if (!spec) return;
     Key key{container_id, kind};
     if (probes_.count(key)) return;
+    added = true;
     Probe p;
     p.pod_uid = pod_uid;
     p.container_id = container_id;
@@ -164,19 +167,18 @@ void ProbeManager::Ensure(const std::string& pod_uid, const pod::Pod& pod,
   add(ProbeKind::kStartup, container.startup_probe);
   add(ProbeKind::kLiveness, container.liveness_probe);
   add(ProbeKind::kReadiness, container.readiness_probe);
-  executor_.Resize(static_cast<int>(std::max(min_threads_, probes_.size())));
-  timer_.ArmAt(clock_.Now());  // Schedule, once this call is done
+  if (added || removed) ResizePoolLocked();
+  if (added) timer_.ArmAt(clock_.Now());  // Schedule, once this call is done
 }
 
 void ProbeManager::RemovePod(const std::string& pod_uid) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = probes_.begin(); it != probes_.end();) {
-      it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
-    }
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t before = probes_.size();
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    it = it->second.pod_uid == pod_uid ? probes_.erase(it) : std::next(it);
   }
-  ResizePool();  // threads beyond what the probes left need end
-  timer_.ArmAt(clock_.Now());
+  // Threads beyond what the probes left need end; a removal makes no other probe due.
+  if (probes_.size() != before) ResizePoolLocked();
 }
 
 void ProbeManager::SeedReady(const std::string& container_id, bool ready) {

@@ -128,8 +128,8 @@ class ProbeManager {
 
   // Starts the attempts that are due and arms the timer for the next one. On the loop.
   void Schedule();
-  // The executor's size: one thread per probe, never fewer than the minimum.
-  void ResizePool();
+  // The executor's size: one thread per probe, never fewer than the minimum. Under mu_.
+  void ResizePoolLocked();
   void Record(const Key& key, const ProbeOutcome& outcome, std::chrono::microseconds took);
   bool StartedLocked(const std::string& container_id) const;
 
