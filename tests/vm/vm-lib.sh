@@ -99,6 +99,51 @@ running() {
 }
 # task_pids: "container-id pid" of every running container, sorted.
 task_pids() { ctr -n k8s.io tasks ls 2>/dev/null | awk 'NR > 1 {print $1, $2}' | sort; }
+
+# pod_of_task ID: the pod name (io.kubernetes.pod.name) of a container or sandbox.
+pod_of_task() {
+  ctr -n k8s.io containers info "$1" 2>/dev/null |
+    sed -n 's/.*"io.kubernetes.pod.name": "\([^"]*\)".*/\1/p' | head -n 1
+}
+
+# split_shim_pods: the pods with a container that runs in a containerd shim of its own instead of
+# its sandbox's. containerd's runc shim puts a pod's container into the sandbox's shim when the
+# shim answers a connection to its socket within 100 ms; under emulation that check can time
+# out, and the container then gets a new shim that takes the sandbox shim's socket path over.
+# The pod runs on, but after a restart containerd reaches the sandbox through that path, finds
+# a shim that does not know the sandbox's task, and CRI lists the sandbox NOTREADY: the kubelet,
+# and nodelet, replace the pod (docs/install.md). Such a pod cannot keep its containers across a
+# restart of containerd, whatever nodelet does.
+split_shim_pods() {
+  local id
+  for id in $(pgrep -a containerd-shim | sed -n 's/.* -id \([0-9a-f]*\).*/\1/p'); do
+    ctr -n k8s.io containers info "$id" 2>/dev/null |
+      grep -q '"io.cri-containerd.kind": "container"' || continue
+    pod_of_task "$id"
+  done | sort -u
+}
+
+# task_pids_except POD...: task_pids without the tasks of the named pods.
+task_pids_except() {
+  local id pid pod p keep
+  task_pids | while read -r id pid; do
+    keep=1
+    if [ $# -gt 0 ]; then
+      pod=$(pod_of_task "$id")
+      for p in "$@"; do [ "$pod" = "$p" ] && keep=0; done
+    fi
+    [ $keep -eq 0 ] || echo "$id $pid"
+  done
+}
+
+# before_runtime_restart: before a restart of containerd, names the pods whose containers cannot
+# survive it (split_shim_pods) in $unkeepable and says so; the caller compares
+# `task_pids_except $unkeepable` before and after.
+unkeepable=""
+before_runtime_restart() {
+  unkeepable=$(split_shim_pods | tr '\n' ' ')
+  [ -z "$unkeepable" ] || say "containerd started a container of ${unkeepable% } in a shim of its own (its check of the sandbox's shim timed out): its sandbox cannot be reached after a restart of containerd, so the check below leaves that pod out"
+}
 # check_files NAME DIR "file=value file=value ...": each file of DIR holds its value.
 check_files() {
   local name=$1 dir=$2 kv f v got bad=()
