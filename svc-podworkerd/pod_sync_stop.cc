@@ -1,8 +1,9 @@
 // PodSyncer's stops: a container within its grace period (preStop hook, SIGTERM, SIGKILL), a
 // whole pod, and the removal of what is left of it.
 #include <algorithm>
-#include <future>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "lib/common/fs.h"
@@ -91,7 +92,13 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds,
       host = SandboxHost(c.pod_sandbox_id());
     }
   }
-  std::vector<std::future<StopResult>> stops;
+  struct ContainerStop {
+    std::string id;
+    std::string name;
+    const google::protobuf::Map<std::string, std::string>* annotations;
+    int64_t grace;
+  };
+  std::vector<ContainerStop> stops;
   const google::protobuf::Map<std::string, std::string> none;
   for (const auto& c : *containers) {
     if (c.state() != v1::CONTAINER_RUNNING && c.state() != v1::CONTAINER_CREATED) continue;
@@ -105,14 +112,29 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds,
     }
     // A created container never ran: it has no hook to run.
     const auto* annotations = c.state() == v1::CONTAINER_RUNNING ? &c.annotations() : &none;
-    std::string name = c.metadata().name();
-    stops.push_back(std::async(std::launch::async, [this, id, name, annotations, grace, &host] {
-      return StopContainerGracefully(id, name, annotations, grace, [&] { return host; });
-    }));
+    stops.push_back(ContainerStop{std::move(id), c.metadata().name(), annotations, grace});
   }
+  // Side by side, so that every container's grace period runs at once: the first stop on this
+  // worker's thread, each other one on a thread of its own, all joined before the sandboxes stop.
+  std::vector<StopResult> results(stops.size());
+  auto stop = [&](size_t i) {
+    const ContainerStop& s = stops[i];
+    results[i] =
+        StopContainerGracefully(s.id, s.name, s.annotations, s.grace, [&] { return host; });
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(stops.size());
+  for (size_t i = 1; i < stops.size(); ++i) {
+    try {
+      threads.emplace_back(stop, i);
+    } catch (const std::system_error&) {
+      stop(i);  // no thread to be had: this one runs here, before the others end
+    }
+  }
+  if (!stops.empty()) stop(0);
+  for (auto& t : threads) t.join();
   Status first = Status::Ok();
-  for (auto& f : stops) {
-    StopResult r = f.get();
+  for (const StopResult& r : results) {
     if (!r.hook_error.empty() && hook_failures) hook_failures->push_back(r.hook_error);
     if (!r.status.ok() && r.status.code() != StatusCode::kNotFound && first.ok()) first = r.status;
   }

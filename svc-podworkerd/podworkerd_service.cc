@@ -244,7 +244,7 @@ Status PodworkerdService::Start() {
     WakeTick();
   };
   if (Status s = mirror_->Connect(ctx.loop); !s.ok()) return s;
-  status_ = std::make_unique<StatusSender>(ctx.ipc, ctx.options.run_dir);
+  status_ = std::make_unique<StatusSender>(ctx.loop, ctx.ipc, ctx.options.run_dir);
   volume_events_ = std::make_unique<ipc::Subscriber>(ctx.ipc, ipc::kVolumeEvents);
   if (Status s = volume_events_->Connect(ipc::kVolumeEventsEndpoint.Uri(ctx.options.run_dir));
       !s.ok()) {

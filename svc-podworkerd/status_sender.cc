@@ -1,111 +1,134 @@
+// The status sender's queue on the loop and its calls to statusd on its executor
+// (status_sender.h).
 #include "svc-podworkerd/status_sender.h"
+
+#include <future>
 
 #include "lib/common/logging.h"
 #include "lib/status/status_client.h"
 
 namespace nodelet::podworkerd {
 
-StatusSender::StatusSender(ipc::Context& ctx, std::string run_dir, StatusSenderOptions options)
-    : ctx_(ctx), run_dir_(std::move(run_dir)), options_(options), thread_([this] { Loop(); }) {}
+StatusSender::StatusSender(EventLoop& loop, ipc::Context& ctx, std::string run_dir,
+                           StatusSenderOptions options)
+    : ctx_(ctx),
+      run_dir_(std::move(run_dir)),
+      options_(options),
+      retry_(loop.AddTimer([this] { Pump(); })),
+      executor_(loop, 1) {
+  // The socket is made on the executor's thread, the one that uses it.
+  executor_.Submit([this] {
+    status::StatusClientOptions o;
+    o.sender = ipc::ServiceId::Podworkerd;
+    o.attempt_timeout = options_.attempt_timeout;
+    o.deadline = options_.deadline;
+    client_ = std::make_unique<status::StatusClient>(ctx_, run_dir_, o);
+    (void)client_->Connect();
+  });
+}
 
 StatusSender::~StatusSender() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  retry_.Cancel();
+  // Closed on the executor's thread too, after the call in flight (if any) returns.
+  std::promise<void> closed;
+  executor_.Submit([this, &closed] {
+    client_.reset();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  executor_.Stop();
 }
 
 void StatusSender::Send(const status::PodIdentity& pod, const status::PodStatus& st) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_[pod.uid] = {pod, st};
-  }
-  cv_.notify_all();
+  pending_[pod.uid] = {pod, st};
+  Pump();
 }
 
 void StatusSender::SendEvents(std::vector<status::PodEvent> events) {
   if (events.empty()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& e : events) {
-      if (events_.size() >= kMaxQueuedEvents) break;
-      events_.push_back(std::move(e));
-    }
+  for (auto& e : events) {
+    if (events_.size() >= kMaxQueuedEvents) break;
+    events_.push_back(std::move(e));
   }
-  cv_.notify_all();
+  Pump();
 }
 
 std::set<std::string> StatusSender::Unsent() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> uids;
   for (const auto& [uid, _] : pending_) uids.insert(uid);
   if (!in_flight_.empty()) uids.insert(in_flight_);
   return uids;
 }
 
-bool StatusSender::Idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pending_.empty() && in_flight_.empty();
+bool StatusSender::Idle() const { return pending_.empty() && in_flight_.empty(); }
+
+void StatusSender::Pump() {
+  if (calling_ || retry_.armed()) return;
+  if (!events_.empty()) {
+    SendEventBatch();
+  } else if (!pending_.empty()) {
+    SendOneStatus();
+  }
 }
 
-void StatusSender::Loop() {
-  status::StatusClientOptions options;
-  options.sender = ipc::ServiceId::Podworkerd;
-  options.attempt_timeout = options_.attempt_timeout;
-  options.deadline = options_.deadline;
-  status::StatusClient client(ctx_, run_dir_, options);
-  (void)client.Connect();
-  bool logged = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    cv_.wait(lock, [this] { return stopping_ || !pending_.empty() || !events_.empty(); });
-    if (stopping_) break;
-    if (!events_.empty()) {
-      std::vector<status::PodEvent> batch;
-      batch.swap(events_);
-      lock.unlock();
-      auto r = client.RecordEvents(batch);
-      lock.lock();
-      if (!r.ok()) {
-        // Put them back (before any newer ones) and try again after a pause.
-        batch.insert(batch.end(), events_.begin(), events_.end());
-        if (batch.size() > kMaxQueuedEvents) batch.resize(kMaxQueuedEvents);
-        events_.swap(batch);
-        cv_.wait_for(lock, options_.retry_pause, [this] { return stopping_; });
-      }
-      continue;
-    }
-    auto node = pending_.extract(pending_.begin());
-    in_flight_ = node.key();
-    lock.unlock();
-    auto r = client.SetPodStatus(node.mapped().first, node.mapped().second);
-    lock.lock();
-    in_flight_.clear();
-    if (r.ok()) {
-      ++sent_;
-      logged = false;
-      continue;
-    }
-    ++failed_;
-    const StatusCode code = r.status().code();
-    if (code == StatusCode::kFailedPrecondition || code == StatusCode::kInvalidArgument) {
-      // Refused by statusd's guards or as malformed: sending it again cannot help.
-      GetLogger("podworkerd")
-          ->warn("statusd refused the status of pod {}: {}", node.key(), r.status().ToString());
-      continue;
-    }
-    if (!logged) {
-      GetLogger("podworkerd")
-          ->warn("Failed to send the status of pod {} to statusd: {}", node.key(),
-                 r.status().ToString());
-      logged = true;
-    }
-    // Keep it unless a newer status arrived meanwhile; statusd may be restarting.
-    pending_.insert(std::move(node));
-    cv_.wait_for(lock, options_.retry_pause, [this] { return stopping_; });
-  }
+void StatusSender::SendEventBatch() {
+  auto batch = std::make_shared<std::vector<status::PodEvent>>();
+  batch->swap(events_);
+  auto result = std::make_shared<Status>();
+  calling_ = true;
+  executor_.Submit([this, batch, result] { *result = client_->RecordEvents(*batch).status(); },
+                   [this, batch, result] {
+                     calling_ = false;
+                     if (!result->ok()) {
+                       // Put them back (before any newer ones) and try again after a pause.
+                       batch->insert(batch->end(), events_.begin(), events_.end());
+                       if (batch->size() > kMaxQueuedEvents) batch->resize(kMaxQueuedEvents);
+                       events_.swap(*batch);
+                       Pause();
+                       return;
+                     }
+                     Pump();
+                   });
+}
+
+void StatusSender::SendOneStatus() {
+  auto entry = std::make_shared<const Entry>(std::move(pending_.begin()->second));
+  in_flight_ = pending_.begin()->first;
+  pending_.erase(pending_.begin());
+  auto result = std::make_shared<Status>();
+  calling_ = true;
+  executor_.Submit(
+      [this, entry, result] {
+        *result = client_->SetPodStatus(entry->first, entry->second).status();
+      },
+      [this, entry, result] {
+        calling_ = false;
+        const std::string uid = std::move(in_flight_);
+        in_flight_.clear();
+        if (result->ok()) {
+          ++sent_;
+          logged_ = false;
+          Pump();
+          return;
+        }
+        ++failed_;
+        const StatusCode code = result->code();
+        if (code == StatusCode::kFailedPrecondition || code == StatusCode::kInvalidArgument) {
+          // Refused by statusd's guards or as malformed: sending it again cannot help.
+          GetLogger("podworkerd")
+              ->warn("statusd refused the status of pod {}: {}", uid, result->ToString());
+          Pump();
+          return;
+        }
+        if (!logged_) {
+          GetLogger("podworkerd")
+              ->warn("Failed to send the status of pod {} to statusd: {}", uid, result->ToString());
+          logged_ = true;
+        }
+        // Kept unless a newer status arrived meanwhile; statusd may be restarting.
+        pending_.try_emplace(uid, *entry);
+        Pause();
+      });
 }
 
 }  // namespace nodelet::podworkerd

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
-#include <thread>
 #include <utility>
 
 #include "lib/cri/containerd_containers.grpc.pb.h"
@@ -88,20 +87,36 @@ Status ContainerdTasks::KillAndDelete(const std::string& container_id, bool* exi
   tasks::DeleteTaskRequest request;
   request.set_container_id(container_id);
   tasks::DeleteResponse response;
-  // The kill is asynchronous: until the shim has reaped the init process the delete is refused
-  // ("cannot delete a running process", code UNKNOWN), so it is retried within the deadline.
-  const MonoTime deadline = clock_.Now() + timeout_;
-  for (;;) {
+  auto remove = [&] {
     auto c = context();
-    Status s = GrpcCallStatus("containerd Tasks.Delete of " + container_id,
-                              stub_->tasks->Delete(c.get(), request, &response));
-    if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
-    if (clock_.Now() >= deadline) return s;
-    // Polls, bounded by the deadline above. (Tasks.Wait would block until the exit, but a task
-    // stuck this way is one nodelet cannot create on purpose to test that path, so the simpler
-    // poll, which the real-containerd test exercises, is kept.)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return GrpcCallStatus("containerd Tasks.Delete of " + container_id,
+                          stub_->tasks->Delete(c.get(), request, &response));
+  };
+  const MonoTime deadline = clock_.Now() + timeout_;
+  Status s = remove();
+  if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
+  // The kill is asynchronous: until the shim has reaped the init process the delete is refused
+  // ("cannot delete a running process", code UNKNOWN). Tasks.Wait answers when that process has
+  // exited (at once if it has), within what is left of the deadline, also while containerd is
+  // coming back; then the delete is made once more.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.Now());
+  if (left <= std::chrono::milliseconds(0)) return s;
+  {
+    tasks::WaitRequest wait;
+    wait.set_container_id(container_id);
+    tasks::WaitResponse exited;
+    grpc::ClientContext c;
+    c.set_deadline(GrpcDeadline(left));
+    c.set_wait_for_ready(true);
+    c.AddMetadata("containerd-namespace", ns_);
+    Status w = GrpcCallStatus("containerd Tasks.Wait of " + container_id,
+                              stub_->tasks->Wait(&c, wait, &exited));
+    if (w.code() == StatusCode::kNotFound) return Status::Ok();  // deleted meanwhile
+    if (!w.ok()) return s;  // not exited within the deadline: the delete's refusal stands
   }
+  s = remove();
+  if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
+  return s;
 }
 
 Result<bool> ContainerdTasks::ContainerKnown(const std::string& id) {

@@ -31,7 +31,7 @@ std::optional<std::string> StuckTaskContainerId(const Status& removal_error);
 class ContainerdTasks {
  public:
   // `endpoint`: the CRI endpoint ("unix:///run/containerd/containerd.sock"); `ns`: the
-  // containerd namespace of CRI's containers; `clock` bounds KillAndDelete's retries.
+  // containerd namespace of CRI's containers; `clock` bounds KillAndDelete's wait for the exit.
   static Result<std::unique_ptr<ContainerdTasks>> Create(
       const std::string& endpoint, const Clock& clock, std::string ns = "k8s.io",
       std::chrono::milliseconds timeout = std::chrono::seconds(10));

@@ -1,6 +1,8 @@
 // StatusSender against a statusd stand-in (a real ROUTER on statusd's ipc:// endpoint in a temp
-// dir, answering SetPodStatus and RecordEvents): statuses reach statusd; while statusd is away
-// only each pod's newest status is kept and events wait in order, and both arrive once it comes.
+// dir, answering SetPodStatus and RecordEvents), its loop on a FakeClock: statuses reach statusd;
+// while statusd is away only each pod's newest status is kept and events wait in order, and both
+// arrive once it comes; a failed call is tried again only once its pause has passed on the loop's
+// clock; destruction with a call in flight waits for that call alone.
 #include "svc-podworkerd/status_sender.h"
 
 #include <gmock/gmock.h>
@@ -8,17 +10,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lib/ipc/endpoints.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
 #include "lib/status/status_codec.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
 
 namespace nodelet::podworkerd {
@@ -26,6 +31,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
+using testing::FakeClock;
 namespace fb = ::nodelet::ipc::status;
 
 // Serves statusd's endpoint from its own thread until destroyed; records what it was sent.
@@ -41,15 +47,20 @@ class StatusdStandIn {
   }
   const Status& bound() const { return bound_; }
 
-  // Waits (20 s at most) until `done(statuses by uid, event reasons)` holds.
+  // Whether `done(statuses by uid, event reasons)` holds now.
   template <typename Pred>
-  bool WaitFor(Pred done) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, 20s, [&] { return done(statuses_, events_); });
+  bool Holds(Pred done) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done(statuses_, events_);
   }
   std::map<std::string, std::vector<std::string>> statuses() {
     std::lock_guard<std::mutex> lock(mu_);
     return statuses_;
+  }
+  // The uids of the statuses received, in the order they came.
+  std::vector<std::string> order() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
   }
 
  private:
@@ -69,6 +80,7 @@ class StatusdStandIn {
         {
           std::lock_guard<std::mutex> lock(mu_);
           statuses_[pod.uid].push_back(st.message);
+          order_.push_back(pod.uid);
         }
         status::FinishStatusMessage(
             fbb, envelope, fb::Body::SetPodStatusReply,
@@ -89,7 +101,6 @@ class StatusdStandIn {
       } else {
         continue;
       }
-      cv_.notify_all();
       (void)router_.Send(in->peer, fbb.GetBufferPointer(), fbb.GetSize());  // client retries
     }
   }
@@ -98,8 +109,8 @@ class StatusdStandIn {
   Status bound_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::condition_variable cv_;
   std::map<std::string, std::vector<std::string>> statuses_;  // uid -> messages, in order
+  std::vector<std::string> order_;                            // uids, in order
   std::vector<std::string> events_;                           // reasons, in order
   std::thread thread_;
 };
@@ -139,49 +150,88 @@ class StatusSenderTest : public ::testing::Test {
     o.retry_pause = 20ms;
     return o;
   }
+  // Calls that give up soon (statusd is away on purpose) and a pause that only a test ends.
+  StatusSenderOptions Failing() {
+    StatusSenderOptions o;
+    o.attempt_timeout = 100ms;
+    o.deadline = 200ms;
+    o.retry_pause = 1h;
+    return o;
+  }
+
+  // Turns the loop (the calls' outcomes come back through it) until `done()` holds, at most
+  // 20 s of real time. With `end_pauses`, a pause of `sender` is ended by moving the fake clock
+  // past it; otherwise the fake clock does not move.
+  bool RunUntil(StatusSender& sender, const std::function<bool()>& done, bool end_pauses = false) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (end_pauses && sender.pausing()) clock_.Advance(pause_);
+      if (!loop_.RunOnce(10ms).ok()) return false;
+    }
+    return true;
+  }
+  // Turns the loop for `d` of real time.
+  void Turn(std::chrono::milliseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) ASSERT_TRUE(loop_.RunOnce(10ms).ok());
+  }
+  std::unique_ptr<StatusSender> Make(StatusSenderOptions options) {
+    pause_ = options.retry_pause;
+    return std::make_unique<StatusSender>(loop_, ctx_, dir_.path(), options);
+  }
+
   testing::TempDir dir_;
   ipc::Context ctx_;
+  FakeClock clock_;
+  EventLoop loop_{clock_};
+  std::chrono::milliseconds pause_{0};
 };
 
 TEST_F(StatusSenderTest, AStatusAndAnEventReachStatusd) {
   StatusdStandIn statusd(ctx_, dir_.path());
   ASSERT_TRUE(statusd.bound().ok()) << statusd.bound().ToString();
-  StatusSender sender(ctx_, dir_.path(), Quick());
-  sender.Send(Pod("a"), WithMessage("hello"));
-  sender.SendEvents({Event("Started")});
-  EXPECT_TRUE(statusd.WaitFor([](const auto& statuses, const auto& events) {
-    return statuses.count("a") && events.size() == 1;
+  auto sender = Make(Quick());
+  sender->Send(Pod("a"), WithMessage("hello"));
+  sender->SendEvents({Event("Started")});
+  // Counted once the reply is in, just after statusd has it.
+  EXPECT_TRUE(RunUntil(*sender, [&] {
+    return sender->sent() == 1 && statusd.Holds([](const auto& statuses, const auto& events) {
+      return statuses.count("a") && events.size() == 1;
+    });
   }));
   EXPECT_THAT(statusd.statuses()["a"], ElementsAre("hello"));
-  // Counted once the reply is in, just after statusd has it.
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (sender.sent() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_EQ(sender.sent(), 1u);
-  EXPECT_EQ(sender.failed(), 0u);
+  EXPECT_EQ(sender->sent(), 1u);
+  EXPECT_EQ(sender->failed(), 0u);
+  EXPECT_TRUE(sender->Idle());
 }
 
 TEST_F(StatusSenderTest, WhileStatusdIsAwayOnlyEachPodsNewestStatusIsKept) {
-  StatusSender sender(ctx_, dir_.path(), Quick());
-  sender.Send(Pod("a"), WithMessage("a1"));
-  sender.Send(Pod("a"), WithMessage("a2"));
-  sender.Send(Pod("a"), WithMessage("a3"));
-  sender.Send(Pod("b"), WithMessage("b1"));
+  auto sender = Make(Quick());
+  sender->Send(Pod("a"), WithMessage("a1"));
+  sender->Send(Pod("a"), WithMessage("a2"));
+  sender->Send(Pod("a"), WithMessage("a3"));
+  sender->Send(Pod("b"), WithMessage("b1"));
   std::vector<std::string> reasons;
   for (int i = 0; i < 5; ++i) reasons.push_back("E" + std::to_string(i));
   std::vector<status::PodEvent> events;
   for (const auto& r : reasons) events.push_back(Event(r));
-  sender.SendEvents(events);
+  sender->SendEvents(events);
+  EXPECT_EQ(sender->Unsent(), (std::set<std::string>{"a", "b"}));
   StatusdStandIn statusd(ctx_, dir_.path());
   ASSERT_TRUE(statusd.bound().ok()) << statusd.bound().ToString();
   std::vector<std::string> got_events;
-  ASSERT_TRUE(statusd.WaitFor([&](const auto& statuses, const auto& ev) {
-    got_events = ev;
-    auto a = statuses.find("a");
-    return a != statuses.end() && a->second.back() == "a3" && statuses.count("b") &&
-           ev.size() == reasons.size();
-  }));
+  ASSERT_TRUE(RunUntil(
+      *sender,
+      [&] {
+        return statusd.Holds([&](const auto& statuses, const auto& ev) {
+          got_events = ev;
+          auto a = statuses.find("a");
+          return a != statuses.end() && a->second.back() == "a3" && statuses.count("b") &&
+                 ev.size() == reasons.size();
+        });
+      },
+      true));
   EXPECT_EQ(got_events, reasons);
   auto statuses = statusd.statuses();
   // a1 may have been on its way when statusd came (it was taken before a2 and a3 were sent);
@@ -192,21 +242,81 @@ TEST_F(StatusSenderTest, WhileStatusdIsAwayOnlyEachPodsNewestStatusIsKept) {
 }
 
 TEST_F(StatusSenderTest, EventsBeyondTheCapAreDroppedWhileStatusdIsAway) {
-  StatusSender sender(ctx_, dir_.path(), Quick());
+  auto sender = Make(Quick());
   std::vector<status::PodEvent> events;
   for (size_t i = 0; i < StatusSender::kMaxQueuedEvents + 50; ++i) {
     events.push_back(Event("E" + std::to_string(i)));
   }
-  sender.SendEvents(events);
+  sender->SendEvents(events);
   StatusdStandIn statusd(ctx_, dir_.path());
   ASSERT_TRUE(statusd.bound().ok());
   std::vector<std::string> got;
-  ASSERT_TRUE(statusd.WaitFor([&](const auto&, const auto& ev) {
-    got = ev;
-    return ev.size() >= StatusSender::kMaxQueuedEvents;
-  }));
+  ASSERT_TRUE(RunUntil(
+      *sender,
+      [&] {
+        return statusd.Holds([&](const auto&, const auto& ev) {
+          got = ev;
+          return ev.size() >= StatusSender::kMaxQueuedEvents;
+        });
+      },
+      true));
   EXPECT_EQ(got.size(), StatusSender::kMaxQueuedEvents);
   EXPECT_EQ(got.front(), "E0");
+}
+
+TEST_F(StatusSenderTest, AFailedSendIsTriedAgainOnlyAfterThePause) {
+  auto sender = Make(Failing());
+  sender->Send(Pod("a"), WithMessage("a1"));
+  ASSERT_TRUE(RunUntil(*sender, [&] { return sender->failed() == 1 && !sender->calling(); }));
+  EXPECT_TRUE(sender->pausing());
+  // Newer statuses while the pause runs replace the one that failed; nothing is sent.
+  sender->Send(Pod("b"), WithMessage("b1"));
+  sender->Send(Pod("a"), WithMessage("a2"));
+  sender->Send(Pod("a"), WithMessage("a3"));
+  EXPECT_FALSE(sender->calling());
+  EXPECT_EQ(sender->Unsent(), (std::set<std::string>{"a", "b"}));
+  StatusdStandIn statusd(ctx_, dir_.path());
+  ASSERT_TRUE(statusd.bound().ok());
+  Turn(300ms);
+  clock_.Advance(pause_ - 1ms);
+  Turn(300ms);
+  EXPECT_FALSE(sender->calling());
+  EXPECT_TRUE(statusd.order().empty());
+  EXPECT_EQ(sender->failed(), 1u);
+  // The pause over: each pod's newest status, in the order of their uids.
+  clock_.Advance(1ms);
+  ASSERT_TRUE(RunUntil(*sender, [&] { return sender->sent() == 2; }));
+  EXPECT_THAT(statusd.order(), ElementsAre("a", "b"));
+  EXPECT_THAT(statusd.statuses()["a"], ElementsAre("a3"));
+  EXPECT_THAT(statusd.statuses()["b"], ElementsAre("b1"));
+  EXPECT_TRUE(sender->Idle());
+  EXPECT_FALSE(sender->pausing());
+}
+
+TEST_F(StatusSenderTest, DestructionWaitsForTheCallInFlightAlone) {
+  StatusSenderOptions options = Failing();
+  options.attempt_timeout = 1s;
+  options.deadline = 1s;
+  auto sender = Make(options);
+  sender->Send(Pod("a"), WithMessage("a1"));
+  sender->Send(Pod("b"), WithMessage("b1"));
+  ASSERT_TRUE(sender->calling());
+  const auto began = std::chrono::steady_clock::now();
+  sender.reset();
+  // The call in flight gives up within its deadline; no pause and no further call follows.
+  EXPECT_LT(std::chrono::steady_clock::now() - began, options.deadline + 2s);
+  // Nothing comes back through the loop afterwards.
+  Turn(50ms);
+}
+
+TEST_F(StatusSenderTest, DestructionDuringAPauseIsPrompt) {
+  auto sender = Make(Failing());
+  sender->Send(Pod("a"), WithMessage("a1"));
+  ASSERT_TRUE(RunUntil(*sender, [&] { return sender->failed() == 1 && !sender->calling(); }));
+  ASSERT_TRUE(sender->pausing());
+  const auto began = std::chrono::steady_clock::now();
+  sender.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 1s);
 }
 
 }  // namespace
