@@ -187,10 +187,7 @@ void ImagePuller::RunFlight(const std::shared_ptr<Flight>& flight) {
     h->second.Observe(std::chrono::duration_cast<std::chrono::microseconds>(took));
     backoff_.erase(image);
   } else if (!cancelled) {
-    Backoff& b = backoff_[image];
-    b.delay =
-        b.delay.count() == 0 ? config_.backoff_initial : std::min(b.delay * 2, config_.backoff_max);
-    b.until = clock_.Now() + b.delay;
+    BackOffLocked(image);
   }
   --running_;
   flight->ref = ref;
@@ -205,8 +202,21 @@ void ImagePuller::RunFlight(const std::shared_ptr<Flight>& flight) {
   cv_.notify_all();
 }
 
+void ImagePuller::BackOffLocked(const std::string& image) {
+  Backoff& b = backoff_[image];
+  b.delay =
+      b.delay.count() == 0 ? config_.backoff_initial : std::min(b.delay * 2, config_.backoff_max);
+  b.until = clock_.Now() + b.delay;
+}
+
 Result<std::string> ImagePuller::Pull(const std::string& image, const PullOptions& options,
                                       Duration* pulling) {
+  if (!options.credentials_error.ok()) {
+    // No keyring, no pull: a failed pull all the same, with its back-off.
+    std::lock_guard<std::mutex> lock(mu_);
+    BackOffLocked(image);
+    return options.credentials_error;
+  }
   std::string key = image;
   for (const auto& c : options.pod_credentials) {
     for (const std::string* part :

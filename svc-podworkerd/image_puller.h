@@ -73,6 +73,10 @@ struct PullOptions {
   std::function<void(const ImageEvent&)> on_pulling;
   // The pod's imagePullSecrets' entries for the image (pull_secrets.h), tried before the node's.
   std::vector<RegistryCredential> pod_credentials;
+  // The pod's imagePullSecrets could not be read (pull_secrets.h): a pull, if one is needed,
+  // fails with this error and backs off, as the kubelet's PullImage fails making its keyring; an
+  // image already present needs no pull and no credentials, and is used.
+  Status credentials_error;
   // Cancelled: stop waiting (the result is CANCELLED).
   cri::CallCancel* cancel = nullptr;
 };
@@ -147,6 +151,8 @@ class ImagePuller {
   // Waits for a pull of `image` (a new one, or one with the same pod credentials in flight).
   // `pulling` is how long the PullImage calls took.
   Result<std::string> Pull(const std::string& image, const PullOptions& options, Duration* pulling);
+  // A failed pull of `image`: its back-off starts or doubles (to the maximum). Under mu_.
+  void BackOffLocked(const std::string& image);
   // Gives the pulls waiting for a turn their threads, as the limit allows; reaps finished
   // threads. Under mu_.
   void StartTurns();

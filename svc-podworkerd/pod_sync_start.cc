@@ -34,19 +34,11 @@ Status PodSyncer::EnsureImage(const pod::Pod& pod, const pod::Container& c, Wait
     static const pod::ConfigObjectMap kNone;
     auto objects = ConfigObjects();
     pull_secrets = PullCredentialsFor(pod, objects ? objects->secrets : kNone, c.image);
-    if (!pull_secrets.error.ok()) {
-      // As a pull that failed: the kubelet's keyring is made before PullImage and its error is
-      // the pull's.
-      const std::string message = pull_secrets.error.message();
-      waiting[c.name] = {"ErrImagePull", message};
-      out.events.push_back(MakeEvent(pod, "Warning", "Failed",
-                                     "Failed to pull image \"" + c.image + "\": " + message));
-      out.events.push_back(MakeEvent(pod, "Warning", "Failed", "Error: ErrImagePull"));
-      return pull_secrets.error;
-    }
   }
   PullOptions pull;
   pull.pod_credentials = std::move(pull_secrets.credentials);
+  // Unreadable credentials fail only a pull (the kubelet makes its keyring in PullImage).
+  pull.credentials_error = pull_secrets.error;
   // Held for the pull: ForgetPod may drop the pod's entry meanwhile.
   std::shared_ptr<cri::CallCancel> cancel = PullCancel(pod.metadata.uid);
   pull.cancel = cancel.get();

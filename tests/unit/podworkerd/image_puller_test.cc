@@ -386,6 +386,38 @@ TEST_F(ImagePullerTest, ASharedFailedPullBacksOffOnce) {
   }
 }
 
+// The kubelet makes its keyring from the pod's pull secrets in PullImage: a secret that does
+// not parse fails a pull, never the use of an image already present.
+TEST_F(ImagePullerTest, UnreadablePullSecretsFailOnlyAPull) {
+  ImagePullerConfig config;
+  config.backoff_initial = 1s;
+  ImagePuller puller(runtime_, clock_, config);
+  PullOptions broken;
+  broken.credentials_error = InvalidArgument("imagePullSecrets: secret default/reg: not JSON");
+
+  runtime_.AddImage("reg.local/present:1");
+  auto present = puller.EnsureImage("reg.local/present:1", "IfNotPresent", broken);
+  EXPECT_TRUE(present.status.ok()) << present.status.ToString();
+  EXPECT_THAT(Reasons(present), ::testing::ElementsAre("Pulled"));
+
+  auto absent = puller.EnsureImage("reg.local/absent:1", "IfNotPresent", broken);
+  EXPECT_EQ(absent.reason, "ErrImagePull");
+  EXPECT_THAT(Reasons(absent), ::testing::ElementsAre("Pulling", "Failed", "Failed"));
+  EXPECT_EQ(absent.events[1].message,
+            "Failed to pull image \"reg.local/absent:1\": imagePullSecrets: secret default/reg: "
+            "not JSON");
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 0);
+  // A failed pull: it backs off like any other.
+  ASSERT_TRUE(absent.retry_at.has_value());
+  EXPECT_EQ(*absent.retry_at, clock_.Now() + 1s);
+  EXPECT_EQ(puller.EnsureImage("reg.local/absent:1", "IfNotPresent", broken).reason,
+            "ImagePullBackOff");
+  // Readable again after the back-off: pulled.
+  clock_.Advance(1s);
+  EXPECT_TRUE(puller.EnsureImage("reg.local/absent:1", "IfNotPresent").status.ok());
+  EXPECT_EQ(runtime_.CallCount(CriCall::kPullImage), 1);
+}
+
 TEST(ImagePullerConfigTest, RefusesWhatCannotBeMeant) {
   ImagePullerConfig ok;
   EXPECT_TRUE(ValidateImagePullerConfig(ok).ok());
