@@ -1,6 +1,5 @@
 // PodSyncer's sandboxes: creation (cgroups, DNS, ports, the sandbox config) and its config.
 #include <algorithm>
-#include <future>
 #include <set>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "svc-podworkerd/pod_records.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/pull_secrets.h"
+#include "svc-podworkerd/side_by_side.h"
 #include "svc-podworkerd/termination_message.h"
 
 namespace nodelet::podworkerd {
@@ -60,17 +60,18 @@ Result<std::string> PodSyncer::CreateSandbox(const pod::Pod& pod, const PodRecor
     out.events.push_back(MakeEvent(
         pod, "Normal", "SandboxChanged",
         "Pod sandbox changed, it will be killed and re-created (" + decision.reason + ")"));
-    std::vector<std::future<StopResult>> stops;
+    std::vector<const ContainerRecordT*> running;
     for (const auto& c : rec->containers) {
       if (c->state != ContainerState::Running && c->state != ContainerState::Created) continue;
-      std::string id = c->id, name = c->name, sandbox = c->sandbox_id;
-      stops.push_back(std::async(std::launch::async, [this, id, name, sandbox, grace] {
-        return StopContainerGracefully(id, name, nullptr, grace,
-                                       [&] { return SandboxHost(sandbox); });
-      }));
+      running.push_back(c.get());
     }
-    for (auto& f : stops) {
-      StopResult r = f.get();
+    std::vector<StopResult> results(running.size());
+    RunSideBySide(running.size(), [&](size_t i) {
+      const ContainerRecordT& c = *running[i];
+      results[i] = StopContainerGracefully(c.id, c.name, nullptr, grace,
+                                           [&] { return SandboxHost(c.sandbox_id); });
+    });
+    for (const StopResult& r : results) {
       if (!r.hook_error.empty()) {
         out.events.push_back(MakeEvent(pod, "Warning", "FailedPreStopHook", r.hook_error));
       }

@@ -2,8 +2,6 @@
 // whole pod, and the removal of what is left of it.
 #include <algorithm>
 #include <set>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "lib/common/fs.h"
@@ -19,6 +17,7 @@
 #include "svc-podworkerd/pod_records.h"
 #include "svc-podworkerd/pod_sync.h"
 #include "svc-podworkerd/pull_secrets.h"
+#include "svc-podworkerd/side_by_side.h"
 #include "svc-podworkerd/termination_message.h"
 
 namespace nodelet::podworkerd {
@@ -114,25 +113,14 @@ Status PodSyncer::KillPod(const std::string& uid, int64_t grace_seconds,
     const auto* annotations = c.state() == v1::CONTAINER_RUNNING ? &c.annotations() : &none;
     stops.push_back(ContainerStop{std::move(id), c.metadata().name(), annotations, grace});
   }
-  // Side by side, so that every container's grace period runs at once: the first stop on this
-  // worker's thread, each other one on a thread of its own, all joined before the sandboxes stop.
+  // Side by side, so that every container's grace period runs at once, all joined before the
+  // sandboxes stop.
   std::vector<StopResult> results(stops.size());
-  auto stop = [&](size_t i) {
+  RunSideBySide(stops.size(), [&](size_t i) {
     const ContainerStop& s = stops[i];
     results[i] =
         StopContainerGracefully(s.id, s.name, s.annotations, s.grace, [&] { return host; });
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(stops.size());
-  for (size_t i = 1; i < stops.size(); ++i) {
-    try {
-      threads.emplace_back(stop, i);
-    } catch (const std::system_error&) {
-      stop(i);  // no thread to be had: this one runs here, before the others end
-    }
-  }
-  if (!stops.empty()) stop(0);
-  for (auto& t : threads) t.join();
+  });
   Status first = Status::Ok();
   for (const StopResult& r : results) {
     if (!r.hook_error.empty() && hook_failures) hook_failures->push_back(r.hook_error);
