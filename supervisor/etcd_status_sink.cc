@@ -42,23 +42,18 @@ std::string EtcdStatusValue(const PodStatusRecord& record) {
   return JsonText(status::PodToJson(record));
 }
 
-EtcdStatusSink::EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock,
+EtcdStatusSink::EtcdStatusSink(EventLoop& loop, std::unique_ptr<etcd::Client> client,
                                EtcdSinkOptions options)
     : client_(std::move(client)),
-      clock_(clock),
+      clock_(loop.clock()),
       options_(std::move(options)),
-      keys_{options_.prefix} {
-  renewer_ = std::thread([this] { RenewLoop(); });
+      keys_{options_.prefix},
+      renew_timer_(loop.AddTimer([this] { Renew(); })),
+      renewer_(loop, 1) {
+  renew_timer_.ArmAt(clock_.Now());
 }
 
-EtcdStatusSink::~EtcdStatusSink() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
-}
+EtcdStatusSink::~EtcdStatusSink() { renewer_.Stop(); }
 
 EtcdStatusSink::Counters EtcdStatusSink::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -169,16 +164,18 @@ Status EtcdStatusSink::KeepNodeLocked(bool renew) {
   return Status::Ok();
 }
 
-void EtcdStatusSink::RenewLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    // On time, or again after a second while etcd is away (the TTL leaves 30 s).
-    Status s = KeepNodeLocked(true);
-    const auto wait =
-        s.ok() ? std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_renew)
-               : std::chrono::milliseconds(1000);
-    cv_.wait_for(lock, wait, [this] { return stopping_; });
-  }
+void EtcdStatusSink::Renew() {
+  auto ok = std::make_shared<bool>(false);
+  renewer_.Submit(
+      [this, ok] {
+        std::lock_guard<std::mutex> lock(mu_);
+        *ok = KeepNodeLocked(true).ok();
+      },
+      [this, ok] {
+        // On time, or again after a second while etcd is away (the TTL leaves 30 s).
+        renew_timer_.ArmAfter(*ok ? Duration(options_.lease_renew)
+                                  : Duration(std::chrono::seconds(1)));
+      });
 }
 
 }  // namespace nodelet::supervisor

@@ -14,22 +14,23 @@
 // another pod's status (a pod of that name made again) or an older version of this pod's, in a
 // transaction that compares the key's mod_revision with what was read; a concurrent writer makes
 // it read again. A pod's key is deleted when statusd removes the pod (unless another pod of the
-// name holds it by then). The lease is renewed by a thread of its own, so a slow status write
-// never lets it lapse; a lease that lapsed anyway (etcd away for 40 s) is granted again and the
-// Node written with it.
+// name holds it by then). The lease is renewed on a timer of the supervisor's loop, each renewal
+// made on a one-thread executor of the sink's own (not behind the status writes, which run on the
+// sink's executor in SinkWorker), so a slow status write never lets it lapse; a lease that lapsed
+// anyway (etcd away for 40 s) is granted again and the Node written with it.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "lib/common/clock.h"
 #include "lib/etcd/etcd_client.h"
 #include "lib/etcd/fleet_keys.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 #include "supervisor/status_sink.h"
 
 namespace nodelet::supervisor {
@@ -47,7 +48,10 @@ struct EtcdSinkOptions {
 
 class EtcdStatusSink : public StatusSink {
  public:
-  EtcdStatusSink(std::unique_ptr<etcd::Client> client, const Clock& clock, EtcdSinkOptions options);
+  // Made on the loop's thread, which renews the lease (the first time at the loop's next
+  // iteration); the loop's clock dates the registration.
+  EtcdStatusSink(EventLoop& loop, std::unique_ptr<etcd::Client> client, EtcdSinkOptions options);
+  // Waits for a renewal in flight; on the loop's thread.
   ~EtcdStatusSink() override;
   EtcdStatusSink(const EtcdStatusSink&) = delete;
   EtcdStatusSink& operator=(const EtcdStatusSink&) = delete;
@@ -69,22 +73,24 @@ class EtcdStatusSink : public StatusSink {
   // Grants a lease when there is none (or it lapsed) and writes the Node with it when it is
   // not written under the current lease. Under mu_.
   Status KeepNodeLocked(bool renew);
-  void RenewLoop();
+  // Submits a renewal; its continuation arms the timer for the next (on the loop's thread).
+  void Renew();
 
   std::unique_ptr<etcd::Client> client_;
   const Clock& clock_;
   const EtcdSinkOptions options_;
   const etcd::FleetKeys keys_;
 
+  // Shared by the status writes (SinkWorker's executor) and the renewals (renewer_).
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
   std::string node_json_;     // the newest Node statusd gave
   std::string node_written_;  // what the Node key holds under lease_
   int64_t lease_ = 0;
   bool registered_ = false;  // PREFIX/registrations/NODE is there
   Counters counters_;
-  std::thread renewer_;
+  EventLoop::Timer renew_timer_;
+  // Last: stopped before the members its work and continuations use go.
+  BlockingExecutor renewer_;
 };
 
 }  // namespace nodelet::supervisor

@@ -73,29 +73,24 @@ pod::EvictionObservations ObserveSignals(const NodeStats& sample) {
 
 EvictionManager::EvictionManager(EventLoop& loop, const Clock& clock,
                                  EvictionManagerOptions options, StatsSource& stats,
-                                 PodManager& pods, const RuntimeView& runtime,
-                                 std::shared_ptr<NodePressure> pressure)
-    : loop_(loop),
-      clock_(clock),
+                                 std::unique_ptr<EvictionPods> owned, EvictionPods* pods,
+                                 const RuntimeView& runtime, std::shared_ptr<NodePressure> pressure)
+    : clock_(clock),
       options_(std::move(options)),
       stats_(stats),
-      pods_(pods),
+      owned_pods_(std::move(owned)),
+      pods_(pods != nullptr ? *pods : *owned_pods_),
       runtime_(runtime),
       pressure_(std::move(pressure)),
-      state_(options_.thresholds, options_.pressure_transition_period) {}
+      state_(options_.thresholds, options_.pressure_transition_period),
+      timer_(loop.AddTimer([this] { TakeSample(); })),
+      executor_(loop, 1) {}
 
-EvictionManager::~EvictionManager() {
-  *alive_ = false;
-  RequestStop();
-  if (thread_.joinable()) thread_.join();
-}
+EvictionManager::~EvictionManager() { executor_.Stop(); }
 
 void EvictionManager::RequestStop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  stopping_ = true;
+  timer_.Cancel();
 }
 
 Status EvictionManager::Start() {
@@ -136,25 +131,26 @@ Status EvictionManager::Start() {
       }
     }
   }
-  thread_ = std::thread([this] { Loop(); });
+  TakeSample();
   return Status::Ok();
 }
 
-void EvictionManager::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    const bool with_pods = want_pods_;
-    want_pods_now_ = false;
-    lock.unlock();
-    auto sample = std::make_shared<NodeStats>(with_pods ? stats_.Sample() : stats_.SampleNode());
-    lock.lock();
-    if (stopping_) break;
-    loop_.Post([this, alive = std::weak_ptr<bool>(alive_), sample] {
-      auto still = alive.lock();
-      if (still && *still) Decide(*sample);
-    });
-    cv_.wait_for(lock, options_.monitoring_period, [this] { return stopping_ || want_pods_now_; });
-  }
+void EvictionManager::TakeSample() {
+  if (stopping_ || sampling_) return;
+  sampling_ = true;
+  const bool with_pods = want_pods_;
+  want_pods_now_ = false;
+  auto sample = std::make_shared<NodeStats>();
+  executor_.Submit(
+      [this, with_pods, sample] { *sample = with_pods ? stats_.Sample() : stats_.SampleNode(); },
+      [this, sample] {
+        sampling_ = false;
+        if (stopping_) return;
+        Decide(*sample);
+        // The period counts from the end of the sample; a round (or a reload meanwhile) that
+        // asked for a sample at once has it now.
+        timer_.ArmAfter(want_pods_now_ ? Duration::zero() : Duration(options_.monitoring_period));
+      });
 }
 
 void EvictionManager::Reconfigure(std::vector<pod::EvictionThreshold> thresholds,
@@ -165,22 +161,16 @@ void EvictionManager::Reconfigure(std::vector<pod::EvictionThreshold> thresholds
   options_.thresholds = std::move(thresholds);
   options_.pressure_transition_period = pressure_transition_period;
   options_.max_pod_grace_seconds = max_pod_grace_seconds;
-  {
-    // The sampling thread reads the period under the lock.
-    std::lock_guard<std::mutex> lock(mu_);
-    options_.monitoring_period = monitoring_period;
-    want_pods_now_ = true;
-  }
-  cv_.notify_all();
+  options_.monitoring_period = monitoring_period;
+  WantPods(want_pods_, true);
 }
 
 void EvictionManager::WantPods(bool want, bool now) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    want_pods_ = want;
-    want_pods_now_ = want_pods_now_ || now;
-  }
-  if (now) cv_.notify_all();
+  want_pods_ = want;
+  if (!now) return;
+  want_pods_now_ = true;
+  // A sample in flight has its successor armed by its continuation.
+  if (!sampling_ && !stopping_) timer_.ArmAfter(Duration::zero());
 }
 
 bool NodePressure::Get(std::string_view condition) const {

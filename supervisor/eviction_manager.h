@@ -1,11 +1,12 @@
 // EvictionManager: the kubelet's eviction manager, in the supervisor (docs/resources.md,
 // "Eviction").
 //
-// Every monitoring period (10 s, as the kubelet's) a thread samples the node (StatsSource) and
-// posts the sample to the supervisor's loop. Its pods are sampled too while a round may evict:
-// a threshold met, or a pod with a local-storage limit (else a node-only sample, which costs
-// nothing per pod; one that finds a threshold met asks for a whole sample at once). There the
-// manager:
+// A timer on the supervisor's loop asks for a sample of the node (StatsSource) every monitoring
+// period (10 s, as the kubelet's); the sample's blocking reads run on a one-thread executor and
+// the decision round runs on the loop with the result. Its pods are sampled too while a round
+// may evict: a threshold met, or a pod with a local-storage limit (else a node-only sample,
+// which costs nothing per pod; a round that finds a threshold met in one has a whole sample
+// taken at once). There the manager:
 // - observes memory.available, nodefs.available, nodefs.inodesFree, imagefs.available and
 //   imagefs.inodesFree and pid.available, and holds MemoryPressure / DiskPressure /
 //   PIDPressure (node conditions and admission)
@@ -30,19 +31,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/eviction.h"
+#include "lib/service/blocking_executor.h"
 #include "lib/service/event_loop.h"
 #include "supervisor/pod_manager.h"
 #include "supervisor/service_control.h"
@@ -69,8 +69,8 @@ Result<std::vector<pod::EvictionThreshold>> EvictionThresholdsFromFlags(
 // The observations of a sample.
 pod::EvictionObservations ObserveSignals(const NodeStats& sample);
 
-// The node conditions the eviction manager holds, shared with the node status thread and the
-// pod manager's admission (it outlives neither). Thread-safe.
+// The node conditions the eviction manager holds, shared with the node status and the pod
+// manager's admission (it outlives neither). Thread-safe.
 class NodePressure {
  public:
   // MemoryPressure, DiskPressure or PIDPressure.
@@ -89,18 +89,63 @@ class NodePressure {
   std::atomic<bool> memory_{false}, disk_{false}, pid_{false};
 };
 
+// What the eviction manager needs of the pods: the supervisor's PodManager (through
+// PodManagerEvictionPods below), or a test's stand-in. Used on the loop's thread only.
+class EvictionPods {
+ public:
+  virtual ~EvictionPods() = default;
+  virtual const std::map<std::string, std::shared_ptr<const pod::Pod>>& admitted() const = 0;
+  virtual const std::map<std::string, PodEviction>& evictions() const = 0;
+  virtual void Evict(const std::string& uid, PodEviction eviction) = 0;
+  virtual std::set<std::string> ForgetGoneEvictions() = 0;
+  virtual void RequestReclaim() = 0;
+  virtual std::set<std::string> TerminalPods() = 0;
+};
+
+// The PodManager as EvictionPods (defined here, so that only its user links the pod manager).
+class PodManagerEvictionPods final : public EvictionPods {
+ public:
+  explicit PodManagerEvictionPods(PodManager& pods) : pods_(pods) {}
+  const std::map<std::string, std::shared_ptr<const pod::Pod>>& admitted() const override {
+    return pods_.admitted();
+  }
+  const std::map<std::string, PodEviction>& evictions() const override { return pods_.evictions(); }
+  void Evict(const std::string& uid, PodEviction eviction) override {
+    pods_.Evict(uid, std::move(eviction));
+  }
+  std::set<std::string> ForgetGoneEvictions() override { return pods_.ForgetGoneEvictions(); }
+  void RequestReclaim() override { pods_.RequestReclaim(); }
+  std::set<std::string> TerminalPods() override { return pods_.TerminalPods(); }
+
+ private:
+  PodManager& pods_;
+};
+
 class EvictionManager {
  public:
   // `stats`, `pods` and `runtime` must outlive the manager; `pods` and `runtime` are used on the
-  // loop's thread only. The manager sets `pressure`.
+  // loop's thread only, `stats` on the executor's. The manager sets `pressure`.
+  EvictionManager(EventLoop& loop, const Clock& clock, EvictionManagerOptions options,
+                  StatsSource& stats, EvictionPods& pods, const RuntimeView& runtime,
+                  std::shared_ptr<NodePressure> pressure)
+      : EvictionManager(loop, clock, std::move(options), stats, nullptr, &pods, runtime,
+                        std::move(pressure)) {}
+  // With the supervisor's pod manager.
   EvictionManager(EventLoop& loop, const Clock& clock, EvictionManagerOptions options,
                   StatsSource& stats, PodManager& pods, const RuntimeView& runtime,
-                  std::shared_ptr<NodePressure> pressure);
+                  std::shared_ptr<NodePressure> pressure)
+      : EvictionManager(loop, clock, std::move(options), stats,
+                        std::make_unique<PodManagerEvictionPods>(pods), nullptr, runtime,
+                        std::move(pressure)) {}
+  // Waits for a sample in flight to return; no decision round runs afterwards.
   ~EvictionManager();
-  // Reads the records back (handing them to the pod manager) and starts the sampling thread.
+  EvictionManager(const EvictionManager&) = delete;
+  EvictionManager& operator=(const EvictionManager&) = delete;
+  // Reads the records back (handing them to the pod manager) and takes the first sample.
   // A record file that cannot be read is an error; one that is not JSON is logged and replaced.
   Status Start();
-  // Asks the thread to stop without waiting for it (the destructor joins).
+  // On the loop: no sample is taken and no round runs from now on; a sample in flight is not
+  // waited for (the destructor does).
   void RequestStop();
 
   uint64_t evictions() const { return evictions_total_.load(); }
@@ -108,6 +153,8 @@ class EvictionManager {
   // "memory.available", "nodefs.available", ..., and for a pod past its own limits
   // "emptydirfs.limit", "ephemeralcontainerfs.limit" or "ephemeralpodfs.limit".
   const std::map<std::string, uint64_t>& evictions_by_signal() const { return by_signal_; }
+  // On the loop: whether a sample is on the executor (its round not yet run).
+  bool sampling() const { return sampling_; }
 
   // On the loop: a reloaded configuration's thresholds, transition period, soft evictions' grace
   // limit and monitoring period (validated by the caller); the next sample is taken at once.
@@ -115,11 +162,16 @@ class EvictionManager {
                    std::chrono::milliseconds pressure_transition_period,
                    int64_t max_pod_grace_seconds, std::chrono::milliseconds monitoring_period);
 
-  // On the loop: one decision round over `sample` (the thread posts each sample here).
+  // On the loop: one decision round over `sample` (each sample's continuation runs one).
   void Decide(const NodeStats& sample);
 
  private:
-  void Loop();
+  // `pods`, or else `owned`.
+  EvictionManager(EventLoop& loop, const Clock& clock, EvictionManagerOptions options,
+                  StatsSource& stats, std::unique_ptr<EvictionPods> owned, EvictionPods* pods,
+                  const RuntimeView& runtime, std::shared_ptr<NodePressure> pressure);
+  // The timer's: submits a sample (whole or node-only) unless one is in flight or stopped.
+  void TakeSample();
   Status SaveRecords();
   // The evicted pod is done: no running container of it in the runtime's view.
   bool CleanedUp(const std::string& uid) const;
@@ -143,11 +195,11 @@ class EvictionManager {
   // The kubelet's immediateEvictionGracePeriodSeconds: hard thresholds and local-storage limits.
   static constexpr int64_t kImmediateGraceSeconds = 1;
 
-  EventLoop& loop_;
   const Clock& clock_;
   EvictionManagerOptions options_;
   StatsSource& stats_;
-  PodManager& pods_;
+  std::unique_ptr<EvictionPods> owned_pods_;  // with the PodManager constructor
+  EvictionPods& pods_;
   const RuntimeView& runtime_;
   std::shared_ptr<NodePressure> pressure_;
   pod::EvictionState state_;
@@ -165,16 +217,16 @@ class EvictionManager {
   };
   std::map<std::string, Record> records_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
   bool stopping_ = false;
-  // Whether the thread's samples read the pods (a whole sample), from the first on until a
-  // round finds no threshold met and no pod with a local-storage limit; and whether a round
+  bool sampling_ = false;  // a sample is on the executor
+  // Whether the samples read the pods (a whole sample), from the first on until a round finds
+  // no threshold met and no pod with a local-storage limit; and whether a round (or a reload)
   // asked for one at once.
   bool want_pods_ = true;
   bool want_pods_now_ = false;
-  std::thread thread_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  EventLoop::Timer timer_;
+  // Last: stopped (its thread joined) before the members its work and continuations use go.
+  BlockingExecutor executor_;
 };
 
 }  // namespace nodelet::supervisor

@@ -11,10 +11,10 @@
 #include "lib/common/json_text.h"
 #include "lib/common/logging.h"
 #include "lib/common/rfc3339.h"
+#include "lib/pod/downward_api.h"
 #include "lib/pod/quantity.h"
 #include "lib/stats/usage.h"
 #include "lib/status/status_client.h"
-#include "supervisor/pod_manager.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -102,98 +102,166 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
   };
 }
 
-NodeStatusManager::NodeStatusManager(const Clock& clock, NodeStatusOptions options,
+NodeStatusManager::NodeStatusManager(EventLoop& loop, NodeStatusOptions options,
                                      cri::RuntimeService* runtime, cri::ImageService* images)
-    : clock_(clock), options_(std::move(options)), runtime_(runtime), images_(images) {}
+    : clock_(loop.clock()),
+      options_(std::move(options)),
+      runtime_(runtime),
+      images_(images),
+      timer_(loop.AddTimer([this] { Check(); })),
+      executor_(loop, 1) {}
 
 NodeStatusManager::~NodeStatusManager() {
-  RequestStop();
-  if (thread_.joinable()) thread_.join();
+  stopping_ = true;
+  executor_.Stop();
 }
 
 void NodeStatusManager::RequestStop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  stopping_ = true;
+  timer_.Cancel();
 }
 
 void NodeStatusManager::Start() {
-  Refresh();
-  thread_ = std::thread([this] { Loop(); });
+  ApplyCheck(CheckRuntime(AskVersion()));
+  Rebuild(ReadNode(runtime_ready_));
+  next_status_ = clock_.Now() + options_.status_period;
+  unpublished_ = true;
+  timer_.ArmAfter(options_.runtime_check_period);
 }
 
 void NodeStatusManager::SetServices(bool all_running, const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
   services_ok_ = all_running;
   services_why_ = why;
 }
 
-void NodeStatusManager::Loop() {
-  MonoTime next_status = clock_.Now() + options_.status_period;
-  // The status built by Start() goes out at the first runtime check.
-  bool unpublished = true;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, options_.runtime_check_period, [this] { return stopping_.load(); });
-    if (stopping_) break;
-    lock.unlock();
-    const bool was_ready = runtime_ready_.load();
-    CheckRuntime();
-    // A change of the runtime's readiness shows in the node's Ready condition at once.
-    if (stopping_) break;
-    if (clock_.Now() >= next_status || runtime_ready_.load() != was_ready) {
-      Refresh();
-      next_status = clock_.Now() + options_.status_period;
-      unpublished = true;
-    }
-    if (unpublished && options_.publish) unpublished = !options_.publish(NodeJson());
-    lock.lock();
+bool NodeStatusManager::AskVersion() {
+  // The version is asked again only after a failed check (a runtime that came back may be
+  // another one) and once a minute (one restarted between two checks); Status every time.
+  if (runtime_ == nullptr) return false;
+  if (!runtime_ready_ || ++checks_since_version_ >= kVersionEvery) {
+    checks_since_version_ = 0;
+    return true;
   }
+  return false;
 }
 
-void NodeStatusManager::CheckRuntime() {
-  bool ready = false, network = false;
-  std::string error, version, network_error;
+void NodeStatusManager::Check() {
+  if (stopping_ || checking_) return;
+  checking_ = true;
+  const bool ask_version = AskVersion();
+  const bool was_ready = runtime_ready_;
+  const bool status_due = clock_.Now() >= next_status_;
+  auto check = std::make_shared<RuntimeCheck>();
+  auto node = std::make_shared<std::optional<NodeReading>>();
+  executor_.Submit(
+      [this, ask_version, was_ready, status_due, check, node] {
+        *check = CheckRuntime(ask_version);
+        // A change of the runtime's readiness shows in the node's Ready condition at once.
+        if (stopping_ || (!status_due && check->ready == was_ready)) return;
+        *node = ReadNode(check->ready);
+      },
+      [this, check, node] {
+        if (stopping_) {
+          checking_ = false;
+          return;
+        }
+        ApplyCheck(*check);
+        if (node->has_value()) {
+          Rebuild(**node);
+          next_status_ = clock_.Now() + options_.status_period;
+          unpublished_ = true;
+        }
+        if (!unpublished_ || !options_.publish) {
+          CheckDone();
+          return;
+        }
+        auto sent = std::make_shared<bool>(false);
+        executor_.Submit(
+            // Blocking: statusd's reply, within the publisher's deadline.
+            [this, json = NodeJson(), sent] { *sent = options_.publish(json); },
+            [this, sent] {
+              unpublished_ = !*sent;
+              CheckDone();
+            });
+      });
+}
+
+void NodeStatusManager::CheckDone() {
+  checking_ = false;
+  if (!stopping_) timer_.ArmAfter(options_.runtime_check_period);
+}
+
+NodeStatusManager::RuntimeCheck NodeStatusManager::CheckRuntime(bool ask_version) const {
+  RuntimeCheck r;
   if (runtime_ == nullptr) {
-    error = "no container runtime configured (--runtime-endpoint)";
-  } else {
-    // The version is asked again only after a failed check (a runtime that came back may be
-    // another one) and once a minute (one restarted between two checks); Status every time.
-    std::optional<Result<runtime::v1::VersionResponse>> v;
-    if (!runtime_ready_ || ++checks_since_version_ >= kVersionEvery) {
-      checks_since_version_ = 0;
-      v = runtime_->Version();
-      if (stopping_) return;  // each call may take its whole timeout while the runtime hangs
-    }
-    auto st = runtime_->RuntimeStatus(false);
-    if (v && !v->ok()) {
-      error = "container runtime is down: " + v->status().message();
-    } else if (!st.ok()) {
-      error = (st.status().code() == StatusCode::kUnavailable ||
+    r.error = "no container runtime configured (--runtime-endpoint)";
+    return r;
+  }
+  std::optional<Result<runtime::v1::VersionResponse>> v;
+  if (ask_version) {
+    v = runtime_->Version();
+    if (stopping_) return r;  // each call may take its whole timeout while the runtime hangs
+  }
+  auto st = runtime_->RuntimeStatus(false);
+  if (v && !v->ok()) {
+    r.error = "container runtime is down: " + v->status().message();
+  } else if (!st.ok()) {
+    r.error = (st.status().code() == StatusCode::kUnavailable ||
                        st.status().code() == StatusCode::kDeadlineExceeded
                    ? "container runtime is down: "
                    : "container runtime status check failed: ") +
               st.status().message();
-    } else {
-      if (v) version = (*v)->runtime_name() + "://" + (*v)->runtime_version();
-      for (const auto& c : st->status().conditions()) {
-        if (c.type() == "RuntimeReady") {
-          ready = c.status();
-          if (!ready) error = "container runtime not ready: " + c.reason() + ": " + c.message();
-        }
+  } else {
+    if (v) r.version = (*v)->runtime_name() + "://" + (*v)->runtime_version();
+    for (const auto& c : st->status().conditions()) {
+      if (c.type() == "RuntimeReady") {
+        r.ready = c.status();
+        if (!r.ready) r.error = "container runtime not ready: " + c.reason() + ": " + c.message();
       }
-      network_error = cri::NetworkError(*st);
-      network = network_error.empty();
+    }
+    r.network_error = cri::NetworkError(*st);
+    r.network = r.network_error.empty();
+  }
+  return r;
+}
+
+void NodeStatusManager::ApplyCheck(const RuntimeCheck& check) {
+  runtime_ready_ = check.ready;
+  runtime_error_ = check.error;
+  network_ready_ = check.network;
+  network_error_ = check.network_error;
+  if (!check.version.empty()) runtime_version_ = check.version;
+}
+
+NodeStatusManager::NodeReading NodeStatusManager::ReadNode(bool runtime_ready) const {
+  NodeReading r;
+  const pod::NodeAllocatable cap = pod::ReadNodeAllocatable();
+  r.cpu_milli = cap.cpu_milli;
+  r.memory_bytes = cap.memory_bytes;
+  struct statvfs fs {};
+  if (statvfs(options_.root_dir.c_str(), &fs) == 0) {
+    r.disk_total = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
+    r.disk_avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  }
+  if (images_ != nullptr && runtime_ready && !stopping_) {
+    auto list = images_->ListImages(cri::v1::ImageFilter());
+    if (list.ok()) {
+      for (const auto& img : *list) {
+        nlohmann::json names = nlohmann::json::array();
+        for (const auto& t : img.repo_tags()) names.push_back(t);
+        for (const auto& d : img.repo_digests()) names.push_back(d);
+        r.images.push_back({{"names", names}, {"sizeBytes", img.size()}});
+      }
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  runtime_ready_ = ready;
-  runtime_error_ = error;
-  network_ready_ = network;
-  network_error_ = network_error;
-  if (!version.empty()) runtime_version_ = version;
+  utsname u{};
+  uname(&u);
+  r.machine = u.machine;
+  r.release = u.release;
+  r.os_image = OsImage();
+  r.mem_avail = MemAvailable();
+  std::tie(r.pids_used, r.pids_max) = Pids();
+  return r;
 }
 
 nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status,
@@ -212,58 +280,26 @@ nlohmann::json NodeStatusManager::Condition(const std::string& type, bool status
           {"lastTransitionTime", Time(t.second)}};
 }
 
-void NodeStatusManager::Refresh() {
-  CheckRuntime();
+void NodeStatusManager::Rebuild(const NodeReading& n) {
   const int64_t now = clock_.WallSeconds();
-  NodeResources cap = ReadNodeCapacity();
-  struct statvfs fs {};
-  int64_t disk_total = 0, disk_avail = 0;
-  if (statvfs(options_.root_dir.c_str(), &fs) == 0) {
-    disk_total = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
-    disk_avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
-  }
   // As the kubelet: capacity minus the reservations minus the hard eviction thresholds (the
   // pressure thresholds below: memory.available, nodefs.available).
   NodeResourceList capacity;
-  capacity.cpu_milli = cap.cpu_milli;
-  capacity.memory_bytes = cap.memory_bytes;
-  capacity.ephemeral_storage_bytes = disk_total;
+  capacity.cpu_milli = n.cpu_milli;
+  capacity.memory_bytes = n.memory_bytes;
+  capacity.ephemeral_storage_bytes = n.disk_total;
   NodeResourceList eviction;
   int64_t memory_min = 0, disk_min = 0;
-  std::vector<pod::EvictionThreshold> hard;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    hard = options_.hard_eviction;
-  }
-  for (const auto& t : hard) {
+  for (const auto& t : options_.hard_eviction) {
     if (t.signal == pod::EvictionSignal::kMemoryAvailable)
-      memory_min = t.MinAvailable(cap.memory_bytes);
-    if (t.signal == pod::EvictionSignal::kNodeFsAvailable) disk_min = t.MinAvailable(disk_total);
+      memory_min = t.MinAvailable(n.memory_bytes);
+    if (t.signal == pod::EvictionSignal::kNodeFsAvailable) disk_min = t.MinAvailable(n.disk_total);
   }
   eviction.memory_bytes = memory_min;
   eviction.ephemeral_storage_bytes = disk_min;
   NodeResourceList alloc =
       pod::AllocatableFrom(capacity, options_.system_reserved, options_.kube_reserved, eviction);
 
-  nlohmann::json images = nlohmann::json::array();
-  if (images_ != nullptr && runtime_ready_ && !stopping_) {
-    auto list = images_->ListImages(cri::v1::ImageFilter());
-    if (list.ok()) {
-      for (const auto& img : *list) {
-        nlohmann::json names = nlohmann::json::array();
-        for (const auto& t : img.repo_tags()) names.push_back(t);
-        for (const auto& d : img.repo_digests()) names.push_back(d);
-        images.push_back({{"names", names}, {"sizeBytes", img.size()}});
-      }
-    }
-  }
-  utsname u{};
-  uname(&u);
-  const int64_t mem_avail = MemAvailable();
-  auto [pids_used, pids_max] = Pids();
-
-  std::lock_guard<std::mutex> lock(mu_);
-  allocatable_ = alloc;
   nlohmann::json conditions = nlohmann::json::array();
   // As the kubelet: the node is not Ready while the runtime's network is not (host-network
   // pods run all the same; pod-network pods wait, see podworkerd's NetworkNotReady).
@@ -277,14 +313,14 @@ void NodeStatusManager::Refresh() {
     ready_msg = services_why_;
   const bool mem_pressure = options_.pressure
                                 ? options_.pressure("MemoryPressure")
-                                : memory_min > 0 && mem_avail >= 0 && mem_avail < memory_min;
+                                : memory_min > 0 && n.mem_avail >= 0 && n.mem_avail < memory_min;
   const bool disk_pressure = options_.pressure
                                  ? options_.pressure("DiskPressure")
-                                 : disk_total > 0 && disk_min > 0 && disk_avail < disk_min;
+                                 : n.disk_total > 0 && disk_min > 0 && n.disk_avail < disk_min;
   const bool pid_pressure =
       options_.pressure ? options_.pressure("PIDPressure")
-                        : static_cast<double>(pids_max - pids_used) <
-                              options_.pid_available_min_fraction * static_cast<double>(pids_max);
+                        : static_cast<double>(n.pids_max - n.pids_used) <
+                              options_.pid_available_min_fraction * static_cast<double>(n.pids_max);
   conditions.push_back(Condition(
       "MemoryPressure", mem_pressure,
       mem_pressure ? "KubeletHasInsufficientMemory" : "KubeletHasSufficientMemory",
@@ -300,37 +336,41 @@ void NodeStatusManager::Refresh() {
   conditions.push_back(
       Condition("Ready", ready, ready ? "KubeletReady" : "KubeletNotReady", ready_msg, now));
 
-  node_ = {{"apiVersion", "v1"},
-           {"kind", "Node"},
-           {"metadata",
-            {{"name", options_.node_name},
-             {"labels",
-              {{"kubernetes.io/hostname", options_.node_name},
-               {"kubernetes.io/os", "linux"},
-               {"kubernetes.io/arch", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}}}},
-           {"status",
-            {{"capacity",
-              {{"cpu", Milli(cap.cpu_milli)},
-               {"memory", Ki(cap.memory_bytes)},
-               {"ephemeral-storage", Ki(disk_total)},
-               {"pods", std::to_string(options_.max_pods)}}},
-             {"allocatable",
-              {{"cpu", Milli(alloc.cpu_milli)},
-               {"memory", Ki(alloc.memory_bytes)},
-               {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
-               {"pods", std::to_string(options_.max_pods)}}},
-             {"conditions", conditions},
-             {"addresses",
-              {{{"type", "InternalIP"}, {"address", options_.node_ip}},
-               {{"type", "Hostname"}, {"address", options_.node_name}}}},
-             {"nodeInfo",
-              {{"kubeletVersion", "nodelet-" + options_.version},
-               {"containerRuntimeVersion", runtime_version_},
-               {"kernelVersion", u.release},
-               {"osImage", OsImage()},
-               {"operatingSystem", "linux"},
-               {"architecture", std::string(u.machine) == "x86_64" ? "amd64" : u.machine}}},
-             {"images", images}}}};
+  const std::string arch = n.machine == "x86_64" ? "amd64" : n.machine;
+  nlohmann::json node = {{"apiVersion", "v1"},
+                         {"kind", "Node"},
+                         {"metadata",
+                          {{"name", options_.node_name},
+                           {"labels",
+                            {{"kubernetes.io/hostname", options_.node_name},
+                             {"kubernetes.io/os", "linux"},
+                             {"kubernetes.io/arch", arch}}}}},
+                         {"status",
+                          {{"capacity",
+                            {{"cpu", Milli(n.cpu_milli)},
+                             {"memory", Ki(n.memory_bytes)},
+                             {"ephemeral-storage", Ki(n.disk_total)},
+                             {"pods", std::to_string(options_.max_pods)}}},
+                           {"allocatable",
+                            {{"cpu", Milli(alloc.cpu_milli)},
+                             {"memory", Ki(alloc.memory_bytes)},
+                             {"ephemeral-storage", Ki(alloc.ephemeral_storage_bytes)},
+                             {"pods", std::to_string(options_.max_pods)}}},
+                           {"conditions", conditions},
+                           {"addresses",
+                            {{{"type", "InternalIP"}, {"address", options_.node_ip}},
+                             {{"type", "Hostname"}, {"address", options_.node_name}}}},
+                           {"nodeInfo",
+                            {{"kubeletVersion", "nodelet-" + options_.version},
+                             {"containerRuntimeVersion", runtime_version_},
+                             {"kernelVersion", n.release},
+                             {"osImage", n.os_image},
+                             {"operatingSystem", "linux"},
+                             {"architecture", arch}}},
+                           {"images", n.images}}}};
+  std::lock_guard<std::mutex> lock(mu_);
+  allocatable_ = alloc;
+  node_ = std::move(node);
 }
 
 std::string NodeStatusManager::NodeJson() const {
@@ -339,7 +379,6 @@ std::string NodeStatusManager::NodeJson() const {
 }
 
 void NodeStatusManager::SetHardEviction(std::vector<pod::EvictionThreshold> thresholds) {
-  std::lock_guard<std::mutex> lock(mu_);
   options_.hard_eviction = std::move(thresholds);
 }
 

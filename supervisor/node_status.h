@@ -1,19 +1,20 @@
 // NodeStatusManager: the kubelet's runtime-up check and node status, in the supervisor.
 //
-// A thread checks the runtime every 5 s (CRI Status: RuntimeReady, NetworkReady; CRI Version)
-// and rebuilds the node's status every 10 s: capacity and allocatable (CPU, memory, ephemeral
-// storage of the root directory's filesystem, pods; allocatable = capacity minus
-// --system-reserved and --kube-reserved), conditions Ready, MemoryPressure, DiskPressure and
-// PIDPressure with reasons and transition times, node info (nodelet and runtime versions,
-// kernel, OS), addresses (InternalIP: --node-ip or the chosen one; Hostname) and the images on
-// the node. The result is a v1 Node object in JSON, for `nodeletctl node` and /node. As the
-// kubelet's, Ready is False while the runtime's NetworkReady is (with the runtime's reason and
-// message); host-network pods run then all the same.
+// Timers on the supervisor's loop check the runtime every 5 s (CRI Status: RuntimeReady,
+// NetworkReady; CRI Version) and rebuild the node's status every 10 s: capacity and allocatable
+// (CPU, memory, ephemeral storage of the root directory's filesystem, pods; allocatable =
+// capacity minus --system-reserved and --kube-reserved), conditions Ready, MemoryPressure,
+// DiskPressure and PIDPressure with reasons and transition times, node info (nodelet and runtime
+// versions, kernel, OS), addresses (InternalIP: --node-ip or the chosen one; Hostname) and the
+// images on the node. The CRI calls, the node's files and the publishing run on a one-thread
+// executor; what they return is applied on the loop. The result is a v1 Node object in JSON,
+// for `nodeletctl node` and /node (read from any thread). As the kubelet's, Ready is False
+// while the runtime's NetworkReady is (with the runtime's reason and message); host-network
+// pods run then all the same.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,7 +22,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "lib/common/clock.h"
@@ -30,6 +30,8 @@
 #include "lib/ipc/sockets.h"
 #include "lib/pod/eviction.h"
 #include "lib/pod/node_resources.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/pod_status.h"
 #include "supervisor/service_control.h"
 
@@ -59,12 +61,12 @@ struct NodeStatusOptions {
   // rebuild, and PIDPressure under `pid_available_min_fraction` of pid_max left.
   std::function<bool(std::string_view condition)> pressure;
   double pid_available_min_fraction = 0.10;
-  // Called from the manager's thread with the node's JSON after each periodic rebuild (and
-  // again at every runtime check while it returns false): the supervisor hands it to statusd,
-  // and then to the status sinks. May be empty.
+  // Called on the manager's executor thread with the node's JSON after each periodic rebuild
+  // (and again at every runtime check while it returns false): the supervisor hands it to
+  // statusd, and then to the status sinks. May be empty.
   std::function<bool(const std::string& node_json)> publish;
-  // Called from the manager's thread when a condition is first set and each time its status
-  // changes (for the node events: node_events.h). May be empty.
+  // Called on the loop's thread (or Start's) when a condition is first set and each time its
+  // status changes (for the node events: node_events.h). May be empty.
   std::function<void(const std::string& type, bool status)> on_transition;
 };
 
@@ -82,29 +84,66 @@ std::function<bool(const std::string&)> MakeNodeStatusPublisher(ipc::Context& ct
 class NodeStatusManager : public NodeView {
  public:
   // `runtime` and `images` may be null (no runtime endpoint): the runtime is then "not
-  // configured" and Ready is false. `clock` paces the status and stamps its times.
-  NodeStatusManager(const Clock& clock, NodeStatusOptions options, cri::RuntimeService* runtime,
+  // configured" and Ready is false. The loop's clock paces the status and stamps its times.
+  NodeStatusManager(EventLoop& loop, NodeStatusOptions options, cri::RuntimeService* runtime,
                     cri::ImageService* images);
+  // Waits for the work in flight (at most one runtime call, the 2 s query timeout, once
+  // RequestStop was called).
   ~NodeStatusManager() override;
+  NodeStatusManager(const NodeStatusManager&) = delete;
+  NodeStatusManager& operator=(const NodeStatusManager&) = delete;
+  // Builds the first status on the calling thread (the supervisor's setup, before its loop
+  // runs: admission needs the allocatable at once), then arms the runtime check. It goes out at
+  // the first check.
   void Start();
-  // Asks the thread to stop without waiting for it: it makes no new runtime call, so the
-  // destructor's join waits at most for the call in flight (the 2 s query timeout).
+  // On the loop: no new runtime call or rebuild starts; the call in flight is not waited for.
   void RequestStop();
-  // From the supervisor's loop: whether every service is RUNNING (and if not, which is not).
+  // On the loop: whether every service is RUNNING (and if not, which is not).
   void SetServices(bool all_running, const std::string& why);
-  // Recomputes now (the thread does it periodically).
-  void Refresh();
 
+  // Any thread.
   std::string NodeJson() const override;
-  // A reloaded --eviction-hard: allocatable leaves its thresholds out from the next refresh.
+  // On the loop: a reloaded --eviction-hard: allocatable leaves its thresholds out from the
+  // next rebuild.
   void SetHardEviction(std::vector<pod::EvictionThreshold> thresholds);
-  // Allocatable, for admission.
+  // Allocatable, for admission. Any thread.
   NodeResourceList Allocatable() const;
   bool runtime_ready() const { return runtime_ready_.load(); }
+  // On the loop: whether a check (or a publishing) is on the executor.
+  bool checking() const { return checking_; }
 
  private:
-  void Loop();
-  void CheckRuntime();
+  // What a runtime check found.
+  struct RuntimeCheck {
+    bool ready = false;
+    std::string error;
+    bool network = false;
+    std::string network_error;
+    std::string version;  // when asked and answered
+  };
+  // The node as a rebuild reads it.
+  struct NodeReading {
+    int64_t cpu_milli = 0, memory_bytes = 0;  // the online CPUs and MemTotal
+    int64_t disk_total = 0, disk_avail = 0;
+    nlohmann::json images = nlohmann::json::array();
+    std::string machine, release, os_image;
+    int64_t mem_avail = -1;
+    int64_t pids_used = 0, pids_max = 0;
+  };
+
+  // Off the loop: CRI Version (when `ask_version`) and Status.
+  RuntimeCheck CheckRuntime(bool ask_version) const;
+  // Off the loop: the node's figures, and its images when the runtime is ready.
+  NodeReading ReadNode(bool runtime_ready) const;
+  // On the loop.
+  bool AskVersion();
+  void ApplyCheck(const RuntimeCheck& check);
+  void Rebuild(const NodeReading& node);
+  // The timer's: a check, a rebuild when due (or when the runtime's readiness changed), then
+  // the publishing while it has not gone out.
+  void Check();
+  // The end of a check: the next one a period later.
+  void CheckDone();
   nlohmann::json Condition(const std::string& type, bool status, const std::string& reason,
                            const std::string& message, int64_t now);
 
@@ -112,23 +151,30 @@ class NodeStatusManager : public NodeView {
   NodeStatusOptions options_;
   cri::RuntimeService* runtime_;
   cri::ImageService* images_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // Read by the work between its calls.
   std::atomic<bool> stopping_{false};
+  // On the loop's thread.
   bool services_ok_ = false;
   std::string services_why_ = "services are starting";
   std::string runtime_error_ = "not checked yet";
   bool network_ready_ = false;
   std::string network_error_;
   std::string runtime_version_;
-  // Runtime checks since the runtime's version was last asked (CheckRuntime, its thread only).
+  // Runtime checks since the runtime's version was last asked.
   int checks_since_version_ = 0;
-  std::atomic<bool> runtime_ready_{false};
+  MonoTime next_status_{};
+  bool unpublished_ = true;  // the status last built has not reached `publish`
+  bool checking_ = false;
   // type -> (status, last transition)
   std::map<std::string, std::pair<bool, int64_t>> transitions_;
+  std::atomic<bool> runtime_ready_{false};
+  // What other threads read.
+  mutable std::mutex mu_;
   nlohmann::json node_;
   NodeResourceList allocatable_;
-  std::thread thread_;
+  EventLoop::Timer timer_;
+  // Last: stopped (its thread joined) before the members its work and continuations use go.
+  BlockingExecutor executor_;
 };
 
 }  // namespace nodelet::supervisor

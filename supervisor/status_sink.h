@@ -7,26 +7,28 @@
 //   - a failed sync leaves the sink's version where it was; what failed is tried again with
 //     back-off (250 ms, doubling up to the full-pass interval, back to 250 ms after a sync that
 //     fails nothing), and by every full pass.
-// SinkSyncer holds that logic for one sink and is driven by a caller-supplied clock (unit
-// tests use a fake). SinkWorker runs syncers on their own thread, so a slow sink never stalls
-// the supervisor's loop, and keeps them in step with statusd: it lists every status before it
-// syncs anything, and again after a gap in the watch stream (docs/fleet.md).
+// SinkSyncer holds that logic for one sink and reads a caller-supplied clock (unit tests use a
+// fake); a pass is planned, its sink calls made, and its outcome committed as three steps, so
+// the calls can run elsewhere than the decisions. SinkWorker keeps the syncers on the
+// supervisor's loop and makes each sink's calls on that sink's own executor thread, so a slow
+// sink holds neither the loop nor the other sinks; it keeps them in step with statusd: it lists
+// every status before it syncs anything, and again after a gap in the watch stream
+// (docs/fleet.md).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 #include "lib/status/pod_status.h"
 #include "lib/status/status_client.h"
 
@@ -75,6 +77,27 @@ class StatusSink {
   }
 };
 
+// The sink calls of one pass, in the order they are made: what SinkSyncer::Plan decided.
+struct SinkBatch {
+  struct Pod {
+    PodStatusRecord record;
+    bool if_drifted = false;  // current already: sent only when the sink NeedsReconcile
+  };
+  std::optional<std::set<std::string>> prune;  // every pod statusd holds
+  std::optional<status::NodeStatusRecord> node;
+  std::vector<PodIdentity> removals;
+  std::vector<Pod> pods;
+  bool empty() const { return !prune && !node && removals.empty() && pods.empty(); }
+};
+
+// What the calls of a SinkBatch returned: one Status per call, in the batch's order.
+struct SinkBatchResult {
+  Status prune = Status::Ok();
+  Status node = Status::Ok();
+  std::vector<Status> removals;
+  std::vector<Status> pods;
+};
+
 class SinkSyncer {
  public:
   SinkSyncer(StatusSink& sink, const Clock& clock, Duration full_pass = kSinkFullPassInterval);
@@ -97,6 +120,16 @@ class SinkSyncer {
   MonoTime NextWake() const {
     return retry_at_ && *retry_at_ < next_full_pass_ ? *retry_at_ : next_full_pass_;
   }
+
+  // A pass in three steps (SyncChanged and Tick run all three at once). TakeDue says which
+  // pass Tick would run now: a full pass (true; the next one is then counted from now), the
+  // retry of what failed (false), or none. Plan picks the calls of a pass; Execute makes them
+  // (on any thread: it touches the sink only); Commit takes their outcome into the syncer's
+  // view (whatever was applied meanwhile stays) and returns the failures.
+  std::optional<bool> TakeDue();
+  SinkBatch Plan(bool all) const;
+  static SinkBatchResult Execute(StatusSink& sink, const SinkBatch& batch);
+  std::vector<Status> Commit(const SinkBatch& batch, const SinkBatchResult& result);
 
   // The sink's version of a pod (0: never synced).
   uint64_t SyncedVersion(const std::string& uid) const;
@@ -124,20 +157,27 @@ class SinkSyncer {
   Duration retry_delay_ = kSinkFirstRetry;
 };
 
-// Runs SinkSyncers on one thread, fed from the supervisor's loop: Push() hands each watch event
-// over without waiting. The thread syncs nothing before `list` (statusd's ListPodStatuses, made
-// on the thread) has given it every status; it lists again after a gap in the stream (Push of
-// an event with `gap`, or RequestList), every kSinkRelistInterval, and after a failed list
-// (kSinkFirstListRetry, doubling). Events the list already covers (all that came before it, and
-// those after it up to its watch sequence) are dropped. The syncers are made at the first list, so
-// their first full pass, which prunes what the sink keeps of other pods, comes once the whole list
-// is known. Failures go to `on_error` (from that thread).
+// Runs one SinkSyncer per sink on the supervisor's loop, fed from it: Push() and RequestList()
+// are called on the loop's thread, PushNode() from any thread (it posts to the loop). Nothing
+// is synced before `list` (statusd's ListPodStatuses, called on an executor thread of the
+// worker's own, always the same one) has given every status; the worker lists again after a gap
+// in the stream (Push of an event with `gap`, or RequestList), every kSinkRelistInterval, and
+// after a failed list (kSinkFirstListRetry, doubling). Events the list already covers (all that
+// came before it, and those after it up to its watch sequence) are dropped. The syncers are made
+// at the first list, so their first full pass, which prunes what the sink keeps of other pods,
+// comes once the whole list is known.
+//
+// Each sink has a one-thread executor for its calls and a timer on the loop: the syncer plans a
+// pass on the loop's thread (when something changed, its back-off is up or its full pass is
+// due), the calls run on the executor, and the outcome is committed back on the loop's thread,
+// which then plans the next; one pass per sink is in flight at a time, and what changes
+// meanwhile goes in the next. Failures go to `on_error` on the loop's thread.
 class SinkWorker {
  public:
   using ErrorCallback = std::function<void(const std::string& sink, const Status& error)>;
   using Lister = std::function<Result<status::PodStatusList>()>;
 
-  SinkWorker(std::vector<std::unique_ptr<StatusSink>> sinks, const Clock& clock, Lister list,
+  SinkWorker(EventLoop& loop, std::vector<std::unique_ptr<StatusSink>> sinks, Lister list,
              ErrorCallback on_error);
   ~SinkWorker();
   SinkWorker(const SinkWorker&) = delete;
@@ -147,40 +187,66 @@ class SinkWorker {
   void PushNode(const status::NodeStatusRecord& node);
   // Lists again soon (a watch message that could not be read).
   void RequestList();
-  // Stops the thread (also done by the destructor).
+  // Drops the work not started and waits for the sink calls and the list in flight; nothing
+  // runs afterwards (also done by the destructor). On the loop's thread.
   void Stop();
   // Lists taken so far (for tests and logs).
   uint64_t lists() const { return lists_.load(); }
+  // Whether a list or a sink's pass is on an executor (its continuation not yet run on the
+  // loop), or a sink's pass is about to be planned. On the loop's thread.
+  bool busy() const;
 
  private:
-  void Run();
-  // Lists and resyncs every syncer (making them at the first list); false when the list failed.
-  bool List();
+  // One sink's: its syncer, its timer and its executor (last: stopped before the others go).
+  struct Lane {
+    std::unique_ptr<StatusSink> sink;
+    std::unique_ptr<SinkSyncer> syncer;  // made at the first list
+    bool busy = false;                   // a pass is on the executor
+    bool dirty = false;                  // something changed since the last pass was planned
+    EventLoop::Timer timer;
+    std::unique_ptr<BlockingExecutor> executor;
+  };
+
+  // Submits a list unless one is in flight (then another follows it).
+  void StartList();
+  // Takes a list's answer; lists again, or arms the timer for the next list.
+  void OnList(Result<status::PodStatusList> list);
   // Applies `events`, which came after the last list, skipping what that list covers.
   void ApplyEvents(const std::vector<WatchEvent>& events);
+  void OnNode(const status::NodeStatusRecord& node);
+  // Something changed for every sink: each plans a pass (at this iteration's timers, so that a
+  // burst of events makes one pass).
+  void MarkChanged();
+  // Plans and submits the lane's next pass when one is due, else arms its timer.
+  void Pump(Lane& lane);
+  void Report(Lane& lane, const std::vector<Status>& errors);
 
-  std::vector<std::unique_ptr<StatusSink>> sinks_;
+  EventLoop& loop_;
   const Clock& clock_;
-  Lister list_;
+  Lister list_;  // called on list_executor_'s thread only
   ErrorCallback on_error_;
-  // The worker thread's own.
-  std::vector<std::unique_ptr<SinkSyncer>> syncers_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  // The rest is the loop's thread's.
   MonoTime next_list_;
   Duration list_retry_ = kSinkFirstListRetry;
   bool listed_ = false;
+  bool listing_ = false;  // a list is on the executor
+  bool relist_ = false;   // asked for while one was
   uint64_t listed_incarnation_ = 0;
   uint64_t listed_sequence_ = 0;
-  std::optional<status::NodeStatusRecord> held_node_;
+  // Pushed before the list in flight was asked for: covered by it if it succeeds.
+  std::vector<WatchEvent> covered_;
+  // Pushed while a list is in flight: applied after it, unless another list follows.
+  std::vector<WatchEvent> queue_;
+  std::optional<status::NodeStatusRecord> held_node_;  // until the first list
   std::string last_list_error_;
   std::atomic<uint64_t> lists_{0};
-  // Shared with Push and PushNode.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<WatchEvent> queue_;
-  std::optional<status::NodeStatusRecord> node_queue_;
-  bool list_requested_ = false;
-  bool stop_ = false;
-  std::thread thread_;
+  bool stopped_ = false;
+  // Read by what PushNode posted: false once stopped.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  EventLoop::Timer list_timer_;
+  // Last: stopped before the members its work and continuations use go.
+  BlockingExecutor list_executor_;
 };
 
 }  // namespace nodelet::supervisor

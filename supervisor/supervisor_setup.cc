@@ -132,7 +132,7 @@ Status Supervisor::Impl::Setup() {
         if (pods_) pods_->RecordNodeEvent(e);
       });
   node_ =
-      std::make_unique<NodeStatusManager>(clock_, node_opts, cri_client_.get(), cri_client_.get());
+      std::make_unique<NodeStatusManager>(loop_, node_opts, cri_client_.get(), cri_client_.get());
   node_->Start();
 
   // The pod manager is made before the ctl server (which reports its manifests) and started
@@ -220,7 +220,7 @@ Status Supervisor::Impl::Setup() {
 }
 
 // The status sinks' worker, fed with statusd's watch stream from the loop; it lists statusd's
-// statuses on its own thread, over a client made there.
+// statuses on a thread of its executor, over a client made there.
 Status Supervisor::Impl::StartStatusSinks() {
   auto client = etcd::Client::Connect(options_.etcd.ToClientOptions(), clock_);
   if (!client.ok()) return client.status();
@@ -230,7 +230,7 @@ Status Supervisor::Impl::StartStatusSinks() {
   sink.lease_ttl = std::chrono::seconds(options_.etcd.lease_seconds);
   sink.lease_renew = std::chrono::seconds(options_.etcd.lease_seconds / 4);
   std::vector<std::unique_ptr<StatusSink>> sinks;
-  sinks.push_back(std::make_unique<EtcdStatusSink>(std::move(*client), clock_, sink));
+  sinks.push_back(std::make_unique<EtcdStatusSink>(loop_, std::move(*client), sink));
   auto list =
       [ctx = ctx_.get(), run_dir = options_.common.run_dir,
        statusd =
@@ -245,10 +245,10 @@ Status Supervisor::Impl::StartStatusSinks() {
     return statusd->ListPodStatuses();
   };
   auto on_error = [log = log_](const std::string& name, const Status& error) {
-    // From the worker's thread: spdlog loggers are thread-safe.
+    // On the loop's thread.
     log->warn("Status sink '{}': {}", name, error.message());
   };
-  sinks_ = std::make_unique<SinkWorker>(std::move(sinks), clock_, std::move(list), on_error);
+  sinks_ = std::make_unique<SinkWorker>(loop_, std::move(sinks), std::move(list), on_error);
   status_watch_ = std::make_unique<status::StatusWatcher>(*ctx_, options_.common.run_dir);
   if (Status s = status_watch_->Connect(); !s.ok()) return s;
   sources_.push_back(loop_.AddSocket(status_watch_->raw(), [this] { OnStatusWatch(); }));

@@ -1,21 +1,22 @@
+// SinkSyncer on a FakeClock: each pod synced at its newest version once, failures retried with
+// back-off, full passes every 10 s with drift and the first prune, removals, resyncs from a
+// list, and the node status (SinkWorker's tests are in sink_worker_test.cc).
 #include "supervisor/status_sink.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <set>
 #include <stdexcept>
 
 #include "tests/fakes/fake_clock.h"
-#include "tests/unit/statusd/status_samples.h"
+#include "tests/unit/supervisor/sink_events.h"
 
 namespace nodelet::supervisor {
 namespace {
 
-using namespace nodelet::statusd::testing;  // NOLINT: the sample pods
+using namespace sink_testing;  // NOLINT: the watch events
 using nodelet::testing::FakeClock;
 using ::testing::HasSubstr;
 
@@ -58,31 +59,6 @@ class FakeSink : public StatusSink {
   std::vector<std::set<std::string>> prunes;
   bool prune_fails = false;
 };
-
-WatchEvent Updated(const std::string& uid, uint64_t version) {
-  PodStatusRecord r;
-  r.pod = SamplePod(uid);
-  r.status = RunningStatus("v" + std::to_string(version));
-  r.version = version;
-  WatchEvent e;
-  e.kind = WatchEvent::Kind::kChanged;
-  e.record = r;
-  return e;
-}
-
-WatchEvent Removed(const std::string& uid, uint64_t version) {
-  WatchEvent e = Updated(uid, version);
-  e.kind = WatchEvent::Kind::kRemoved;
-  return e;
-}
-
-// As the watch stream numbers it: statusd `incarnation`'s message `sequence`.
-WatchEvent At(WatchEvent e, uint64_t sequence, uint64_t incarnation = 7, bool gap = false) {
-  e.sequence = sequence;
-  e.incarnation = incarnation;
-  e.gap = gap;
-  return e;
-}
 
 class SinkSyncerTest : public ::testing::Test {
  protected:
@@ -300,194 +276,6 @@ TEST(NodeStatusSinkTest, SyncsTheLatestNodeStatusAndRetriesAFailure) {
   EXPECT_TRUE(syncer.Tick().empty());
   EXPECT_EQ(sink.versions, (std::vector<uint64_t>{2, 3}));
   EXPECT_EQ(syncer.SyncedNodeVersion(), 3u);
-}
-
-// A sink for SinkWorker's thread: records synced versions under a lock and wakes the test.
-class ThreadSafeSink : public StatusSink {
- public:
-  std::string Name() const override { return "threaded"; }
-  Status Sync(const PodStatusRecord& record) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    synced_[record.pod.uid] = record.version;
-    ++syncs_;
-    cv_.notify_all();
-    return Status::Ok();
-  }
-  Status Remove(const PodIdentity& pod) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    synced_.erase(pod.uid);
-    cv_.notify_all();
-    return Status::Ok();
-  }
-  Status SyncNode(const status::NodeStatusRecord& node) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    nodes_.push_back(node.version);
-    cv_.notify_all();
-    return Status::Ok();
-  }
-  // Waits (with a deadline) until `pred(synced)` holds.
-  template <typename Pred>
-  bool WaitFor(Pred pred) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return pred(synced_); });
-  }
-  bool WaitForNodes(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return nodes_.size() >= n; });
-  }
-  std::map<std::string, uint64_t> synced() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return synced_;
-  }
-  int syncs() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return syncs_;
-  }
-  std::vector<uint64_t> nodes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return nodes_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, uint64_t> synced_;
-  int syncs_ = 0;
-  std::vector<uint64_t> nodes_;
-};
-
-// What statusd answers to the worker's lists: set by the test, read by the worker's thread.
-struct FakeStatusd {
-  std::mutex mu;
-  Status error = Status::Ok();
-  status::PodStatusList list;
-  int calls = 0;
-
-  SinkWorker::Lister Lister() {
-    return [this]() -> Result<status::PodStatusList> {
-      std::lock_guard<std::mutex> lock(mu);
-      ++calls;
-      if (!error.ok()) return error;
-      return list;
-    };
-  }
-  void Set(std::vector<WatchEvent> records, uint64_t sequence, uint64_t incarnation = 7) {
-    std::lock_guard<std::mutex> lock(mu);
-    error = Status::Ok();
-    list.records.clear();
-    for (auto& e : records) list.records.push_back(e.record);
-    list.watch_sequence = sequence;
-    list.watch_incarnation = incarnation;
-  }
-};
-
-struct Worker {
-  explicit Worker(FakeStatusd& statusd) {
-    auto sink = std::make_unique<ThreadSafeSink>();
-    raw = sink.get();
-    std::vector<std::unique_ptr<StatusSink>> sinks;
-    sinks.push_back(std::move(sink));
-    worker = std::make_unique<SinkWorker>(std::move(sinks), RealClock::Get(), statusd.Lister(),
-                                          [this](const std::string&, const Status& s) {
-                                            std::lock_guard<std::mutex> lock(mu);
-                                            errors.push_back(s.message());
-                                            cv.notify_all();
-                                          });
-  }
-  bool WaitForErrors(size_t n) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(5), [&] { return errors.size() >= n; });
-  }
-  ThreadSafeSink* raw = nullptr;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> errors;
-  std::unique_ptr<SinkWorker> worker;
-};
-
-TEST(SinkWorkerTest, ListsFirstThenPushedChangesReachTheSinkFromItsThread) {
-  FakeStatusd statusd;
-  statusd.Set({Updated("a", 1)}, 3);
-  Worker w(statusd);
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") && m.at("a") == 1; }));
-  w.worker->Push(At(Updated("a", 2), 4));
-  w.worker->Push(At(Updated("b", 1), 5));
-  w.worker->Push(At(Updated("a", 3), 6));
-  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) {
-    return m.count("a") && m.at("a") == 3 && m.count("b") && m.at("b") == 1;
-  }));
-  w.worker->Push(At(Removed("b", 1), 7));
-  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("b") == 0; }));
-  w.worker->Stop();
-  EXPECT_TRUE(w.errors.empty());
-}
-
-// Until statusd answers a list nothing is synced (a sink must not be pruned against a partial
-// view); what was pushed meanwhile is in the list when it comes.
-TEST(SinkWorkerTest, NothingIsSyncedBeforeTheFirstListAndAFailedListIsRetried) {
-  FakeStatusd statusd;
-  statusd.error = Unavailable("statusd is not there");
-  Worker w(statusd);
-  w.worker->Push(At(Updated("a", 1), 1));
-  w.worker->PushNode({"{}", 4, 0});
-  ASSERT_TRUE(w.WaitForErrors(1));
-  EXPECT_TRUE(w.raw->synced().empty()) << "synced before any list";
-  {
-    std::lock_guard<std::mutex> lock(w.mu);
-    ASSERT_EQ(w.errors.size(), 1u) << "each new failure once";
-    EXPECT_THAT(w.errors[0], HasSubstr("statusd is not there"));
-  }
-  statusd.Set({Updated("a", 2)}, 2);
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") && m.at("a") == 2; }));
-  ASSERT_TRUE(w.raw->WaitForNodes(1)) << "the node status held until the list";
-  EXPECT_EQ(w.raw->nodes(), std::vector<uint64_t>{4});
-  EXPECT_EQ(w.worker->lists(), 1u);
-}
-
-// After a list, what the stream says up to the list's sequence is old news and skipped; a gap
-// brings another list, which also removes what statusd no longer holds.
-TEST(SinkWorkerTest, EventsTheListCoversAreSkippedAndAGapListsAgain) {
-  FakeStatusd statusd;
-  statusd.Set({Updated("a", 2), Updated("b", 1)}, 10);
-  Worker w(statusd);
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.size() == 2; }));
-  const int syncs = w.raw->syncs();
-  // Published before the list answered (sequence 9): an older version of a.
-  w.worker->Push(At(Updated("a", 1), 9));
-  w.worker->Push(At(Updated("c", 1), 11));
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("c") == 1; }));
-  EXPECT_EQ(w.raw->synced()["a"], 2u);
-  EXPECT_EQ(w.raw->syncs(), syncs + 1) << "only c";
-
-  // Messages missed: statusd now holds a (newer) and c; b went meanwhile.
-  statusd.Set({Updated("a", 5), Updated("c", 1)}, 20);
-  w.worker->Push(At(Updated("c", 1), 20, 7, /*gap=*/true));
-  EXPECT_TRUE(w.raw->WaitFor(
-      [](const auto& m) { return m.size() == 2 && m.at("a") == 5 && m.count("b") == 0; }));
-  EXPECT_EQ(w.worker->lists(), 2u);
-
-  // A statusd restarted (another incarnation) numbers from 1 again: its first message is a
-  // gap, and the new list's sequence is what counts from then on.
-  statusd.Set({Updated("a", 5), Updated("c", 1), Updated("d", 1)}, 1, 8);
-  w.worker->Push(At(Updated("d", 1), 1, 8, /*gap=*/true));
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("d") == 1; }));
-  EXPECT_EQ(w.worker->lists(), 3u);
-  w.worker->Push(At(Updated("d", 2), 2, 8));
-  EXPECT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("d") && m.at("d") == 2; }));
-  w.worker->Stop();
-}
-
-// The node's status goes to every sink, the newest first.
-TEST(SinkWorkerTest, NodeStatusReachesTheSinkAfterTheList) {
-  FakeStatusd statusd;
-  statusd.Set({Updated("a", 1)}, 1);
-  Worker w(statusd);
-  ASSERT_TRUE(w.raw->WaitFor([](const auto& m) { return m.count("a") == 1; }));
-  w.worker->PushNode({"{}", 5, 0});
-  ASSERT_TRUE(w.raw->WaitForNodes(1));
-  w.worker->PushNode({"{}", 6, 0});
-  ASSERT_TRUE(w.raw->WaitForNodes(2));
-  EXPECT_EQ(w.raw->nodes(), (std::vector<uint64_t>{5, 6}));
 }
 
 }  // namespace
