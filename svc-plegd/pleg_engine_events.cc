@@ -1,7 +1,7 @@
 // PlegEngine's runtime events: what a containerd topic says, an event turned into a request for
-// its id, a round of requests (pods by name, then the ids that are due) relisting the pods
-// concerned, whether the view or the runtime shows an event's change yet, and the looks again
-// until it does.
+// its id (due at once, or later: its look is a time the relist timer is armed for), a round of
+// requests (pods by name, then the ids that are due) relisting the pods concerned step by step,
+// whether the view or the runtime shows an event's change yet, and the looks again until it does.
 #include <algorithm>
 
 #include "svc-plegd/pleg_engine.h"
@@ -28,18 +28,20 @@ void PlegEngine::OnRuntimeEvent(const std::string& id, const std::string& topic)
 
 void PlegEngine::NudgeRuntimeId(const std::string& id, RuntimeChange change) {
   if (id.empty()) return Nudge();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = id_requests_.find(id);
-    // An exit waiting for its look stays one when another event of the id comes (its task's
-    // delete): the later of the two changes is looked for.
-    if (it != id_requests_.end()) change = std::max(change, it->second.change);
-    MonoTime due = clock_.Now();
-    if (change == RuntimeChange::kStarted) due += kStartLookAfter;
-    id_requests_[id] = IdRequest{due, 0, change};
-    woken_ = true;
-  }
-  stop_cv_.notify_all();
+  OnLoop([this, id, change] {
+    QueueIdRequest(id, change);
+    Schedule();
+  });
+}
+
+void PlegEngine::QueueIdRequest(const std::string& id, RuntimeChange change) {
+  auto it = id_requests_.find(id);
+  // An exit waiting for its look stays one when another event of the id comes (its task's
+  // delete): the later of the two changes is looked for.
+  if (it != id_requests_.end()) change = std::max(change, it->second.change);
+  MonoTime due = clock_.Now();
+  if (change == RuntimeChange::kStarted) due += kStartLookAfter;
+  id_requests_[id] = IdRequest{due, 0, change};
 }
 
 bool PlegEngine::ViewShows(const std::string& uid, const std::string& id,
@@ -72,25 +74,23 @@ Duration PlegEngine::ExitRetryDelay(int attempt, int exits) {
   return Duration(kEventRetryFirst) * (1 << std::min(attempt - kExitPolls, 6));
 }
 
-bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id,
-                                RuntimeChange change) {
-  const PodView* view = diff_.Find(uid);
-  if (view == nullptr) return true;
-  if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
-    auto status = runtime_.InspectSandbox(id);
+bool PlegEngine::RuntimeMovedOn(PlegRuntime& runtime, const std::string& id, RuntimeChange change,
+                                std::optional<SandboxState> sandbox,
+                                std::optional<ContainerState> container) {
+  if (sandbox) {
+    auto status = runtime.InspectSandbox(id);
     if (!status.ok()) return true;  // gone, or unanswered: the pod's listing decides
     switch (change) {
       case RuntimeChange::kExited:
         return status->state != SandboxState::Ready;
       case RuntimeChange::kAny:
-        return status->state != s->second;
+        return status->state != *sandbox;
       default:
         return false;  // listed (started), and not removed yet
     }
   }
-  auto known = view->containers.find(id);
-  if (known == view->containers.end()) return true;
-  auto c = runtime_.InspectContainer(id);
+  if (!container) return true;
+  auto c = runtime.InspectContainer(id);
   if (!c.ok()) return true;  // gone, or unanswered: the pod's listing decides
   switch (change) {
     case RuntimeChange::kStarted:
@@ -102,7 +102,7 @@ bool PlegEngine::RuntimeMovedOn(const std::string& uid, const std::string& id,
     case RuntimeChange::kAny:
       break;
   }
-  return known->second != c->state;
+  return *container != c->state;
 }
 
 int PlegEngine::ViewState(const std::string& uid, const std::string& id) const {
@@ -117,100 +117,175 @@ int PlegEngine::ViewState(const std::string& uid, const std::string& id) const {
   return -1;
 }
 
-void PlegEngine::HandleRound(const std::set<std::string>& pods,
-                             const std::vector<std::pair<std::string, IdRequest>>& ids) {
-  // The events whose pod is to be relisted, with what the view showed of their id before.
-  struct Look {
-    std::string id;
-    IdRequest request;
-    std::optional<std::string> uid;  // from the view; else the runtime names it
-    int before = -1;
-  };
-  std::vector<Look> looks;
-  std::set<std::string> wanted(pods.begin(), pods.end());
-  size_t unresolved = 0;
-  for (const auto& [id, request] : ids) {
-    std::optional<std::string> uid = diff_.UidOf(id);
-    const PodView* view = uid ? diff_.Find(*uid) : nullptr;
-    // A pod the view holds as not nodelet's: its relist could never change it.
-    if (view != nullptr && view->foreign) continue;
-    // What the event says is in the view already (a relist saw it first: podworkerd asks for
-    // one after each change it makes, and a container's exit brings its task's delete).
-    if (uid && ViewShows(*uid, id, request.change)) {
-      ++events_seen_already_;
+void PlegEngine::ContinueRound() {
+  for (;;) {
+    Round& r = *round_;
+    if (r.next_id < r.ids.size()) {
+      if (!ClassifyNext(r)) return;
       continue;
     }
-    // A start of an id new to the view: most are of a sandbox or container podworkerd is
-    // making, whose pod it asks to have relisted once its sync is done; asking the runtime now
-    // would cost a listing of the node (or two calls) for what that relist shows anyway.
-    if (!uid && request.change == RuntimeChange::kStarted && !request.deferred) {
-      PutOff(id, request);
+    if (!r.listing_asked) {
+      r.listing_asked = true;
+      if (r.wanted.size() + r.unresolved >= kShareListingAt) {
+        auto listed = std::make_shared<Listed>();
+        Call(
+            lister_,
+            [this, listed] {
+              listed->at = clock_.MonoNanos();
+              listed->listing = runtime_.List();
+            },
+            [this, listed] {
+              // When it fails, each pod is asked alone (and fails or not on its own).
+              if (listed->listing.ok()) {
+                round_->shared = Index(std::move(*listed->listing), listed->at);
+                ++shared_listings_;
+              }
+              ContinueRound();
+            });
+        return;
+      }
       continue;
     }
-    // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
-    // listing) until it shows what the event says, and only then is the pod relisted.
-    if (uid && request.attempt > 0 && !RuntimeMovedOn(*uid, id, request.change)) {
-      LookAgain(id, request);
+    if (r.next_pod < r.pods.size()) {
+      const std::string uid = r.pods[r.next_pod++];
+      r.relisted.insert(uid);
+      const SharedListing* from = r.shared ? &*r.shared : nullptr;
+      if (!RelistPod(uid, true, "", from, [this](bool) { ContinueRound(); })) return;
       continue;
     }
-    if (uid) {
-      wanted.insert(*uid);
-    } else {
-      ++unresolved;
+    if (r.next_look < r.looks.size()) {
+      if (!LookNext(r)) return;
+      continue;
     }
-    looks.push_back(Look{id, request, uid, uid ? ViewState(*uid, id) : -1});
+    break;
   }
-  std::optional<SharedListing> shared;
-  if (wanted.size() + unresolved >= kShareListingAt) {
-    const int64_t listed_at = clock_.MonoNanos();
-    auto listing = runtime_.List();
-    // When it fails, each pod is asked alone (and fails or not on its own).
-    if (listing.ok()) {
-      shared = Index(std::move(*listing), listed_at);
-      ++shared_listings_;
+  round_.reset();
+  busy_ = false;
+  Schedule();
+}
+
+bool PlegEngine::ClassifyNext(Round& r) {
+  const size_t index = r.next_id++;
+  const auto& [id, request] = r.ids[index];
+  std::optional<std::string> uid = diff_.UidOf(id);
+  const PodView* view = uid ? diff_.Find(*uid) : nullptr;
+  // A pod the view holds as not nodelet's: its relist could never change it.
+  if (view != nullptr && view->foreign) return true;
+  // What the event says is in the view already (a relist saw it first: podworkerd asks for
+  // one after each change it makes, and a container's exit brings its task's delete).
+  if (uid && ViewShows(*uid, id, request.change)) {
+    ++events_seen_already_;
+    return true;
+  }
+  // A start of an id new to the view: most are of a sandbox or container podworkerd is
+  // making, whose pod it asks to have relisted once its sync is done; asking the runtime now
+  // would cost a listing of the node (or two calls) for what that relist shows anyway.
+  if (!uid && request.change == RuntimeChange::kStarted && !request.deferred) {
+    PutOff(id, request);
+    return true;
+  }
+  // A look again: the container alone is asked (ContainerStatus costs a fraction of the pod's
+  // listing) until it shows what the event says, and only then is the pod relisted.
+  if (uid && request.attempt > 0 && view != nullptr) {
+    std::optional<SandboxState> sandbox;
+    std::optional<ContainerState> container;
+    if (auto s = view->sandboxes.find(id); s != view->sandboxes.end()) {
+      sandbox = s->second;
+    } else if (auto c = view->containers.find(id); c != view->containers.end()) {
+      container = c->second;
+    }
+    if (sandbox || container) {
+      auto moved = std::make_shared<bool>(true);
+      Call(
+          lister_,
+          [this, moved, id = id, change = request.change, sandbox, container] {
+            *moved = RuntimeMovedOn(runtime_, id, change, sandbox, container);
+          },
+          [this, moved, index, uid] {
+            Round& round = *round_;
+            const auto& [asked, asked_request] = round.ids[index];
+            if (*moved) {
+              AddLook(round, asked, asked_request, uid);
+            } else {
+              LookAgain(asked, asked_request);
+            }
+            ContinueRound();
+          });
+      return false;
     }
   }
-  const SharedListing* from = shared ? &*shared : nullptr;
-  std::set<std::string> relisted;  // pods already taken from the shared listing
-  for (const auto& uid : pods) {
-    RelistPod(uid, true, "", from);
-    relisted.insert(uid);
+  AddLook(r, id, request, uid);
+  return true;
+}
+
+void PlegEngine::AddLook(Round& r, const std::string& id, const IdRequest& request,
+                         const std::optional<std::string>& uid) {
+  if (uid) {
+    r.wanted.insert(*uid);
+  } else {
+    ++r.unresolved;
   }
-  for (const auto& look : looks) {
-    std::optional<std::string> uid = look.uid;
-    std::string sandbox;  // the id's sandbox, when the runtime named it
-    if (!uid && from != nullptr) {
+  r.looks.push_back(Look{id, request, uid, uid ? ViewState(*uid, id) : -1, "", false});
+}
+
+bool PlegEngine::LookNext(Round& r) {
+  const size_t index = r.next_look;
+  Look& look = r.looks[index];
+  const SharedListing* from = r.shared ? &*r.shared : nullptr;
+  if (!look.resolved) {
+    look.resolved = true;
+    if (!look.uid && from != nullptr) {
       if (auto ref = from->refs.find(look.id); ref != from->refs.end()) {
-        uid = ref->second.uid;
-        sandbox = ref->second.sandbox_id;
+        look.uid = ref->second.uid;
+        look.sandbox = ref->second.sandbox_id;
       }
-    } else if (!uid) {
-      auto of = runtime_.PodOf(look.id);
-      if (of.ok()) {
-        uid = of->uid;
-        sandbox = of->sandbox_id;
-      }
+    } else if (!look.uid) {
+      auto of = std::make_shared<Result<PodRef>>(NotFound(""));
+      Call(
+          lister_, [this, of, id = look.id] { *of = runtime_.PodOf(id); },
+          [this, of, index] {
+            if (of->ok()) {
+              Look& asked = round_->looks[index];
+              asked.uid = (*of)->uid;
+              asked.sandbox = (*of)->sandbox_id;
+            }
+            ContinueRound();
+          });
+      return false;
     }
-    // Not nodelet's (the full relist reports it), or an id CRI does not know (yet): a sandbox
-    // or container being created, whose containerd events come before RunPodSandbox or
-    // CreateContainer has stored it in CRI. podworkerd asks for a relist of its pod once its
-    // sync is done, and the full relist covers anyone else's; looking again cost 14 CRI calls
-    // per new id (docs/plegd.md).
-    if (!uid) continue;
-    bool changed = false;
-    if (from == nullptr || relisted.insert(*uid).second) {
-      changed = RelistPod(*uid, false, sandbox, from);
-    }
-    // Seen: the view shows what the event says; for an event that says nothing in particular,
-    // the pod changed at this look, or the id moved in this round (another request's relist of
-    // its pod). A start seen only as a new container still created is looked at again.
-    if (ViewShows(*uid, look.id, look.request.change)) continue;
-    if (look.request.change == RuntimeChange::kAny &&
-        (changed || ViewState(*uid, look.id) != look.before)) {
-      continue;
-    }
-    LookAgain(look.id, look.request);
   }
+  ++r.next_look;
+  // Not nodelet's (the full relist reports it), or an id CRI does not know (yet): a sandbox
+  // or container being created, whose containerd events come before RunPodSandbox or
+  // CreateContainer has stored it in CRI. podworkerd asks for a relist of its pod once its
+  // sync is done, and the full relist covers anyone else's; looking again cost 14 CRI calls
+  // per new id (docs/plegd.md).
+  if (!look.uid) return true;
+  bool changed = false;
+  if (from == nullptr || r.relisted.insert(*look.uid).second) {
+    std::optional<bool> now =
+        RelistPod(*look.uid, false, look.sandbox, from, [this, index](bool c) {
+          FinishLook(round_->looks[index], c);
+          ContinueRound();
+        });
+    if (!now) return false;
+    changed = *now;
+  }
+  FinishLook(look, changed);
+  return true;
+}
+
+void PlegEngine::FinishLook(const Look& look, bool changed) {
+  const std::string& uid = *look.uid;
+  // Seen: the view shows what the event says; for an event that says nothing in particular,
+  // the pod changed at this look, or the id moved in this round (another request's relist of
+  // its pod). A start seen only as a new container still created is looked at again.
+  if (ViewShows(uid, look.id, look.request.change)) return;
+  if (look.request.change == RuntimeChange::kAny &&
+      (changed || ViewState(uid, look.id) != look.before)) {
+    return;
+  }
+  LookAgain(look.id, look.request);
 }
 
 void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
@@ -224,7 +299,6 @@ void PlegEngine::LookAgain(const std::string& id, const IdRequest& request) {
     return;  // the full relist is the safety net
   }
   ++event_retries_;
-  std::lock_guard<std::mutex> lock(mu_);
   // An exit's attempts go past 31 (its polls come first): 1 << attempt only for the others.
   Duration delay = Duration(kEventRetryFirst);
   if (exit) {
@@ -247,7 +321,6 @@ void PlegEngine::PutOff(const std::string& id, const IdRequest& request) {
   IdRequest later = request;
   later.due = clock_.Now() + kNewStartLookAgain;
   later.deferred = true;
-  std::lock_guard<std::mutex> lock(mu_);
   // A newer event of the id keeps its own look, with the later of the two changes.
   auto [pending, fresh] = id_requests_.emplace(id, later);
   if (!fresh) pending->second.change = std::max(pending->second.change, request.change);

@@ -1,52 +1,65 @@
-// PlegEngine's inspector pool: each worker takes a pod's job, inspects the sandboxes and
-// containers whose listed state differs from their last records (the others keep them), keeps
-// the new records for the pod's next inspection, and queues the result for Drain.
+// PlegEngine's inspections: each queued pod's job goes to the inspectors' executor, which
+// inspects the sandboxes and containers whose listed state differs from their last records (the
+// others keep them); back on the loop the new records are kept for the pod's next inspection,
+// the result is output, and the full relist waiting for it is told.
 #include "svc-plegd/pleg_engine.h"
 
 namespace nodelet::plegd {
 
-void PlegEngine::InspectorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (stopping_) return;
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
-    InspectedPod known;
-    if (auto it = inspected_.find(job.view.uid); it != inspected_.end()) {
-      known = std::move(it->second);
+void PlegEngine::DispatchJobs() {
+  std::vector<Job> jobs = std::move(jobs_);
+  jobs_.clear();
+  for (auto& queued : jobs) {
+    struct Inspection {
+      Job job;
+      InspectedPod known;
+      PodResult result;
+    };
+    auto inspection = std::make_shared<Inspection>();
+    inspection->job = std::move(queued);
+    if (auto it = inspected_.find(inspection->job.view.uid); it != inspected_.end()) {
+      inspection->known = std::move(it->second);
       inspected_.erase(it);
     }
-    lock.unlock();
-    PodResult result = Inspect(job, known);
-    known = InspectedPod{};
-    if (!result.inspect_failed) {
-      for (const auto& c : result.record.containers) known.containers.emplace(c->id, *c);
-      for (const auto& s : result.record.sandboxes) known.sandboxes.emplace(s->id, *s);
-    }
-    lock.lock();
-    in_flight_.erase(job.view.uid);
-    if (!result.inspect_failed) inspected_[job.view.uid] = std::move(known);
-    if (result.inspect_failed) {
-      // Try again at the next relist; the events already go out with this (stale) result.
-      reinspect_.emplace(job.view.uid, std::vector<PlegEvent>{});
-    } else if (reinspect_.count(job.view.uid) != 0) {
+    Call(
+        inspectors_,
+        [this, inspection] {
+          inspection->result = Inspect(inspection->job, inspection->known);
+          inspection->known = InspectedPod{};
+        },
+        [this, inspection] { OnInspected(inspection->job, std::move(inspection->result)); });
+  }
+}
+
+void PlegEngine::OnInspected(const Job& job, PodResult result) {
+  const std::string& uid = job.view.uid;
+  in_flight_.erase(uid);
+  if (result.inspect_failed) {
+    // Try again at the next relist; the events already go out with this (stale) result.
+    reinspect_.emplace(uid, std::vector<PlegEvent>{});
+  } else {
+    InspectedPod known;
+    for (const auto& c : result.record.containers) known.containers.emplace(c->id, *c);
+    for (const auto& s : result.record.sandboxes) known.sandboxes.emplace(s->id, *s);
+    inspected_[uid] = std::move(known);
+    if (reinspect_.count(uid) != 0) {
       // It changed again while this inspection ran: look at it again now.
-      pod_requests_.insert(job.view.uid);
-      woken_ = true;
-      stop_cv_.notify_all();
+      pod_requests_.insert(uid);
     }
-    if (job.counted) {
-      auto it = outstanding_.find(job.relist);
-      if (it != outstanding_.end() && --it->second == 0) {
-        outstanding_.erase(it);
-        done_cv_.notify_all();
-      }
+  }
+  Emit(std::move(result));
+  bool relist_done = false;
+  if (job.counted) {
+    auto it = outstanding_.find(job.relist);
+    if (it != outstanding_.end() && --it->second == 0) {
+      outstanding_.erase(it);
+      relist_done = full_ != nullptr && full_->relist == job.relist;
     }
-    const bool wake = PushLocked(std::move(result));
-    lock.unlock();
-    if (wake) Wake();
-    lock.lock();
+  }
+  if (relist_done) {
+    FinishFullRelist();  // schedules what is due
+  } else {
+    Schedule();
   }
 }
 

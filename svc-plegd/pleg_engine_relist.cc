@@ -1,6 +1,7 @@
-// PlegEngine's relists: the full relist (list the node, diff, queue each changed pod for
-// inspection, wait for them up to inspect_wait), one pod's relist (from the runtime or from a
-// round's shared listing of the node), and the queueing of their changes as inspection jobs.
+// PlegEngine's relists: the full relist (its listing on the executor; the diff, the inspection
+// jobs and the wait for them up to inspect_wait on the loop), one pod's relist (from the runtime
+// or from a round's shared listing of the node), and the queueing of their changes as inspection
+// jobs.
 #include <algorithm>
 
 #include "svc-plegd/pleg_engine.h"
@@ -31,24 +32,37 @@ PlegEngine::SharedListing PlegEngine::Index(RuntimeListing listing, int64_t list
   return out;
 }
 
-bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string& sandbox,
-                           const SharedListing* shared) {
+std::optional<bool> PlegEngine::RelistPod(const std::string& uid, bool force,
+                                          const std::string& sandbox, const SharedListing* shared,
+                                          std::function<void(bool)> then) {
   const PodView* known = diff_.Find(uid);
   if (known != nullptr && known->foreign) return false;  // listed by labels it does not have
-  int64_t listed_at = clock_.MonoNanos();
-  Result<RuntimeListing> listing = RuntimeListing{};
   if (shared != nullptr) {
-    listed_at = shared->listed_at_mono_ns;
-    if (auto it = shared->pods.find(uid); it != shared->pods.end()) listing = it->second;
-  } else {
-    std::vector<std::string> sandboxes;
-    if (known != nullptr) sandboxes = known->sandbox_ids;
-    if (!sandbox.empty() &&
-        std::find(sandboxes.begin(), sandboxes.end(), sandbox) == sandboxes.end()) {
-      sandboxes.push_back(sandbox);
-    }
-    listing = runtime_.ListPod(uid, sandboxes);
+    auto it = shared->pods.find(uid);
+    return ApplyPodListing(uid, force, it != shared->pods.end() ? it->second : RuntimeListing{},
+                           shared->listed_at_mono_ns);
   }
+  std::vector<std::string> sandboxes;
+  if (known != nullptr) sandboxes = known->sandbox_ids;
+  if (!sandbox.empty() &&
+      std::find(sandboxes.begin(), sandboxes.end(), sandbox) == sandboxes.end()) {
+    sandboxes.push_back(sandbox);
+  }
+  auto listed = std::make_shared<Listed>();
+  Call(
+      lister_,
+      [this, listed, uid, sandboxes = std::move(sandboxes)] {
+        listed->at = clock_.MonoNanos();
+        listed->listing = runtime_.ListPod(uid, sandboxes);
+      },
+      [this, listed, uid, force, then = std::move(then)] {
+        then(ApplyPodListing(uid, force, listed->listing, listed->at));
+      });
+  return std::nullopt;
+}
+
+bool PlegEngine::ApplyPodListing(const std::string& uid, bool force,
+                                 const Result<RuntimeListing>& listing, int64_t listed_at) {
   if (!listing.ok()) {
     ++relist_errors_;
     return false;
@@ -67,18 +81,15 @@ bool PlegEngine::RelistPod(const std::string& uid, bool force, const std::string
   std::vector<PodChange> changes;
   changes.push_back(std::move(*change));
   std::vector<PodResult> removed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    QueueLocked(changes, relist_seq_, listed_at, &uid, false, &removed);
-  }
-  work_cv_.notify_all();
+  QueueJobs(changes, relist_seq_, listed_at, &uid, false, &removed);
+  DispatchJobs();
   for (auto& r : removed) Emit(std::move(r));
   return changed;
 }
 
-size_t PlegEngine::QueueLocked(std::vector<PodChange>& changes, uint64_t relist, int64_t listed_at,
-                               const std::string* only_uid, bool counted,
-                               std::vector<PodResult>* removed) {
+size_t PlegEngine::QueueJobs(std::vector<PodChange>& changes, uint64_t relist, int64_t listed_at,
+                             const std::string* only_uid, bool counted,
+                             std::vector<PodResult>* removed) {
   std::map<std::string, std::vector<PlegEvent>> wanted;
   for (auto& change : changes) {
     if (change.removed) {
@@ -131,58 +142,73 @@ size_t PlegEngine::QueueLocked(std::vector<PodChange>& changes, uint64_t relist,
   return queued;
 }
 
-void PlegEngine::RelistOnce() {
-  const uint64_t relist = ++relist_seq_;
-  const MonoTime t0 = clock_.Now();
-  RelistResult done;
-  done.relist = relist;
-  done.started_at_ns = clock_.WallNanos();
-  done.started_at_mono_ns = clock_.MonoNanos();
+void PlegEngine::StartFullRelist() {
+  busy_ = true;
+  auto full = std::make_shared<FullRelist>();
+  full->relist = ++relist_seq_;
+  full->done.relist = full->relist;
+  Call(
+      lister_,
+      [this, full] {
+        full->t0 = clock_.Now();
+        full->done.started_at_ns = clock_.WallNanos();
+        full->done.started_at_mono_ns = clock_.MonoNanos();
+        full->listing = runtime_.List();
+      },
+      [this, full] { OnListed(full); });
+}
 
-  auto listing = runtime_.List();
+void PlegEngine::OnListed(std::shared_ptr<FullRelist> full) {
+  full_ = std::move(full);
+  RelistResult& done = full_->done;
+  const Result<RuntimeListing>& listing = full_->listing;
   if (!listing.ok()) {
     ++relist_errors_;
     done.error = listing.status().ToString();
-    done.duration = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - t0);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      last_error_ = done.error;
-      runtime_unreachable_ = listing.status().code() == StatusCode::kUnavailable ||
-                             listing.status().code() == StatusCode::kDeadlineExceeded;
-    }
-    EmitRelist(std::move(done));
+    last_error_ = done.error;
+    runtime_unreachable_ = listing.status().code() == StatusCode::kUnavailable ||
+                           listing.status().code() == StatusCode::kDeadlineExceeded;
+    FinishFullRelist();
     return;
   }
+  const uint64_t relist = full_->relist;
   done.containers = static_cast<uint32_t>(listing->containers.size());
   std::vector<PodChange> changes = diff_.Update(*listing);
   done.pods = static_cast<uint32_t>(diff_.pod_count());
 
   std::vector<PodResult> removed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    QueueLocked(changes, relist, done.started_at_mono_ns, nullptr, true, &removed);
-    std::erase_if(inspected_,
-                  [this](const auto& entry) { return diff_.Find(entry.first) == nullptr; });
-    last_success_ = clock_.Now();
-    last_error_.clear();
-    runtime_unreachable_ = false;
-  }
-  work_cv_.notify_all();
+  QueueJobs(changes, relist, done.started_at_mono_ns, nullptr, true, &removed);
+  std::erase_if(inspected_,
+                [this](const auto& entry) { return diff_.Find(entry.first) == nullptr; });
+  last_success_ = clock_.Now();
+  last_error_.clear();
+  runtime_unreachable_ = false;
+  DispatchJobs();
   for (auto& r : removed) Emit(std::move(r));
   ++relists_;
 
-  // Wait for this relist's inspections, but never past inspect_wait: a hung pod is reported
-  // when it returns and does not hold back the RelistDone or the next relist.
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait_for(lock, TimeUntil(clock_, t0 + options_.inspect_wait),
-                      [&] { return stopping_ || outstanding_.count(relist) == 0; });
-    // Late jobs of this relist still count down their own entry; drop ours.
-    outstanding_.erase(relist);
+  // Wait for this relist's inspections, but never past inspect_wait: a hung pod is output when
+  // it returns and does not hold back the RelistDone or the next relist.
+  if (outstanding_.count(relist) == 0) {
+    FinishFullRelist();
+    return;
   }
-  done.duration = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - t0);
-  last_duration_us_ = done.duration.count();
-  EmitRelist(std::move(done));
+  inspect_timer_.ArmAt(full_->t0 + options_.inspect_wait);
+}
+
+void PlegEngine::FinishFullRelist() {
+  inspect_timer_.Cancel();
+  std::shared_ptr<FullRelist> full = std::move(full_);
+  full_.reset();
+  // Late jobs of this relist count down an entry no longer there.
+  outstanding_.erase(full->relist);
+  full->done.duration =
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - full->t0);
+  if (full->done.error.empty()) last_duration_us_ = full->done.duration.count();
+  next_full_ = full->t0 + options_.relist_period;
+  busy_ = false;
+  EmitRelist(std::move(full->done));
+  Schedule();
 }
 
 }  // namespace nodelet::plegd

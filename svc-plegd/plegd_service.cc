@@ -60,9 +60,9 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   opts.inspect_wait = std::max(config_.relist_period, std::chrono::milliseconds(200));
   opts.relist_threshold = config_.relist_threshold;
   opts.inspect_workers = config_.inspect_workers;
-  // The engine's threads wake the loop, which drains their output.
-  engine_ = std::make_unique<PlegEngine>(
-      *runtime_, ctx.clock, opts, [this] { ctx_.loop.Post([this] { HandleEngineOutput(); }); });
+  // The engine runs on the loop, and its output is published as it comes.
+  engine_ =
+      std::make_unique<PlegEngine>(ctx.loop, *runtime_, opts, [this] { HandleEngineOutput(); });
   snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
   if (config_.runtime_events) {

@@ -1,6 +1,6 @@
-// nodelet-plegd's service: owns the PlegEngine (relist + inspections off the main loop),
-// the pod cache, the event publisher (PUB, sequenced) and the snapshot server (ROUTER), inside
-// the shared service runtime (lib/service).
+// nodelet-plegd's service: owns the PlegEngine (relists scheduled on the loop, runtime calls on
+// its executors), the pod cache, the event publisher (PUB, sequenced) and the snapshot server
+// (ROUTER), inside the shared service runtime (lib/service).
 #pragma once
 
 #include <functional>

@@ -24,9 +24,8 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   // container alone asked at the second and third, which shows it; then the pod listed again.
   rt.DeferState("a-app", ContainerState::Exited, 3);
   e.engine.NudgeRuntimeId("a-app");
-  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-app", EventType::ContainerDied);
-  });
+  auto out = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerDied); });
   EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
   EXPECT_EQ(rt.pod_lists(), 2);
   EXPECT_EQ(e.engine.event_retries(), 2u);
@@ -37,28 +36,26 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   // full relist sees what others make.
   const int lists = rt.pod_lists();
   e.engine.NudgeRuntimeId("new-sandbox");
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists);
   EXPECT_EQ(e.engine.event_retries(), 2u);
 
   // An id the last view does not hold: its pod is found through the runtime.
   rt.AddPod("c", {{"app", ContainerState::Running}});
   e.engine.NudgeRuntimeId("c-app");
-  auto c = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "c-app", EventType::ContainerStarted);
-  });
+  auto c = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "c-app", EventType::ContainerStarted); });
   EXPECT_TRUE(HasEvent(c, "c-app", EventType::ContainerStarted));
 
   // A foreign pod's event is left to the full relist.
   rt.AddPod("f", {{"app", ContainerState::Running}}, false);
   const int lists_before = rt.pod_lists();
   e.engine.NudgeRuntimeId("f-app");
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists_before);
   // An empty id (a new subscription) is a full relist.
   e.engine.NudgeRuntimeId("");
-  auto full =
-      GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.relists.empty(); });
+  auto full = e.GatherUntil([](const PlegOutput& o) { return !o.relists.empty(); });
   EXPECT_EQ(full.relists.size(), 1u);
   EXPECT_EQ(e.engine.nudged_relists(), 1u);
 
@@ -69,7 +66,7 @@ TEST(PlegEngineTest, ARuntimeEventRelistsItsPodAndLooksAgainWhileTheViewLags) {
   const uint64_t retries_now = e.engine.event_retries();
   rt.SetContainerState("f-app", ContainerState::Exited, 1);
   e.engine.NudgeRuntimeId("f-app", RuntimeChange::kExited);
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists_now);
   EXPECT_EQ(rt.container_inspections(), asked_now);
   EXPECT_EQ(e.engine.event_retries(), retries_now);
@@ -91,9 +88,8 @@ TEST(PlegEngineTest, AnEventDuringAnExitsLookAgainKeepsItAnExit) {
   rt.DeferState("a-app", ContainerState::Exited, 6);
   armed = true;
   e.engine.NudgeRuntimeId("a-app", RuntimeChange::kExited);
-  auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-app", EventType::ContainerDied);
-  });
+  auto died = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerDied); });
   EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
   // The exit's first look, the delete's first look, and the listing once the container showed
   // the exit. (Had the delete's look been taken for another event's, the container would have
@@ -114,9 +110,8 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   const int inspections = rt.container_inspections();
   rt.DeferState("a-app", ContainerState::Exited, 3);
   e.engine.NudgeRuntimeId("a-app", RuntimeChange::kExited);
-  auto died = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-app", EventType::ContainerDied);
-  });
+  auto died = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerDied); });
   EXPECT_TRUE(HasEvent(died, "a-app", EventType::ContainerDied));
   // The pod listed at the first look; then the container alone asked, twice, the second time
   // showing the exit; then the pod listed and the container inspected.
@@ -127,20 +122,19 @@ TEST(PlegEngineTest, AnExitIsLookedAtAgainOnlyUntilTheViewShowsIt) {
   // b's exit seen first by a relist of b.
   rt.SetContainerState("b-app", ContainerState::Exited, 1);
   e.engine.RelistPods({"b"});
-  auto seen = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "b-app", EventType::ContainerDied);
-  });
+  auto seen = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "b-app", EventType::ContainerDied); });
   ASSERT_TRUE(HasEvent(seen, "b-app", EventType::ContainerDied));
   const int lists = rt.pod_lists();
   e.engine.NudgeRuntimeId("b-app", RuntimeChange::kExited);
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists) << "the view shows it already: no look";
   EXPECT_EQ(e.engine.event_retries(), 2u);
   // Another event of b's container that finds nothing new is looked at again (the container
   // alone).
   const int asked = rt.container_inspections();
   e.engine.NudgeRuntimeId("b-app");
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_GT(e.engine.event_retries(), 2u);
   EXPECT_EQ(rt.pod_lists(), lists + 1) << "the pod listed at the first look only";
   EXPECT_GT(rt.container_inspections(), asked);
@@ -179,7 +173,7 @@ TEST(PlegEngineTest, ARoundOfSeveralPodsSharesOneListing) {
   rt.SetContainerState("x-app", ContainerState::Exited, 1);
   armed = true;
   e.engine.NudgeRuntimeId("x-app");
-  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+  auto out = e.GatherUntil([](const PlegOutput& o) {
     return HasEvent(o, "x-app", EventType::ContainerDied) &&
            HasEvent(o, "a-app", EventType::ContainerDied) &&
            HasEvent(o, "b-app", EventType::ContainerDied) &&
@@ -203,9 +197,8 @@ TEST(PlegEngineTest, ARoundOfSeveralPodsSharesOneListing) {
   // A round of one pod asks the runtime for that pod alone.
   rt.SetContainerState("a-app", ContainerState::Running);
   e.engine.NudgeRuntimeId("a-app");
-  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-app", EventType::ContainerStarted);
-  });
+  auto again = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerStarted); });
   EXPECT_TRUE(HasEvent(again, "a-app", EventType::ContainerStarted));
   EXPECT_EQ(rt.lists(), 2);
   EXPECT_EQ(rt.pod_lists(), 2);
@@ -224,9 +217,8 @@ TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
   rt.AddPod("c", {{"app", ContainerState::Created}});
   rt.DeferState("c-app", ContainerState::Running, 3);
   e.engine.NudgeRuntimeId("c-app", RuntimeChange::kStarted);
-  auto started = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "c-app", EventType::ContainerStarted);
-  });
+  auto started = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "c-app", EventType::ContainerStarted); });
   EXPECT_TRUE(HasEvent(started, "c-app", EventType::ContainerStarted));
   EXPECT_EQ(rt.lists(), 1) << "seen without the full relist";
   const uint64_t retries = e.engine.event_retries();
@@ -239,10 +231,7 @@ TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
   const uint64_t seen = e.engine.events_seen_already();
   e.engine.NudgeRuntimeId("a-app", RuntimeChange::kStarted);
   e.engine.NudgeRuntimeId("a-sb", RuntimeChange::kStarted);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (e.engine.events_seen_already() < seen + 2 && std::chrono::steady_clock::now() < end) {
-    WaitOutput(e.engine, e.woken, std::chrono::milliseconds(50));
-  }
+  e.RunUntil([&] { return e.engine.events_seen_already() >= seen + 2; });
   EXPECT_EQ(e.engine.events_seen_already(), seen + 2);
   EXPECT_EQ(rt.pod_lists(), lists);
   EXPECT_EQ(rt.container_inspections(), asked);
@@ -251,9 +240,8 @@ TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
   rt.SetContainerState("a-app", ContainerState::Exited, 0);
   rt.RemoveContainer("a-app");
   e.engine.NudgeRuntimeId("a-app", RuntimeChange::kRemoved);
-  auto removed = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-app", EventType::ContainerRemoved);
-  });
+  auto removed = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerRemoved); });
   EXPECT_TRUE(HasEvent(removed, "a-app", EventType::ContainerRemoved));
   EXPECT_EQ(e.engine.event_retries(), retries);
 
@@ -261,7 +249,7 @@ TEST(PlegEngineTest, AnEventIsLookedAtUntilTheViewShowsWhatItSays) {
   const int lists_now = rt.pod_lists();
   e.engine.OnRuntimeEvent("c-app", "/tasks/create");
   e.engine.OnRuntimeEvent("c-new", "/containers/create");
-  EXPECT_TRUE(WaitOutput(e.engine, e.woken, std::chrono::milliseconds(300)).pods.empty());
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(300)).pods.empty());
   EXPECT_EQ(rt.pod_lists(), lists_now);
   EXPECT_EQ(e.engine.runtime_events_unlooked(), 2u);
   e.engine.Stop();
@@ -283,10 +271,7 @@ TEST(PlegEngineTest, AStartOfAnIdNewToTheViewIsPutOffThenLookedAt) {
   }
   // Their looks (half a second after the events) find ids the view does not hold: put off,
   // nothing asked of the runtime.
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (e.engine.event_looks_put_off() < 4 && std::chrono::steady_clock::now() < end) {
-    WaitOutput(e.engine, e.woken, std::chrono::milliseconds(50));
-  }
+  e.RunUntil([&] { return e.engine.event_looks_put_off() >= 4; });
   ASSERT_EQ(e.engine.event_looks_put_off(), 4u);
   EXPECT_EQ(rt.lists(), lists);
   EXPECT_EQ(rt.pod_lists(), pod_lists);
@@ -295,16 +280,13 @@ TEST(PlegEngineTest, AStartOfAnIdNewToTheViewIsPutOffThenLookedAt) {
   // b's maker asks for its relist (podworkerd, once its sync is done): b's starts are in the
   // view when their looks come again, and cost nothing. c's are looked at then, and c is seen.
   e.engine.RelistPods({"b"});
-  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
+  auto out = e.GatherUntil([](const PlegOutput& o) {
     return HasEvent(o, "b-app", EventType::ContainerStarted) &&
            HasEvent(o, "c-app", EventType::ContainerStarted);
   });
   EXPECT_TRUE(HasEvent(out, "b-app", EventType::ContainerStarted));
   EXPECT_TRUE(HasEvent(out, "c-app", EventType::ContainerStarted));
-  end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (e.engine.events_seen_already() < seen + 2 && std::chrono::steady_clock::now() < end) {
-    WaitOutput(e.engine, e.woken, std::chrono::milliseconds(50));
-  }
+  e.RunUntil([&] { return e.engine.events_seen_already() >= seen + 2; });
   EXPECT_GE(e.engine.events_seen_already(), seen + 2) << "b's starts";
   EXPECT_EQ(e.engine.event_looks_put_off(), 4u) << "put off once only";
   EXPECT_GE(rt.pod_ofs() + rt.lists() - lists, 1) << "c asked of the runtime at the second look";
@@ -320,6 +302,32 @@ TEST(PlegEngineTest, EachTopicSaysWhatItsEventMeans) {
   EXPECT_EQ(ChangeOfTopic("/containers/delete"), RuntimeChange::kRemoved);
   EXPECT_EQ(ChangeOfTopic("/tasks/oom"), RuntimeChange::kAny);
   EXPECT_EQ(ChangeOfTopic("/containers/update"), RuntimeChange::kAny);
+}
+
+// An event's looks are timers on the loop: a start's first look kStartLookAfter (500 ms) after
+// it, a look again 10 ms after the look before, doubling; none before its time.
+TEST(PlegEngineTest, AnEventsLooksComeAtTheirTimes) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Created}});
+  EventedEngine e(rt);
+  const int pod_lists = rt.pod_lists();
+  rt.DeferState("a-app", ContainerState::Running, 4);
+  e.engine.NudgeRuntimeId("a-app", RuntimeChange::kStarted);
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(499)).pods.empty());
+  EXPECT_EQ(rt.pod_lists(), pod_lists) << "a start is not looked at before 500 ms";
+  e.GatherFor(std::chrono::milliseconds(1));
+  EXPECT_EQ(rt.pod_lists(), pod_lists + 1) << "its first look";
+  const int asked = rt.container_inspections();
+  e.GatherFor(std::chrono::milliseconds(9));
+  EXPECT_EQ(rt.container_inspections(), asked) << "the look again is 10 ms later";
+  e.GatherFor(std::chrono::milliseconds(1));
+  EXPECT_EQ(rt.container_inspections(), asked + 1);
+  e.GatherFor(std::chrono::milliseconds(19));
+  EXPECT_EQ(rt.container_inspections(), asked + 1) << "then 20 ms later";
+  auto out = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-app", EventType::ContainerStarted); });
+  EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerStarted));
+  EXPECT_EQ(rt.lists(), 1) << "no full relist";
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Helpers of the PlegEngine unit tests (pleg_engine_test.cc and pleg_engine_events_test.cc):
-// waiting for the engine's output and gathering it, finding an event in it, and EventedEngine, an
-// engine on the fake runtime whose full relist runs once, at its start.
+// EngineHarness, an engine on the fake runtime with a FakeClock and a loop the test turns (the
+// fake time moves only to the engine's next timer, and only once no runtime call but the hung
+// ones is in flight), gathering the engine's output; finding an event in it; and EventedEngine,
+// an engine whose full relist runs once, at its start.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,44 +12,89 @@
 #include <string>
 #include <utility>
 
+#include "lib/service/event_loop.h"
 #include "svc-plegd/pleg_engine.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_pleg_runtime.h"
-#include "tests/testing/wake_signal.h"
 
 namespace nodelet::plegd {
 
 using ipc::pleg::EventType;
 using testing::FakeClock;
 using testing::FakePlegRuntime;
-using testing::WakeSignal;
 
-// Waits for the engine to wake its owner and drains, until there is output or the timeout
-// passed (then empty output). A wake-up whose output was already drained is skipped.
-inline PlegOutput WaitOutput(PlegEngine& engine, WakeSignal& woken,
-                             std::chrono::milliseconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        end - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !woken.Wait(left)) return {};
+class EngineHarness {
+ public:
+  EngineHarness(FakePlegRuntime& rt, PlegOptions options)
+      : engine(loop, rt, options, [this] { Collect(); }) {}
+  ~EngineHarness() { engine.Stop(); }
+
+  // Turns the loop until `done()` holds, at most `limit` of fake time (and 5 s of real time):
+  // runs what is ready, and once no runtime call but the hung ones is in flight, moves the fake
+  // clock to the engine's next timer if it comes by then. False when `done()` does not hold and
+  // nothing more is to come by then.
+  bool RunUntil(const std::function<bool()>& done, Duration limit = std::chrono::seconds(5)) {
+    const MonoTime until = clock.Now() + limit;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      EXPECT_TRUE(loop.RunOnce(std::chrono::milliseconds(0)).ok());
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (engine.calls_in_flight() > Hung()) {
+        EXPECT_TRUE(loop.RunOnce(std::chrono::milliseconds(5)).ok());
+        continue;
+      }
+      const MonoTime next = engine.next_timer();
+      if (next > until) return false;
+      if (next > clock.Now()) clock.Advance(next - clock.Now());
+    }
+  }
+  // The output gathered once `pred` holds for it (or the limit passed), taken.
+  PlegOutput GatherUntil(const std::function<bool(const PlegOutput&)>& pred,
+                         Duration limit = std::chrono::seconds(5)) {
+    RunUntil([&] { return pred(gathered_); }, limit);
+    return Drain();
+  }
+  // Lets `d` of fake time pass, running all that comes due in it; the output, taken.
+  PlegOutput GatherFor(Duration d) {
+    const MonoTime until = clock.Now() + d;
+    RunUntil([] { return false; }, d);
+    if (clock.Now() < until) clock.Advance(until - clock.Now());
+    EXPECT_TRUE(loop.RunOnce(std::chrono::milliseconds(0)).ok());
+    return Drain();
+  }
+  // One full relist, turned until its RelistDone is out (its inspections done, or inspect_wait
+  // passed).
+  void RelistOnce() {
+    const size_t relists = gathered_.relists.size();
+    engine.RelistOnce();
+    RunUntil([&] { return gathered_.relists.size() > relists; });
+  }
+  // The output gathered since the last call.
+  PlegOutput Drain() {
+    PlegOutput out = std::move(gathered_);
+    gathered_ = {};
+    return out;
+  }
+
+  FakeClock clock;
+  EventLoop loop{clock};
+  // How many runtime calls are in flight now that do not return until the test releases them
+  // (the fake time moves while they are); none when unset.
+  std::function<size_t()> hung;
+
+ private:
+  size_t Hung() const { return hung ? hung() : 0; }
+  void Collect() {
     PlegOutput out = engine.Drain();
-    if (!out.pods.empty() || !out.relists.empty()) return out;
+    for (auto& p : out.pods) gathered_.pods.push_back(std::move(p));
+    for (auto& r : out.relists) gathered_.relists.push_back(std::move(r));
   }
-}
+  PlegOutput gathered_;
 
-// Drains until `pred` holds for the output gathered so far, or 5 s pass.
-inline PlegOutput GatherUntil(PlegEngine& engine, WakeSignal& woken,
-                              const std::function<bool(const PlegOutput&)>& pred) {
-  PlegOutput all;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!pred(all) && std::chrono::steady_clock::now() < end) {
-    PlegOutput out = WaitOutput(engine, woken, std::chrono::milliseconds(500));
-    for (auto& p : out.pods) all.pods.push_back(std::move(p));
-    for (auto& r : out.relists) all.relists.push_back(std::move(r));
-  }
-  return all;
-}
+ public:
+  PlegEngine engine;
+};
 
 inline bool HasEvent(const PlegOutput& out, const std::string& id, EventType type) {
   for (const auto& p : out.pods) {
@@ -59,19 +106,16 @@ inline bool HasEvent(const PlegOutput& out, const std::string& id, EventType typ
 }
 
 // A long period: after the first relist, only single-pod relists run.
-struct EventedEngine {
-  explicit EventedEngine(FakePlegRuntime& rt) : engine(rt, clock, Options(), woken.Callback()) {
+struct EventedEngine : EngineHarness {
+  explicit EventedEngine(FakePlegRuntime& rt) : EngineHarness(rt, Options()) {
     engine.Start();
-    first = GatherUntil(engine, woken, [](const PlegOutput& o) { return !o.relists.empty(); });
+    first = GatherUntil([](const PlegOutput& o) { return !o.relists.empty(); });
   }
   static PlegOptions Options() {
     PlegOptions o;
     o.relist_period = std::chrono::hours(1);
     return o;
   }
-  FakeClock clock;
-  WakeSignal woken;
-  PlegEngine engine;
   PlegOutput first;
 };
 

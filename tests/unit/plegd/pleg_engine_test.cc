@@ -16,15 +16,10 @@
 namespace nodelet::plegd {
 namespace {
 
-// For the tests that drain by hand after RelistOnce(): the wake-up is not needed.
-void Ignore() {}
-
 TEST(PlegEngineTest, DiedEventCarriesExitCodeInRecord) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
-  FakeClock clock;
-  PlegEngine engine(rt, clock, {}, Ignore);
-  engine.StartInspectors();
+  EngineHarness engine(rt, {});
   engine.RelistOnce();
   auto first = engine.Drain();
   ASSERT_EQ(first.pods.size(), 1u);
@@ -46,23 +41,22 @@ TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   for (int i = 0; i < 51; ++i)
     rt.AddPod("p" + std::to_string(i), {{"app", ContainerState::Running}});
   rt.HangSandbox("p0-sb");
-  FakeClock clock;
   PlegOptions opts;
   opts.relist_period = std::chrono::milliseconds(100);
   opts.inspect_wait = std::chrono::milliseconds(200);
   opts.inspect_workers = 4;
-  WakeSignal woken;
-  PlegEngine engine(rt, clock, opts, woken.Callback());
-  engine.Start();
+  EngineHarness e(rt, opts);
+  // p0's inspection hangs once every pod's has started.
+  e.hung = [&] { return rt.sandbox_inspections() >= 51 ? size_t{1} : 0; };
+  e.engine.Start();
 
   std::set<std::string> seen;
   bool relist_done = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((seen.size() < 50 || !relist_done) && std::chrono::steady_clock::now() < deadline) {
-    auto out = WaitOutput(engine, woken, std::chrono::milliseconds(1000));
-    for (const auto& p : out.pods) seen.insert(p.record.uid);
-    if (!out.relists.empty()) relist_done = true;
-  }
+  e.GatherUntil([&](const PlegOutput& o) {
+    for (const auto& p : o.pods) seen.insert(p.record.uid);
+    if (!o.relists.empty()) relist_done = true;
+    return seen.size() >= 50 && relist_done;
+  });
   EXPECT_EQ(seen.size(), 50u) << "the 50 healthy pods were not all reported";
   EXPECT_EQ(seen.count("p0"), 0u) << "the hung pod cannot have been reported yet";
   EXPECT_TRUE(relist_done) << "RelistDone was held back by the hung pod";
@@ -70,59 +64,60 @@ TEST(PlegEngineTest, HungInspectionDoesNotDelayOtherPods) {
   // Events of healthy pods keep flowing while p0 still hangs.
   rt.SetContainerState("p7-app", ContainerState::Exited, 1);
   bool died = false;
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!died && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : WaitOutput(engine, woken, std::chrono::milliseconds(1000)).pods) {
-      for (const auto& e : p.events) died |= e.id == "p7-app" && e.type == EventType::ContainerDied;
+  e.GatherUntil([&](const PlegOutput& o) {
+    for (const auto& p : o.pods) {
+      for (const auto& ev : p.events) {
+        died |= ev.id == "p7-app" && ev.type == EventType::ContainerDied;
+      }
     }
-  }
+    return died;
+  });
   EXPECT_TRUE(died);
 
   rt.ReleaseHangs();
+  e.hung = nullptr;
   bool p0 = false;
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!p0 && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : WaitOutput(engine, woken, std::chrono::milliseconds(1000)).pods) {
-      if (p.record.uid == "p0") {
-        p0 = true;
-        EXPECT_FALSE(p.events.empty());
-      }
-    }
+  auto late = e.GatherUntil([&](const PlegOutput& o) {
+    for (const auto& p : o.pods) p0 |= p.record.uid == "p0";
+    return p0;
+  });
+  for (const auto& p : late.pods) {
+    if (p.record.uid == "p0") EXPECT_FALSE(p.events.empty());
   }
   EXPECT_TRUE(p0) << "the hung pod was not reported after it recovered";
-  engine.Stop();
+  e.engine.Stop();
 }
 
 TEST(PlegEngineTest, FailingListMakesHealthFailingAndRecoveryClearsIt) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
-  FakeClock clock;
   PlegOptions opts;
   opts.relist_threshold = std::chrono::seconds(180);
-  PlegEngine engine(rt, clock, opts, Ignore);
-  engine.StartInspectors();
-  engine.RelistOnce();
+  EngineHarness e(rt, opts);
+  auto& engine = e.engine;
+  auto& clock = e.clock;
+  e.RelistOnce();
   EXPECT_TRUE(engine.Health().ok);
 
   rt.FailList(Internal("ListContainers: injected failure"));
-  engine.RelistOnce();
-  auto out = engine.Drain();
+  e.RelistOnce();
+  auto out = e.Drain();
   ASSERT_FALSE(out.relists.empty());
   EXPECT_NE(out.relists.back().error.find("injected failure"), std::string::npos);
   EXPECT_TRUE(engine.Health().ok) << "one failed relist is within the threshold";
   clock.Advance(std::chrono::seconds(181));
-  engine.RelistOnce();
+  e.RelistOnce();
   auto h = engine.Health();
   EXPECT_FALSE(h.ok);
   EXPECT_NE(h.reason.find("no successful relist"), std::string::npos) << h.reason;
   EXPECT_NE(h.reason.find("injected failure"), std::string::npos) << h.reason;
 
   rt.FailList(std::nullopt);
-  engine.RelistOnce();
+  e.RelistOnce();
   EXPECT_TRUE(engine.Health().ok);
 
   rt.FailList(Unavailable("connection refused"));
-  engine.RelistOnce();
+  e.RelistOnce();
   h = engine.Health();
   EXPECT_FALSE(h.ok);
   EXPECT_NE(h.reason.find("runtime unreachable"), std::string::npos) << h.reason;
@@ -131,19 +126,18 @@ TEST(PlegEngineTest, FailingListMakesHealthFailingAndRecoveryClearsIt) {
 TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
-  FakeClock clock;
   PlegOptions opts;
   opts.inspect_wait = std::chrono::milliseconds(100);
-  WakeSignal woken;
-  PlegEngine engine(rt, clock, opts, woken.Callback());
-  engine.StartInspectors();
+  EngineHarness engine(rt, opts);
   rt.HangSandbox("a-sb");
+  engine.hung = [&] { return rt.sandbox_inspections() >= 1 ? size_t{1} : 0; };
   engine.RelistOnce();  // the inspection hangs past inspect_wait
   auto out = engine.Drain();
   EXPECT_TRUE(out.pods.empty());
   EXPECT_EQ(out.relists.size(), 1u);
   rt.ReleaseHangs();
-  auto late = WaitOutput(engine, woken, std::chrono::milliseconds(5000));
+  engine.hung = nullptr;
+  auto late = engine.GatherUntil([](const PlegOutput& o) { return !o.pods.empty(); });
   ASSERT_EQ(late.pods.size(), 1u);
   EXPECT_EQ(late.pods[0].record.uid, "a");
 }
@@ -154,9 +148,8 @@ TEST(PlegEngineTest, FailedInspectionIsRetriedNextRelist) {
 TEST(PlegEngineTest, RelistStartIsStampedOnBothClocksAndAWallStepMovesOnlyTheWallOne) {
   FakePlegRuntime rt;
   rt.AddPod("a", {{"app", ContainerState::Running}});
-  FakeClock clock;
-  PlegEngine engine(rt, clock, {}, Ignore);
-  engine.StartInspectors();
+  EngineHarness engine(rt, {});
+  auto& clock = engine.clock;
 
   const int64_t mono1 = clock.MonoNanos();
   const int64_t wall1 = clock.WallNanos();
@@ -174,7 +167,7 @@ TEST(PlegEngineTest, RelistStartIsStampedOnBothClocksAndAWallStepMovesOnlyTheWal
   ASSERT_EQ(second.relists.size(), 1u);
   EXPECT_EQ(second.relists[0].started_at_mono_ns - mono1, 1'000'000'000);
   EXPECT_LT(second.relists[0].started_at_ns, wall1) << "the wall reading follows the step";
-  engine.Stop();
+  engine.engine.Stop();
 }
 
 TEST(PlegEngineTest, ARelistOfOnePodSeesOnlyThatPodAndIsPublishedEvenWhenUnchanged) {
@@ -188,7 +181,7 @@ TEST(PlegEngineTest, ARelistOfOnePodSeesOnlyThatPodAndIsPublishedEvenWhenUnchang
   rt.SetContainerState("b-app", ContainerState::Exited, 4);
   e.clock.Advance(std::chrono::milliseconds(5));
   e.engine.RelistPods({"a"});
-  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  auto out = e.GatherUntil([](const PlegOutput& o) { return !o.pods.empty(); });
   ASSERT_EQ(out.pods.size(), 1u);
   EXPECT_EQ(out.pods[0].record.uid, "a");
   EXPECT_TRUE(HasEvent(out, "a-app", EventType::ContainerDied));
@@ -201,7 +194,7 @@ TEST(PlegEngineTest, ARelistOfOnePodSeesOnlyThatPodAndIsPublishedEvenWhenUnchang
   // Asked again with nothing new: inspected and published all the same, with a later listing.
   e.clock.Advance(std::chrono::milliseconds(5));
   e.engine.RelistPods({"a"});
-  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  auto again = e.GatherUntil([](const PlegOutput& o) { return !o.pods.empty(); });
   ASSERT_EQ(again.pods.size(), 1u);
   EXPECT_TRUE(again.pods[0].events.empty());
   EXPECT_GT(again.pods[0].record.listed_at_mono_ns, out.pods[0].record.listed_at_mono_ns);
@@ -222,9 +215,8 @@ TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
   EXPECT_EQ(e.engine.containers_inspected(), 3u);
   rt.SetContainerState("a-two", ContainerState::Exited, 7);
   e.engine.RelistPods({"a"});
-  auto out = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) {
-    return HasEvent(o, "a-two", EventType::ContainerDied);
-  });
+  auto out = e.GatherUntil(
+      [](const PlegOutput& o) { return HasEvent(o, "a-two", EventType::ContainerDied); });
   EXPECT_EQ(rt.container_inspections(), 4) << "only a-two asked again";
   EXPECT_EQ(rt.sandbox_inspections(), 1) << "the sandbox is still ready";
   EXPECT_EQ(e.engine.containers_reused(), 2u);
@@ -240,11 +232,97 @@ TEST(PlegEngineTest, AnInspectionAsksOnlyTheContainersWhoseStateMoved) {
   }
   // Asked by name with nothing new: published, and nothing asked of the runtime.
   e.engine.RelistPods({"a"});
-  auto again = GatherUntil(e.engine, e.woken, [](const PlegOutput& o) { return !o.pods.empty(); });
+  auto again = e.GatherUntil([](const PlegOutput& o) { return !o.pods.empty(); });
   ASSERT_EQ(again.pods.size(), 1u);
   EXPECT_EQ(again.pods[0].record.containers.size(), 3u);
   EXPECT_EQ(rt.container_inspections(), 4);
   e.engine.Stop();
+}
+
+// The schedule on the loop: the first relist at once, then one each period counted from the
+// start of the last, none before.
+TEST(PlegEngineTest, ARelistComesEachPeriodAndNotBefore) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  PlegOptions opts;
+  opts.relist_period = std::chrono::milliseconds(1000);
+  EngineHarness e(rt, opts);
+  e.engine.Start();
+  auto first = e.GatherUntil([](const PlegOutput& o) { return !o.relists.empty(); }, Duration(0));
+  ASSERT_EQ(first.relists.size(), 1u) << "the first relist runs at once";
+  EXPECT_EQ(rt.lists(), 1);
+  EXPECT_EQ(e.GatherFor(std::chrono::milliseconds(999)).relists.size(), 0u);
+  EXPECT_EQ(rt.lists(), 1) << "no relist before its period";
+  auto second = e.GatherFor(std::chrono::milliseconds(1));
+  ASSERT_EQ(second.relists.size(), 1u);
+  EXPECT_EQ(second.relists[0].started_at_mono_ns - first.relists[0].started_at_mono_ns,
+            1'000'000'000);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(e.GatherFor(std::chrono::milliseconds(1000)).relists.size(), 1u);
+  }
+  EXPECT_EQ(rt.lists(), 5);
+  EXPECT_EQ(e.engine.relists(), 5u);
+}
+
+// A relist whose inspection hangs ends at its inspect_wait (from its start), and the next one,
+// its period past, starts then; the one after that a period later.
+TEST(PlegEngineTest, AHungInspectionDelaysTheNextRelistOnlyToItsInspectWait) {
+  FakePlegRuntime rt;
+  rt.AddPod("p0", {{"app", ContainerState::Running}});
+  rt.AddPod("p1", {{"app", ContainerState::Running}});
+  rt.HangSandbox("p0-sb");
+  PlegOptions opts;
+  opts.relist_period = std::chrono::milliseconds(100);
+  opts.inspect_wait = std::chrono::milliseconds(250);
+  EngineHarness e(rt, opts);
+  e.hung = [&] { return rt.sandbox_inspections() >= 2 ? size_t{1} : 0; };
+  e.engine.Start();
+  auto first = e.GatherFor(std::chrono::milliseconds(249));
+  EXPECT_TRUE(first.relists.empty()) << "RelistDone waits for p0 up to inspect_wait";
+  ASSERT_EQ(first.pods.size(), 1u);
+  EXPECT_EQ(first.pods[0].record.uid, "p1");
+  EXPECT_EQ(rt.lists(), 1);
+  auto done = e.GatherFor(std::chrono::milliseconds(1));
+  ASSERT_EQ(done.relists.size(), 2u) << "the first relist's end, and the next relist at once";
+  EXPECT_EQ(done.relists[1].started_at_mono_ns - done.relists[0].started_at_mono_ns, 250'000'000);
+  EXPECT_EQ(rt.lists(), 2);
+  EXPECT_TRUE(e.GatherFor(std::chrono::milliseconds(99)).relists.empty());
+  EXPECT_EQ(e.GatherFor(std::chrono::milliseconds(1)).relists.size(), 1u);
+  EXPECT_EQ(rt.lists(), 3);
+  rt.ReleaseHangs();
+  e.hung = nullptr;
+  auto late = e.GatherUntil([](const PlegOutput& o) { return !o.pods.empty(); });
+  ASSERT_EQ(late.pods.size(), 1u);
+  EXPECT_EQ(late.pods[0].record.uid, "p0");
+}
+
+// Stop with a relist waiting for its inspection (inspect_wait an hour away) returns at once; the
+// inspection's result and the RelistDone never come.
+TEST(PlegEngineTest, StopWithARelistInFlightEndsPromptly) {
+  FakePlegRuntime rt;
+  rt.AddPod("a", {{"app", ContainerState::Running}});
+  rt.HangSandbox("a-sb");
+  PlegOptions opts;
+  opts.relist_period = std::chrono::hours(1);
+  opts.inspect_wait = std::chrono::hours(1);
+  EngineHarness e(rt, opts);
+  e.hung = [&] { return rt.sandbox_inspections() >= 1 ? size_t{1} : 0; };
+  e.engine.Start();
+  ASSERT_TRUE(e.RunUntil([&] { return rt.sandbox_inspections() == 1; }, Duration(0)));
+  EXPECT_NE(e.engine.next_timer(), MonoTime::max()) << "the inspect_wait timer is armed";
+  rt.ReleaseHangs();  // the call returns; its continuation has not run
+  const auto started = std::chrono::steady_clock::now();
+  e.engine.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  EXPECT_EQ(e.engine.next_timer(), MonoTime::max());
+  // Whatever was posted back runs now, and the time passes: nothing comes out.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(e.loop.RunOnce(std::chrono::milliseconds(1)).ok());
+  e.clock.Advance(std::chrono::hours(2));
+  ASSERT_TRUE(e.loop.RunOnce(std::chrono::milliseconds(0)).ok());
+  auto after = e.Drain();
+  EXPECT_TRUE(after.pods.empty());
+  EXPECT_TRUE(after.relists.empty());
+  EXPECT_EQ(rt.lists(), 1);
 }
 
 }  // namespace
