@@ -98,7 +98,7 @@ Status PodManager::Start() {
         if (alive.lock()) OnReadable();
       });
     };
-    etcd_ = std::make_unique<EtcdPodSource>(clock_, std::move(*client), etcd_options);
+    etcd_ = std::make_unique<EtcdPodSource>(loop_, std::move(*client), etcd_options);
     sources.insert("etcd");
     std::string endpoints;
     for (const auto& e : options_.etcd->endpoints) endpoints += (endpoints.empty() ? "" : ",") + e;

@@ -17,13 +17,13 @@ Result<std::unique_ptr<ManifestUrlSource>> PodManager::StartUrlSource(
   url_options.ca_file = options.manifest_url_ca;
   url_options.period = options.manifest_url_period;
   url_options.headers = options.manifest_url_headers;
-  // From the fetch thread: the snapshot is taken on the loop.
+  // On the loop, after each fetch: the snapshot is taken at the loop's next turn.
   url_options.on_snapshot = [this, alive = std::weak_ptr<bool>(alive_)] {
     loop_.Post([this, alive] {
       if (alive.lock()) OnReadable();
     });
   };
-  auto source = std::make_unique<ManifestUrlSource>(clock_, options.manifest_url, url_options);
+  auto source = std::make_unique<ManifestUrlSource>(loop_, options.manifest_url, url_options);
   if (Status s = source->Start(); !s.ok()) return s;
   return source;
 }
@@ -69,8 +69,8 @@ Result<std::vector<std::string>> PodManager::ReconfigureSources(const PodManager
     WatchDirSource();
   }
   if (url_changed) {
-    // The old fetch thread ends within its fetch's deadline, not waited for here: the
-    // destructor joins it.
+    // A fetch of the old source in flight ends within its deadline, not waited for here: the
+    // destructor waits for it.
     if (url_) {
       url_->RequestStop();
       retired_urls_.push_back(std::move(url_));

@@ -1,7 +1,11 @@
+// The etcd pod source on the supervisor's loop: the keyspace's rules, the cache file, the list and
+// the reads of ConfigMaps and Secrets, and the snapshots made of what the watches deliver
+// (etcd_source.h; the watches themselves are etcd_watch_pump.h's).
 #include "supervisor/sources/etcd_source.h"
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -102,113 +106,41 @@ std::set<std::string> ConfigRefs(const pod::Pod& pod) {
   return out;
 }
 
-// A change reported by a pump, for the source's thread.
+// A batch a pump delivered, for Drain.
 struct EtcdPodSource::Change {
   std::string pump;  // the pump's key (a prefix for pods)
   bool config = false;
-  std::optional<etcd::Watch::Batch> batch;  // events, or a compaction
+  etcd::Watch::Batch batch;  // events, or a compaction
 };
 
-// One watch kept open on a thread of its own: each batch goes to `deliver`; a broken stream is
-// opened again from the revision after the last one delivered, with back-off; a compaction is
-// delivered and ends the pump (its owner lists again and starts another).
-class EtcdPodSource::Pump {
- public:
-  Pump(etcd::Client& client, std::string key, bool prefix, int64_t start_revision,
-       std::chrono::milliseconds retry_min, std::chrono::milliseconds retry_max,
-       std::function<void(etcd::Watch::Batch)> deliver, std::atomic<uint64_t>& restarts)
-      : client_(client),
-        key_(std::move(key)),
-        prefix_(prefix),
-        next_(start_revision),
-        retry_min_(retry_min),
-        retry_max_(retry_max),
-        deliver_(std::move(deliver)),
-        restarts_(restarts) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Pump() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-      if (watch_) watch_->Cancel();
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void Run() {
-    std::chrono::milliseconds backoff{0};
-    std::unique_ptr<etcd::Watch> watch;
-    while (true) {
-      if (!watch) {
-        auto w = prefix_ ? client_.WatchPrefix(key_, next_) : client_.WatchKey(key_, next_);
-        if (!w.ok()) {
-          backoff = backoff.count() == 0 ? retry_min_ : std::min(backoff * 2, retry_max_);
-          std::unique_lock<std::mutex> lock(mu_);
-          if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) return;
-          continue;
-        }
-        watch = std::move(*w);
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) return;
-        watch_ = watch.get();
-      }
-      // Long: Cancel() wakes it at once, and an idle node should not wake for nothing.
-      auto batch = watch->Next(std::chrono::seconds(60));
-      if (batch.ok()) {
-        backoff = std::chrono::milliseconds(0);
-        if (batch->compacted) {
-          deliver_(std::move(*batch));
-          break;
-        }
-        if (batch->revision >= next_) next_ = batch->revision + 1;
-        if (!batch->events.empty()) deliver_(std::move(*batch));
-        continue;
-      }
-      if (batch.status().code() == StatusCode::kDeadlineExceeded) continue;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        watch_ = nullptr;
-        if (stopping_) return;
-      }
-      watch.reset();
-      ++restarts_;
-      backoff = backoff.count() == 0 ? retry_min_ : std::min(backoff * 2, retry_max_);
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, backoff, [this] { return stopping_; })) return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    watch_ = nullptr;
-  }
-
-  etcd::Client& client_;
-  const std::string key_;
-  const bool prefix_;
-  int64_t next_;
-  const std::chrono::milliseconds retry_min_, retry_max_;
-  std::function<void(etcd::Watch::Batch)> deliver_;
-  std::atomic<uint64_t>& restarts_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  etcd::Watch* watch_ = nullptr;  // the open watch, for Cancel
-  std::thread thread_;
+// Both pod prefixes at one revision, read on the executor.
+struct EtcdPodSource::Listing {
+  Status status;
+  etcd::RangeResult mine, all;
 };
 
-EtcdPodSource::EtcdPodSource(const Clock& clock, std::unique_ptr<etcd::Client> client,
+// The ConfigMaps and Secrets read on the executor: key -> the read (ok: its revision and value).
+struct EtcdPodSource::ConfigReads {
+  std::vector<std::string> keys;
+  std::map<std::string, Result<etcd::RangeResult>> got;
+  size_t wanted = 0;  // how many were wanted when the reads started
+};
+
+EtcdPodSource::EtcdPodSource(EventLoop& loop, std::unique_ptr<etcd::Client> client,
                              EtcdSourceOptions options)
-    : clock_(clock),
+    : loop_(loop),
       client_(std::move(client)),
       options_(std::move(options)),
-      keys_{options_.prefix} {}
+      keys_{options_.prefix},
+      list_retry_(loop.AddTimer([this] { Guarded([this] { List(); }); })),
+      config_retry_(loop.AddTimer([this] { Kick(); })),
+      coalesce_(loop.AddTimer([this] { Guarded([this] { Drain(); }); })),
+      executor_(loop, 2) {}
 
 EtcdPodSource::~EtcdPodSource() { Stop(); }
 
 Status EtcdPodSource::Start() {
   if (!options_.on_snapshot) return InvalidArgument("the etcd source needs on_snapshot");
-  // Before the thread starts, nothing else touches ready_ and cache_error_: no lock yet.
   if (!options_.cache_file.empty()) {
     auto text = ReadFileBounded(options_.cache_file, kMaxCacheBytes);
     if (text.ok()) {
@@ -236,170 +168,255 @@ Status EtcdPodSource::Start() {
     }
     if (ready_) options_.on_snapshot();
   }
-  thread_ = std::thread([this] { GuardedLoop(); });
+  Guarded([this] { List(); });
   return Status::Ok();
 }
 
-void EtcdPodSource::GuardedLoop() {
-  for (;;) {
-    try {
-      Loop();
-      return;
-    } catch (const std::exception& e) {
-      // Whatever threw (a value nodelet does not control, say), the source reports a failure,
-      // keeps the pods it served and starts over from a fresh list; the process goes on.
-      Fail(Internal(std::string("the etcd pod source failed: ") + ValidUtf8(e.what())));
-      listed_ = false;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, options_.retry_max, [this] { return stopping_; })) return;
-    }
-  }
-}
-
 void EtcdPodSource::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (stopped_) return;
+  stopped_ = true;
+  list_retry_.Cancel();
+  config_retry_.Cancel();
+  coalesce_.Cancel();
+  // Cancels the watches first: a read in flight returns at once, and the executor waits only
+  // for a list or a read of a key (each within the client's deadline).
+  pod_pumps_.clear();
+  config_pumps_.clear();
+  executor_.Stop();
 }
 
-std::optional<SourceSnapshot> EtcdPodSource::Poll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(ready_, std::nullopt);
-}
+std::optional<SourceSnapshot> EtcdPodSource::Poll() { return std::exchange(ready_, std::nullopt); }
 
 void EtcdPodSource::SetWanted(std::set<std::string> refs) {
   std::set<std::string> keys;
   for (const auto& r : refs) {
     if (auto k = RefKey(keys_, r)) keys.insert(*k);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (keys == wanted_) return;
-    wanted_ = std::move(keys);
-    wanted_changed_ = true;
+  if (keys == wanted_) return;
+  wanted_ = std::move(keys);
+  wanted_changed_ = true;
+  Kick();
+}
+
+bool EtcdPodSource::watching() const {
+  return listed_ && !pod_pumps_.empty() &&
+         std::all_of(pod_pumps_.begin(), pod_pumps_.end(),
+                     [](const auto& p) { return p.second->open(); });
+}
+
+size_t EtcdPodSource::pending_events() const {
+  size_t n = 0;
+  for (const auto& c : changes_) n += c.batch.events.size();
+  return n;
+}
+
+void EtcdPodSource::Guarded(const std::function<void()>& step) {
+  if (stopped_) return;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    // Whatever threw (a value nodelet does not control, say), the source reports a failure,
+    // keeps the pods it served and starts over from a fresh list; the process goes on.
+    Fail(Internal(std::string("the etcd pod source failed: ") + ValidUtf8(e.what())));
+    listed_ = false;
+    pod_pumps_.clear();
+    // What the pod watches delivered is superseded by the next list.
+    std::erase_if(changes_, [](const Change& c) { return !c.config; });
+    SizeExecutor();
+    coalesce_.Cancel();
+    list_retry_.ArmAfter(options_.retry_max);
   }
-  cv_.notify_all();
 }
 
-EtcdPodSource::Counters EtcdPodSource::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  Counters c = counters_;
-  c.watch_restarts = watch_restarts_.load();
-  return c;
-}
-
-std::string EtcdPodSource::cache_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cache_error_;
-}
-
-bool EtcdPodSource::WaitFor(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return stopping_ || !changes_.empty() || wanted_changed_; });
-  return !stopping_;
+std::chrono::milliseconds EtcdPodSource::NextBackoff(std::chrono::milliseconds backoff) const {
+  return backoff.count() == 0 ? options_.retry_min : std::min(backoff * 2, options_.retry_max);
 }
 
 void EtcdPodSource::Fail(Status why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.list_failures;
-  }
+  ++counters_.list_failures;
   if (failed_reported_) return;  // one failure snapshot per outage; the pods it served stay
   failed_reported_ = true;
   SourceSnapshot snap;
   snap.source = "etcd";
   snap.failure = SourceFailure{"etcd", std::move(why)};
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ready_ = std::move(snap);
-  }
+  ready_ = std::move(snap);
   options_.on_snapshot();
 }
 
-bool EtcdPodSource::List() {
-  // Both prefixes at the revision of the first read: one consistent view to watch on from.
-  auto mine = client_->GetPrefix(keys_.NodePods(options_.node_name));
-  if (!mine.ok()) {
-    Fail(mine.status());
-    return false;
+void EtcdPodSource::List() {
+  if (stopped_) return;
+  if (call_running_) {
+    list_retry_.ArmAfter(options_.retry_min);  // after the call that is out
+    return;
   }
-  auto all = client_->GetPrefix(keys_.AllPods(), mine->revision);
-  if (!all.ok()) {
-    Fail(all.status());
-    return false;
+  call_running_ = true;
+  auto listing = std::make_shared<Listing>();
+  executor_.Submit(
+      [client = client_.get(), mine = keys_.NodePods(options_.node_name), all = keys_.AllPods(),
+       listing] {
+        // Both prefixes at the revision of the first read: one consistent view to watch on from.
+        listing->status = CatchAll("the etcd list", [&]() -> Status {
+          auto m = client->GetPrefix(mine);
+          if (!m.ok()) return m.status();
+          auto a = client->GetPrefix(all, m->revision);
+          if (!a.ok()) return a.status();
+          listing->mine = std::move(*m);
+          listing->all = std::move(*a);
+          return Status::Ok();
+        });
+      },
+      [this, listing] {
+        call_running_ = false;
+        Guarded([&] { Listed(*listing); });
+      });
+}
+
+void EtcdPodSource::Listed(Listing& listing) {
+  if (!listing.status.ok()) {
+    Fail(listing.status);
+    backoff_ = NextBackoff(backoff_);
+    list_retry_.ArmAfter(backoff_);
+    return;
   }
   pods_.clear();
   created_.clear();
-  for (auto* r : {&*mine, &*all}) {
+  for (auto* r : {&listing.mine, &listing.all}) {
     for (auto& kv : r->kvs) {
       created_[kv.key] = kv.create_revision;
       pods_[kv.key] = std::move(kv.value);
     }
   }
-  const int64_t next = mine->revision + 1;
+  const int64_t next = listing.mine.revision + 1;
   pod_pumps_.clear();
   for (const std::string& p : {keys_.NodePods(options_.node_name), keys_.AllPods()}) {
     pod_pumps_[p] = StartPump(p, /*config=*/false, next);
   }
+  SizeExecutor();
   listed_ = true;
   failed_reported_ = false;
   backoff_ = std::chrono::milliseconds(0);
-  std::lock_guard<std::mutex> lock(mu_);
   ++counters_.lists;
-  return true;
+  SyncConfigs(/*dirty=*/true, configs_.size());
 }
 
-bool EtcdPodSource::SyncConfigWatches() {
-  std::set<std::string> wanted;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wanted = wanted_;
-    wanted_changed_ = false;
-  }
+void EtcdPodSource::SyncConfigs(bool dirty, size_t before) {
+  wanted_changed_ = false;
   for (auto it = config_pumps_.begin(); it != config_pumps_.end();) {
-    if (wanted.count(it->first) == 0) {
+    if (wanted_.count(it->first) == 0) {
       configs_.erase(it->first);
       it = config_pumps_.erase(it);
     } else {
       ++it;
     }
   }
-  for (const auto& key : wanted) {
-    if (config_pumps_.count(key) != 0) continue;
-    auto got = client_->Get(key);
-    if (!got.ok()) continue;  // read again after a back-off (Loop)
+  auto reads = std::make_shared<ConfigReads>();
+  reads->wanted = wanted_.size();
+  for (const auto& key : wanted_) {
+    if (config_pumps_.count(key) == 0) reads->keys.push_back(key);
+  }
+  SizeExecutor();
+  if (reads->keys.empty()) {
+    ConfigsRead(*reads, dirty, before);
+    return;
+  }
+  call_running_ = true;
+  executor_.Submit(
+      [client = client_.get(), reads] {
+        for (const auto& key : reads->keys) {
+          Result<etcd::RangeResult> got = Internal("not read");
+          Status s = CatchAll("the etcd read of " + key, [&] {
+            got = client->Get(key);
+            return Status::Ok();
+          });
+          reads->got.emplace(key, s.ok() ? std::move(got) : Result<etcd::RangeResult>(s));
+        }
+      },
+      [this, reads, dirty, before] {
+        call_running_ = false;
+        Guarded([&] { ConfigsRead(*reads, dirty, before); });
+      });
+}
+
+void EtcdPodSource::ConfigsRead(ConfigReads& reads, bool dirty, size_t before) {
+  for (auto& [key, got] : reads.got) {
+    if (!got.ok()) continue;  // read again after a back-off
     configs_[key] = got->kvs.empty() ? std::nullopt : std::optional<std::string>(got->kvs[0].value);
     config_pumps_[key] = StartPump(key, /*config=*/true, got->revision + 1);
   }
-  return config_pumps_.size() == wanted.size();
+  SizeExecutor();
+  configs_complete_ = config_pumps_.size() >= reads.wanted;
+  if (dirty || configs_.size() != before) Publish();
+  if (configs_complete_) {
+    config_backoff_ = std::chrono::milliseconds(0);
+    config_retry_.Cancel();
+  } else {
+    config_backoff_ = NextBackoff(config_backoff_);
+    config_retry_.ArmAfter(config_backoff_);
+  }
+  // What came meanwhile.
+  if (!changes_.empty() || wanted_changed_) Kick();
 }
 
-std::unique_ptr<EtcdPodSource::Pump> EtcdPodSource::StartPump(const std::string& key, bool config,
-                                                              int64_t start_revision) {
+std::unique_ptr<EtcdWatchPump> EtcdPodSource::StartPump(const std::string& key, bool config,
+                                                        int64_t start_revision) {
   auto deliver = [this, key, config](etcd::Watch::Batch b) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      changes_.push_back(Change{key, config, std::move(b)});
-    }
-    cv_.notify_all();
+    changes_.push_back(Change{key, config, std::move(b)});
+    Kick();
   };
   // Pod keys are watched by prefix, a ConfigMap or Secret alone (a role may grant one key).
-  return std::make_unique<Pump>(*client_, key, /*prefix=*/!config, start_revision,
-                                options_.retry_min, options_.retry_max, std::move(deliver),
-                                watch_restarts_);
+  WatchPumpOptions pump{key, /*prefix=*/!config, start_revision, options_.retry_min,
+                        options_.retry_max};
+  return std::make_unique<EtcdWatchPump>(loop_, executor_, *client_, std::move(pump),
+                                         std::move(deliver),
+                                         [this] { ++counters_.watch_restarts; });
+}
+
+void EtcdPodSource::SizeExecutor() {
+  executor_.Resize(static_cast<int>(2 + pod_pumps_.size() + config_pumps_.size()));
+}
+
+void EtcdPodSource::Kick() {
+  if (!stopped_ && !coalesce_.armed()) coalesce_.ArmAfter(options_.coalesce);
+}
+
+void EtcdPodSource::Drain() {
+  // Before the list, or while a call is out: its continuation kicks again.
+  if (!listed_ || call_running_) return;
+  std::vector<Change> changes;
+  changes.swap(changes_);
+  bool wanted_changed = wanted_changed_;
+  bool relist = false, dirty = false;
+  for (const auto& c : changes) {
+    Apply(c);
+    if (c.batch.compacted) {
+      if (c.config) {
+        config_pumps_.erase(c.pump);  // read again and watched anew below
+        wanted_changed = true;
+      } else {
+        relist = true;
+      }
+    }
+    dirty = true;
+  }
+  if (relist) {
+    listed_ = false;
+    pod_pumps_.clear();
+    SizeExecutor();
+    List();  // then publishes
+    return;
+  }
+  if (wanted_changed || !configs_complete_) {
+    SyncConfigs(dirty || wanted_changed, configs_.size());
+    return;
+  }
+  if (dirty) Publish();
 }
 
 void EtcdPodSource::Apply(const Change& change) {
-  if (!change.batch) return;
-  const auto& b = *change.batch;
+  const auto& b = change.batch;
   if (b.compacted) {
-    std::lock_guard<std::mutex> lock(mu_);
     ++counters_.compactions;
-    return;  // handled by the loop (it lists again, or reads the key again)
+    return;  // handled by Drain (it lists again, or reads the key again)
   }
   for (const auto& e : b.events) {
     if (change.config) {
@@ -443,91 +460,28 @@ void EtcdPodSource::Publish() {
     snap.manifests.push_back(AsManifest(key, *value));
     manifests[key] = *value;
   }
-  bool written = true;
-  if (!options_.cache_file.empty()) {
-    written =
-        WriteFileAtomically(options_.cache_file, EtcdCacheText(manifests, revisions), 0600).ok();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.snapshots;
-    if (!options_.cache_file.empty())
-      ++(written ? counters_.cache_writes : counters_.cache_write_failures);
-    ready_ = std::move(snap);
-  }
+  if (!options_.cache_file.empty()) WriteCache(EtcdCacheText(manifests, revisions));
+  ++counters_.snapshots;
+  ready_ = std::move(snap);
   options_.on_snapshot();
 }
 
-void EtcdPodSource::Loop() {
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) break;
-    }
-    if (!listed_) {
-      if (!List()) {
-        backoff_ =
-            backoff_.count() == 0 ? options_.retry_min : std::min(backoff_ * 2, options_.retry_max);
-        std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, backoff_, [this] { return stopping_; })) break;
-        continue;
-      }
-      configs_complete_ = SyncConfigWatches();
-      Publish();
-      continue;
-    }
-    // Woken by a change, or when a ConfigMap or Secret that could not be read is due again.
-    if (configs_complete_) {
-      config_backoff_ = std::chrono::milliseconds(0);
-    } else {
-      config_backoff_ = config_backoff_.count() == 0
-                            ? options_.retry_min
-                            : std::min(config_backoff_ * 2, options_.retry_max);
-    }
-    if (!WaitFor(configs_complete_ ? std::chrono::milliseconds(std::chrono::minutes(10))
-                                   : config_backoff_)) {
-      break;
-    }
-    // A burst: what arrives within the coalescing window makes one snapshot.
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, options_.coalesce, [this] { return stopping_; });
-      if (stopping_) break;
-    }
-    std::vector<Change> changes;
-    bool wanted_changed = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      changes.swap(changes_);
-      wanted_changed = wanted_changed_;
-    }
-    bool relist = false, dirty = false;
-    for (const auto& c : changes) {
-      Apply(c);
-      if (c.batch && c.batch->compacted) {
-        if (c.config) {
-          config_pumps_.erase(c.pump);  // read again and watched anew below
-          wanted_changed = true;
-        } else {
-          relist = true;
-        }
-      }
-      dirty = true;
-    }
-    if (relist) {
-      listed_ = false;
-      pod_pumps_.clear();
-      continue;  // lists, then publishes
-    }
-    if (wanted_changed || !configs_complete_) {
-      const size_t before = configs_.size();
-      configs_complete_ = SyncConfigWatches();
-      dirty = dirty || wanted_changed || configs_.size() != before;
-    }
-    if (dirty) Publish();
+void EtcdPodSource::WriteCache(std::string text) {
+  // One write at a time, in order; of the snapshots published meanwhile only the last is
+  // written after it.
+  if (writing_) {
+    cache_queued_ = std::move(text);
+    return;
   }
-  pod_pumps_.clear();
-  config_pumps_.clear();
+  writing_ = true;
+  auto written = std::make_shared<bool>(false);
+  executor_.Submit([path = options_.cache_file, text = std::move(text),
+                    written] { *written = WriteFileAtomically(path, text, 0600).ok(); },
+                   [this, written] {
+                     writing_ = false;
+                     ++(*written ? counters_.cache_writes : counters_.cache_write_failures);
+                     if (cache_queued_) WriteCache(*std::exchange(cache_queued_, std::nullopt));
+                   });
 }
 
 }  // namespace nodelet::supervisor

@@ -1,3 +1,5 @@
+// The `--manifest-url` source: the URL and header flags, one fetch and its response under the
+// limits, and the fetches' schedule on the loop (manifest_url_source.h).
 #include "supervisor/sources/manifest_url_source.h"
 
 #include <strings.h>
@@ -5,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <memory>
+#include <utility>
 
 #include "lib/common/check.h"
 #include "lib/http/http_client.h"
@@ -97,8 +101,12 @@ Result<std::pair<std::string, std::string>> ParseHeaderFlag(const std::string& f
   return std::make_pair(name, value);
 }
 
-ManifestUrlSource::ManifestUrlSource(const Clock& clock, std::string url, UrlSourceOptions options)
-    : clock_(clock), url_(std::move(url)), options_(std::move(options)) {}
+ManifestUrlSource::ManifestUrlSource(EventLoop& loop, std::string url, UrlSourceOptions options)
+    : clock_(loop.clock()),
+      url_(std::move(url)),
+      options_(std::move(options)),
+      timer_(loop.AddTimer([this] { Fetch(); })),
+      executor_(loop, 1) {}
 
 ManifestUrlSource::~ManifestUrlSource() { Stop(); }
 
@@ -107,28 +115,49 @@ Status ManifestUrlSource::Start() {
   auto parts = ParseHttpUrl(url_);
   if (!parts.ok()) return parts.status();
   parts_ = *parts;
-  thread_ = std::thread([this] { Loop(); });
+  Fetch();
   return Status::Ok();
 }
 
 void ManifestUrlSource::RequestStop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  stopping_ = true;
+  timer_.Cancel();
 }
 
 void ManifestUrlSource::Stop() {
   RequestStop();
-  if (thread_.joinable()) thread_.join();
+  executor_.Stop();
 }
 
 std::optional<SourceSnapshot> ManifestUrlSource::Poll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto out = std::move(ready_);
-  ready_.reset();
-  return out;
+  return std::exchange(ready_, std::nullopt);
+}
+
+void ManifestUrlSource::Fetch() {
+  if (stopping_ || running_) return;
+  running_ = true;
+  // Filled on the executor's thread, read on the loop's once the fetch has returned.
+  auto snapshot = std::make_shared<SourceSnapshot>();
+  executor_.Submit(
+      [this, snapshot] {
+        auto result = FetchOnce();
+        if (result.ok()) {
+          *snapshot = std::move(result).value();
+          return;
+        }
+        // Nothing read: the pod manager keeps the pods served last and reports why.
+        snapshot->source = "http";
+        snapshot->failure =
+            SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_, result.status()};
+      },
+      [this, snapshot] {
+        running_ = false;
+        if (stopping_) return;
+        ready_ = std::move(*snapshot);
+        // The period counts from the end of this fetch.
+        timer_.ArmAfter(options_.period);
+        options_.on_snapshot();
+      });
 }
 
 Result<SourceSnapshot> ManifestUrlSource::FetchOnce() {
@@ -239,29 +268,6 @@ Result<UrlResponse::Outcome> UrlResponse::Finish(const std::string& transport_er
     out.snapshot.manifests.push_back(ManifestFile{url_, std::move(body_), Status::Ok(), 0});
   }
   return out;
-}
-
-void ManifestUrlSource::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    auto result = FetchOnce();
-    lock.lock();
-    if (result.ok()) {
-      ready_ = std::move(result).value();
-    } else {
-      // Nothing read: the pod manager keeps the pods served last and reports why.
-      SourceSnapshot snap;
-      snap.source = "http";
-      snap.failure =
-          SourceFailure{failure_reason_.empty() ? "fetch" : failure_reason_, result.status()};
-      ready_ = std::move(snap);
-    }
-    lock.unlock();
-    options_.on_snapshot();
-    lock.lock();
-    cv_.wait_for(lock, options_.period, [this] { return stopping_; });
-  }
 }
 
 }  // namespace nodelet::supervisor

@@ -1,32 +1,32 @@
-// ManifestUrlSource: the `--manifest-url` source. A background thread fetches the URL every
-// poll period (20 s, the kubelet's default), with If-None-Match so an unchanged document costs
-// a 304, a connect and read deadline plus a deadline for the whole fetch so a hanging or
-// trickling server only delays this source, and a size limit so a server that returns gigabytes
-// is cut off (the transfer is aborted) with a clear error; the size limit is the parser's
-// (pod::kMaxManifestBytes), so a body that arrives whole is never refused for its size later.
-// https is verified against the system's CAs or `ca_file` (host name included); `headers` are
-// sent with every request. The client is lib/http's (one connection per fetch); a redirect is
+// ManifestUrlSource: the `--manifest-url` source. It fetches the URL at start and then one poll
+// period (20 s, the kubelet's default) after each fetch ends, timed by a timer on the supervisor's
+// loop; the fetch runs on the source's own one-thread executor, with If-None-Match so an unchanged
+// document costs a 304, a connect and read deadline plus a deadline for the whole fetch so a
+// hanging or trickling server only delays this source, and a size limit so a server that returns
+// gigabytes is cut off (the transfer is aborted) with a clear error; the size limit is the
+// parser's (pod::kMaxManifestBytes), so a body that arrives whole is never refused for its size
+// later. https is verified against the system's CAs or `ca_file` (host name included); `headers`
+// are sent with every request. The client is lib/http's (one connection per fetch); a redirect is
 // not followed (it fails as its status), and only a 200's body is read. A fetch that fails in any
 // way yields a snapshot with `failure` (and no manifests): the pods the URL served last stay.
-// Snapshots are handed to the supervisor's loop through `on_snapshot` (EventLoop::Post).
+// Each fetch's snapshot is kept on the loop's thread for Poll, and `on_snapshot` says so.
 // UrlResponse is the network-free half of one fetch (body collection under the limits, the status
 // code, the snapshot), fuzzed by fuzz/url_response.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
 #include "lib/pod/manifest_parser.h"
+#include "lib/service/blocking_executor.h"
+#include "lib/service/event_loop.h"
 #include "supervisor/sources/manifest_source.h"
 
 namespace nodelet::supervisor {
@@ -55,8 +55,8 @@ struct UrlSourceOptions {
   size_t max_bytes = pod::kMaxManifestBytes;
   std::string ca_file;  // https: PEM bundle to verify the server with; empty: the system's CAs
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
-  // Called from the fetch thread after each fetch, when Poll() has its snapshot; must be
-  // thread-safe (EventLoop::Post). Required by Start(); FetchOnce() does without.
+  // Called on the loop's thread after each fetch, when Poll() has its snapshot. Required by
+  // Start(); FetchOnce() does without.
   std::function<void()> on_snapshot;
 };
 
@@ -91,22 +91,26 @@ class UrlResponse {
   bool too_late_ = false;
 };
 
+// Start, Stop, RequestStop, Poll and fetch_running are called on the loop's thread.
 class ManifestUrlSource {
  public:
-  // `clock` measures each fetch's deadline.
-  ManifestUrlSource(const Clock& clock, std::string url, UrlSourceOptions options);
+  // The loop's clock measures the period and each fetch's deadline.
+  ManifestUrlSource(EventLoop& loop, std::string url, UrlSourceOptions options);
   ~ManifestUrlSource();
   ManifestUrlSource(const ManifestUrlSource&) = delete;
   ManifestUrlSource& operator=(const ManifestUrlSource&) = delete;
 
-  // Starts the fetch thread; `on_snapshot` must be set.
+  // Starts the first fetch; `on_snapshot` must be set.
   Status Start();
+  // RequestStop, then waits for a fetch in flight (it ends within its deadline).
   void Stop();
-  // Asks the fetch thread to end without waiting for it (a fetch in flight ends within its
-  // deadline); Stop or the destructor joins it.
+  // No fetch starts and no snapshot is delivered afterwards; a fetch in flight is not waited
+  // for (Stop or the destructor waits for it).
   void RequestStop();
   // The newest snapshot not yet taken, if any.
   std::optional<SourceSnapshot> Poll();
+  // A fetch is on the executor (its snapshot not yet kept).
+  bool fetch_running() const { return running_; }
   uint64_t fetches() const { return fetches_.load(); }
   uint64_t not_modified() const { return not_modified_.load(); }
 
@@ -117,7 +121,9 @@ class ManifestUrlSource {
   const std::string& last_failure_reason() const { return failure_reason_; }
 
  private:
-  void Loop();
+  // Submits one fetch to the executor; its snapshot comes back to the loop, which arms the timer
+  // for the next one.
+  void Fetch();
 
   const Clock& clock_;
   std::string url_;
@@ -127,13 +133,15 @@ class ManifestUrlSource {
   SourceSnapshot last_;
   bool have_last_ = false;
   std::string failure_reason_;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::optional<SourceSnapshot> ready_;
-  std::thread thread_;
   std::atomic<uint64_t> fetches_{0}, not_modified_{0};
+
+  // The loop's state.
+  bool stopping_ = false;
+  bool running_ = false;
+  std::optional<SourceSnapshot> ready_;
+  EventLoop::Timer timer_;
+  // Last: stopped (its fetch waited for) before the members the fetch uses go.
+  BlockingExecutor executor_;
 };
 
 }  // namespace nodelet::supervisor

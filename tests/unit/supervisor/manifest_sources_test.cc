@@ -1,3 +1,7 @@
+// The manifest directory and URL sources. The URL source's fetches are checked on a loop: the
+// one-shot fetches (ETag, limits, deadlines, TLS, failure labels) on the real clock, the schedule
+// (first fetch at start, the next a period after each, a failed fetch tried again a period later,
+// a stop with a fetch in flight) on a FakeClock that moves only when a test advances it.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <poll.h>
@@ -8,19 +12,19 @@
 #include <mutex>
 #include <thread>
 
+#include "lib/service/event_loop.h"
 #include "supervisor/sources/manifest_dir_source.h"
 #include "supervisor/sources/manifest_url_source.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
 #include "tests/testing/httplib_listen.h"
-#include "tests/testing/wake_signal.h"
 
 namespace nodelet::supervisor {
 namespace {
 
 using nodelet::testing::FakeClock;
 using nodelet::testing::TempDir;
-using nodelet::testing::WakeSignal;
+using namespace std::chrono_literals;
 
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream(path) << content;
@@ -29,6 +33,17 @@ void WriteFile(const std::string& path, const std::string& content) {
 bool WaitReadable(int fd, int ms) {
   pollfd p{fd, POLLIN, 0};
   return poll(&p, 1, ms) > 0;
+}
+
+// Turns `loop` (a fetch's snapshot comes back through it) until `done()` holds, at most 5 s of
+// real time; a fake clock does not move meanwhile.
+bool RunUntil(EventLoop& loop, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (!loop.RunOnce(10ms).ok()) return false;
+  }
+  return true;
 }
 
 TEST(ManifestDirSourceTest, FirstPollReadsEverythingAndSkipsDotFiles) {
@@ -150,6 +165,10 @@ class UrlServer {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
   uint64_t streamed() const { return streamed_.load(); }
+  int hits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
   void Set(std::string body, std::string etag) {
     std::lock_guard<std::mutex> lock(mu_);
     body_ = std::move(body);
@@ -181,7 +200,8 @@ class UrlServer {
 
 TEST(ManifestUrlSourceTest, FetchesAndHonoursETag) {
   UrlServer server;
-  ManifestUrlSource src(RealClock::Get(), server.url(), {});
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource src(loop, server.url(), {});
   auto first = src.FetchOnce();
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->manifests.size(), 1u);
@@ -201,7 +221,8 @@ TEST(ManifestUrlSourceTest, OversizedBodyIsCutOff) {
   server.Set(std::string(100000, 'x'), "\"big\"");
   UrlSourceOptions opts;
   opts.max_bytes = 1000;
-  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource src(loop, server.url(), opts);
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
@@ -213,7 +234,8 @@ TEST(ManifestUrlSourceTest, HangingServerHitsTheDeadline) {
   server.Hang();
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
-  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource src(loop, server.url(), opts);
   auto r = src.FetchOnce();
   server.Release();
   ASSERT_FALSE(r.ok());
@@ -226,7 +248,8 @@ TEST(ManifestUrlSourceTest, GigabyteAnswerIsAbortedEarly) {
   UrlServer server;
   UrlSourceOptions opts;
   opts.max_bytes = 1 << 20;
-  ManifestUrlSource src(RealClock::Get(), server.url("/endless"), opts);
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource src(loop, server.url("/endless"), opts);
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
@@ -243,7 +266,8 @@ TEST(ManifestUrlSourceTest, TricklingServerHitsTheFetchDeadline) {
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(2000);
   opts.deadline = std::chrono::milliseconds(500);
-  ManifestUrlSource src(RealClock::Get(), server.url("/trickle"), opts);
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource src(loop, server.url("/trickle"), opts);
   const auto start = std::chrono::steady_clock::now();
   auto r = src.FetchOnce();
   ASSERT_FALSE(r.ok());
@@ -252,29 +276,42 @@ TEST(ManifestUrlSourceTest, TricklingServerHitsTheFetchDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// The URL source on a loop driven by the test, on a FakeClock: snapshots are counted as the
+// source says they are ready.
+class UrlScheduleTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ManifestUrlSource> Make(const std::string& url, UrlSourceOptions opts) {
+    opts.on_snapshot = [this] { ++snapshots_; };
+    return std::make_unique<ManifestUrlSource>(loop_, url, std::move(opts));
+  }
+  // Turns the loop until the source has no fetch in flight and `snapshots` have come.
+  bool Settle(ManifestUrlSource& src, int snapshots) {
+    return RunUntil(loop_, [&] { return !src.fetch_running() && snapshots_ >= snapshots; });
+  }
+
+  UrlServer server_;
+  FakeClock clock_;
+  EventLoop loop_{clock_};
+  int snapshots_ = 0;
+};
+
 // Nothing else is disturbed: after a good fetch, a URL turned hostile (gigabytes) leaves the
 // previous pods in force, with the error alongside for the operator.
-TEST(ManifestUrlSourceTest, HostileAnswerKeepsThePreviousSnapshot) {
-  UrlServer server;
+TEST_F(UrlScheduleTest, HostileAnswerKeepsThePreviousSnapshot) {
   UrlSourceOptions opts;
   opts.max_bytes = 4096;
   opts.period = std::chrono::milliseconds(20);
-  WakeSignal snapshot_ready;
-  opts.on_snapshot = snapshot_ready.Callback();
-  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
-  ASSERT_TRUE(src.Start().ok());
-  ASSERT_TRUE(snapshot_ready.Wait(std::chrono::milliseconds(5000)));
-  auto good = src.Poll();
+  auto src = Make(server_.url(), opts);
+  ASSERT_TRUE(src->Start().ok());
+  ASSERT_TRUE(Settle(*src, 1));
+  auto good = src->Poll();
   ASSERT_TRUE(good && good->manifests.size() == 1u && good->manifests[0].error.ok());
-  server.Set(std::string(1 << 20, '#'), "\"big\"");
+  server_.Set(std::string(1 << 20, '#'), "\"big\"");
+  clock_.Advance(opts.period);
+  ASSERT_TRUE(Settle(*src, 2));
   std::optional<SourceSnapshot> bad;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!bad && std::chrono::steady_clock::now() < end) {
-    if (!snapshot_ready.Wait(std::chrono::milliseconds(1000))) continue;
-    auto snap = src.Poll();
-    if (snap && snap->failure) bad = std::move(snap);
-  }
-  src.Stop();
+  if (auto snap = src->Poll(); snap && snap->failure) bad = std::move(snap);
+  src->Stop();
   ASSERT_TRUE(bad) << "no snapshot carried the failure";
   // Nothing read: no manifests (the pod manager keeps what the URL served last), and why.
   EXPECT_TRUE(bad->manifests.empty());
@@ -287,40 +324,117 @@ TEST(ManifestUrlSourceTest, FailureReasons) {
   UrlServer server;
   UrlSourceOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
+  EventLoop loop(RealClock::Get());
   {
-    ManifestUrlSource src(RealClock::Get(), server.url("/nosuch"), opts);
+    ManifestUrlSource src(loop, server.url("/nosuch"), opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     EXPECT_EQ(src.last_failure_reason(), "http_status");
   }
   {
     server.Hang();
-    ManifestUrlSource src(RealClock::Get(), server.url(), opts);
+    ManifestUrlSource src(loop, server.url(), opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     server.Release();
     EXPECT_EQ(src.last_failure_reason(), "timeout");
   }
   {
-    ManifestUrlSource src(RealClock::Get(), "http://127.0.0.1:1/pods", opts);
+    ManifestUrlSource src(loop, "http://127.0.0.1:1/pods", opts);
     EXPECT_FALSE(src.FetchOnce().ok());
     EXPECT_EQ(src.last_failure_reason(), "fetch");
   }
-  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
+  ManifestUrlSource src(loop, server.url(), opts);
   EXPECT_TRUE(src.FetchOnce().ok());
   EXPECT_EQ(src.last_failure_reason(), "");
 }
 
-TEST(ManifestUrlSourceTest, BackgroundThreadDeliversSnapshots) {
-  UrlServer server;
-  WakeSignal snapshot_ready;
-  UrlSourceOptions opts;
-  opts.on_snapshot = snapshot_ready.Callback();
-  ManifestUrlSource src(RealClock::Get(), server.url(), opts);
-  ASSERT_TRUE(src.Start().ok());
-  ASSERT_TRUE(snapshot_ready.Wait(std::chrono::milliseconds(5000)));
-  auto snap = src.Poll();
+TEST_F(UrlScheduleTest, StartDeliversASnapshotOnTheLoop) {
+  auto src = Make(server_.url(), {});
+  ASSERT_TRUE(src->Start().ok());
+  ASSERT_TRUE(Settle(*src, 1));
+  auto snap = src->Poll();
   ASSERT_TRUE(snap);
   EXPECT_EQ(snap->source, "http");
-  src.Stop();
+  src->Stop();
+}
+
+// The first fetch comes at start; the next one a whole period after it ended, not before.
+TEST_F(UrlScheduleTest, NothingIsFetchedBeforeThePeriod) {
+  UrlSourceOptions opts;
+  opts.period = 20s;
+  auto src = Make(server_.url(), opts);
+  ASSERT_TRUE(src->Start().ok());
+  ASSERT_TRUE(Settle(*src, 1));
+  EXPECT_EQ(src->fetches(), 1u);
+  EXPECT_EQ(server_.hits(), 1);
+  ASSERT_TRUE(src->Poll());
+  for (int i = 0; i < 19; ++i) {
+    clock_.Advance(1s);
+    ASSERT_TRUE(loop_.RunOnce(0ms).ok());
+  }
+  clock_.Advance(999ms);
+  ASSERT_TRUE(loop_.RunOnce(20ms).ok());
+  EXPECT_FALSE(src->fetch_running());
+  EXPECT_EQ(src->fetches(), 1u) << "fetched before the period";
+  EXPECT_EQ(server_.hits(), 1);
+  EXPECT_FALSE(src->Poll());
+  clock_.Advance(1ms);
+  ASSERT_TRUE(Settle(*src, 2));
+  EXPECT_EQ(src->fetches(), 2u);
+  EXPECT_EQ(server_.hits(), 2);
+  auto snap = src->Poll();
+  ASSERT_TRUE(snap);
+  EXPECT_FALSE(snap->failure);
+  EXPECT_EQ(src->not_modified(), 1u) << "the second fetch asks with the ETag";
+}
+
+// A fetch that fails is reported, and the URL is read again one period later (not sooner): then
+// its pods come.
+TEST_F(UrlScheduleTest, AFailedFetchIsTriedAgainAfterThePeriod) {
+  server_.Set(std::string(8192, '#'), "\"big\"");
+  UrlSourceOptions opts;
+  opts.max_bytes = 4096;
+  opts.period = 20s;
+  auto src = Make(server_.url(), opts);
+  ASSERT_TRUE(src->Start().ok());
+  ASSERT_TRUE(Settle(*src, 1));
+  auto failed = src->Poll();
+  ASSERT_TRUE(failed && failed->failure);
+  EXPECT_EQ(failed->failure->reason, "too_large");
+  server_.Set("kind: Pod", "\"v2\"");
+  clock_.Advance(19s);
+  ASSERT_TRUE(loop_.RunOnce(20ms).ok());
+  EXPECT_EQ(src->fetches(), 1u) << "tried again before the period";
+  clock_.Advance(1s);
+  ASSERT_TRUE(Settle(*src, 2));
+  EXPECT_EQ(src->fetches(), 2u);
+  auto good = src->Poll();
+  ASSERT_TRUE(good);
+  EXPECT_FALSE(good->failure);
+  ASSERT_EQ(good->manifests.size(), 1u);
+  EXPECT_EQ(good->manifests[0].content, "kind: Pod");
+}
+
+// A stop with a fetch in flight returns within that fetch's timeout, and nothing is delivered
+// after RequestStop, even when the fetch then completes.
+TEST_F(UrlScheduleTest, StopEndsPromptlyWithAFetchInFlight) {
+  server_.Hang();
+  UrlSourceOptions opts;
+  opts.timeout = 300ms;
+  auto src = Make(server_.url(), opts);
+  ASSERT_TRUE(src->Start().ok());
+  ASSERT_TRUE(RunUntil(loop_, [&] { return server_.hits() == 1; }));
+  EXPECT_TRUE(src->fetch_running());
+  src->RequestStop();
+  server_.Release();
+  const auto start = std::chrono::steady_clock::now();
+  src->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(loop_.RunOnce(10ms).ok());
+  clock_.Advance(opts.period);
+  ASSERT_TRUE(loop_.RunOnce(10ms).ok());
+  EXPECT_EQ(snapshots_, 0);
+  EXPECT_FALSE(src->Poll());
+  EXPECT_EQ(server_.hits(), 1);
 }
 
 TEST(ManifestUrlSourceTest, UrlsAndHeaderFlags) {
@@ -369,7 +483,8 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
   UrlSourceOptions opts;
   opts.ca_file = cert;
   opts.headers = {{"Authorization", "Bearer s3cret"}};
-  ManifestUrlSource good(RealClock::Get(), url, opts);
+  EventLoop loop(RealClock::Get());
+  ManifestUrlSource good(loop, url, opts);
   auto r = good.FetchOnce();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) {
@@ -379,7 +494,7 @@ TEST(ManifestUrlSourceTest, HttpsIsVerifiedAndHeadersAreSent) {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(auth, "Bearer s3cret");
   }
-  ManifestUrlSource unknown(RealClock::Get(), url, {});
+  ManifestUrlSource unknown(loop, url, {});
   EXPECT_FALSE(unknown.FetchOnce().ok());
   EXPECT_EQ(unknown.last_failure_reason(), "tls");
   server.stop();
