@@ -31,7 +31,7 @@ status::PodEvent MakeNodeEvent(const std::string& node, const std::string& type,
 status::PodEvent NodeConditionEvent(const std::string& node, const std::string& type, bool status,
                                     int64_t now_unix_s);
 
-// NodeStatusOptions::on_transition for the node status thread: posts each change to `loop`,
+// NodeStatusOptions::on_transition for the node status: posts each change to `loop`,
 // where `record` gets its NodeConditionEvent (stamped with `clock`'s wall time).
 std::function<void(const std::string& type, bool status)> NodeConditionEventsTo(
     EventLoop& loop, const Clock& clock, std::string node,

@@ -20,7 +20,7 @@
 // event), asking CRI's stream first again (the runtime may have come back as another version);
 // the switch on UNIMPLEMENTED has no back-off. What an event means for the relists is plegd's to
 // decide (svc-plegd/pleg_engine.h, ChangeOfTopic). `on_change` runs on the watcher's thread and
-// must be quick (plegd's: wake the relist loop).
+// must be quick (plegd's: post to its event loop).
 #pragma once
 
 #include <atomic>
