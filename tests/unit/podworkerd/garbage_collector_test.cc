@@ -22,6 +22,7 @@
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
 #include "tests/fakes/fake_image_fs.h"
+#include "tests/testing/turn_loop.h"
 #include "tests/unit/podworkerd/runtime_pods.h"
 
 namespace nodelet::podworkerd {
@@ -82,12 +83,7 @@ class GarbageCollectorTest : public ::testing::Test {
   // no pass is in flight (a period counts from the end of its pass, which must come before the
   // test moves the clock again), at most 5 s of real time; the fake clock does not move.
   bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!done() || gc_->pass_running()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (!loop_.RunOnce(10ms).ok()) return false;
-    }
-    return true;
+    return nodelet::testing::TurnLoopUntil(loop_, done, [this] { return gc_->pass_running(); });
   }
   // Runs what is due now and turns the loop until no pass is in flight (nothing more is due
   // until the fake clock moves).

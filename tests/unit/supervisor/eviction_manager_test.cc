@@ -23,6 +23,7 @@
 #include "lib/service/event_loop.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/turn_loop.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -174,12 +175,7 @@ class EvictionManagerTest : public ::testing::Test {
   // Turns the loop until `done()` holds and no sample is in flight, at most 5 s of real time;
   // the fake clock does not move.
   bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!done() || manager_->sampling()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (!loop_.RunOnce(10ms).ok()) return false;
-    }
-    return true;
+    return nodelet::testing::TurnLoopUntil(loop_, done, [this] { return manager_->sampling(); });
   }
   // Runs what is due now, and the sample it started (if any) to its round.
   bool Settle() {

@@ -20,6 +20,7 @@
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_cri_runtime.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/turn_loop.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -57,12 +58,7 @@ class NodeStatusManagerTest : public ::testing::Test {
   // Turns the loop until `done()` holds and no check is in flight, at most 5 s of real time;
   // the fake clock does not move.
   bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!done() || manager_->checking()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      if (!loop_.RunOnce(10ms).ok()) return false;
-    }
-    return true;
+    return nodelet::testing::TurnLoopUntil(loop_, done, [this] { return manager_->checking(); });
   }
   bool AdvanceAndSettle(std::chrono::milliseconds d) {
     clock_.Advance(d);
