@@ -142,19 +142,22 @@ class StatusSenderTest : public ::testing::Test {
  protected:
   // Short pauses, so a statusd that comes late is reached soon; attempts long enough for a
   // connection and a round trip on a loaded machine under a sanitizer (each attempt connects
-  // afresh, so one that is always too short never succeeds).
+  // afresh, so one that is always too short never succeeds, and a reply later than the attempt
+  // makes a resend, which the tests that count what statusd received would see).
   StatusSenderOptions Quick() {
     StatusSenderOptions o;
-    o.attempt_timeout = 500ms;
-    o.deadline = 1500ms;
+    o.attempt_timeout = 3s;
+    o.deadline = 6s;
     o.retry_pause = 20ms;
     return o;
   }
-  // Calls that give up soon (statusd is away on purpose) and a pause that only a test ends.
+  // Calls that give up within a second (statusd is away on purpose), yet whose one attempt is
+  // long enough for a round trip under a sanitizer once statusd is there, and a pause that only a
+  // test ends.
   StatusSenderOptions Failing() {
     StatusSenderOptions o;
-    o.attempt_timeout = 100ms;
-    o.deadline = 200ms;
+    o.attempt_timeout = 1s;
+    o.deadline = 1s;
     o.retry_pause = 1h;
     return o;
   }

@@ -78,6 +78,16 @@ class VolumedStandIn {
 
 class VolumeClientTest : public ::testing::Test {
  protected:
+  // The stand-in answers one request, so the first attempt must get its answer: an attempt and a
+  // deadline long enough for a sanitizer build on a loaded machine (the deadline's own test is
+  // below, with short ones).
+  VolumeClient PatientClient() {
+    VolumeClientOptions options;
+    options.attempt_timeout = 10s;
+    options.deadline = 10s;
+    return VolumeClient(ctx_, dir_.path(), options);
+  }
+
   testing::TempDir dir_;
   ipc::Context ctx_;
 };
@@ -89,7 +99,7 @@ TEST_F(VolumeClientTest, AReadyPodsPathsByVolumeName) {
   std::thread server([&] {
     asked = volumed.ServeOne({true, true, "", {{"data", "/r/pods/uid-1/volumes/data"}}});
   });
-  VolumeClient client(ctx_, dir_.path());
+  VolumeClient client = PatientClient();
   auto got = client.PodVolumes("uid-1");
   server.join();
   EXPECT_EQ(asked, "uid-1");
@@ -103,7 +113,7 @@ TEST_F(VolumeClientTest, APodVolumedDoesNotKnowIsNotReadyAndSaysWhy) {
   VolumedStandIn volumed(ctx_, dir_.path());
   ASSERT_TRUE(volumed.bound().ok());
   std::thread server([&] { volumed.ServeOne({/*known=*/false, /*ready=*/true, "", {}}); });
-  VolumeClient client(ctx_, dir_.path());
+  VolumeClient client = PatientClient();
   auto got = client.PodVolumes("uid-1");
   server.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -117,7 +127,7 @@ TEST_F(VolumeClientTest, NotReadyCarriesVolumedsReason) {
   std::thread server([&] {
     volumed.ServeOne({true, /*ready=*/false, "hostPath /x: not a directory", {}});
   });
-  VolumeClient client(ctx_, dir_.path());
+  VolumeClient client = PatientClient();
   auto got = client.PodVolumes("uid-1");
   server.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -136,7 +146,7 @@ TEST_F(VolumeClientTest, GarbageAndRepliesToOtherRequestsAreSkipped) {
       };
     });
   });
-  VolumeClient client(ctx_, dir_.path());
+  VolumeClient client = PatientClient();
   auto got = client.PodVolumes("uid-1");
   server.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
