@@ -164,10 +164,10 @@ Result<PodRequests> MakePodRequests(const SamePods& same, const std::string& nam
   pod::StaticPodOrigin origin;
   origin.source = same.root_dir + "/" + name + ".yaml";
   origin.node_name = "bench";
-  origin.seen = pod::UnixTime{std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count(),
-                              0};
+  origin.seen = UnixTime{std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count(),
+                         0};
   auto loaded = pod::LoadStaticPods(PodYaml(name), origin);
   if (!loaded.errors.empty() || loaded.pods.size() != 1) {
     return InvalidArgument("the floor's pod " + name + " does not load");

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ctl/pods_command.h"
+#include "lib/common/rfc3339.h"
 #include "lib/status/pod_status_json.h"
 
 namespace nodelet::ctl {
@@ -19,7 +20,7 @@ std::string Ago(int64_t then, int64_t now) {
   return HumanDuration(now - then);
 }
 
-std::string Time(int64_t unix_s) { return unix_s == 0 ? "<none>" : status::FormatRfc3339(unix_s); }
+std::string Time(int64_t unix_s) { return unix_s == 0 ? "<none>" : FormatRfc3339(unix_s); }
 
 // The latest end of a previous run, over all containers (kubectl's lastRestartDate).
 int64_t LastRestart(const std::vector<ContainerStatus>& containers, int64_t current) {

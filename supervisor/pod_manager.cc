@@ -30,9 +30,9 @@ namespace nodelet::supervisor {
 namespace {
 
 // The wall clock, as a manifest's first-seen time says it to operators.
-pod::UnixTime NowUnix(const Clock& clock) {
+UnixTime NowUnix(const Clock& clock) {
   const int64_t ns = clock.WallNanos();
-  return pod::UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
+  return UnixTime{ns / 1000000000, static_cast<int32_t>(ns % 1000000000)};
 }
 
 // What a snapshot read (each manifest's origin, bytes and read error, in order, and whether it

@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "lib/common/clock.h"
+#include "lib/common/rfc3339.h"
 #include "lib/etcd/etcd_client.h"
 #include "lib/ipc/codec.h"
 #include "lib/ipc/sockets.h"
 #include "lib/pod/config_documents.h"
 #include "lib/pod/pod.h"
-#include "lib/pod/rfc3339.h"
 #include "lib/service/event_loop.h"
 #include "lib/status/status_client.h"
 #include "supervisor/manifest_book.h"
@@ -241,7 +241,7 @@ class PodManager : public ManifestsView {
   bool rejections_checked_ = false;
   MonoTime rejections_deadline_{};
   MonoTime rejections_retry_at_{};
-  std::map<std::string, pod::UnixTime> file_seen_;  // manifest -> first seen
+  std::map<std::string, UnixTime> file_seen_;  // manifest -> first seen
   // By source: what its last snapshot read (SnapshotKey), once that snapshot was taken whole
   // (not a failure, not refused): the same bytes again are not parsed again.
   std::map<std::string, unsigned __int128> taken_;

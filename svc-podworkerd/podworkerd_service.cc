@@ -9,6 +9,7 @@
 #include "lib/common/fs.h"
 #include "lib/common/logging.h"
 #include "lib/common/node_ip.h"
+#include "lib/common/rfc3339.h"
 #include "lib/ipc/endpoints.h"
 #include "lib/ipc/message.h"
 #include "lib/ipc/router_receive.h"
@@ -17,7 +18,6 @@
 #include "lib/pod/downward_api.h"
 #include "lib/pod/node_resources.h"
 #include "lib/pod/pod_flatbuffers.h"
-#include "lib/pod/rfc3339.h"
 #include "lib/pod/static_pod.h"
 #include "lib/service/cgroup_flags.h"
 #include "lib/service/container_log_flags.h"
@@ -51,7 +51,7 @@ status::PodIdentity IdentityOf(const pod::Pod& p) {
   if (id.creation_time_unix_s == 0) {
     auto seen = p.metadata.annotations.find(pod::kConfigSeenAnnotation);
     if (seen != p.metadata.annotations.end()) {
-      if (auto t = pod::ParseRfc3339(seen->second)) id.creation_time_unix_s = t->seconds;
+      if (auto t = ParseRfc3339(seen->second)) id.creation_time_unix_s = t->seconds;
     }
   }
   id.container_count = static_cast<uint32_t>(p.spec.containers.size());

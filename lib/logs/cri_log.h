@@ -38,10 +38,6 @@ struct CriLogLine {
 // Parses one line without its '\n'; false when it is not in CRI's format.
 bool ParseCriLogLine(std::string_view line, CriLogLine* out);
 
-// "2024-05-01T12:00:00.123456789Z" or with an offset ("+02:00"), to Unix nanoseconds (the one
-// parser, lib/common/rfc3339.h).
-using ::nodelet::ParseRfc3339Nanos;
-
 // A Go duration ("5s", "2m", "1h30m", "1.5h", "300ms", "0"), for --since: nodelet's one parser
 // (lib/common/duration.h), negative refused.
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "lib/pod/rfc3339.h"
+#include "lib/common/rfc3339.h"
 
 namespace nodelet::pod::manifest_internal {
 namespace {

@@ -27,9 +27,9 @@
 #include <string>
 #include <string_view>
 
+#include "lib/common/rfc3339.h"
 #include "lib/pod/manifest_parser.h"
 #include "lib/pod/pod.h"
-#include "lib/pod/rfc3339.h"
 
 namespace nodelet::pod {
 

@@ -13,10 +13,6 @@
 
 namespace nodelet::status {
 
-// "2024-05-01T12:00:00Z" (UTC, seconds), as metav1.Time serializes (the one formatter,
-// lib/common/rfc3339.h).
-using ::nodelet::FormatRfc3339;
-
 // v1 PodStatus.
 nlohmann::json PodStatusToJson(const PodStatus& status);
 

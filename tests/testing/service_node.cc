@@ -21,7 +21,7 @@ pod::Pod MakeStaticPod(const std::string& yaml, const std::string& file) {
   pod::StaticPodOrigin origin;
   origin.source = file;
   origin.node_name = "testnode";
-  origin.seen = pod::UnixTime{1700000000, 0};
+  origin.seen = UnixTime{1700000000, 0};
   auto r = pod::LoadStaticPods(yaml, origin);
   EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors[0].message);
   EXPECT_EQ(r.pods.size(), 1u);

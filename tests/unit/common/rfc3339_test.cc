@@ -1,13 +1,8 @@
 // nodelet's one RFC 3339 parser and formatter: whole seconds and nanoseconds, offsets, the
-// malformed and out-of-range texts refused, and the names lib/pod, lib/status and lib/logs keep
-// for it.
+// malformed and out-of-range texts refused.
 #include "lib/common/rfc3339.h"
 
 #include <gtest/gtest.h>
-
-#include "lib/logs/cri_log.h"
-#include "lib/pod/rfc3339.h"
-#include "lib/status/pod_status_json.h"
 
 namespace nodelet {
 namespace {
@@ -61,13 +56,6 @@ TEST(Rfc3339Test, NanosecondsHoldOnlyTheYears1678To2262) {
   EXPECT_EQ(ParseRfc3339Nanos("0001-01-01T00:00:00Z"), std::nullopt);
   EXPECT_EQ(ParseRfc3339Nanos("2300-01-01T00:00:00Z"), std::nullopt);
   EXPECT_EQ(ParseRfc3339Nanos("not a time"), std::nullopt);
-}
-
-TEST(Rfc3339Test, TheOlderNamesAreTheSameFunctions) {
-  EXPECT_EQ(&pod::ParseRfc3339, &ParseRfc3339);
-  EXPECT_EQ(&pod::FormatRfc3339Nano, &FormatRfc3339Nano);
-  EXPECT_EQ(&status::FormatRfc3339, &FormatRfc3339);
-  EXPECT_EQ(&logs::ParseRfc3339Nanos, &ParseRfc3339Nanos);
 }
 
 }  // namespace
