@@ -66,8 +66,9 @@ Status PlegdService::Start(const RuntimeFactory& factory) {
   snapshot_source_ = ctx.loop.AddSocket(snapshots_->raw(), [this] { HandleSnapshotRequests(); });
   engine_->Start();
   if (config_.runtime_events) {
+    // Its subscriptions are scheduled on plegd's loop; each event is posted to it by the engine.
     auto watcher =
-        cri::RuntimeEventWatcher::Create(config_.runtime_endpoint, "k8s.io",
+        cri::RuntimeEventWatcher::Create(ctx.loop, config_.runtime_endpoint, "k8s.io",
                                          [this](const std::string& id, const std::string& topic) {
                                            engine_->OnRuntimeEvent(id, topic);
                                          });

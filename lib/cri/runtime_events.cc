@@ -1,3 +1,5 @@
+// The runtime event watcher's stream reads (on its executor) and their scheduling on the owner's
+// loop (runtime_events.h).
 #include "lib/cri/runtime_events.h"
 
 #include <grpcpp/grpcpp.h>
@@ -38,7 +40,7 @@ struct RuntimeEventWatcher::Stubs {
 };
 
 Result<std::unique_ptr<RuntimeEventWatcher>> RuntimeEventWatcher::Create(
-    const std::string& endpoint, std::string ns, OnChange on_change) {
+    EventLoop& loop, const std::string& endpoint, std::string ns, OnChange on_change) {
   auto path = ParseCriEndpoint(endpoint);
   if (!path.ok()) return path.status();
   if (ns.empty()) return InvalidArgument("containerd namespace must not be empty");
@@ -46,23 +48,25 @@ Result<std::unique_ptr<RuntimeEventWatcher>> RuntimeEventWatcher::Create(
   if (channel == nullptr) {
     return Internal("endpoint '" + endpoint + "': cannot create a gRPC channel");
   }
-  return std::unique_ptr<RuntimeEventWatcher>(
-      new RuntimeEventWatcher(endpoint, std::move(ns), std::move(on_change), std::move(channel)));
+  return std::unique_ptr<RuntimeEventWatcher>(new RuntimeEventWatcher(
+      loop, endpoint, std::move(ns), std::move(on_change), std::move(channel)));
 }
 
-RuntimeEventWatcher::RuntimeEventWatcher(std::string endpoint, std::string ns, OnChange on_change,
-                                         std::shared_ptr<grpc::Channel> channel)
+RuntimeEventWatcher::RuntimeEventWatcher(EventLoop& loop, std::string endpoint, std::string ns,
+                                         OnChange on_change, std::shared_ptr<grpc::Channel> channel)
     : endpoint_(std::move(endpoint)),
       ns_(std::move(ns)),
       on_change_(std::move(on_change)),
       channel_(std::move(channel)),
-      stubs_(std::make_unique<Stubs>(channel_)) {}
+      stubs_(std::make_unique<Stubs>(channel_)),
+      backoff_timer_(loop.AddTimer([this] {
+        if (!stopping()) Subscribe(/*cri=*/true);
+      })),
+      executor_(loop, 1) {}
 
 RuntimeEventWatcher::~RuntimeEventWatcher() { Stop(); }
 
-void RuntimeEventWatcher::Start() {
-  thread_ = std::thread([this] { Loop(); });
-}
+void RuntimeEventWatcher::Start() { Subscribe(/*cri=*/true); }
 
 void RuntimeEventWatcher::Stop() {
   {
@@ -70,11 +74,72 @@ void RuntimeEventWatcher::Stop() {
     stopping_ = true;
     if (context_) context_->TryCancel();
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  // The job in flight sees the cancel (or stopping_, before it subscribes) and returns.
+  executor_.Stop();
 }
 
-grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, bool& any) {
+bool RuntimeEventWatcher::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
+}
+
+void RuntimeEventWatcher::Subscribe(bool cri) {
+  subscribed_ = true;
+  auto outcome = std::make_shared<Outcome>();
+  executor_.Submit(
+      [this, cri, after = last_error_, outcome] {
+        auto context = std::make_shared<grpc::ClientContext>();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (stopping_) return;
+          context_ = context;
+        }
+        source_ = cri ? Source::kCri : Source::kContainerd;
+        ++subscriptions_;
+        if (cri) ++cri_subscriptions_;
+        grpc::Status st = cri ? ReadCri(*context, after, outcome->any)
+                              : ReadContainerd(*context, after, outcome->any);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          context_.reset();
+        }
+        outcome->unimplemented = st.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+        outcome->why = st.ok() ? std::string("the stream ended") : st.error_message();
+      },
+      [this, cri, outcome] { Ended(cri, *outcome); });
+}
+
+void RuntimeEventWatcher::Ended(bool cri, const Outcome& outcome) {
+  subscribed_ = false;
+  if (stopping()) return;
+  auto log = GetLogger("plegd");
+  if (outcome.any) {
+    backoff_ = std::chrono::milliseconds(100);
+    last_error_.clear();
+  }
+  if (cri && !outcome.any && outcome.unimplemented) {
+    if (!told_fallback_) {
+      log->info(
+          "runtime events: {} answered CRI GetContainerEvents UNIMPLEMENTED; reading "
+          "containerd's event service (namespace {})",
+          endpoint_, ns_);
+      told_fallback_ = true;
+    }
+    Subscribe(/*cri=*/false);
+    return;
+  }
+  ++stream_errors_;
+  if (outcome.why != last_error_) {
+    log->warn("runtime events: {} stream ended ({}); relisting only until it is back",
+              cri ? "CRI's" : "containerd's", outcome.why);
+    last_error_ = outcome.why;
+  }
+  backoff_timer_.ArmAfter(backoff_);
+  backoff_ = std::min<std::chrono::milliseconds>(backoff_ * 2, std::chrono::seconds(5));
+}
+
+grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, const std::string& after,
+                                          bool& any) {
   auto reader = stubs_->runtime->GetContainerEvents(&context, v1::GetEventsRequest());
   // Whatever changed while there was no stream: one relist covers it. A runtime without this
   // stream says so only in its answer, after this; the fallback's subscription then asks for a
@@ -87,21 +152,22 @@ grpc::Status RuntimeEventWatcher::ReadCri(grpc::ClientContext& context, bool& an
       GetLogger("plegd")->info("runtime events: reading CRI GetContainerEvents of {}", endpoint_);
       told_cri_ = true;
     }
-    FirstEvent(any);
+    FirstEvent(after, any);
     ++events_;
     on_change_(event.container_id(), TopicOfCriEvent(event.container_event_type()));
   }
   return reader->Finish();
 }
 
-grpc::Status RuntimeEventWatcher::ReadContainerd(grpc::ClientContext& context, bool& any) {
+grpc::Status RuntimeEventWatcher::ReadContainerd(grpc::ClientContext& context,
+                                                 const std::string& after, bool& any) {
   events::SubscribeRequest request;
   request.add_filters("namespace==" + ns_);
   auto reader = stubs_->events->Subscribe(&context, request);
   on_change_("", "");
   events::Envelope envelope;
   while (reader->Read(&envelope)) {
-    FirstEvent(any);
+    FirstEvent(after, any);
     if (envelope.namespace_() != ns_ || !TopicChangesRuntime(envelope.topic())) continue;
     auto id = EventContainerId(envelope.topic(), envelope.event().value());
     if (!id) continue;  // an exec's exit
@@ -112,57 +178,11 @@ grpc::Status RuntimeEventWatcher::ReadContainerd(grpc::ClientContext& context, b
   return reader->Finish();
 }
 
-void RuntimeEventWatcher::FirstEvent(bool& any) {
+void RuntimeEventWatcher::FirstEvent(const std::string& after, bool& any) {
   if (any) return;
   any = true;
-  if (!last_error_.empty()) {
-    GetLogger("plegd")->info("runtime events: subscribed again after: {}", last_error_);
-    last_error_.clear();
-  }
-}
-
-void RuntimeEventWatcher::Loop() {
-  auto log = GetLogger("plegd");
-  std::chrono::milliseconds backoff{100};
-  bool cri = true;  // ask CRI's stream first
-  bool told_fallback = false;
-  while (true) {
-    auto context = std::make_shared<grpc::ClientContext>();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      context_ = context;
-    }
-    source_ = cri ? Source::kCri : Source::kContainerd;
-    ++subscriptions_;
-    if (cri) ++cri_subscriptions_;
-    bool any = false;
-    grpc::Status st = cri ? ReadCri(*context, any) : ReadContainerd(*context, any);
-    std::unique_lock<std::mutex> lock(mu_);
-    context_.reset();
-    if (stopping_) return;
-    if (any) backoff = std::chrono::milliseconds(100);
-    if (cri && !any && st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      if (!told_fallback) {
-        log->info(
-            "runtime events: {} answered CRI GetContainerEvents UNIMPLEMENTED; reading "
-            "containerd's event service (namespace {})",
-            endpoint_, ns_);
-        told_fallback = true;
-      }
-      cri = false;
-      continue;
-    }
-    ++stream_errors_;
-    const std::string why = st.ok() ? std::string("the stream ended") : st.error_message();
-    if (why != last_error_) {
-      log->warn("runtime events: {} stream ended ({}); relisting only until it is back",
-                cri ? "CRI's" : "containerd's", why);
-      last_error_ = why;
-    }
-    cri = true;
-    cv_.wait_for(lock, backoff, [this] { return stopping_; });
-    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+  if (!after.empty()) {
+    GetLogger("plegd")->info("runtime events: subscribed again after: {}", after);
   }
 }
 

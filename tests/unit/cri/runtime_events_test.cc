@@ -2,6 +2,8 @@
 // GetContainerEvents (containerd 1.7+), whose stream is read and whose event types become
 // containerd topics; one that answers it UNIMPLEMENTED (containerd 1.6), where containerd's own
 // event service is read instead; and a cut stream, subscribed again with a relist asked for.
+// Those run the watcher's loop on a thread of the test on the real clock; the back-off between
+// subscriptions is tested on a FakeClock, the loop turned by the test.
 #include "lib/cri/runtime_events.h"
 
 #include <grpcpp/grpcpp.h>
@@ -10,12 +12,17 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "lib/common/clock.h"
 #include "lib/cri/api.grpc.pb.h"
 #include "lib/cri/containerd_events.grpc.pb.h"
+#include "lib/service/event_loop.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/testing/harness.h"
+#include "tests/testing/turn_loop.h"
 
 namespace nodelet::cri {
 namespace {
@@ -186,17 +193,31 @@ std::string ExitOf(const std::string& container, const std::string& process) {
   return e.SerializeAsString();
 }
 
+// The watcher on a loop that a thread of the test runs on the real clock, from Watch() until
+// the test ends; the watcher is destroyed once that thread is joined.
 class RuntimeEventWatcherTest : public ::testing::Test {
  protected:
-  std::unique_ptr<RuntimeEventWatcher> Watch() {
-    auto w = RuntimeEventWatcher::Create("unix://" + dir_.Sub("cri.sock"), "k8s.io",
+  ~RuntimeEventWatcherTest() override {
+    if (loop_thread_.joinable()) {
+      loop_.Post([this] { loop_.Stop(); });
+      loop_thread_.join();
+    }
+    watcher_.reset();
+  }
+  RuntimeEventWatcher* Watch() {
+    auto w = RuntimeEventWatcher::Create(loop_, "unix://" + dir_.Sub("cri.sock"), "k8s.io",
                                          changes_.Callback());
     EXPECT_TRUE(w.ok()) << w.status().ToString();
-    (*w)->Start();
-    return std::move(w).value();
+    watcher_ = std::move(w).value();
+    watcher_->Start();
+    loop_thread_ = std::thread([this] { EXPECT_TRUE(loop_.Run().ok()); });
+    return watcher_.get();
   }
   nodelet::testing::TempDir dir_;
   Changes changes_;
+  EventLoop loop_{RealClock::Get()};
+  std::unique_ptr<RuntimeEventWatcher> watcher_;
+  std::thread loop_thread_;
 };
 
 TEST(RuntimeEventTopicTest, EachCriEventTypeGetsTheContainerdTopicThatMeansTheSame) {
@@ -291,6 +312,111 @@ TEST_F(RuntimeEventWatcherTest, WaitsForARuntimeThatIsNotThereYet) {
   EXPECT_EQ(changes_.WaitEvents(want.size()), want);
   EXPECT_EQ(watcher->source(), RuntimeEventWatcher::Source::kCri);
   watcher->Stop();
+}
+
+// The watcher on a FakeClock, its loop turned by the test: the time between two subscriptions
+// is the fake clock's, so a back-off is seen to hold and then to pass without waiting for it.
+// The streams' ends are real gRPC and are waited for (with a deadline).
+class RuntimeEventBackoffTest : public ::testing::Test {
+ protected:
+  RuntimeEventWatcher& Watch() {
+    auto w = RuntimeEventWatcher::Create(loop_, "unix://" + dir_.Sub("cri.sock"), "k8s.io",
+                                         changes_.Callback());
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    watcher_ = std::move(w).value();
+    watcher_->Start();
+    return *watcher_;
+  }
+  // Turns the loop (the fake clock still) until `done`.
+  bool Turn(const std::function<bool()>& done) {
+    return nodelet::testing::TurnLoopUntil(loop_, done, [] { return false; });
+  }
+  // Waits for the stream in progress to end and its end to be handled: the back-off is armed.
+  bool WaitEnded() {
+    return Turn([this] { return !watcher_->subscribed(); });
+  }
+  // Moves the fake clock by `d` and runs what became due: whether a subscription began.
+  bool SubscribesAfter(Duration d) {
+    clock_.Advance(d);
+    for (int i = 0; i < 3; ++i) {
+      if (!loop_.RunOnce(milliseconds(0)).ok()) return false;
+    }
+    return watcher_->subscribed();
+  }
+  nodelet::testing::TempDir dir_;
+  Changes changes_;
+  nodelet::testing::FakeClock clock_;
+  EventLoop loop_{clock_};
+  std::unique_ptr<RuntimeEventWatcher> watcher_;
+};
+
+TEST_F(RuntimeEventBackoffTest, TheBackOffDoublesAndAnEventResetsIt) {
+  EventedRuntime runtime;
+  ContainerdEvents containerd;
+  Server server(dir_.Sub("cri.sock"), &runtime, &containerd);
+  RuntimeEventWatcher& watcher = Watch();
+  ASSERT_TRUE(runtime.stream.WaitStreams(1));
+
+  // The first end: 100 ms before the next subscription, not a tick less.
+  runtime.stream.Cut();
+  ASSERT_TRUE(WaitEnded());
+  EXPECT_EQ(watcher.stream_errors(), 1u);
+  EXPECT_FALSE(SubscribesAfter(milliseconds(99)));
+  EXPECT_EQ(runtime.stream.streams(), 1);
+  EXPECT_TRUE(SubscribesAfter(milliseconds(1)));
+  ASSERT_TRUE(runtime.stream.WaitStreams(2));
+  EXPECT_EQ(changes_.WaitRelists(2), 2u);
+
+  // A second end with no event between: 200 ms.
+  runtime.stream.Cut();
+  ASSERT_TRUE(WaitEnded());
+  EXPECT_FALSE(SubscribesAfter(milliseconds(199)));
+  EXPECT_TRUE(SubscribesAfter(milliseconds(1)));
+  ASSERT_TRUE(runtime.stream.WaitStreams(3));
+
+  // An event, then an end: back to 100 ms.
+  runtime.stream.Push(CriEvent("c5", v1::CONTAINER_STARTED_EVENT));
+  const std::vector<Change> want = {{"c5", "/tasks/start"}};
+  EXPECT_EQ(changes_.WaitEvents(want.size()), want);
+  runtime.stream.Cut();
+  ASSERT_TRUE(WaitEnded());
+  EXPECT_FALSE(SubscribesAfter(milliseconds(99)));
+  EXPECT_TRUE(SubscribesAfter(milliseconds(1)));
+  ASSERT_TRUE(runtime.stream.WaitStreams(4));
+  EXPECT_EQ(watcher.stream_errors(), 3u);
+  EXPECT_EQ(watcher.cri_subscriptions(), 4u);
+
+  // Stopped with a stream open: it returns at once (no real-time wait for the server), and
+  // nothing is subscribed after, however far the clock moves.
+  const auto before = std::chrono::steady_clock::now();
+  watcher.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+  clock_.Advance(std::chrono::seconds(10));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(loop_.RunOnce(milliseconds(10)).ok());
+  EXPECT_EQ(watcher.subscriptions(), 4u);
+  EXPECT_EQ(watcher.stream_errors(), 3u) << "the cancelled stream's end was handled";
+  EXPECT_EQ(runtime.stream.streams(), 4);
+}
+
+TEST_F(RuntimeEventBackoffTest, TheSwitchToContainerdsStreamHasNoBackOff) {
+  PlainRuntime runtime;
+  ContainerdEvents containerd;
+  Server server(dir_.Sub("cri.sock"), &runtime, &containerd);
+  RuntimeEventWatcher& watcher = Watch();
+  // The fake clock never moves: only the loop's turns take CRI's answer to the next stream.
+  ASSERT_TRUE(Turn([&] { return containerd.stream.streams() == 1; }));
+  EXPECT_EQ(watcher.source(), RuntimeEventWatcher::Source::kContainerd);
+  EXPECT_EQ(watcher.stream_errors(), 0u);
+
+  // containerd's stream ends: CRI's is asked first again, after the back-off.
+  containerd.stream.Cut();
+  ASSERT_TRUE(Turn([&] { return watcher.stream_errors() == 1 && !watcher.subscribed(); }));
+  EXPECT_EQ(watcher.cri_subscriptions(), 1u);
+  EXPECT_FALSE(SubscribesAfter(milliseconds(99)));
+  EXPECT_TRUE(SubscribesAfter(milliseconds(1)));
+  ASSERT_TRUE(Turn([&] { return containerd.stream.streams() == 2; }));
+  EXPECT_EQ(watcher.cri_subscriptions(), 2u);
+  watcher.Stop();
 }
 
 }  // namespace
