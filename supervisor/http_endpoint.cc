@@ -159,12 +159,13 @@ HttpReply HttpEndpoint::ContainerLogs(const HttpRequest& request) {
   return reply;
 }
 
-HttpEndpoint::HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir,
+HttpEndpoint::HttpEndpoint(ipc::Context& ctx, EventLoop& loop, std::string run_dir,
                            std::string address, const NodeView* node,
                            HttpServerOptions server_options, std::string log_dir,
                            UsageSampler* usage)
     : ctx_(ctx),
-      clock_(clock),
+      loop_(loop),
+      clock_(loop.clock()),
       run_dir_(std::move(run_dir)),
       address_(std::move(address)),
       node_(node),
@@ -177,16 +178,15 @@ HttpEndpoint::~HttpEndpoint() {
   if (!address_file_.empty()) unlink(address_file_.c_str());
 }
 
-void HttpEndpoint::SetSnapshotSource(EventLoop& loop, std::function<HttpSnapshot()> take) {
-  loop_ = &loop;
+void HttpEndpoint::SetSnapshotSource(std::function<HttpSnapshot()> take) {
   take_ = std::move(take);
 }
 
 HttpSnapshot HttpEndpoint::Snapshot() {
-  if (loop_ != nullptr) {
+  if (take_) {
     auto promise = std::make_shared<std::promise<HttpSnapshot>>();
     std::future<HttpSnapshot> taken = promise->get_future();
-    loop_->Post([promise, take = take_] { promise->set_value(take()); });
+    loop_.Post([promise, take = take_] { promise->set_value(take()); });
     if (taken.wait_for(kSnapshotWait) == std::future_status::ready) {
       HttpSnapshot snapshot = taken.get();
       std::lock_guard<std::mutex> lock(mu_);
@@ -206,7 +206,7 @@ Status HttpEndpoint::Start() {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   const int port = std::atoi(address_.c_str() + colon + 1);
-  server_ = std::make_unique<HttpServer>(clock_, server_options_);
+  server_ = std::make_unique<HttpServer>(loop_, server_options_);
   auto snapshot = [this] { return Snapshot(); };
   // On the server's urgent lane: never queued behind /pods or a slow client.
   server_->GetUrgent("/healthz", [snapshot] {

@@ -11,10 +11,12 @@
 // /stats/summary, taken when asked and shared by the requests that come meanwhile; the bound
 // address is written to RUN-DIR/http-address for `nodeletctl top`.
 //
-// It is served by HttpServer (http_server.h: an event thread, a pool of 4 workers, deadlines
-// per request, per write and in the queue, caps on connections in all and per peer, and
-// /healthz on a lane of its own, so idle or slow clients cannot hold /healthz back); the
-// supervisor's loop hands it a snapshot after each iteration.
+// It is served by HttpServer (http_server.h: connections accepted and their heads read on the
+// supervisor's loop, a pool of 4 workers, deadlines per request, per write and in the queue,
+// caps on connections in all and per peer, and /healthz on a lane of its own, so idle or slow
+// clients cannot hold /healthz back); the supervisor's loop takes the services' snapshot when a
+// request asks for it. Construct, Start and destroy it on the loop's thread (or while no thread
+// runs the loop).
 #pragma once
 
 #include <chrono>
@@ -42,7 +44,8 @@ inline constexpr std::chrono::milliseconds kSnapshotWait{2000};
 
 class HttpEndpoint {
  public:
-  HttpEndpoint(ipc::Context& ctx, const Clock& clock, std::string run_dir, std::string address,
+  // Serves on `loop`, the supervisor's, whose clock it uses.
+  HttpEndpoint(ipc::Context& ctx, EventLoop& loop, std::string run_dir, std::string address,
                const NodeView* node = nullptr, HttpServerOptions server_options = {},
                std::string log_dir = "", UsageSampler* usage = nullptr);
   ~HttpEndpoint();
@@ -50,9 +53,10 @@ class HttpEndpoint {
   Status Start();
   // /containerLogs/NAMESPACE/POD/CONTAINER (exposed for tests).
   HttpReply ContainerLogs(const HttpRequest& request);
-  // Where /healthz and /metrics get the services' state: `take` runs on `loop`'s thread (posted
-  // there when a request comes), so nothing is copied while nobody asks. Set before Start.
-  void SetSnapshotSource(EventLoop& loop, std::function<HttpSnapshot()> take);
+  // Where /healthz and /metrics get the services' state: `take` runs on the loop's thread
+  // (posted there when a request comes), so nothing is copied while nobody asks. Set before
+  // Start.
+  void SetSnapshotSource(std::function<HttpSnapshot()> take);
   int port() const { return port_; }
 
  private:
@@ -63,6 +67,7 @@ class HttpEndpoint {
   HttpSnapshot Snapshot();
 
   ipc::Context& ctx_;
+  EventLoop& loop_;
   const Clock& clock_;
   std::string run_dir_;
   std::string address_;
@@ -71,8 +76,7 @@ class HttpEndpoint {
   UsageSampler* usage_ = nullptr;  // null: no /stats/summary nor usage metrics
   std::string address_file_;       // RUN-DIR/http-address, once written
   int port_ = 0;
-  EventLoop* loop_ = nullptr;
-  std::function<HttpSnapshot()> take_;
+  std::function<HttpSnapshot()> take_;  // empty: no snapshot source
   std::mutex mu_;
   HttpSnapshot last_;  // the last snapshot taken
   HttpServerOptions server_options_;

@@ -1,7 +1,21 @@
-// The request head's parsing for the supervisor's HTTP endpoint (http_request.h).
+// The request head's parsing for the supervisor's HTTP endpoint (http_request.h): Beast's
+// request parser behind RequestHeadParser, and the query's decoding.
 #include "supervisor/http_request.h"
 
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <utility>
+
 namespace nodelet::supervisor {
+
+namespace http = boost::beast::http;
+
+struct RequestHeadParser::Beast {
+  http::request_parser<http::empty_body> parser;
+};
+
 namespace {
 
 int HexDigitValue(char c) {
@@ -29,28 +43,57 @@ std::string UnescapeQueryPart(std::string_view s) {
 
 }  // namespace
 
-size_t RequestHeadLength(std::string_view received) {
-  size_t end = received.find("\r\n\r\n");
-  if (end == std::string_view::npos) end = received.find("\n\n");
-  return end;
+RequestHeadParser::RequestHeadParser() : beast_(std::make_unique<Beast>()) {
+  beast_->parser.header_limit(static_cast<std::uint32_t>(kMaxRequestHeadBytes));
+  beast_->parser.eager(false);  // the head only: a body is never read
 }
 
-RequestLine ParseRequestLine(std::string_view head) {
-  RequestLine out;
-  std::string_view line = head.substr(0, head.find_first_of("\r\n"));
-  const size_t sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos) return out;
-  const size_t sp2 = line.find(' ', sp1 + 1);
-  out.method = std::string(line.substr(0, sp1));
-  std::string_view target =
-      line.substr(sp1 + 1, sp2 == std::string_view::npos ? std::string_view::npos : sp2 - sp1 - 1);
+RequestHeadParser::~RequestHeadParser() = default;
+
+HeadStatus RequestHeadParser::Feed(std::string_view received) {
+  if (status_ != HeadStatus::kIncomplete || received.size() <= consumed_) return status_;
+  // Beast takes the request line as soon as it is whole (those bytes are consumed), the headers
+  // only once the blank line has come.
+  boost::beast::error_code ec;
+  const std::string_view rest = received.substr(consumed_);
+  consumed_ += beast_->parser.put(boost::asio::const_buffer(rest.data(), rest.size()), ec);
+  if (ec == http::error::need_more) {
+    if (received.size() >= kMaxRequestHeadBytes) return Finish(HeadStatus::kTooLarge);
+    // Beast ends lines at CRLF only: a client that ends them with bare newlines would wait for
+    // the request deadline. A valid head never holds "\n\n".
+    const size_t from = scanned_ == 0 ? 0 : scanned_ - 1;
+    scanned_ = received.size();
+    if (received.find("\n\n", from) != std::string_view::npos) return Finish(HeadStatus::kBad);
+    return status_;
+  }
+  if (ec == http::error::header_limit || consumed_ > kMaxRequestHeadBytes) {
+    return Finish(HeadStatus::kTooLarge);
+  }
+  if (ec || !beast_->parser.is_header_done()) return Finish(HeadStatus::kBad);
+  const auto& head = beast_->parser.get();
+  const std::string_view method(head.method_string().data(), head.method_string().size());
+  std::string_view target(head.target().data(), head.target().size());
+  line_.method = std::string(method);
   if (size_t q = target.find('?'); q != std::string_view::npos) {
-    out.query = std::string(target.substr(q + 1));
+    line_.query = std::string(target.substr(q + 1));
     target = target.substr(0, q);
   }
-  out.path = std::string(target);
-  out.http10 = sp2 != std::string_view::npos && line.substr(sp2 + 1, 8) == "HTTP/1.0";
-  return out;
+  line_.path = std::string(target);
+  line_.http10 = head.version() == 10;
+  return Finish(HeadStatus::kComplete);
+}
+
+HeadStatus RequestHeadParser::Finish(HeadStatus status) {
+  status_ = status;
+  beast_.reset();  // the parser's copy of the head is not needed any more
+  return status_;
+}
+
+HeadStatus ParseRequestHead(std::string_view received, RequestLine* line) {
+  RequestHeadParser parser;
+  const HeadStatus status = parser.Feed(received);
+  if (status == HeadStatus::kComplete && line != nullptr) *line = parser.line();
+  return status;
 }
 
 std::map<std::string, std::string> ParseQuery(std::string_view query) {

@@ -4,7 +4,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 
 #include "lib/common/logging.h"
 #include "lib/common/utf8.h"
-#include "supervisor/http_request.h"
 
 namespace nodelet::supervisor {
 namespace {
@@ -122,8 +120,8 @@ class ChunkedStream : public HttpStream {
 
 }  // namespace
 
-HttpServer::HttpServer(const Clock& clock, HttpServerOptions options)
-    : clock_(clock), options_(options) {}
+HttpServer::HttpServer(EventLoop& loop, HttpServerOptions options)
+    : loop_(loop), clock_(loop.clock()), options_(options) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -225,9 +223,7 @@ Result<int> HttpServer::Listen(const std::string& host, int port) {
   int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   listen_fd_ = fd;
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return ErrnoStatus("eventfd", errno);
-  event_thread_ = std::thread([this] { EventLoop(); });
+  listening_ = loop_.AddFd(listen_fd_, [this] { OnAccept(); });
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers_.emplace_back([this] { WorkerLoop(false); });
   }
@@ -237,16 +233,13 @@ Result<int> HttpServer::Listen(const std::string& host, int port) {
 
 void HttpServer::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_fd_ >= 0) {
-    uint64_t v = 1;
-    (void)!write(wake_fd_, &v, sizeof v);
-  }
+  listening_.Reset();
+  while (!conns_.empty()) DropConn(conns_.begin()->first, true);
   {
     std::lock_guard<std::mutex> lock(mu_);  // no worker is between its check and its wait
   }
   cv_.notify_all();
   urgent_cv_.notify_all();
-  if (event_thread_.joinable()) event_thread_.join();
   for (auto& t : workers_) t.join();
   workers_.clear();
   ReapStreams(true);
@@ -255,8 +248,7 @@ void HttpServer::Stop() {
     queue->clear();
   }
   if (listen_fd_ >= 0) close(listen_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
-  listen_fd_ = wake_fd_ = -1;
+  listen_fd_ = -1;
 }
 
 void HttpServer::CloseConn(int fd) {
@@ -272,104 +264,98 @@ void HttpServer::CloseConn(int fd) {
   --open_;
 }
 
-void HttpServer::EventLoop() {
-  std::map<int, Conn> conns;
-  std::vector<pollfd> fds;
-  while (!stopping_) {
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
-    MonoTime now = clock_.Now();
-    auto next = now + std::chrono::seconds(1);
-    for (const auto& [fd, c] : conns) {
-      fds.push_back({fd, POLLIN, 0});
-      next = std::min(next, c.deadline);
-    }
-    int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
-    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
-    if (stopping_) break;
-    // New connections: accept all that wait; one over a cap (all peers', or its peer's) is
-    // closed at once.
-    if (fds[1].revents & POLLIN) {
-      for (;;) {
-        sockaddr_storage addr{};
-        socklen_t len = sizeof addr;
-        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        const std::string peer = PeerKey(addr);
-        bool admitted = open_.load() < options_.max_connections;
-        if (admitted) {
-          std::lock_guard<std::mutex> lock(peers_mu_);
-          size_t& mine = per_peer_[peer];
-          admitted = mine < options_.max_connections_per_peer;
-          if (admitted) {
-            ++mine;
-            peer_of_[fd] = peer;
-            ++open_;
-          } else if (mine == 0) {
-            per_peer_.erase(peer);
-          }
-        }
-        if (!admitted) {
-          ++refused_;  // before the close, which whoever watches the peer sees at once
-          close(fd);
-          continue;
-        }
-        conns[fd] = Conn{fd, "", clock_.Now() + options_.request_deadline};
+// New connections: accept all that wait; one over a cap (all peers', or its peer's) is closed at
+// once.
+void HttpServer::OnAccept() {
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd =
+        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    const std::string peer = PeerKey(addr);
+    bool admitted = open_.load() < options_.max_connections;
+    if (admitted) {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      size_t& mine = per_peer_[peer];
+      admitted = mine < options_.max_connections_per_peer;
+      if (admitted) {
+        ++mine;
+        peer_of_[fd] = peer;
+        ++open_;
+      } else if (mine == 0) {
+        per_peer_.erase(peer);
       }
     }
-    for (size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      auto it = conns.find(fds[i].fd);
-      if (it == conns.end()) continue;
-      Conn& c = it->second;
-      char buf[4096];
-      ssize_t n = recv(c.fd, buf, sizeof buf, 0);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) {  // EOF or error before a complete request
-        CloseConn(c.fd);
-        conns.erase(it);
-        continue;
-      }
-      c.head.append(buf, static_cast<size_t>(n));
-      if (RequestHeadLength(c.head) == std::string::npos) {
-        if (c.head.size() > kMaxRequestHeadBytes) {
-          CloseConn(c.fd);
-          conns.erase(it);
-        }
-        continue;
-      }
-      RequestLine line = ParseRequestLine(c.head);
-      Job job;
-      job.fd = c.fd;
-      job.method = std::move(line.method);
-      job.path = std::move(line.path);
-      job.query = std::move(line.query);
-      job.http10 = line.http10;
-      conns.erase(it);
-      job.queued = clock_.Now();
-      const bool urgent = urgent_paths_.count(job.path) != 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        (urgent ? urgent_jobs_ : jobs_).push_back(std::move(job));
-      }
-      (urgent ? urgent_cv_ : cv_).notify_one();
+    if (!admitted) {
+      ++refused_;  // before the close, which whoever watches the peer sees at once
+      close(fd);
+      continue;
     }
-    // Requests that did not arrive whole in time.
-    now = clock_.Now();
-    for (auto it = conns.begin(); it != conns.end();) {
-      if (it->second.deadline <= now) {
-        ++timed_out_;
-        CloseConn(it->first);
-        it = conns.erase(it);
-      } else {
-        ++it;
-      }
+    auto conn = std::make_unique<Conn>();
+    conn->readable = loop_.AddFd(fd, [this, fd] { OnReadable(fd); });
+    conn->deadline = loop_.AddTimer([this, fd] { OnDeadline(fd); });
+    conn->deadline.ArmAfter(options_.request_deadline);
+    conns_[fd] = std::move(conn);
+  }
+}
+
+void HttpServer::OnReadable(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  char buf[4096];
+  ssize_t n = recv(fd, buf, sizeof buf, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) {  // EOF or error before a complete request
+    DropConn(fd, true);
+    return;
+  }
+  c.head.append(buf, static_cast<size_t>(n));
+  switch (c.parser.Feed(c.head)) {
+    case HeadStatus::kIncomplete:
+      return;
+    case HeadStatus::kTooLarge:
+      DropConn(fd, true);
+      return;
+    case HeadStatus::kBad:  // an empty method: the worker answers 400
+      DropConn(fd, false);
+      Enqueue(fd, RequestLine{});
+      return;
+    case HeadStatus::kComplete: {
+      const RequestLine line = c.parser.line();
+      DropConn(fd, false);  // `c` is gone
+      Enqueue(fd, line);
+      return;
     }
   }
-  for (auto& [fd, _] : conns) CloseConn(fd);
+}
+
+// A request that did not arrive whole in time.
+void HttpServer::OnDeadline(int fd) {
+  ++timed_out_;
+  DropConn(fd, true);
+}
+
+void HttpServer::DropConn(int fd, bool close) {
+  conns_.erase(fd);  // its reader and timer leave the loop
+  if (close) CloseConn(fd);
+}
+
+void HttpServer::Enqueue(int fd, const RequestLine& line) {
+  Job job;
+  job.fd = fd;
+  job.method = line.method;
+  job.path = line.path;
+  job.query = line.query;
+  job.http10 = line.http10;
+  job.queued = clock_.Now();
+  const bool urgent = urgent_paths_.count(job.path) != 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    (urgent ? urgent_jobs_ : jobs_).push_back(std::move(job));
+  }
+  (urgent ? urgent_cv_ : cv_).notify_one();
 }
 
 void HttpServer::WorkerLoop(bool urgent) {

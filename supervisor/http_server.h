@@ -1,15 +1,19 @@
 // HttpServer: the small HTTP/1.1 server behind the supervisor's endpoint (/healthz, /metrics,
 // /pods, /node). Anyone who can reach the port is a client, so no client can take the server
 // from the others:
-//   - one event thread accepts (accept4, CLOEXEC) and reads every connection's request head
-//     without blocking; a connection costs an fd, not a thread, until its request is complete;
+//   - the process's EventLoop accepts (accept4, CLOEXEC) and reads every connection's request
+//     head without blocking, on the loop's thread: the listening socket and each connection's
+//     fd are sources of the loop, and Beast's parser reads the head (http_request.h); a
+//     connection costs an fd, not a thread, until its request is complete;
 //   - each request must arrive whole (request line and headers, at most kMaxRequestHeadBytes)
-//     within `request_deadline` of the accept, or the connection is closed;
+//     within `request_deadline` of the accept, or the connection is closed (a loop timer per
+//     connection);
 //   - at most `max_connections` are open, and at most `max_connections_per_peer` from one
 //     peer address; one over either cap is closed at once (counted in refused());
-//   - complete requests go to a small pool of `workers`, which run the handler and write the
-//     response under `write_deadline` (a client that does not read is closed when it passes;
-//     the response is one string, never more); every response closes its connection;
+//   - complete requests leave the loop and go to a small pool of `workers`, which run the
+//     handler and write the response under `write_deadline` (a client that does not read is
+//     closed when it passes; the response is one string, never more); every response closes
+//     its connection; a head that is not HTTP/1.x is answered 400 there;
 //   - a request that waited in the queue longer than `queue_deadline` is answered 503 without
 //     running its handler (counted in expired()): a backlog drains at once instead of serving
 //     answers nobody waits for any more;
@@ -22,6 +26,12 @@
 //     until the connection closes.
 // Only GET and HEAD are served. Handlers are found by the exact path, else by the longest
 // registered prefix (GetPrefix); the query string is split into parameters.
+//
+// Threads: Get*, Listen and Stop (and the destructor) are called on the loop's thread, or while
+// no thread runs the loop (before Run, or after it returned); the handlers run on the workers,
+// the urgent lane and the stream threads; the counters may be read from any thread. Stop joins
+// the workers: a handler that waits for the loop (a snapshot posted to it) waits in vain while
+// Stop runs on the loop's thread, so such a handler must wait with a time limit.
 #pragma once
 
 #include <atomic>
@@ -40,10 +50,10 @@
 
 #include "lib/common/clock.h"
 #include "lib/common/status.h"
+#include "lib/service/event_loop.h"
+#include "supervisor/http_request.h"
 
 namespace nodelet::supervisor {
-
-inline constexpr size_t kMaxRequestHeadBytes = 16 * 1024;
 
 struct HttpServerOptions {
   int workers = 4;
@@ -88,8 +98,9 @@ class HttpServer {
  public:
   using Handler = std::function<HttpReply()>;
   using RequestHandler = std::function<HttpReply(const HttpRequest&)>;
-  // `clock` measures the request and write deadlines.
-  explicit HttpServer(const Clock& clock, HttpServerOptions options = {});
+  // Serves on `loop` (which must outlive the server); the loop's clock measures the request,
+  // queue and write deadlines.
+  explicit HttpServer(EventLoop& loop, HttpServerOptions options = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -102,8 +113,11 @@ class HttpServer {
   // Before Listen: as Get, served on the urgent lane (a thread of its own). For handlers that
   // answer quickly and small (/healthz): a slow one would hold the lane.
   void GetUrgent(const std::string& path, Handler handler);
-  // Binds HOST:PORT (port 0: any free port) and starts the threads; returns the port.
+  // Binds HOST:PORT (port 0: any free port), adds the socket to the loop and starts the
+  // workers; returns the port.
   Result<int> Listen(const std::string& host, int port);
+  // Closes the socket and every connection, answers nothing more, ends the streams and joins
+  // every thread; the second call does nothing.
   void Stop();
 
   // For tests and metrics.
@@ -118,10 +132,12 @@ class HttpServer {
   size_t active_streams() const;
 
  private:
+  // A connection whose head is being read, on the loop's thread.
   struct Conn {
-    int fd = -1;
     std::string head;
-    MonoTime deadline;
+    RequestHeadParser parser;
+    EventLoop::Handle readable;
+    EventLoop::Timer deadline;
   };
   struct Job {
     int fd = -1;
@@ -133,7 +149,15 @@ class HttpServer {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  void EventLoop();
+  // The loop's callbacks: the listening socket is readable; connection `fd` is; its request
+  // deadline passed.
+  void OnAccept();
+  void OnReadable(int fd);
+  void OnDeadline(int fd);
+  // Removes `fd` from the loop; `close`: closes it too (CloseConn).
+  void DropConn(int fd, bool close);
+  // Hands a connection whose head was read to the workers.
+  void Enqueue(int fd, const RequestLine& line);
   // `urgent`: the lane of GetUrgent's paths, else the pool of `workers`.
   void WorkerLoop(bool urgent);
   void Serve(const Job& job);
@@ -146,13 +170,15 @@ class HttpServer {
   bool StartStream(int fd, bool http10, bool head, HttpReply reply);
   void ReapStreams(bool all);
 
+  EventLoop& loop_;
   const Clock& clock_;
   HttpServerOptions options_;
   std::map<std::string, Handler> handlers_;
   std::set<std::string> urgent_paths_;  // their handlers are in handlers_
   std::map<std::string, RequestHandler> prefix_handlers_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;
+  EventLoop::Handle listening_;
+  std::map<int, std::unique_ptr<Conn>> conns_;  // on the loop's thread
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> refused_{0}, timed_out_{0}, expired_{0};
@@ -164,7 +190,6 @@ class HttpServer {
   mutable std::mutex mu_;
   std::condition_variable cv_, urgent_cv_;
   std::deque<Job> jobs_, urgent_jobs_;
-  std::thread event_thread_;
   std::vector<std::thread> workers_;
   mutable std::mutex streams_mu_;
   std::vector<StreamThread> streams_;

@@ -203,9 +203,9 @@ Status Supervisor::Impl::Setup() {
 
   if (!options_.http_address.empty()) {
     http_ = std::make_unique<HttpEndpoint>(
-        *ctx_, clock_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
+        *ctx_, loop_, c.run_dir, options_.http_address, node_.get(), HttpServerOptions{},
         options_.enable_debugging_handlers ? c.log_dir : "", usage_.get());
-    http_->SetSnapshotSource(loop_, [this] { return HttpSnapshotNow(); });
+    http_->SetSnapshotSource([this] { return HttpSnapshotNow(); });
     // Not fatal: the node keeps running its pods without the endpoint.
     if (Status s = http_->Start(); !s.ok()) {
       log_->error("HTTP endpoint disabled: {}", s.message());

@@ -1,6 +1,7 @@
 // HttpServer: no client can take the endpoint from the others. Idle connections cost an fd and
 // are closed at the request deadline, connections over the cap are closed at once, and a slow
-// handler holds one worker, not the server.
+// handler holds one worker, not the server. The server's loop runs on a thread of the test
+// (TestServer), or is turned by the test on a fake clock.
 #include "supervisor/http_server.h"
 
 #include <arpa/inet.h>
@@ -12,19 +13,52 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "lib/service/event_loop.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/testing/turn_loop.h"
 
 namespace nodelet::supervisor {
 namespace {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
+
+// A server on a loop of its own, which runs on a thread of the test from Listen on. Its
+// destructor stops the loop first, so the server stops where no thread runs the loop.
+struct TestServer {
+  explicit TestServer(const Clock& clock, HttpServerOptions options = {})
+      : loop(clock), server(loop, options) {}
+  ~TestServer() { StopLoop(); }
+  Result<int> Listen() {
+    auto port = server.Listen("127.0.0.1", 0);
+    if (port.ok()) thread = std::thread([this] { (void)loop.Run(); });
+    return port;
+  }
+  // Stops the server on the loop's thread; returns when it has stopped.
+  void StopServer() {
+    std::promise<void> stopped;
+    loop.Post([&] {
+      server.Stop();
+      stopped.set_value();
+    });
+    stopped.get_future().wait();
+  }
+  void StopLoop() {
+    if (!thread.joinable()) return;
+    loop.Post([this] { loop.Stop(); });
+    thread.join();
+  }
+  EventLoop loop;
+  HttpServer server;
+  std::thread thread;
+};
 
 // A connection to 127.0.0.1:`port` from `source` (another loopback address is another peer).
 int Connect(int port, const char* source = nullptr) {
@@ -79,9 +113,10 @@ bool ClosedByPeer(int fd, std::chrono::milliseconds timeout) {
 }
 
 TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
-  HttpServer server(RealClock::Get());
+  TestServer test_server(RealClock::Get());
+  HttpServer& server = test_server.server;
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok()) << port.status().ToString();
   std::vector<int> idle;
   for (int i = 0; i < 100; ++i) {
@@ -103,9 +138,10 @@ TEST(HttpServerTest, HealthzAnswersBesideAHundredIdleConnections) {
 TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
   HttpServerOptions opts;
   opts.request_deadline = 300ms;
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   server.Get("/healthz", [] { return HttpReply{}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   int silent = Connect(*port);
   int trickle = Connect(*port);
@@ -129,9 +165,10 @@ TEST(HttpServerTest, IdleConnectionsAreClosedAtTheRequestDeadline) {
 TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
   HttpServerOptions opts;
   opts.max_connections = 4;
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   server.Get("/healthz", [] { return HttpReply{}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::vector<int> held;
   for (int i = 0; i < 4; ++i) held.push_back(Connect(*port));
@@ -154,9 +191,10 @@ TEST(HttpServerTest, ConnectionsOverTheCapAreClosedAtOnce) {
 TEST(HttpServerTest, APeerOverItsCapIsClosedAndOtherPeersAreServed) {
   HttpServerOptions opts;
   opts.max_connections_per_peer = 3;
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::vector<int> held;
   for (int i = 0; i < 3; ++i) held.push_back(Connect(*port));
@@ -186,7 +224,8 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
   HttpServerOptions opts;
   opts.workers = 1;
   opts.queue_deadline = 1s;
-  HttpServer server(clock, opts);
+  TestServer test_server(clock, opts);
+  HttpServer& server = test_server.server;
   std::atomic<bool> release{false}, holding{false};
   std::atomic<int> ran{0};
   server.Get("/slow", [&] {
@@ -200,7 +239,7 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
     return HttpReply{200, "text/plain", "pods\n"};
   });
   server.GetUrgent("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
   // /pods is sent only once the one worker holds /slow, so it cannot be served first.
@@ -233,7 +272,8 @@ TEST(HttpServerTest, AStaleQueuedRequestIs503AndTheUrgentLaneIsNotQueued) {
 TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
   HttpServerOptions opts;
   opts.workers = 2;
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   std::atomic<bool> release{false};
   server.Get("/slow", [&] {
     const auto end = Steady::now() + 5s;
@@ -241,7 +281,7 @@ TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
     return HttpReply{200, "text/plain", "slow\n"};
   });
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n"}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::thread slow([&] { Ask(*port, "GET /slow HTTP/1.1\r\n\r\n", 10s); });
   const std::string fast = Ask(*port, "GET /healthz HTTP/1.1\r\n\r\n", 2s);
@@ -257,14 +297,15 @@ TEST(HttpServerTest, SlowHandlerHoldsOneWorkerAndOthersAnswer) {
 }
 
 TEST(HttpServerTest, PrefixRoutesGetThePathAndTheDecodedQuery) {
-  HttpServer server(RealClock::Get());
+  TestServer test_server(RealClock::Get());
+  HttpServer& server = test_server.server;
   server.Get("/p/exact", [] { return HttpReply{200, "text/plain", "exact\n", nullptr}; });
   server.GetPrefix("/p/", [](const HttpRequest& r) {
     std::string body = r.path;
     for (const auto& [k, v] : r.query) body += " " + k + "=" + v;
     return HttpReply{200, "text/plain", body + (r.http10 ? " 1.0" : "") + "\n", nullptr};
   });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::string a = Ask(*port, "GET /p/x/y?follow=true&tailLines=5&n=a%20b+c&flag HTTP/1.1\r\n\r\n");
   EXPECT_NE(a.find("\r\n\r\n/p/x/y flag= follow=true n=a b c tailLines=5\n"), std::string::npos)
@@ -281,7 +322,8 @@ TEST(HttpServerTest, PrefixRoutesGetThePathAndTheDecodedQuery) {
 TEST(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
   HttpServerOptions opts;
   opts.workers = 1;  // the one worker must survive the throw
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   server.Get("/pods", []() -> HttpReply { throw std::runtime_error("type_error.316"); });
   server.GetPrefix("/logs/", [](const HttpRequest&) {
     HttpReply r{200, "text/plain", "", nullptr};
@@ -292,7 +334,7 @@ TEST(HttpServerTest, AHandlerThatThrowsAnswers500AndTheServerGoesOn) {
     return r;
   });
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n", nullptr}; });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   for (int i = 0; i < 3; ++i) {
     const std::string a = Ask(*port, "GET /pods HTTP/1.1\r\n\r\n");
@@ -309,7 +351,8 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
   HttpServerOptions opts;
   opts.workers = 1;
   opts.max_streams = 1;
-  HttpServer server(RealClock::Get(), opts);
+  TestServer test_server(RealClock::Get(), opts);
+  HttpServer& server = test_server.server;
   std::atomic<bool> release{false};
   server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n", nullptr}; });
   server.GetPrefix("/stream", [&](const HttpRequest&) {
@@ -322,7 +365,7 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
     };
     return r;
   });
-  auto port = server.Listen("127.0.0.1", 0);
+  auto port = test_server.Listen();
   ASSERT_TRUE(port.ok());
   std::string streamed;
   std::thread reader([&] { streamed = Ask(*port, "GET /stream HTTP/1.1\r\n\r\n", 10s); });
@@ -342,10 +385,50 @@ TEST(HttpServerTest, AStreamIsChunkedAndHoldsNoWorker) {
   std::thread old([&] { streamed = Ask(*port, "GET /stream HTTP/1.0\r\n\r\n", 10s); });
   const auto end2 = Steady::now() + 5s;
   while (server.active_streams() == 0 && Steady::now() < end2) std::this_thread::sleep_for(10ms);
-  server.Stop();
+  test_server.StopServer();
   old.join();
   EXPECT_NE(streamed.find("\r\n\r\nfirst\nsecond\n"), std::string::npos) << streamed;
   EXPECT_EQ(streamed.find("Transfer-Encoding"), std::string::npos) << streamed;
+}
+
+// On the loop's fake clock: a connection that sends no head is closed when the clock passes
+// request_deadline, and not a moment before.
+TEST(HttpServerTest, ASilentConnectionIsClosedWhenTheFakeClockPassesTheRequestDeadline) {
+  testing::FakeClock clock;
+  EventLoop loop(clock);
+  HttpServerOptions opts;
+  opts.request_deadline = 5s;
+  HttpServer server(loop, opts);
+  server.Get("/healthz", [] { return HttpReply{200, "text/plain", "ok\n", nullptr}; });
+  auto port = server.Listen("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  int silent = Connect(*port);
+  ASSERT_GE(silent, 0);
+  const auto accepted = [&] { return server.open_connections() == 1; };
+  ASSERT_TRUE(testing::TurnLoopUntil(loop, accepted, [] { return false; }));
+  clock.Advance(5s - 1ms);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(loop.RunOnce(10ms).ok());
+  EXPECT_FALSE(ClosedByPeer(silent, 0ms)) << "still open 1 ms before its deadline";
+  EXPECT_EQ(server.timed_out(), 0u);
+  EXPECT_EQ(server.open_connections(), 1u);
+  clock.Advance(1ms);
+  ASSERT_TRUE(loop.RunOnce(0ms).ok());
+  EXPECT_EQ(server.timed_out(), 1u);
+  EXPECT_EQ(server.open_connections(), 0u);
+  EXPECT_TRUE(ClosedByPeer(silent, 2s));
+  close(silent);
+  // A connection accepted now has a deadline of its own, counted from its accept.
+  int late = Connect(*port);
+  ASSERT_GE(late, 0);
+  ASSERT_TRUE(testing::TurnLoopUntil(loop, accepted, [] { return false; }));
+  clock.Advance(4s);
+  ASSERT_TRUE(loop.RunOnce(0ms).ok());
+  EXPECT_FALSE(ClosedByPeer(late, 0ms));
+  clock.Advance(1s);
+  ASSERT_TRUE(loop.RunOnce(0ms).ok());
+  EXPECT_TRUE(ClosedByPeer(late, 2s));
+  EXPECT_EQ(server.timed_out(), 2u);
+  close(late);
 }
 
 }  // namespace
