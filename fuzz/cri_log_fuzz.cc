@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "lib/common/rfc3339.h"
 #include "lib/logs/cri_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   f.Finish();
   if (pieces != whole) std::abort();
   (void)ParseGoDuration(content);
-  (void)ParseRfc3339Nanos(content);
+  (void)nodelet::ParseRfc3339Nanos(content);
   CriLogLine line;
   (void)ParseCriLogLine(content, &line);
   return 0;
