@@ -54,12 +54,17 @@ inline std::map<std::string, const ContainerRecordT*> Latest(
 // call was in flight closes its connection) as exited with reason StartError, exit code 128 and
 // the context error as the message, and the process never started (no start time). That is not
 // a run of the container, so it is started again whatever the restartPolicy, and without
-// crash-loop backoff: a fault in podworkerd must not fail a restartPolicy Never pod.
+// crash-loop backoff: a fault in podworkerd must not fail a restartPolicy Never pod. When the
+// call is cancelled while containerd runs the shim's start command, containerd kills that
+// command with the call's context and the message says so instead: "failed to start shim:
+// start failed: : signal: killed" (the shim never served the container either).
 // `cut`: containers whose StartContainer the runtime cut off (PodSyncer::cut_starts_).
 inline bool InterruptedStart(const ContainerRecordT& c, const std::set<std::string>& cut) {
   if (c.state != ContainerState::Exited || c.started_at_ns != 0) return false;
-  return (c.reason == "StartError" && c.message.find("context canceled") != std::string::npos) ||
-         cut.count(c.id) > 0;
+  if (cut.count(c.id) > 0) return true;
+  if (c.reason != "StartError") return false;
+  const auto has = [&c](const char* text) { return c.message.find(text) != std::string::npos; };
+  return has("context canceled") || (has("failed to start shim") && has("signal: killed"));
 }
 
 inline bool ShouldRestart(const pod::Pod& pod, const ContainerRecordT& exited,

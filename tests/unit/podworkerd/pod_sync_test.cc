@@ -37,6 +37,18 @@ TEST_F(PodSyncTest, StartCancelledByOurOwnDeathIsStartedAgainUnderNever) {
   EXPECT_NE(out.status.phase, status::PodPhase::kFailed);
 }
 
+// The same call cancelled while containerd ran the shim's start command: containerd kills the
+// command with the call's context, and the container's message names the kill instead.
+TEST_F(PodSyncTest, AShimStartKilledWithTheCancelledCallIsStartedAgainUnderNever) {
+  ExitedBeforeRunning("StartError",
+                      "failed to create containerd task: failed to start shim: start failed: : "
+                      "signal: killed: unknown");
+  SyncOutcome out = syncer_.SyncPod(pod_, &record_);
+  EXPECT_FALSE(out.pod_finished);
+  EXPECT_EQ(runtime_.CallCount(CriCall::kStartContainer), 1);
+  EXPECT_NE(out.status.phase, status::PodPhase::kFailed);
+}
+
 // containerd restarted in the middle of a StartContainer (the chaos soak's "task already
 // exists" on the retry): the container exited without ever running, with a reason that is not
 // the context's. Its start was cut by the runtime, so it is started again even under Never,
